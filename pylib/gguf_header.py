@@ -415,8 +415,8 @@ class _Source:
         self.file_size = file_size
         if isinstance(source, (bytes, bytearray, memoryview)):
             view = memoryview(source)
-            if view.ndim != 1 or view.format not in ("B", "b", "c"):
-                view = view.cast("B")
+            if view.ndim != 1 or view.format != "B":
+                view = view.cast("B")  # e.g. a Pyodide memoryview of a typed array: bytes, flat
             self.buf: Any = view[: self.limit] if len(view) > self.limit else view
             self.total = len(view)  # bytes given (may exceed the limit: then the limit applies)
             # all we will ever have; it is the whole file if it reaches file_size
@@ -451,6 +451,8 @@ class _Source:
             target = min(self.limit, max(end, 2 * len(self.buf), 1 << 20))
             while len(self.buf) < target:
                 chunk = self.file.read(target - len(self.buf))
+                if isinstance(chunk, str):
+                    raise TypeError("read_gguf needs a binary file: open it with mode 'rb'")
                 if not chunk:
                     self.exhausted = self.at_eof = True
                     break
@@ -544,7 +546,7 @@ class _Parser:
         """Read one value of type vtype; return it and its type description."""
         at = self.pos
         if vtype == _STRING:
-            return self.string(what), "STRING"
+            return self.string(f"string value of {what}"), "STRING"
         if vtype != _ARRAY:
             raw = self.unpack(_SCALAR_FORMATS[vtype], _SCALAR_SIZES[vtype], what)
             if vtype == _BOOL:
