@@ -417,16 +417,12 @@ class _Source:
             view = memoryview(source)
             if view.ndim != 1 or view.format != "B":
                 view = view.cast("B")  # e.g. a Pyodide memoryview of a typed array: bytes, flat
+            # all we will ever have (only up to the limit is looked at); the whole file if it reaches file_size
             self.buf: Any = view[: self.limit] if len(view) > self.limit else view
-            self.total = len(view)  # bytes given (may exceed the limit: then the limit applies)
-            # all we will ever have; it is the whole file if it reaches file_size
             self.at_eof = file_size is not None and len(view) >= file_size
-            self.exhausted = True
         elif hasattr(source, "read"):
             self.file = source
-            self.buf = bytearray()
-            self.total = None
-            self.exhausted = False
+            self.buf = bytearray()  # grows as the parser asks for more
             self.at_eof = False
             if self.file_size is None:
                 self.file_size = _remaining_size(source)
@@ -446,7 +442,7 @@ class _Source:
                 f"{what} at byte {offset} needs the header to extend to byte {end:,}, but the file is only "
                 f"{self.file_size:,} bytes: it is truncated or that count/length is corrupt",
                 offset, end, len(self.buf), True)
-        if self.file is not None and not self.exhausted:
+        if self.file is not None and not self.at_eof:
             # read in doubling chunks (at least 1 MiB), never past the limit, so memory stays O(header)
             target = min(self.limit, max(end, 2 * len(self.buf), 1 << 20))
             while len(self.buf) < target:
@@ -454,12 +450,12 @@ class _Source:
                 if isinstance(chunk, str):
                     raise TypeError("read_gguf needs a binary file: open it with mode 'rb'")
                 if not chunk:
-                    self.exhausted = self.at_eof = True
+                    self.at_eof = True
                     break
                 self.buf += chunk
             if end <= len(self.buf):
                 return
-        if self.at_eof or (self.file is not None and self.exhausted):
+        if self.at_eof:
             raise GGUFTruncated(
                 f"{what} at byte {offset} needs the header to extend to byte {end:,}, but the file ends at "
                 f"byte {len(self.buf):,}: it is truncated or that count/length is corrupt",
