@@ -1,0 +1,1242 @@
+"""perf_model: where a model's bytes live and how fast the hardware moves them.
+
+The course library's performance model for local inference engines (llama.cpp
+first; vLLM and SGLang where they differ).  Pure Python, standard library only,
+so it runs the same in CPython and in Pyodide.  Read it top to bottom:
+
+  1. Units
+  2. ggml block types (bits per weight follow from the block layout)
+  3. Models (Hugging Face config.json field names) and their GGUF tensors
+  4. llama-quantize presets: which ggml type each tensor gets
+  5. Sizes: quantize_plan, weight_bytes, effective_bpw, file_bytes
+  6. KV cache
+  7. Devices and machines
+  8. Placement: llama.cpp's -ngl / --fit / --n-cpu-moe
+  9. Time: decode and prefill, with the module's efficiencies
+ 10. The roofline
+ 11. Reading a Hugging Face config.json or a GGUF header into a Model
+
+Constants chosen to match the course module (each is explained where it is
+defined; the short list):
+
+* ``GB`` is 10**9 bytes (decimal), the unit every printed size uses.  KV sizes
+  per token are printed in KiB because they are powers of two.
+* Device memory ``mem_gb`` is taken in decimal GB.  The marketing "16 GB" of a
+  card is 16 GiB of DRAM, but the driver, the CUDA/Metal context and (on a
+  desktop) the display take several hundred MiB of it, so counting the card as
+  16e9 bytes is a close, slightly conservative stand-in for what llama.cpp
+  sees as free.  On top of that --fit keeps ``FIT_TARGET_MIB`` = 1024 MiB free.
+* Decode reads every weight that takes part in the forward pass once per
+  token: all of them except ``token_embd`` (a lookup reads one row of it),
+  plus the K and V cache of every layer up to the current context, plus a
+  fixed ``DECODE_OVERHEAD_S`` per token for kernel launches and
+  synchronisation that no bandwidth removes.
+* Decode runs at ``ETA_DECODE`` = 0.7 of peak bandwidth, prefill at
+  ``ETA_PREFILL`` = 0.5 of peak FP16 tensor throughput.  These are the
+  module's assumptions, not measurements.
+* The compute buffer is sized from the micro-batch: the logits of ``n_ubatch``
+  tokens in f32 plus the activations of the widest matmul (see
+  ``compute_buffer_bytes``).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+# ---------------------------------------------------------------------------
+# 1. Units
+# ---------------------------------------------------------------------------
+GB = 1e9            # decimal gigabyte: file sizes, VRAM bars, bandwidths (GB/s)
+GiB = 1 << 30       # binary gibibyte: what llama.cpp's logs print as "GiB"
+MiB = 1 << 20
+KiB = 1 << 10
+
+ETA_DECODE = 0.7    # fraction of peak memory bandwidth reached by decode kernels
+ETA_PREFILL = 0.5   # fraction of peak FP16 tensor FLOP/s reached by prefill matmuls
+DECODE_OVERHEAD_S = 50.5e-6  # fixed per-token cost (launches, sync, sampling) in seconds
+FIT_TARGET_MIB = 1024       # llama.cpp --fit-target default: MiB left free per device
+FIT_CTX_DEFAULT = 4096      # llama.cpp --fit-ctx default
+N_UBATCH_DEFAULT = 512      # llama.cpp -ub default (physical micro-batch)
+N_BATCH_DEFAULT = 2048      # llama.cpp -b default (logical batch)
+OP_OFFLOAD_MIN_BATCH = 32   # ggml-cuda offloads CPU-weight matmuls at >= 32 tokens
+
+
+def _check(cond: bool, arg: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"{arg}: {msg}")
+
+
+# ---------------------------------------------------------------------------
+# 2. ggml block types
+# ---------------------------------------------------------------------------
+# A quantized tensor is stored in blocks of `block_size` weights taking
+# `type_size` bytes (ggml/src/ggml.c, type_traits; gguf-py GGML_QUANT_SIZES).
+# bpw = 8 * type_size / block_size.  Q8_0: 32 int8 + one fp16 scale = 34 bytes
+# -> 8.5 bpw.  Q4_K: 256 weights in a 144-byte super-block -> 4.5 bpw.
+
+@dataclass(frozen=True)
+class GGMLType:
+    name: str
+    type_id: int        # enum ggml_type in ggml/include/ggml.h
+    block_size: int     # weights per block
+    type_size: int      # bytes per block
+
+    @property
+    def bpw(self) -> float:
+        return 8.0 * self.type_size / self.block_size
+
+    def row_bytes(self, n: int) -> int:
+        """Bytes of `n` weights (n must be a multiple of block_size)."""
+        return n // self.block_size * self.type_size
+
+
+GGML_TYPES: dict[str, GGMLType] = {t.name: t for t in [
+    GGMLType("F32", 0, 1, 4),
+    GGMLType("F16", 1, 1, 2),
+    GGMLType("Q4_0", 2, 32, 18),      # fp16 scale + 16 bytes of nibbles
+    GGMLType("Q4_1", 3, 32, 20),      # fp16 scale + fp16 min + 16 bytes
+    GGMLType("Q5_0", 6, 32, 22),      # fp16 scale + 4 bytes high bits + 16 bytes
+    GGMLType("Q5_1", 7, 32, 24),
+    GGMLType("Q8_0", 8, 32, 34),      # fp16 scale + 32 int8
+    GGMLType("Q8_1", 9, 32, 36),
+    GGMLType("Q2_K", 10, 256, 84),    # 2.625 bpw
+    GGMLType("Q3_K", 11, 256, 110),   # 3.4375 bpw
+    GGMLType("Q4_K", 12, 256, 144),   # 4.5 bpw
+    GGMLType("Q5_K", 13, 256, 176),   # 5.5 bpw
+    GGMLType("Q6_K", 14, 256, 210),   # 6.5625 bpw
+    GGMLType("Q8_K", 15, 256, 292),
+    GGMLType("IQ2_XXS", 16, 256, 66),
+    GGMLType("IQ2_XS", 17, 256, 74),
+    GGMLType("IQ3_XXS", 18, 256, 98),
+    GGMLType("IQ1_S", 19, 256, 50),
+    GGMLType("IQ4_NL", 20, 32, 18),   # non-linear 4-bit, 32-weight blocks
+    GGMLType("IQ3_S", 21, 256, 110),
+    GGMLType("IQ2_S", 22, 256, 82),
+    GGMLType("IQ4_XS", 23, 256, 136), # 4.25 bpw
+    GGMLType("I8", 24, 1, 1),
+    GGMLType("I16", 25, 1, 2),
+    GGMLType("I32", 26, 1, 4),
+    GGMLType("I64", 27, 1, 8),
+    GGMLType("F64", 28, 1, 8),
+    GGMLType("IQ1_M", 29, 256, 56),
+    GGMLType("BF16", 30, 1, 2),
+    GGMLType("TQ1_0", 34, 256, 54),
+    GGMLType("TQ2_0", 35, 256, 66),
+    GGMLType("MXFP4", 39, 32, 17),    # e8m0 shared exponent + 16 bytes of fp4
+]}
+GGML_TYPE_BY_ID = {t.type_id: t for t in GGML_TYPES.values()}
+
+
+def ggml_type(name: str) -> GGMLType:
+    key = str(name).upper()
+    _check(key in GGML_TYPES, "ggml_type", f"unknown type {name!r}; allowed: {', '.join(GGML_TYPES)}")
+    return GGML_TYPES[key]
+
+
+# ---------------------------------------------------------------------------
+# 3. Models and their GGUF tensors
+# ---------------------------------------------------------------------------
+# A Model holds the hyperparameters of a Hugging Face config.json under the same
+# field names.  `tensors()` lists the tensors convert_hf_to_gguf.py writes, under
+# their GGUF names, with ggml's dimension order: ne[0] is the row length (the
+# input features of a matmul), ne[1] the rows, ne[2] the experts.
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str                 # GGUF name, e.g. "blk.7.attn_v.weight"
+    ne: tuple                 # ggml dims, ne[0] = row length
+    cls: str                  # tensor class: attn_q, ffn_down_exps, token_embd, norm, ...
+    layer: int                # block index, -1 for non-block tensors
+    src_type: str = "F16"     # type in an unquantized (F16/BF16) GGUF: norms and biases are F32
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.ne:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class Model:
+    """A transformer's shape, in Hugging Face config.json terms."""
+    name: str
+    model_type: str                       # config.json "model_type": llama, qwen2, qwen3_moe, ...
+    num_hidden_layers: int
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    head_dim: int = 0                     # 0: hidden_size // num_attention_heads
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 4096
+    num_local_experts: int = 0            # routed experts (Mixtral: num_local_experts, Qwen: num_experts)
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0        # per-expert FFN width (0: intermediate_size)
+    shared_expert_intermediate_size: int = 0
+    sliding_window: int = 0               # tokens a sliding-window layer attends to
+    sliding_window_pattern: tuple = ()    # per-layer True where the layer uses the window
+    attention_bias: bool = False          # q/k/v projections carry biases (Qwen2)
+    qk_norm: bool = False                 # per-head RMSNorm on q and k (Qwen3)
+    rope_freqs: bool = False              # llama3-style rope scaling ships a rope_freqs tensor
+    source: str = ""                      # where the numbers come from
+    key: str = ""
+    tokenizer: str = "llama3"             # tokenizer family: sizes the GGUF metadata
+    gguf_tensors: tuple = ()              # real tensors from a GGUF header (model_from_gguf)
+
+    # -- derived shapes ---------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return self.num_hidden_layers
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def n_expert(self) -> int:
+        return self.num_local_experts
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_local_experts > 1
+
+    @property
+    def n_gqa(self) -> int:
+        return self.num_attention_heads // max(1, self.num_key_value_heads)
+
+    def is_swa_layer(self, il: int) -> bool:
+        if not self.sliding_window or not self.sliding_window_pattern:
+            return False
+        return bool(self.sliding_window_pattern[il % len(self.sliding_window_pattern)])
+
+    def tensors(self) -> list:
+        """Every tensor of the model's GGUF file, in llama-quantize's order."""
+        if self.gguf_tensors:
+            ts = list(self.gguf_tensors)
+        else:
+            ts = _tensor_inventory(self)
+        return sorted(ts, key=_weight_order)
+
+    def total_params(self) -> int:
+        return sum(t.n_elements for t in self.tensors())
+
+    def active_params(self) -> int:
+        """Parameters one token touches: experts scaled by used/total, no embedding table."""
+        n = 0
+        for t in self.tensors():
+            if t.cls == "token_embd":
+                continue
+            n += _active_elements(self, t)
+        return n
+
+
+def _weight_order(t: Tensor):
+    # llama_model_loader::weights_map is sorted by block number, then by name
+    # (weight_name_comparer), and llama-quantize walks it in that order, which is
+    # what its per-layer counters (i_attention_wv, ...) count.
+    return (t.layer, t.name)
+
+
+def _active_elements(model: Model, t: Tensor) -> float:
+    if t.cls.endswith("_exps") and model.n_expert:
+        return t.n_elements * model.num_experts_per_tok / model.n_expert
+    return t.n_elements
+
+
+def _tensor_inventory(m: Model) -> list:
+    """The tensors convert_hf_to_gguf.py writes for m (names from llama-arch.cpp)."""
+    h, d = m.hidden_size, m.d_head
+    q_out, kv_out = m.num_attention_heads * d, m.num_key_value_heads * d
+    ts = [Tensor("token_embd.weight", (h, m.vocab_size), "token_embd", -1)]
+    if not m.tie_word_embeddings:
+        ts.append(Tensor("output.weight", (h, m.vocab_size), "output", -1))
+    ts.append(Tensor("output_norm.weight", (h,), "norm", -1, "F32"))
+    if m.rope_freqs:
+        ts.append(Tensor("rope_freqs.weight", (d // 2,), "norm", -1, "F32"))
+    mt = m.model_type
+    for il in range(m.num_hidden_layers):
+        p = f"blk.{il}."
+        L = []
+        L.append(Tensor(p + "attn_norm.weight", (h,), "norm", il, "F32"))
+        if mt == "phi3":
+            L.append(Tensor(p + "attn_qkv.weight", (h, q_out + 2 * kv_out), "attn_qkv", il))
+        else:
+            L.append(Tensor(p + "attn_q.weight", (h, q_out), "attn_q", il))
+            L.append(Tensor(p + "attn_k.weight", (h, kv_out), "attn_k", il))
+            L.append(Tensor(p + "attn_v.weight", (h, kv_out), "attn_v", il))
+        L.append(Tensor(p + "attn_output.weight", (q_out, h), "attn_output", il))
+        if m.attention_bias:
+            L += [Tensor(p + "attn_q.bias", (q_out,), "bias", il, "F32"),
+                  Tensor(p + "attn_k.bias", (kv_out,), "bias", il, "F32"),
+                  Tensor(p + "attn_v.bias", (kv_out,), "bias", il, "F32")]
+            if mt == "gpt_oss":
+                L.append(Tensor(p + "attn_output.bias", (h,), "bias", il, "F32"))
+        if m.qk_norm:
+            L += [Tensor(p + "attn_q_norm.weight", (d,), "norm", il, "F32"),
+                  Tensor(p + "attn_k_norm.weight", (d,), "norm", il, "F32")]
+        if mt == "gemma2":
+            L += [Tensor(p + "post_attention_norm.weight", (h,), "norm", il, "F32"),
+                  Tensor(p + "post_ffw_norm.weight", (h,), "norm", il, "F32")]
+        if mt == "gpt_oss":
+            L.append(Tensor(p + "attn_sinks.weight", (m.num_attention_heads,), "norm", il, "F32"))
+            L.append(Tensor(p + "post_attention_norm.weight", (h,), "norm", il, "F32"))
+        else:
+            L.append(Tensor(p + "ffn_norm.weight", (h,), "norm", il, "F32"))
+        if m.is_moe:
+            e, f = m.n_expert, m.moe_intermediate_size or m.intermediate_size
+            L.append(Tensor(p + "ffn_gate_inp.weight", (h, e), "ffn_gate_inp", il, "F32"))
+            if mt == "gpt_oss":
+                L.append(Tensor(p + "ffn_gate_inp.bias", (e,), "bias", il, "F32"))
+            L += [Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il),
+                  Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il),
+                  Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il)]
+            if mt == "gpt_oss":
+                L += [Tensor(p + "ffn_gate_exps.bias", (f, e), "bias", il, "F32"),
+                      Tensor(p + "ffn_up_exps.bias", (f, e), "bias", il, "F32"),
+                      Tensor(p + "ffn_down_exps.bias", (h, e), "bias", il, "F32")]
+            if m.shared_expert_intermediate_size:
+                s = m.shared_expert_intermediate_size
+                L += [Tensor(p + "ffn_gate_inp_shexp.weight", (h,), "norm", il, "F32"),
+                      Tensor(p + "ffn_gate_shexp.weight", (h, s), "ffn_gate", il),
+                      Tensor(p + "ffn_up_shexp.weight", (h, s), "ffn_up", il),
+                      Tensor(p + "ffn_down_shexp.weight", (s, h), "ffn_down", il)]
+        elif mt == "phi3":
+            f = m.intermediate_size
+            L += [Tensor(p + "ffn_up.weight", (h, 2 * f), "ffn_up", il),   # gate and up fused
+                  Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il)]
+        else:
+            f = m.intermediate_size
+            L += [Tensor(p + "ffn_gate.weight", (h, f), "ffn_gate", il),
+                  Tensor(p + "ffn_up.weight", (h, f), "ffn_up", il),
+                  Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il)]
+        ts += L
+    return ts
+
+
+def _hf(repo: str) -> str:
+    return f"https://huggingface.co/{repo}/blob/main/config.json"
+
+
+_SWA_ALT = (True, False)   # sliding window on even layers, global on odd (Gemma 2, gpt-oss)
+
+MODELS: dict[str, Model] = {}
+
+
+def _add(key: str, **kw) -> None:
+    MODELS[key] = Model(key=key, **kw)
+
+
+# Every number below is the model's config.json on Hugging Face (source= link).
+_add("llama-3.2-1b", name="Llama 3.2 1B", model_type="llama", num_hidden_layers=16, hidden_size=2048,
+     intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
+     tie_word_embeddings=True, max_position_embeddings=131072, rope_freqs=True,
+     source=_hf("meta-llama/Llama-3.2-1B-Instruct"))
+_add("llama-3.2-3b", name="Llama 3.2 3B", model_type="llama", num_hidden_layers=28, hidden_size=3072,
+     intermediate_size=8192, num_attention_heads=24, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+     tie_word_embeddings=True, max_position_embeddings=131072, rope_freqs=True,
+     source=_hf("meta-llama/Llama-3.2-3B-Instruct"))
+_add("llama-3.1-8b", name="Llama 3.1 8B", model_type="llama", num_hidden_layers=32, hidden_size=4096,
+     intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+     max_position_embeddings=131072, rope_freqs=True, source=_hf("meta-llama/Llama-3.1-8B-Instruct"))
+_add("llama-3.1-70b", name="Llama 3.1 70B", model_type="llama", num_hidden_layers=80, hidden_size=8192,
+     intermediate_size=28672, num_attention_heads=64, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+     max_position_embeddings=131072, rope_freqs=True, source=_hf("meta-llama/Llama-3.1-70B-Instruct"))
+_add("qwen2.5-0.5b", name="Qwen2.5 0.5B", model_type="qwen2", num_hidden_layers=24, hidden_size=896,
+     intermediate_size=4864, num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+     tie_word_embeddings=True, max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
+     source=_hf("Qwen/Qwen2.5-0.5B-Instruct"))
+_add("qwen2.5-7b", name="Qwen2.5 7B", model_type="qwen2", num_hidden_layers=28, hidden_size=3584,
+     intermediate_size=18944, num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
+     source=_hf("Qwen/Qwen2.5-7B-Instruct"))
+_add("qwen2.5-14b", name="Qwen2.5 14B", model_type="qwen2", num_hidden_layers=48, hidden_size=5120,
+     intermediate_size=13824, num_attention_heads=40, num_key_value_heads=8, vocab_size=152064,
+     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
+     source=_hf("Qwen/Qwen2.5-14B-Instruct"))
+_add("qwen2.5-32b", name="Qwen2.5 32B", model_type="qwen2", num_hidden_layers=64, hidden_size=5120,
+     intermediate_size=27648, num_attention_heads=40, num_key_value_heads=8, vocab_size=152064,
+     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
+     source=_hf("Qwen/Qwen2.5-32B-Instruct"))
+_add("qwen2.5-72b", name="Qwen2.5 72B", model_type="qwen2", num_hidden_layers=80, hidden_size=8192,
+     intermediate_size=29568, num_attention_heads=64, num_key_value_heads=8, vocab_size=152064,
+     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
+     source=_hf("Qwen/Qwen2.5-72B-Instruct"))
+_add("mistral-7b-v0.3", name="Mistral 7B v0.3", model_type="mistral", num_hidden_layers=32, hidden_size=4096,
+     intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8, vocab_size=32768,
+     max_position_embeddings=32768, tokenizer="spm", source=_hf("mistralai/Mistral-7B-Instruct-v0.3"))
+_add("gemma-2-9b", name="Gemma 2 9B", model_type="gemma2", num_hidden_layers=42, hidden_size=3584,
+     intermediate_size=14336, num_attention_heads=16, num_key_value_heads=8, head_dim=256, vocab_size=256000,
+     tie_word_embeddings=True, max_position_embeddings=8192, sliding_window=4096,
+     sliding_window_pattern=_SWA_ALT, tokenizer="gemma", source=_hf("google/gemma-2-9b-it"))
+_add("qwen3-8b", name="Qwen3 8B", model_type="qwen3", num_hidden_layers=36, hidden_size=4096,
+     intermediate_size=12288, num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+     max_position_embeddings=40960, qk_norm=True, tokenizer="qwen2", source=_hf("Qwen/Qwen3-8B"))
+_add("qwen3-30b-a3b", name="Qwen3 30B-A3B", model_type="qwen3_moe", num_hidden_layers=48, hidden_size=2048,
+     intermediate_size=6144, num_attention_heads=32, num_key_value_heads=4, head_dim=128, vocab_size=151936,
+     max_position_embeddings=40960, num_local_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+     qk_norm=True, tokenizer="qwen2", source=_hf("Qwen/Qwen3-30B-A3B"))
+_add("mixtral-8x7b", name="Mixtral 8x7B", model_type="mixtral", num_hidden_layers=32, hidden_size=4096,
+     intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
+     max_position_embeddings=32768, num_local_experts=8, num_experts_per_tok=2, tokenizer="spm",
+     source=_hf("mistralai/Mixtral-8x7B-Instruct-v0.1"))
+_add("gpt-oss-20b", name="gpt-oss 20B", model_type="gpt_oss", num_hidden_layers=24, hidden_size=2880,
+     intermediate_size=2880, num_attention_heads=64, num_key_value_heads=8, head_dim=64, vocab_size=201088,
+     max_position_embeddings=131072, num_local_experts=32, num_experts_per_tok=4, sliding_window=128,
+     sliding_window_pattern=_SWA_ALT, attention_bias=True, tokenizer="o200k",
+     source=_hf("openai/gpt-oss-20b"))
+_add("phi-3-mini", name="Phi-3 mini 3.8B", model_type="phi3", num_hidden_layers=32, hidden_size=3072,
+     intermediate_size=8192, num_attention_heads=32, num_key_value_heads=32, vocab_size=32064,
+     max_position_embeddings=4096, tokenizer="spm", source=_hf("microsoft/Phi-3-mini-4k-instruct"))
+
+
+def get_model(model) -> Model:
+    """A Model, or the key of one in MODELS."""
+    if isinstance(model, Model):
+        return model
+    _check(isinstance(model, str) and model in MODELS, "model",
+           f"unknown model {model!r}; allowed: {', '.join(MODELS)}")
+    return MODELS[model]
+
+
+# ---------------------------------------------------------------------------
+# 4. llama-quantize presets
+# ---------------------------------------------------------------------------
+# A preset (llama_ftype) has a default ggml type, and llama_tensor_get_type in
+# src/llama-quant.cpp moves some tensors to other types by their role, their
+# layer and the model's shape.  The rules below follow that function line by
+# line for the presets listed in QUANT_PRESETS.
+#
+# Naming: the module prints plain "Q3_K" and "Q2_K" rows that store every
+# quantizable tensor in that one ggml type (3.44 and 2.63 bpw for Llama 3.1 8B),
+# so those two names mean the plain types here.  llama-quantize's own "Q2_K"
+# mix is available as "Q2_K_MIX"; its "Q3_K" is only an alias of Q3_K_M.
+
+# preset -> default ggml type (llama_ftype_get_default_type)
+_FTYPE_DEFAULT = {
+    "F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q6_K": "Q6_K",
+    "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
+    "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K", "Q4_0": "Q4_0", "Q4_1": "Q4_1",
+    "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS",
+    "Q3_K_L": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K",
+    "Q2_K_MIX": "Q2_K", "Q2_K_S": "Q2_K", "MXFP4_MOE": "MXFP4",
+}
+# names that store every quantizable tensor in one ggml type (llama-quantize --pure)
+_PURE = {"Q3_K": "Q3_K", "Q2_K": "Q2_K", "Q4_K": "Q4_K", "Q5_K": "Q5_K"}
+
+QUANT_PRESETS = ["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q4_0",
+                 "IQ4_XS", "IQ4_NL", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q3_K", "Q2_K_MIX", "Q2_K"]
+ALL_QUANTS = QUANT_PRESETS + [q for q in list(_FTYPE_DEFAULT) + list(_PURE) if q not in QUANT_PRESETS]
+
+
+def _check_quant(quant: str) -> str:
+    _check(isinstance(quant, str) and (quant in _FTYPE_DEFAULT or quant in _PURE), "quant",
+           f"unknown quantization {quant!r}; allowed: {', '.join(ALL_QUANTS)}")
+    return quant
+
+
+def _use_more_bits(i_layer: int, n_layers: int) -> bool:
+    # llama-quant.cpp use_more_bits: the first and last eighth, and every third layer between.
+    # C++ integer division and modulo: (i - n/8) % 3 is negative-safe here since i >= n/8.
+    a = n_layers // 8
+    return i_layer < a or i_layer >= 7 * n_layers // 8 or (i_layer - a) % 3 == 2
+
+
+def _is_70b(model: Model) -> bool:
+    # llama-model.cpp sets LLM_TYPE_70B for 80-layer Llama and Qwen2 models.
+    return model.model_type in ("llama", "qwen2") and model.num_hidden_layers == 80
+
+
+def _allows_quantization(t: Tensor) -> bool:
+    # tensor_allows_quantization: 2-D and 3-D weights only; no norms, no router.
+    return (len(t.ne) >= 2 and t.name.endswith("weight") and "_norm.weight" not in t.name
+            and "ffn_gate_inp.weight" not in t.name)
+
+
+def _fallback(t: Tensor, typ: str) -> str:
+    # tensor_type_fallback: a row that is not a multiple of the block size cannot
+    # use that type; llama-quantize picks a 32-weight type instead.
+    bs = GGML_TYPES[typ].block_size
+    if t.ne[0] % bs == 0:
+        return typ
+    alt = {"IQ1_S": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ2_XXS": "IQ4_NL", "IQ2_XS": "IQ4_NL",
+           "IQ2_S": "IQ4_NL", "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL",
+           "Q2_K": "Q4_0", "Q3_K": "Q4_0", "TQ1_0": "Q4_0", "TQ2_0": "Q4_0",
+           "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}.get(typ, "F16")
+    if t.ne[0] % GGML_TYPES[alt].block_size:
+        alt = "F16"
+    return alt
+
+
+def _tensor_type(model: Model, t: Tensor, ftype: str, default: str, counters: dict, tied: bool) -> str:
+    """llama_tensor_get_type_impl for the K-quant and legacy presets."""
+    new = default
+    n_expert = model.n_expert
+    gqa = model.n_gqa
+    cls = t.cls
+    if cls == "output" or (tied and cls == "token_embd"):
+        # the output head (and a tied embedding, which is the same matrix) gets Q6_K
+        if ftype == "MXFP4_MOE" or t.ne[0] % GGML_TYPES[new].block_size:
+            return "Q8_0"
+        return new if new == "Q8_0" else "Q6_K"
+    if ftype == "MXFP4_MOE":
+        return "MXFP4" if len(t.ne) > 2 and t.ne[2] > 1 else "Q8_0"
+    if cls == "token_embd":
+        return new
+    if cls in ("attn_v", "attn_qkv"):
+        i, n = counters["i_attention_wv"], counters["n_attention_wv"]
+        if ftype == "Q2_K_MIX":
+            new = "Q4_K" if gqa >= 4 else "Q3_K"
+        elif ftype == "Q2_K_S" and gqa >= 4:
+            new = "Q4_K"
+        elif ftype == "IQ3_M":
+            new = "Q4_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if i < 2 else "Q4_K"
+        elif ftype == "Q3_K_L":
+            new = "Q5_K"
+        elif ftype in ("IQ4_NL", "IQ4_XS") and gqa >= 4:
+            new = "Q5_K"
+        elif ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(i, n):
+            new = "Q6_K"
+        elif ftype == "Q4_K_S" and i < 4:
+            new = "Q5_K"
+        if _is_70b(model) and new in ("Q3_K", "Q4_K"):
+            new = "Q5_K"   # 8 heads share attn_v in the 70B: more bits cost little
+        if n_expert == 8:
+            new = "Q8_0"
+        counters["i_attention_wv"] += 1
+        if cls == "attn_qkv":
+            if ftype in ("Q3_K_M", "Q3_K_L"):
+                new = "Q4_K"
+            elif ftype == "Q4_K_M":
+                new = "Q5_K"
+            elif ftype == "Q5_K_M":
+                new = "Q6_K"
+        return new
+    if cls == "attn_k":
+        return "Q8_0" if n_expert == 8 else new
+    if cls in ("ffn_down", "ffn_down_exps"):
+        # the layer index: a counter for dense models, the tensor name for MoE
+        il = t.layer if n_expert > 1 else counters["i_ffn_down"]
+        n = counters["n_ffn_down"]
+        if ftype == "Q2_K_MIX":
+            new = "Q3_K"
+        elif ftype == "Q2_K_S":
+            if il < n // 8:
+                new = "Q4_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if il < n // 16 else "Q4_K"   # the Q3_K branch is Falcon-only
+        elif ftype == "Q3_K_L":
+            new = "Q5_K"
+        elif ftype == "Q4_K_M":
+            if _use_more_bits(il, n):
+                new = "Q6_K"
+        elif il < n // 8 and ftype in ("IQ4_NL", "IQ4_XS"):
+            new = "Q5_K"     # without an imatrix
+        elif ftype == "Q5_K_M" and _use_more_bits(il, n):
+            new = "Q6_K"
+        elif ftype == "Q4_K_S" and il < n // 8:
+            new = "Q5_K"
+        counters["i_ffn_down"] += 1
+        return new
+    if cls == "attn_output":
+        if n_expert == 8:
+            if ftype in ("Q2_K_MIX", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ4_XS"):
+                new = "Q5_K"
+        else:
+            new = {"Q2_K_MIX": "Q3_K", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K"}.get(ftype, new)
+        return new
+    return new
+
+
+# ---------------------------------------------------------------------------
+# 5. Sizes
+# ---------------------------------------------------------------------------
+
+def _tensor_bytes(t: Tensor, typ: str) -> int:
+    g = GGML_TYPES[typ]
+    rows = t.n_elements // t.ne[0]
+    return rows * (-(-t.ne[0] // g.block_size)) * g.type_size
+
+
+_PLAN_CACHE: dict = {}
+
+
+def quantize_plan(model, quant: str) -> list:
+    """One row per tensor: GGUF name, ggml type, element count and bytes.
+
+    Types follow llama-quantize's per-tensor rules (section 4) for a preset, or
+    one type for every quantizable tensor for the plain names Q2_K/Q3_K/Q4_K/Q5_K.
+    A model read from a GGUF header returns the file's own types for quant=None.
+    """
+    model = get_model(model)
+    if quant is None and model.gguf_tensors:
+        key = (model, None)
+    else:
+        quant = _check_quant(quant)
+        key = (model, quant)
+    if key in _PLAN_CACHE:
+        return _PLAN_CACHE[key]
+    tensors = model.tensors()
+    rows = []
+    if quant is None:
+        for t in tensors:
+            rows.append(_row(t, t.src_type))
+    else:
+        tied = not any(t.cls == "output" for t in tensors)
+        counters = {"i_attention_wv": 0, "i_ffn_down": 0,
+                    "n_attention_wv": sum(1 for t in tensors if t.cls in ("attn_v", "attn_qkv")),
+                    "n_ffn_down": model.num_hidden_layers}
+        pure = quant in _PURE
+        default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
+        for t in tensors:
+            if not _allows_quantization(t):
+                typ = "F32" if t.src_type == "F32" else t.src_type
+                if t.src_type not in ("F32",) and default in ("F16", "BF16", "F32"):
+                    typ = default
+            elif default in ("F16", "BF16", "F32"):
+                typ = default                   # not a quantized type: no per-tensor rules
+            elif pure:
+                typ = _fallback(t, default)
+            else:
+                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied))
+            rows.append(_row(t, typ))
+    _PLAN_CACHE[key] = rows
+    return rows
+
+
+def _row(t: Tensor, typ: str) -> dict:
+    return {"name": t.name, "type": typ, "n_elements": t.n_elements, "bytes": _tensor_bytes(t, typ),
+            "cls": t.cls, "layer": t.layer, "ne": t.ne}
+
+
+def weight_bytes(model, quant: str) -> dict:
+    """Bytes per tensor class (attn_q, ffn_down, output, norm, ...) plus 'total'."""
+    out: dict = {}
+    for r in quantize_plan(model, quant):
+        out[r["cls"]] = out.get(r["cls"], 0) + r["bytes"]
+    out["total"] = sum(v for k, v in out.items())
+    return out
+
+
+def effective_bpw(model, quant: str) -> float:
+    """Average bits per weight over the whole file's tensors."""
+    plan = quantize_plan(model, quant)
+    return 8.0 * sum(r["bytes"] for r in plan) / sum(r["n_elements"] for r in plan)
+
+
+# GGUF metadata: most of it is the tokenizer.  Per tokenizer family: the vocab
+# strings (8-byte length + text; average text length measured on the real
+# vocabularies), token_type (int32 each), scores (f32 each, SentencePiece) and
+# the BPE merges (8-byte length + "a b" text).
+_TOKENIZER_META = {
+    #            avg token chars, has scores, merges, avg merge chars
+    "llama3": (6.6, False, 280147, 10.5),
+    "qwen2": (6.8, False, 151387, 10.5),
+    "o200k": (7.4, False, 446189, 11.0),
+    "spm": (5.5, True, 0, 0.0),
+    "gemma": (7.2, True, 0, 0.0),
+}
+GGUF_ALIGNMENT = 32
+
+
+def gguf_metadata_bytes(model) -> int:
+    """Approximate size of a GGUF header: KV metadata, tokenizer and tensor table."""
+    model = get_model(model)
+    chars, scores, merges, mchars = _TOKENIZER_META.get(model.tokenizer, _TOKENIZER_META["llama3"])
+    v = model.vocab_size
+    tok = v * (8 + chars) + v * 4 + (v * 4 if scores else 0) + merges * (8 + mchars)
+    kv = 4096 + 8 * 1024    # hyperparameters, chat template (a few KiB)
+    table = sum(len(t.name) + 8 + 4 + 8 * len(t.ne) + 4 + 8 for t in model.tensors())
+    return int(tok + kv + table)
+
+
+def file_bytes(model, quant: str) -> int:
+    """The whole .gguf file: header + aligned tensor data."""
+    model = get_model(model)
+    plan = quantize_plan(model, quant)
+    data = sum(-(-r["bytes"] // GGUF_ALIGNMENT) * GGUF_ALIGNMENT for r in plan)
+    head = gguf_metadata_bytes(model)
+    return -(-head // GGUF_ALIGNMENT) * GGUF_ALIGNMENT + data
+
+
+# ---------------------------------------------------------------------------
+# 6. KV cache
+# ---------------------------------------------------------------------------
+# llama.cpp stores K and V per layer in -ctk/-ctv types (src/llama-kv-cache.cpp).
+# Per token and layer: 2 (K and V) * n_kv_heads * head_dim elements.  A
+# sliding-window layer (Gemma 2, gpt-oss) only keeps its window of tokens
+# (llama_kv_cache_iswa), so its share stops growing past `sliding_window`.
+
+KV_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+
+
+def _kv_type(kv_type: str) -> GGMLType:
+    _check(isinstance(kv_type, str) and kv_type.lower() in KV_TYPES, "kv_type",
+           f"unknown KV cache type {kv_type!r}; allowed: {', '.join(KV_TYPES)}")
+    return GGML_TYPES[kv_type.upper()]
+
+
+def kv_bytes_per_token_layer(model, kv_type: str = "f16") -> float:
+    model = get_model(model)
+    g = _kv_type(kv_type)
+    return 2 * model.num_key_value_heads * model.d_head * g.type_size / g.block_size
+
+
+def kv_bytes_per_token(model, kv_type: str = "f16") -> float:
+    """KV bytes one more token of context adds, summed over all layers.
+
+    Sliding-window layers are counted too: below the window they grow like the
+    others (use kv_cache_bytes for a given context, which caps them)."""
+    model = get_model(model)
+    return model.num_hidden_layers * kv_bytes_per_token_layer(model, kv_type)
+
+
+def kv_layer_tokens(model, il: int, n_ctx: int) -> int:
+    """Tokens layer il holds at context n_ctx: all of them, or its window."""
+    if model.is_swa_layer(il):
+        return min(n_ctx, model.sliding_window)
+    return n_ctx
+
+
+def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> float:
+    """Bytes of KV cache for n_ctx tokens (over `layers`, default all)."""
+    model = get_model(model)
+    _check(isinstance(n_ctx, int) and n_ctx >= 0, "n_ctx", f"must be an integer >= 0, got {n_ctx!r}")
+    per = kv_bytes_per_token_layer(model, kv_type)
+    rng = range(model.num_hidden_layers) if layers is None else layers
+    return sum(per * kv_layer_tokens(model, il, n_ctx) for il in rng)
+
+
+# ---------------------------------------------------------------------------
+# 7. Devices and machines
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Device:
+    """One memory + compute device: a GPU, or the CPU with its system RAM."""
+    name: str
+    mem_gb: float           # capacity, decimal GB (see the module docstring)
+    bandwidth_gbs: float    # peak memory bandwidth, GB/s
+    fp16_tflops: float      # peak dense FP16 matmul throughput (tensor cores, FP32 accumulate)
+    source: str = ""
+    approx: bool = False    # True where a figure is our approximation, not a vendor spec
+
+    @property
+    def mem_bytes(self) -> float:
+        return self.mem_gb * GB
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bandwidth_gbs * GB
+
+    @property
+    def flops(self) -> float:
+        return self.fp16_tflops * 1e12
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A GPU (or none), the host's RAM and CPU, and the PCIe link between them.
+
+    For Apple silicon, `unified=True`: the GPU device *is* the unified memory,
+    and the GPU may use `gpu_share` of it (macOS's recommendedMaxWorkingSetSize,
+    about 75% on the larger configurations)."""
+    name: str
+    gpu: Device | None
+    ram: Device
+    pcie_gbs: float = 0.0
+    unified: bool = False
+    gpu_share: float = 0.75
+    drive_gbs: float = 5.0       # NVMe sequential read, GB/s (PCIe 4.0 drive)
+    key: str = ""
+
+    @property
+    def pcie(self) -> float:
+        return self.pcie_gbs * GB
+
+
+# System RAM.  Dual-channel peak = 2 channels * 8 bytes * MT/s.
+DDR4_DUAL = Device("DDR4-3200 dual channel", 64, 51.2, 1.0,
+                   source="JEDEC DDR4-3200: 3200 MT/s x 8 B x 2 channels = 51.2 GB/s",
+                   approx=True)   # CPU FLOP/s: ~1 TFLOP/s FP32 AVX2 on 8 cores (approximation)
+DDR5_DUAL = Device("DDR5-5600 dual channel", 64, 89.6, 1.5,
+                   source="JEDEC DDR5-5600: 5600 MT/s x 8 B x 2 channels = 89.6 GB/s",
+                   approx=True)   # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 (approximation)
+
+_NV = "https://www.nvidia.com/en-us/geforce/graphics-cards/"
+RTX_3060 = Device("RTX 3060", 12, 360, 28.2, approx=True,
+                  source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 tensor TFLOP/s approximated")
+RTX_4060_TI = Device("RTX 4060 Ti 16GB", 16, 288, 51.75, approx=True,
+                     source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 tensor TFLOP/s approximated")
+RTX_3090 = Device("RTX 3090", 24, 936, 71.0,
+                  source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.)")
+RTX_4090 = Device("RTX 4090", 24, 1008, 165.2,
+                  source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.)")
+RTX_5090 = Device("RTX 5090", 32, 1792, 209.5,
+                  source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.)")
+M4_PRO = Device("M4 Pro (48 GB)", 48, 273, 8.5, approx=True,
+                source="https://www.apple.com/macbook-pro/specs/ (273 GB/s); GPU TFLOP/s approximated")
+M4_MAX = Device("M4 Max 40-core (128 GB)", 128, 546, 17.0, approx=True,
+                source="https://www.apple.com/macbook-pro/specs/ (546 GB/s); GPU TFLOP/s approximated")
+
+
+def _ram(gb: float, base: Device = DDR5_DUAL) -> Device:
+    return replace(base, mem_gb=gb)
+
+
+MACHINES: dict[str, Machine] = {
+    "rtx3060": Machine("RTX 3060 12 GB + DDR4", RTX_3060, _ram(32, DDR4_DUAL), 31.5, key="rtx3060"),
+    "rtx4060ti": Machine("RTX 4060 Ti 16 GB + DDR5", RTX_4060_TI, _ram(64), 15.75, key="rtx4060ti"),
+    "rtx3090": Machine("RTX 3090 24 GB + DDR4", RTX_3090, _ram(64, DDR4_DUAL), 31.5, key="rtx3090"),
+    "rtx4090": Machine("RTX 4090 24 GB + DDR5", RTX_4090, _ram(64), 31.5, key="rtx4090"),
+    "rtx5090": Machine("RTX 5090 32 GB + DDR5", RTX_5090, _ram(96), 63.0, key="rtx5090"),
+    "m4pro": Machine("MacBook Pro M4 Pro 48 GB", M4_PRO, replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0),
+                     0.0, unified=True, key="m4pro"),
+    "m4max": Machine("MacBook Pro M4 Max 128 GB", M4_MAX, replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5),
+                     0.0, unified=True, key="m4max"),
+    "cpu-ddr5": Machine("CPU only, DDR5-5600 dual channel", None, _ram(64), 0.0, key="cpu-ddr5"),
+}
+# PCIe: 4.0 x16 = 31.5 GB/s per direction, 4.0 x8 (RTX 4060 Ti) = 15.75, 5.0 x16 = 63.0.
+
+
+def get_machine(machine) -> Machine:
+    if isinstance(machine, Machine):
+        return machine
+    _check(isinstance(machine, str) and machine in MACHINES, "machine",
+           f"unknown machine {machine!r}; allowed: {', '.join(MACHINES)}")
+    return MACHINES[machine]
+
+
+# ---------------------------------------------------------------------------
+# 8. Placement: where each tensor lives (llama.cpp -ngl, --fit, --n-cpu-moe)
+# ---------------------------------------------------------------------------
+# The course's placement rule: blocks 0 .. ngl-1 and their KV cache go to the
+# GPU, the rest stay in system RAM, and ngl = n_layers + 1 also moves the output
+# head (and the final norm).  token_embd always stays in host memory: llama.cpp
+# allocates the input layer on the CPU because a lookup reads one row of it.
+# (llama.cpp itself counts -ngl from the *last* block, i_gpu_start =
+# n_layer + 1 - ngl; for the bytes in each tier the two are nearly the same.)
+#
+# Memory per device:
+#   weights      the tensors placed there (expert tensors of the first n_cpu_moe
+#                blocks stay in RAM even when their block is on the GPU)
+#   KV cache     kv_cache_bytes of the device's blocks, allocated for all n_ctx
+#   compute      compute_buffer_bytes(): scratch for one micro-batch
+#   margin       --fit-target (1024 MiB) kept free on the GPU
+#
+# With n_gpu_layers=None the placement is what --fit chooses: the largest ngl
+# whose GPU total plus the margin fits the device.  An explicit ngl is taken as
+# given; if it does not fit, the Placement says so (fits=False, error=...) the
+# way llama.cpp's allocation would fail, instead of raising.
+
+@dataclass(frozen=True)
+class Placement:
+    model: Model
+    machine: Machine
+    quant: str
+    n_ctx: int
+    kv_type: str
+    n_gpu_layers: int
+    n_cpu_moe: int
+    auto: bool                   # ngl chosen by --fit
+    layer_device: tuple          # per block: "gpu" or "cpu"
+    output_on_gpu: bool
+    gpu_weights: float
+    gpu_kv: float
+    gpu_compute: float
+    cpu_weights: float
+    cpu_kv: float
+    cpu_compute: float
+    gpu_capacity: float          # bytes llama.cpp may use on the GPU (0 without one)
+    cpu_capacity: float
+    fit_margin: float
+    n_ubatch: int = N_UBATCH_DEFAULT
+    fits: bool = True
+    error: str | None = None
+    requested_bytes: float = 0.0  # what the failing device needs
+    free_bytes: float = 0.0       # what it has free (capacity less the margin on a GPU)
+    overflow_bytes: float = 0.0
+    failing_device: str = ""
+
+    @property
+    def gpu_total(self) -> float:
+        return self.gpu_weights + self.gpu_kv + self.gpu_compute
+
+    @property
+    def cpu_total(self) -> float:
+        return self.cpu_weights + self.cpu_kv + self.cpu_compute
+
+    @property
+    def n_layers(self) -> int:
+        return self.model.num_hidden_layers
+
+    @property
+    def gpu_layers(self) -> int:
+        return sum(1 for d in self.layer_device if d == "gpu")
+
+    @property
+    def full_offload(self) -> bool:
+        return self.n_gpu_layers >= self.model.num_hidden_layers + 1
+
+    def as_dict(self) -> dict:
+        out = {k: getattr(self, k) for k in (
+            "quant", "n_ctx", "kv_type", "n_gpu_layers", "n_cpu_moe", "auto", "gpu_weights", "gpu_kv",
+            "gpu_compute", "gpu_total", "cpu_weights", "cpu_kv", "cpu_compute", "cpu_total", "gpu_capacity",
+            "cpu_capacity", "fit_margin", "fits", "error", "requested_bytes", "free_bytes", "overflow_bytes")}
+        out["model"] = self.model.name
+        out["machine"] = self.machine.name
+        return out
+
+
+def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: bool = True) -> float:
+    """Scratch memory ggml's scheduler reserves for one micro-batch, f32 activations:
+    the logits (n_ubatch x n_vocab), the three FFN-wide tensors of the widest
+    matmul (gate, up and their product).  Matches llama.cpp's reported CUDA compute
+    buffer (about 0.3 GB for an 8B model at -ub 512) to within a few percent."""
+    model = get_model(model)
+    ff = model.intermediate_size
+    if model.is_moe:
+        ff = max(model.moe_intermediate_size or ff, 1) * max(1, model.num_experts_per_tok)
+    per_token = (model.vocab_size if with_logits else 0) + 3 * ff
+    return 4.0 * n_ubatch * per_token
+
+
+def _layer_bytes(model: Model, quant) -> tuple:
+    """Per block: (bytes of non-expert tensors, bytes of expert tensors); plus non-block bytes."""
+    n = model.num_hidden_layers
+    dense, experts = [0] * n, [0] * n
+    other = {}
+    for r in quantize_plan(model, quant):
+        il = r["layer"]
+        if il >= 0:
+            if r["cls"].endswith("_exps"):
+                experts[il] += r["bytes"]
+            else:
+                dense[il] += r["bytes"]
+        else:
+            other[r["cls"]] = other.get(r["cls"], 0) + r["bytes"]
+    return dense, experts, other
+
+
+def _gpu_capacity(machine: Machine) -> float:
+    if machine.gpu is None:
+        return 0.0
+    if machine.unified:
+        return machine.gpu.mem_bytes * machine.gpu_share
+    return machine.gpu.mem_bytes
+
+
+def place(model, machine, quant: str = "Q4_K_M", n_ctx: int = 4096, kv_type: str = "f16",
+          n_gpu_layers=None, n_cpu_moe: int = 0, n_ubatch: int = N_UBATCH_DEFAULT,
+          fit_target_mib: float = FIT_TARGET_MIB) -> Placement:
+    """Place a model on a machine the way llama.cpp would (see the section comment)."""
+    model, machine = get_model(model), get_machine(machine)
+    if quant is not None or not model.gguf_tensors:
+        _check_quant(quant)
+    _kv_type(kv_type)
+    _check(isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0, "n_ctx",
+           f"context length must be a positive integer, got {n_ctx!r}")
+    n = model.num_hidden_layers
+    _check(n_gpu_layers is None or (isinstance(n_gpu_layers, int) and 0 <= n_gpu_layers <= n + 1),
+           "n_gpu_layers", f"must be None (auto) or an integer from 0 to {n + 1}, got {n_gpu_layers!r}")
+    _check(isinstance(n_cpu_moe, int) and 0 <= n_cpu_moe <= n, "n_cpu_moe",
+           f"must be an integer from 0 to {n}, got {n_cpu_moe!r}")
+    _check(isinstance(n_ubatch, int) and n_ubatch >= 1, "n_ubatch", f"must be a positive integer, got {n_ubatch!r}")
+    if n_cpu_moe and not model.is_moe:
+        n_cpu_moe = 0
+
+    dense, experts, other = _layer_bytes(model, quant)
+    kv_layer = [kv_cache_bytes(model, n_ctx, kv_type, layers=[il]) for il in range(n)]
+    out_bytes = sum(v for k, v in other.items() if k != "token_embd")
+    embd = other.get("token_embd", 0)
+    cap_gpu = _gpu_capacity(machine)
+    cap_cpu = machine.ram.mem_bytes
+    margin = fit_target_mib * MiB if machine.gpu is not None else 0.0
+
+    def build(ngl: int) -> Placement:
+        if machine.gpu is None:
+            ngl = 0
+        on_gpu = tuple("gpu" if il < ngl else "cpu" for il in range(n))
+        out_gpu = ngl > n
+        gw = gk = cw = ck = 0.0
+        for il in range(n):
+            exp_cpu = il < n_cpu_moe
+            if on_gpu[il] == "gpu":
+                gw += dense[il] + (0 if exp_cpu else experts[il])
+                cw += experts[il] if exp_cpu else 0
+                gk += kv_layer[il]
+            else:
+                cw += dense[il] + experts[il]
+                ck += kv_layer[il]
+        cw += embd
+        if out_gpu:
+            gw += out_bytes
+        else:
+            cw += out_bytes
+        any_gpu = machine.gpu is not None and (ngl > 0)
+        # The GPU runs every micro-batch matmul (op offload included), so its
+        # buffer holds the logits; the host keeps a small staging buffer.
+        gc = compute_buffer_bytes(model, n_ubatch) if any_gpu else 0.0
+        cc = (compute_buffer_bytes(model, n_ubatch) if not any_gpu
+              else 4.0 * n_ubatch * 2 * model.hidden_size)
+        if machine.unified:
+            # one pool of memory: the CPU side shares it too
+            cap_cpu_eff = machine.ram.mem_bytes
+        else:
+            cap_cpu_eff = cap_cpu
+        p = Placement(model, machine, quant, n_ctx, kv_type, ngl, n_cpu_moe, n_gpu_layers is None, on_gpu,
+                      out_gpu, gw, gk, gc, cw, ck, cc, cap_gpu, cap_cpu_eff, margin, n_ubatch)
+        return _check_fit(p)
+
+    if n_gpu_layers is not None or machine.gpu is None:
+        return build(n_gpu_layers or 0)
+    # --fit: the largest ngl whose GPU total keeps the margin free.  GPU bytes
+    # grow with ngl, so scan down from full offload.
+    for ngl in range(n + 1, -1, -1):
+        p = build(ngl)
+        if p.gpu_total + margin <= cap_gpu or ngl == 0:
+            return replace(p, auto=True)
+    raise AssertionError("unreachable")
+
+
+def _check_fit(p: Placement) -> Placement:
+    m = p.machine
+    if m.unified:
+        # unified memory: everything comes out of one pool; the GPU part may use gpu_share of it
+        need_gpu = p.gpu_total
+        if p.gpu_total > 0 and need_gpu + p.fit_margin > p.gpu_capacity:
+            return _fail(p, "GPU (unified)", need_gpu, p.gpu_capacity - p.fit_margin)
+        need = p.gpu_total + p.cpu_total
+        if need > m.ram.mem_bytes:
+            return _fail(p, "unified memory", need, m.ram.mem_bytes)
+        return p
+    if p.gpu_total > 0 and p.gpu_total + p.fit_margin > p.gpu_capacity:
+        return _fail(p, "GPU", p.gpu_total, p.gpu_capacity - p.fit_margin)
+    if p.cpu_total > p.cpu_capacity:
+        return _fail(p, "RAM", p.cpu_total, p.cpu_capacity)
+    return p
+
+
+def _fail(p: Placement, dev: str, need: float, free: float) -> Placement:
+    msg = (f"would fail to allocate on {dev}: needs {need / GB:.2f} GB, {max(free, 0) / GB:.2f} GB free "
+           f"(over by {(need - free) / GB:.2f} GB)")
+    return replace(p, fits=False, error=msg, requested_bytes=need, free_bytes=max(free, 0.0),
+                   overflow_bytes=need - free, failing_device=dev)
+
+
+# ---------------------------------------------------------------------------
+# 9. Time: decode and prefill
+# ---------------------------------------------------------------------------
+# Decode (one token per sequence per pass): every device streams the weights it
+# holds plus its blocks' KV cache, at ETA_DECODE of its peak bandwidth; the
+# devices run one after the other (layer by layer), so their times add.
+#   t_token = sum_d B_d / (ETA_DECODE * beta_d) + DECODE_OVERHEAD_S
+# An MoE block reads only the experts a token is routed to (num_experts_per_tok
+# of num_local_experts).  With a batch of B sequences, the weights are read once
+# per pass, each sequence's KV once, and the matmul FLOPs grow with B: a device
+# takes the longer of its memory time and its compute time (the roofline).
+
+def _device_bytes(p: Placement, context: int, batch: int = 1) -> dict:
+    """Bytes each device reads for one decode pass, split into weights and KV."""
+    m = p.model
+    dense, experts, other = _layer_bytes(m, p.quant)
+    frac = 1.0
+    if m.is_moe:
+        # distinct experts touched by `batch` tokens, each routed to k of E experts
+        e, k = m.n_expert, m.num_experts_per_tok
+        frac = 1.0 - (1.0 - k / e) ** batch
+    kv_tok = [kv_bytes_per_token_layer(m, p.kv_type) * kv_layer_tokens(m, il, context) for il in range(m.n_layers)]
+    out = {"gpu_weights": 0.0, "gpu_kv": 0.0, "cpu_weights": 0.0, "cpu_kv": 0.0,
+           "gpu_params": 0.0, "cpu_params": 0.0}
+    plan = quantize_plan(m, p.quant)
+    params = [0.0] * m.n_layers
+    exp_params = [0.0] * m.n_layers
+    out_params = 0.0
+    for r in plan:
+        if r["cls"] in ("token_embd",):
+            continue
+        if r["layer"] >= 0:
+            if r["cls"].endswith("_exps"):
+                exp_params[r["layer"]] += r["n_elements"] * m.num_experts_per_tok / max(1, m.n_expert)
+            else:
+                params[r["layer"]] += r["n_elements"]
+        else:
+            out_params += r["n_elements"]
+    for il in range(m.n_layers):
+        dev = p.layer_device[il]
+        exp_dev = "cpu" if il < p.n_cpu_moe else dev
+        out[dev + "_weights"] += dense[il]
+        out[exp_dev + "_weights"] += experts[il] * frac
+        out[dev + "_kv"] += kv_tok[il] * batch
+        out[dev + "_params"] += params[il]
+        out[exp_dev + "_params"] += exp_params[il]
+    head = sum(v for k, v in other.items() if k != "token_embd")
+    hd = "gpu" if p.output_on_gpu else "cpu"
+    out[hd + "_weights"] += head
+    out[hd + "_params"] += out_params
+    return out
+
+
+def _device_for(p: Placement, side: str) -> Device:
+    if side == "gpu":
+        return p.machine.gpu
+    return p.machine.ram
+
+
+def decode_step_time(placement: Placement, machine=None, context: int = 0, batch: int = 1) -> dict:
+    """Time of one decode pass at `context` tokens of KV per sequence, for `batch` sequences.
+
+    Returns gpu_s, cpu_s, overhead_s, total_s, tok_per_s (all sequences), per-device
+    bytes and FLOPs, and whether each device is memory- or compute-bound."""
+    p = placement
+    machine = p.machine if machine is None else get_machine(machine)
+    _check(isinstance(context, int) and context >= 0, "context", f"must be an integer >= 0, got {context!r}")
+    _check(isinstance(batch, int) and batch >= 1, "batch", f"must be an integer >= 1, got {batch!r}")
+    b = _device_bytes(p, context, batch)
+    res = {"context": context, "batch": batch}
+    for side in ("gpu", "cpu"):
+        B = b[side + "_weights"] + b[side + "_kv"]
+        # 2 FLOPs per weight per token, plus attention over the context (QK and AV)
+        flops = 2.0 * b[side + "_params"] * batch
+        flops += _attn_flops_decode(p, side, context) * batch
+        if B == 0 and flops == 0:
+            t_mem = t_cmp = 0.0
+        else:
+            dev = _device_for(p, side)
+            t_mem = B / (ETA_DECODE * dev.bandwidth)
+            t_cmp = flops / (ETA_PREFILL * dev.flops)
+        res[side + "_bytes"] = B
+        res[side + "_weight_bytes"] = b[side + "_weights"]
+        res[side + "_kv_bytes"] = b[side + "_kv"]
+        res[side + "_flops"] = flops
+        res[side + "_mem_s"] = t_mem
+        res[side + "_compute_s"] = t_cmp
+        res[side + "_s"] = max(t_mem, t_cmp)
+        res[side + "_bound"] = "compute" if t_cmp > t_mem else "memory"
+    res["overhead_s"] = DECODE_OVERHEAD_S
+    res["total_s"] = res["gpu_s"] + res["cpu_s"] + DECODE_OVERHEAD_S
+    res["tok_per_s"] = batch / res["total_s"]
+    res["seq_tok_per_s"] = 1.0 / res["total_s"]
+    res["cpu_share"] = res["cpu_s"] / res["total_s"]
+    return res
+
+
+def _attn_flops_decode(p: Placement, side: str, context: int) -> float:
+    m = p.model
+    per = 4.0 * m.num_attention_heads * m.d_head
+    return sum(per * kv_layer_tokens(m, il, context) for il in range(m.n_layers) if p.layer_device[il] == side)
+
+
+# Prefill (prompt processing) runs in micro-batches of n_ubatch tokens.  In one
+# micro-batch of u tokens:
+#   * every matmul does 2*u FLOPs per weight, and causal attention compares the
+#     token at position q with its q keys (QK^T and AV: 4 * n_head * head_dim
+#     FLOPs per pair; a sliding-window layer stops at its window);
+#   * the device computes at ETA_PREFILL of its peak FLOP/s and, one after the
+#     other, streams its weights once per micro-batch at ETA_PREFILL of its
+#     bandwidth (prefill kernels dequantize as they go; the two do not overlap well);
+#   * with a partial offload and u >= 32, llama.cpp's op offload runs the CPU
+#     blocks' matmuls on the GPU too, copying their weights over PCIe at ETA_PCIE
+#     of the link.  We charge the copy once per logical batch (-b, 2048 tokens):
+#     the backend overlaps the later micro-batches' copies with compute, so the
+#     exposed cost is close to one copy (an approximation, fitted to the module);
+#   * without a GPU the CPU does all of it at its own (much lower) FLOP/s.
+ETA_PCIE = 0.93
+
+
+def prefill_time(placement: Placement, machine=None, n_tokens: int = 512, n_ubatch=None,
+                 n_batch: int = N_BATCH_DEFAULT, op_offload: bool = True) -> dict:
+    """Time to process a prompt of n_tokens; returns total_s, tok_per_s and its parts."""
+    p = placement
+    machine = p.machine if machine is None else get_machine(machine)
+    _check(isinstance(n_tokens, int) and n_tokens > 0, "n_tokens", f"must be a positive integer, got {n_tokens!r}")
+    ub = p.n_ubatch if n_ubatch is None else n_ubatch
+    _check(isinstance(ub, int) and ub >= 1, "n_ubatch", f"must be a positive integer, got {ub!r}")
+    m = p.model
+    steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload)
+    total = sum(s["time_s"] for s in steps)
+    parts: dict = {}
+    for s in steps:
+        parts[s["kind"]] = parts.get(s["kind"], 0.0) + s["time_s"]
+    return {"n_tokens": n_tokens, "n_ubatch": ub, "total_s": total, "tok_per_s": n_tokens / total,
+            "parts_s": parts, "n_micro_batches": -(-n_tokens // ub),
+            "flops": sum(s["flops"] for s in steps), "steps": steps}
+
+
+def prefill_steps(p: Placement, n_tokens: int, n_ubatch: int = N_UBATCH_DEFAULT,
+                  n_batch: int = N_BATCH_DEFAULT, op_offload: bool = True) -> list:
+    """The prefill as a list of timed steps (one per micro-batch and device, plus PCIe copies).
+
+    Each step: kind ('gpu', 'cpu', 'pcie'), ubatch index, tokens, bytes, flops, time_s."""
+    m, mc = p.model, p.machine
+    b = _device_bytes(p, 0, batch=1)
+    # prefill touches every expert: use all expert bytes/params, not the routed share
+    w = _prefill_weights(p)
+    steps = []
+    done = 0
+    i = 0
+    per_layer_attn = 4.0 * m.num_attention_heads * m.d_head
+    has_gpu = mc.gpu is not None and p.gpu_layers + (1 if p.output_on_gpu else 0) > 0
+    while done < n_tokens:
+        u = min(n_ubatch, n_tokens - done)
+        start = done
+        done += u
+        offload = op_offload and has_gpu and u >= OP_OFFLOAD_MIN_BATCH
+        for side in ("gpu", "cpu"):
+            params = w[side + "_params"]
+            byts = w[side + "_bytes"]
+            # causal attention: the token at position q compares itself with q keys
+            attn = sum(per_layer_attn * _causal_pairs(m, il, start, done) for il in range(m.n_layers)
+                       if p.layer_device[il] == side)
+            flops = 2.0 * params * u + attn
+            if flops == 0:
+                continue
+            if side == "cpu" and offload:
+                # op offload: the CPU blocks' weights cross PCIe once per logical batch,
+                # then the GPU does their arithmetic.
+                if start % n_batch == 0:
+                    t_x = byts / (ETA_PCIE * mc.pcie)
+                    steps.append({"kind": "pcie", "ubatch": i, "tokens": u, "bytes": byts, "flops": 0.0,
+                                  "time_s": t_x, "device": "PCIe"})
+                dev = mc.gpu
+                t = flops / (ETA_PREFILL * dev.flops)
+                steps.append({"kind": "gpu_offload", "ubatch": i, "tokens": u, "bytes": 0.0, "flops": flops,
+                              "time_s": t, "device": dev.name})
+                continue
+            dev = _device_for(p, side)
+            t_c = flops / (ETA_PREFILL * dev.flops)
+            t_m = byts / (ETA_PREFILL * dev.bandwidth)
+            steps.append({"kind": side, "ubatch": i, "tokens": u, "bytes": byts, "flops": flops,
+                          "time_s": t_c + t_m, "compute_s": t_c, "mem_s": t_m, "device": dev.name})
+        i += 1
+    return steps
+
+
+def _causal_pairs(m: Model, il: int, start: int, end: int) -> float:
+    """Query-key pairs computed for positions start+1..end of layer il (causal, windowed)."""
+    w = m.sliding_window if m.is_swa_layer(il) else 0
+    if not w:
+        return (end * (end + 1) - start * (start + 1)) / 2.0
+    return float(sum(min(q, w) for q in range(start + 1, end + 1)))
+
+
+def _prefill_weights(p: Placement) -> dict:
+    m = p.model
+    out = {"gpu_params": 0.0, "cpu_params": 0.0, "gpu_bytes": 0.0, "cpu_bytes": 0.0}
+    for r in quantize_plan(m, p.quant):
+        if r["cls"] == "token_embd":
+            continue
+        il = r["layer"]
+        if il < 0:
+            side = "gpu" if p.output_on_gpu else "cpu"
+        elif r["cls"].endswith("_exps") and il < p.n_cpu_moe:
+            side = "cpu"
+        else:
+            side = p.layer_device[il]
+        out[side + "_params"] += r["n_elements"]
+        out[side + "_bytes"] += r["bytes"]
+    return out
