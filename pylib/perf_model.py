@@ -1240,3 +1240,230 @@ def _prefill_weights(p: Placement) -> dict:
         out[side + "_params"] += r["n_elements"]
         out[side + "_bytes"] += r["bytes"]
     return out
+
+
+# ---------------------------------------------------------------------------
+# 10. The roofline (Williams, Waterman and Patterson, CACM 2009)
+# ---------------------------------------------------------------------------
+# A weight matmul over B tokens does 2*B FLOPs per weight and reads bpw/8 bytes
+# of it: intensity I = 2B / (bpw/8) = 16B / bpw FLOP/byte.  Attainable
+# throughput is min(peak, I * bandwidth); the ridge point I* = peak / bandwidth,
+# and the batch that reaches it is B* = I* * bpw / 16.
+
+def quant_bpw(quant, model=None) -> float:
+    """Bits per weight of a quant: a number passes through; a name gives the
+    model's effective bpw when a model is given, else its main ggml type's bpw."""
+    if isinstance(quant, (int, float)) and not isinstance(quant, bool):
+        _check(quant > 0, "bpw", f"must be > 0, got {quant!r}")
+        return float(quant)
+    if model is not None:
+        return effective_bpw(model, quant)
+    if isinstance(quant, str) and quant.upper() in GGML_TYPES:
+        return GGML_TYPES[quant.upper()].bpw
+    q = _check_quant(quant)
+    return GGML_TYPES[_PURE.get(q) or _FTYPE_DEFAULT[q]].bpw
+
+
+def roofline(device: Device, bpw, batch: int = 1) -> dict:
+    """Where a weight matmul over `batch` tokens sits on `device`'s roofline."""
+    _check(isinstance(device, Device), "device", "must be a Device")
+    _check(isinstance(batch, (int, float)) and batch > 0, "batch", f"must be > 0, got {batch!r}")
+    bpw = quant_bpw(bpw)
+    intensity = 16.0 * batch / bpw
+    ridge = device.flops / device.bandwidth
+    attainable = min(device.flops, intensity * device.bandwidth)
+    return {"batch": batch, "bpw": bpw, "intensity": intensity, "ridge_intensity": ridge,
+            "attainable_flops": attainable, "peak_flops": device.flops, "bandwidth": device.bandwidth,
+            "utilization": attainable / device.flops,
+            "bound": "memory" if intensity < ridge else "compute",
+            "ridge_batch": ridge * bpw / 16.0}
+
+
+def ridge_batch(device: Device, quant="Q4_K_M", model=None) -> float:
+    """The batch at which a weight matmul stops being memory-bound: P/beta * bpw / 16."""
+    return roofline(device, quant_bpw(quant, model), 1)["ridge_batch"]
+
+
+# ---------------------------------------------------------------------------
+# 11. Models from a Hugging Face config.json or a GGUF header
+# ---------------------------------------------------------------------------
+
+_HF_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "phi3", "gpt_oss")
+
+
+def _cfg_int(cfg: dict, key: str, default=None, minimum: int = 1) -> int:
+    v = cfg.get(key, default)
+    _check(v is not None, key, "missing from config.json")
+    _check(isinstance(v, int) and not isinstance(v, bool) and v >= minimum, key,
+           f"must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def model_from_hf_config(config: dict, name=None) -> Model:
+    """A Model from a Hugging Face config.json (as a dict).
+
+    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
+    phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
+    _check(isinstance(config, dict), "config", "must be a JSON object (dict)")
+    cfg = dict(config.get("text_config") or {}, **{k: v for k, v in config.items() if k != "text_config"}) \
+        if isinstance(config.get("text_config"), dict) else config
+    mt = cfg.get("model_type")
+    _check(isinstance(mt, str) and mt in _HF_TYPES, "model_type",
+           f"unsupported {mt!r}; allowed: {', '.join(_HF_TYPES)}")
+    layers = _cfg_int(cfg, "num_hidden_layers")
+    hidden = _cfg_int(cfg, "hidden_size")
+    heads = _cfg_int(cfg, "num_attention_heads")
+    kv = _cfg_int(cfg, "num_key_value_heads", heads)
+    _check(heads % kv == 0, "num_key_value_heads", f"must divide num_attention_heads ({heads}), got {kv}")
+    vocab = _cfg_int(cfg, "vocab_size")
+    head_dim = cfg.get("head_dim")
+    if head_dim is None:
+        _check(hidden % heads == 0, "head_dim", "missing, and hidden_size is not a multiple of num_attention_heads")
+        head_dim = hidden // heads
+    head_dim = _cfg_int({"head_dim": head_dim}, "head_dim")
+    moe = {}
+    if mt == "mixtral" or mt == "gpt_oss":
+        moe["num_local_experts"] = _cfg_int(cfg, "num_local_experts")
+        moe["num_experts_per_tok"] = _cfg_int(cfg, "num_experts_per_tok", cfg.get("experts_per_token"))
+    if mt == "qwen3_moe":
+        moe["num_local_experts"] = _cfg_int(cfg, "num_experts")
+        moe["num_experts_per_tok"] = _cfg_int(cfg, "num_experts_per_tok")
+        moe["moe_intermediate_size"] = _cfg_int(cfg, "moe_intermediate_size")
+    inter = _cfg_int(cfg, "intermediate_size", moe.get("moe_intermediate_size"))
+    if moe:
+        _check(moe["num_experts_per_tok"] <= moe["num_local_experts"], "num_experts_per_tok",
+               "must not exceed the number of experts")
+    tie_default = mt in ("gemma2",)
+    tie = cfg.get("tie_word_embeddings", tie_default)
+    _check(isinstance(tie, bool), "tie_word_embeddings", f"must be true or false, got {tie!r}")
+    maxpos = _cfg_int(cfg, "max_position_embeddings", 4096)
+    sw, pattern = 0, ()
+    if mt in ("gemma2", "gpt_oss"):
+        sw = _cfg_int(cfg, "sliding_window", 4096 if mt == "gemma2" else 128)
+        lt = cfg.get("layer_types")
+        if isinstance(lt, list) and len(lt) == layers:
+            pattern = tuple(x == "sliding_attention" for x in lt)
+        else:
+            pattern = _SWA_ALT
+    rs = cfg.get("rope_scaling") or {}
+    rope_freqs = isinstance(rs, dict) and (rs.get("rope_type") or rs.get("type")) == "llama3"
+    if mt in ("qwen2", "qwen3", "qwen3_moe"):
+        tok = "qwen2"
+    elif mt == "gpt_oss":
+        tok = "o200k"
+    elif mt == "gemma2":
+        tok = "gemma"
+    elif vocab >= 100000:
+        tok = "llama3"
+    else:
+        tok = "spm"
+    label = name or cfg.get("_name_or_path") or f"{mt} {layers}L/{hidden}"
+    return Model(name=str(label), model_type=mt, num_hidden_layers=layers, hidden_size=hidden,
+                 intermediate_size=inter, num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab,
+                 head_dim=head_dim, tie_word_embeddings=tie, max_position_embeddings=maxpos,
+                 sliding_window=sw, sliding_window_pattern=pattern,
+                 attention_bias=(mt == "qwen2" or mt == "gpt_oss" or bool(cfg.get("attention_bias", False))),
+                 qk_norm=mt in ("qwen3", "qwen3_moe"), rope_freqs=rope_freqs, tokenizer=tok,
+                 source="config.json", key=str(label), **moe)
+
+
+_GGUF_CLASSES = [  # (substring of the GGUF name, tensor class); first match wins
+    ("token_embd", "token_embd"), ("output_norm", "norm"), ("output.weight", "output"),
+    ("_exps", None), ("attn_qkv", "attn_qkv"), ("attn_q.", "attn_q"), ("attn_k.", "attn_k"),
+    ("attn_v.", "attn_v"), ("attn_output.", "attn_output"), ("ffn_gate_inp", "ffn_gate_inp"),
+    ("ffn_gate", "ffn_gate"), ("ffn_up", "ffn_up"), ("ffn_down", "ffn_down"),
+]
+
+
+def _gguf_class(name: str, ndim: int) -> str:
+    if name.endswith(".bias"):
+        return "bias"
+    if ndim < 2 and "token_embd" not in name:
+        return "norm"
+    for sub, cls in _GGUF_CLASSES:
+        if sub in name:
+            if cls is None:   # expert tensors: ffn_gate_exps, ffn_up_exps, ffn_down_exps
+                for kind in ("gate", "up", "down"):
+                    if f"ffn_{kind}_exps" in name:
+                        return f"ffn_{kind}_exps"
+                return "ffn_exps"
+            return cls
+    return "other"
+
+
+def model_from_gguf(source, name=None) -> Model:
+    """A Model from a GGUF file's header (bytes, a file object, or a parsed GGUFHeader).
+
+    Only the header is read.  The Model's tensors are the file's own, with their
+    real types, so quantize_plan(model, None) and place(model, machine, None, ...)
+    use the file's exact sizes."""
+    import gguf_header as gh
+    header = source if isinstance(source, gh.GGUFHeader) else gh.read_gguf(source)
+    hp = header.hparams()
+    arch = header.architecture or "?"
+    mt = hp.get("model_type", arch)
+    need = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+    for k in need:
+        v = hp.get(k)
+        _check(isinstance(v, int) and v > 0, k, f"missing or invalid in the GGUF header ({arch}.*): {v!r}")
+    kv = hp.get("num_key_value_heads", hp["num_attention_heads"])
+    if isinstance(kv, list):   # per-layer head counts: use the largest for the KV estimate
+        kv = max(int(x) for x in kv) or hp["num_attention_heads"]
+    ff = hp.get("intermediate_size", 0)
+    if isinstance(ff, list):
+        ff = max(int(x) for x in ff)
+    n = hp["num_hidden_layers"]
+    ts = []
+    for t in header.tensors:
+        il = -1
+        if t.name.startswith("blk."):
+            try:
+                il = int(t.name.split(".")[1])
+            except ValueError:
+                il = -1
+        _check(il < n, "tensors", f"{t.name} names a block beyond block_count={n}")
+        ts.append(Tensor(t.name, tuple(t.shape), _gguf_class(t.name, len(t.shape)), il, t.type_name))
+    sw = hp.get("sliding_window") or 0
+    pattern = _SWA_ALT if sw and mt in ("gemma2", "gpt_oss", "gemma3") else ()
+    label = name or header.metadata.get("general.name") or f"{arch} GGUF"
+    return Model(name=str(label), model_type=mt, num_hidden_layers=n, hidden_size=hp["hidden_size"],
+                 intermediate_size=int(ff or hp.get("moe_intermediate_size") or 1),
+                 num_attention_heads=hp["num_attention_heads"], num_key_value_heads=int(kv),
+                 vocab_size=hp["vocab_size"], head_dim=int(hp.get("head_dim") or 0),
+                 tie_word_embeddings=bool(hp.get("tie_word_embeddings", False)),
+                 max_position_embeddings=int(hp.get("max_position_embeddings") or 4096),
+                 num_local_experts=int(hp.get("num_local_experts") or 0),
+                 num_experts_per_tok=int(hp.get("num_experts_per_tok") or 0),
+                 moe_intermediate_size=int(hp.get("moe_intermediate_size") or 0),
+                 sliding_window=int(sw) if pattern else 0, sliding_window_pattern=pattern,
+                 source="GGUF header", key=str(label), gguf_tensors=tuple(ts))
+
+
+# ---------------------------------------------------------------------------
+# 12. The equivalent llama-server command line
+# ---------------------------------------------------------------------------
+
+def gguf_filename(model, quant) -> str:
+    model = get_model(model)
+    base = re.sub(r"[^A-Za-z0-9.]+", "-", model.name).strip("-")
+    return f"{base}-{quant or 'model'}.gguf"
+
+
+def llama_server_command(p: Placement, n_parallel=None, flash_attn: str = "on") -> str:
+    """The llama-server invocation that asks for placement p (explicit flags, so --fit changes nothing)."""
+    parts = ["llama-server", "-m", gguf_filename(p.model, p.quant), "-c", str(p.n_ctx)]
+    parts += ["-ngl", "auto" if p.auto and p.machine.gpu is not None else str(p.n_gpu_layers)] \
+        if p.machine.gpu is not None else ["-ngl", "0"]
+    if p.auto and p.machine.gpu is not None:
+        parts[-1] = str(p.n_gpu_layers)   # what --fit would pick, written out
+    if p.kv_type != "f16":
+        parts += ["-ctk", p.kv_type, "-ctv", p.kv_type]
+    if p.kv_type != "f16" or flash_attn != "auto":
+        parts += ["-fa", flash_attn]
+    if p.n_cpu_moe:
+        parts += ["--n-cpu-moe", str(p.n_cpu_moe)]
+    if p.n_ubatch != N_UBATCH_DEFAULT:
+        parts += ["-ub", str(p.n_ubatch)]
+    if n_parallel:
+        parts += ["-np", str(n_parallel)]
+    return " ".join(parts)
