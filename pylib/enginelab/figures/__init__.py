@@ -1,0 +1,19 @@
+"""The figure registry: figure id -> module.
+
+Each module follows the contract in DESIGN.md (ID, TITLE, SPEC, default_state, compute, describe, render).
+build.py renders one page per entry, `dist/figures/<id>.html`; the browser glue looks the page's figure up
+here by the `data-figure` attribute of <html>. To add a figure, write `figures/<id>.py` and list it below.
+"""
+from __future__ import annotations
+
+from . import calculator
+
+REGISTRY = {m.ID: m for m in (calculator,)}
+
+
+def get(figure_id: str):
+    """The figure module for an id, or KeyError naming the ids there are."""
+    try:
+        return REGISTRY[figure_id]
+    except KeyError:
+        raise KeyError(f"unknown figure {figure_id!r}; known: {', '.join(REGISTRY)}") from None

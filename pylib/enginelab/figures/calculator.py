@@ -1,0 +1,281 @@
+"""The fit-and-speed calculator: where llama.cpp would put a model, and how fast it would run.
+
+Inputs are llama.cpp's own: the model and its quantization, the KV-cache type (-ctk/-ctv), the context it
+allocates (-c, n_ctx), -ngl (auto: what --fit would pick), --n-cpu-moe, and the conversation length the
+speeds are estimated at. Everything numeric comes from perf_model: place(), decode_step_time(),
+prefill_time(). This module only arranges and draws it.
+"""
+from __future__ import annotations
+
+import shlex
+
+from .. import fmt
+from ..state import Choice, Int, Spec
+from ..svg import Raw, data_details, el, join, num, svg, table
+
+ID = "calculator"
+TITLE = "Fit and speed calculator"
+LEDE = ("Pick a model, a machine, a quantization, a KV-cache type and a context length: see where llama.cpp "
+        "would place each byte, and what that does to decode and prompt speed.")
+
+READOUTS = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+
+
+def _pm():
+    import perf_model  # the course module, at the wheel's top level
+    return perf_model
+
+
+# ---------------------------------------------------------------------------------------------------------
+# State
+# ---------------------------------------------------------------------------------------------------------
+def _model(partial):
+    return _pm().MODELS[partial["model"]]
+
+
+def _machine(partial):
+    return _pm().MACHINES[partial["machine"]]
+
+
+def _max_ngl(partial) -> int:
+    if _machine(partial).gpu is None:
+        return 0  # nothing to offload to
+    return _model(partial).n_layers + 1  # n_layers + 1 also moves the output head
+
+
+CTX_MIN = 256
+CTX_MAX = 1 << 20
+
+
+def _ctx_max(partial) -> int:
+    return min(CTX_MAX, max(CTX_MIN, getattr(_model(partial), "max_position_embeddings", CTX_MAX)))
+
+
+SPEC = Spec(ID, [
+    Choice("model", "Model", default="qwen2.5-32b",
+           options=lambda p: [(k, m.name) for k, m in _pm().MODELS.items()]),
+    Choice("machine", "Machine", default="rtx4060ti",
+           options=lambda p: [(k, m.name) for k, m in _pm().MACHINES.items()]),
+    Choice("quant", "Quantization", default="Q4_K_M",
+           options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+    Choice("kv", "KV cache type (-ctk/-ctv)", default="f16",
+           options=lambda p: [(k, k) for k in _pm().KV_TYPES]),
+    Int("ctx", "Context, n_ctx (-c)", default=8192, min=CTX_MIN, max=_ctx_max, step=256,
+        help="Tokens of KV cache allocated at startup."),
+    Int("ngl", "GPU layers (-ngl)", default="auto", auto="auto", min=0, max=_max_ngl,
+        help="auto: the most that fit with --fit's margin."),
+    Int("tokens", "Conversation length (tokens)", default=2000, min=1, max=lambda p: p["ctx"], step=100,
+        help="Where decode speed is read, and the prompt length for prefill."),
+    Int("n_cpu_moe", "Expert layers in RAM (--n-cpu-moe)", default=0, min=0,
+        max=lambda p: _model(p).n_layers, visible=lambda p: _model(p).is_moe,
+        help="Keep the expert weights of the first N layers in system RAM."),
+])
+
+
+def default_state():
+    return SPEC.default()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compute
+# ---------------------------------------------------------------------------------------------------------
+def command_line(state, placement=None) -> str:
+    """The llama-server invocation for these settings (the GGUF file name is illustrative)."""
+    pm = _pm()
+    m = pm.MODELS[state.model]
+    args = ["llama-server", "-m", f"{m.name.replace(' ', '-')}-{state.quant}.gguf", "-c", str(state.ctx)]
+    if state.ngl != "auto":
+        args += ["-ngl", str(state.ngl)]
+    if state.kv != "f16":
+        args += ["-ctk", state.kv, "-ctv", state.kv]
+        args += ["-fa", "on"]  # a quantized V cache needs flash attention
+    if state.n_cpu_moe:
+        args += ["--n-cpu-moe", str(state.n_cpu_moe)]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def compute(state) -> dict:
+    pm = _pm()
+    model = pm.MODELS[state.model]
+    machine = pm.MACHINES[state.machine]
+    ngl = None if state.ngl == "auto" else state.ngl
+    data = {"state": state, "model": model, "machine": machine, "error": None, "placement": None,
+            "decode": None, "prefill": None, "command": command_line(state)}
+    try:
+        p = pm.place(model, machine, state.quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl,
+                     n_cpu_moe=state.n_cpu_moe)
+    except ValueError as e:  # settings perf_model rejects: shown, never a crash
+        data["error"] = str(e)
+        data["readouts"] = {k: None for k in READOUTS} | {"fits": False}
+        return data
+    data["placement"] = p
+    if hasattr(pm, "llama_server_command"):
+        data["command"] = pm.llama_server_command(p)
+    r = {"n_gpu_layers": p.n_gpu_layers, "vram_gb": p.gpu_total / pm.GB, "ram_gb": p.cpu_total / pm.GB,
+         "decode_tok_s": None, "prefill_tok_s": None, "cpu_share": None, "fits": bool(p.fits)}
+    if p.fits:
+        try:
+            d = pm.decode_step_time(p, machine, context=state.tokens)
+            f = pm.prefill_time(p, machine, state.tokens)
+        except (ValueError, ArithmeticError) as e:  # a gap in the model: say so rather than guess a number
+            data["error"] = f"perf_model could not time this placement ({type(e).__name__}: {e})"
+            data["readouts"] = r
+            return data
+        data["decode"], data["prefill"] = d, f
+        r["decode_tok_s"] = d["tok_per_s"]
+        r["prefill_tok_s"] = f["tok_per_s"]
+        r["cpu_share"] = d["cpu_s"] / d["total_s"]
+    data["readouts"] = r
+    return data
+
+
+def describe(data) -> str:
+    s, r, m = data["state"], data["readouts"], data["model"]
+    where = f"{m.name} {s.quant} on {data['machine'].name}, n_ctx {s.ctx:,} ({s.kv} KV)"
+    if data["error"]:
+        return f"{where}: not computable: {data['error']}"
+    p = data["placement"]
+    if not r["fits"]:
+        return f"{where}: -ngl {p.n_gpu_layers} would fail to allocate: {_overask_text(data)}."
+    return (f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} on the GPU, {fmt.gb(p.gpu_total)} VRAM and "
+            f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r['decode_tok_s'])} tok/s at {s.tokens:,} tokens "
+            f"(CPU share {fmt.pct(r['cpu_share'])}), prefill {fmt.rate(r['prefill_tok_s'])} tok/s.")
+
+
+def _overask_text(data) -> str:
+    p = data["placement"]
+    req, free = getattr(p, "requested_bytes", None), getattr(p, "free_bytes", None)
+    if req is not None and free is not None:
+        return f"needs {fmt.gb(req)}, {fmt.gb(free)} free"
+    return p.error or "does not fit"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Render
+# ---------------------------------------------------------------------------------------------------------
+W, BAR_H, ROW_H, PAD = 640, 30, 74, 12
+SEGMENTS = (("weights", "Weights"), ("kv", "KV cache"), ("compute", "Compute buffer"),
+            ("margin", "--fit margin"), ("free", "Free"))
+
+
+def _bars(data) -> list[dict]:
+    """One bar per memory pool: its capacity and the bytes of each segment."""
+    p, mc = data["placement"], data["machine"]
+    pools = []
+    if mc.gpu is not None:
+        pools.append({"key": "vram", "label": f"VRAM · {mc.gpu.name}", "capacity": p.gpu_capacity,
+                      "weights": p.gpu_weights, "kv": p.gpu_kv, "compute": p.gpu_compute,
+                      "margin": p.fit_margin if p.n_gpu_layers or p.gpu_total else 0})
+    pools.append({"key": "ram", "label": f"RAM · {mc.ram.name}", "capacity": p.cpu_capacity,
+                  "weights": p.cpu_weights, "kv": p.cpu_kv, "compute": p.cpu_compute, "margin": 0})
+    for b in pools:
+        used = b["weights"] + b["kv"] + b["compute"]
+        b["used"] = used
+        b["margin"] = max(0.0, min(b["margin"], b["capacity"] - used))
+        b["free"] = max(0.0, b["capacity"] - used - b["margin"])
+        b["over"] = max(0.0, used - b["capacity"])
+    return pools
+
+
+def _bar_chart(data) -> Raw:
+    pools = _bars(data)
+    scale_max = max(max(b["capacity"], b["used"]) for b in pools) or 1.0
+    left, right = PAD, W - PAD
+    span = right - left
+    x_of = lambda v: left + span * v / scale_max  # noqa: E731
+    rows = []
+    for i, b in enumerate(pools):
+        y0 = PAD + i * ROW_H
+        y = y0 + 22
+        head = (f"{b['label']}: {fmt.gb(b['used'])} used of {fmt.gb(b['capacity'])}"
+                + (f", {fmt.gb(b['over'])} over" if b["over"] else ""))
+        parts = [el("text", head, x=left, y=y0 + 14, class_="bar-label")]
+        x = left
+        for key, label in SEGMENTS:
+            v = b[key]
+            if v <= 0:
+                continue
+            w = span * v / scale_max
+            cls = f"seg seg-{key}"
+            parts.append(el("rect", el("title", f"{label}: {fmt.gb(v, 2)}"), x=x, y=y, width=max(w, 0.5),
+                            height=BAR_H, class_=cls, data_bytes=f"{v:.0f}"))
+            x += w
+        # capacity outline, and the overflow past it
+        parts.append(el("rect", x=left, y=y, width=x_of(b["capacity"]) - left, height=BAR_H, class_="capacity"))
+        if b["over"]:
+            parts.append(el("rect", el("title", f"Over capacity: {fmt.gb(b['over'], 2)}"),
+                            x=x_of(b["capacity"]), y=y - 3, width=x_of(b["used"]) - x_of(b["capacity"]),
+                            height=BAR_H + 6, class_="overflow"))
+        rows.append(el("g", parts, class_=f"pool pool-{b['key']}"))
+    # legend
+    ly = PAD + len(pools) * ROW_H + 6
+    legend, lx = [], left
+    for key, label in SEGMENTS:
+        legend.append(el("rect", x=lx, y=ly, width=12, height=12, class_=f"seg seg-{key}"))
+        legend.append(el("text", label, x=lx + 16, y=ly + 11, class_="legend-label"))
+        lx += 16 + 7 * len(label) + 14
+    height = ly + 12 + PAD
+    return svg([join(rows), el("g", legend, class_="legend")], width=W, height=height,
+               title=f"Memory: {data['model'].name} {data['state'].quant} on {data['machine'].name}",
+               desc=describe(data), id_="calculator-chart", class_="chart calculator-chart")
+
+
+def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
+    return el("div", [el("dt", label),
+                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
+                                el("span", unit, class_="unit") if unit else ""])],
+              class_=f"readout readout-{name}")
+
+
+def _readouts(data) -> Raw:
+    r, m = data["readouts"], data["model"]
+    fits = r["fits"]
+    ngl = r["n_gpu_layers"]
+    items = [
+        _readout("n_gpu_layers", ngl, "—" if ngl is None else f"{ngl} / {m.n_layers + 1}", "-ngl (layers on GPU)"),
+        _readout("vram_gb", r["vram_gb"], "—" if r["vram_gb"] is None else f"{r['vram_gb']:.1f}", "VRAM", "GB"),
+        _readout("ram_gb", r["ram_gb"], "—" if r["ram_gb"] is None else f"{r['ram_gb']:.1f}", "RAM", "GB"),
+        _readout("decode_tok_s", r["decode_tok_s"], fmt.rate(r["decode_tok_s"]), "Decode", "tok/s"),
+        _readout("prefill_tok_s", r["prefill_tok_s"], fmt.rate(r["prefill_tok_s"]), "Prefill", "tok/s"),
+        _readout("cpu_share", r["cpu_share"], fmt.pct(r["cpu_share"]), "CPU share of a decode step"),
+        _readout("fits", fits, "yes" if fits else "no", "Fits"),
+    ]
+    return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
+
+
+def _table(data) -> Raw:
+    pools = _bars(data)
+    header = ["Pool", "Capacity", "Weights", "KV cache", "Compute buffer", "--fit margin", "Free", "Over"]
+    rows = [[b["label"]] + [fmt.gb(b[k], 2) for k in ("capacity", "weights", "kv", "compute", "margin", "free",
+                                                      "over")] for b in pools]
+    return data_details("Data table", table(describe(data), header, rows))
+
+
+def render(data) -> str:
+    s = data["state"]
+    parts = []
+    if data["error"]:
+        parts.append(el("div", [el("strong", "Cannot compute these settings: "), data["error"]],
+                        class_="alert alert-error", role="alert"))
+        parts.append(_readouts(data))
+        if data["placement"] is not None:
+            parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+        return el("div", parts, class_="calculator", data_state="error")
+    p = data["placement"]
+    if not p.fits:
+        parts.append(el("div", [
+            el("strong", "Would fail to allocate: "), _overask_text(data) + ". ",
+            "llama.cpp stops at load with an out-of-memory error here. Lower -ngl or the context, "
+            "pick a smaller quantization or KV type, or set -ngl to auto and let --fit choose."],
+            class_="alert alert-overask", role="alert", data_overask="true"))
+    parts.append(_readouts(data))
+    parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+    parts.append(el("div", [
+        el("p", [f"Speeds at {s.tokens:,} tokens of conversation; decode is one token per forward pass, "
+                 f"prefill processes a {s.tokens:,}-token prompt."], class_="note"),
+        el("div", [el("pre", el("code", data["command"], id_="llama-command")),
+                   el("button", "Copy command", type="button", class_="copy", data_copy_target="#llama-command")],
+           class_="command"),
+    ], class_="command-block"))
+    parts.append(_table(data))
+    return el("div", parts, class_="calculator", data_state="ok" if p.fits else "overask")

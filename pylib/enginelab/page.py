@@ -1,0 +1,104 @@
+"""What a figure page shows, as HTML strings: controls built from a figure's Spec, messages, the figure.
+
+Shared by build.py (pre-rendering each page for its default state) and the browser glue (site/py/main.py),
+so the page a reader gets before Python loads is byte-for-byte what Python would render for that state.
+
+A figure module provides ID, TITLE, SPEC (a state.Spec), default_state(), compute(state), describe(data),
+render(data) -> str, and optionally LEDE (one sentence of plain text under the title) and
+controls(state) -> str to replace the generic controls.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from . import state as st
+from .svg import Raw, el, esc, join
+
+
+def field_id(key: str) -> str:
+    return f"f-{key}"
+
+
+def field_sig(field: st.Field, partial: dict) -> str:
+    """Changes whenever the field's control must be rebuilt (its options, bounds or visibility changed)."""
+    parts = [field.kind, str(field.visible_for(partial))]
+    if isinstance(field, st.Choice):
+        parts.append(repr(field.options_for(partial)))
+    elif isinstance(field, (st.Int, st.Float)):
+        parts.append(repr(field.bounds(partial)))
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:12]
+
+
+def control_html(field: st.Field, value, partial: dict) -> Raw:
+    """The native form control for one field (keyboard operable by construction)."""
+    fid = field_id(field.key)
+    hint_id = f"{fid}-help" if field.help else None
+    common = dict(id_=fid, name=field.key, aria_describedby=hint_id)
+    if isinstance(field, st.Choice):
+        ctl = el("select", [el("option", label, value=v, selected=(v == str(value)))
+                            for v, label in field.options_for(partial)], **common)
+    elif isinstance(field, st.Int) and (field.widget == "select" or (field.auto is not None and not field.widget)):
+        lo, hi = field.bounds(partial)
+        opts = []
+        if field.auto is not None:
+            opts.append(el("option", field.auto, value=field.auto, selected=(value == field.auto)))
+        opts += [el("option", str(i), value=str(i), selected=(value == i)) for i in range(lo, hi + 1)]
+        ctl = el("select", opts, **common)
+    elif isinstance(field, (st.Int, st.Float)):
+        lo, hi = field.bounds(partial)
+        ctl = el("input", type="number", value=field.encode(value), min=lo, max=hi, step=field.step,
+                 inputmode="numeric" if isinstance(field, st.Int) else "decimal", **common)
+    elif isinstance(field, st.Bool):
+        ctl = el("input", type="checkbox", value="1", checked=bool(value), **common)
+    else:
+        raise TypeError(f"no control for {type(field).__name__}")
+    children = [el("label", field.label, for_=fid), ctl]
+    if field.help:
+        children.append(el("small", field.help, id_=hint_id, class_="help"))
+    return el("div", children, class_=f"field field-{field.kind}", data_field=field.key,
+              data_sig=field_sig(field, partial), hidden=not field.visible_for(partial))
+
+
+def controls_fields(spec: st.Spec, state) -> list[tuple[str, str, Raw]]:
+    """(key, sig, html) for every field, in order."""
+    out = []
+    partial: dict = {}
+    for f in spec.fields:
+        v = getattr(state, f.key)
+        out.append((f.key, field_sig(f, partial), control_html(f, v, partial)))
+        partial[f.key] = v
+    return out
+
+
+def controls_html(fig, state) -> Raw:
+    if hasattr(fig, "controls"):
+        return Raw(fig.controls(state))
+    return join(h for _, _, h in controls_fields(fig.SPEC, state))
+
+
+def messages_html(messages: list[str]) -> Raw:
+    if not messages:
+        return Raw("")
+    return el("ul", [el("li", m) for m in messages])
+
+
+def view(fig, state) -> dict:
+    """Everything the page needs for one state: the figure HTML, the live summary, the query string."""
+    data = fig.compute(state)
+    return {
+        "figure": fig.render(data),
+        "summary": fig.describe(data),
+        "query": fig.SPEC.to_query(state),
+    }
+
+
+def prerender(fig) -> dict:
+    """The parts of the page template filled in at build time, for the default state."""
+    s = fig.default_state()
+    v = view(fig, s)
+    return {
+        "lede": esc(getattr(fig, "LEDE", "")),
+        "controls": controls_html(fig, s),
+        "figure": v["figure"],
+        "summary": esc(v["summary"]),
+    }

@@ -1,0 +1,126 @@
+"""A tiny SVG/HTML builder that escapes every text and every attribute.
+
+    el("rect", x=0, y=0, width=10, height=4, class_="bar weights")   -> '<rect x="0" y="0" ... />'
+    el("text", "5 < 6", x=1)                                          -> '<text x="1">5 &lt; 6</text>'
+    el("g", [el(...), el(...)], class_="axis")                        children: a list of built strings
+
+Children given as `Raw` (what `el` returns) are inserted as they are; any other child is text and is escaped.
+Attribute names: a trailing underscore is dropped (`class_`), other underscores become dashes
+(`data_value` -> `data-value`, `aria_label` -> `aria-label`). `None` and `False` attributes are left out;
+`True` writes the bare attribute name (HTML boolean attributes). Numbers are written with `num()`, so the
+same input always gives the same bytes.
+"""
+from __future__ import annotations
+
+from html import escape as _escape
+from typing import Iterable
+
+VOID_HTML = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+SVG_NS = "http://www.w3.org/2000/svg"
+
+
+class Raw(str):
+    """Markup that is already safe (built here)."""
+    __slots__ = ()
+
+
+def esc(text) -> str:
+    """Escape text for element content or a quoted attribute."""
+    return _escape(str(text), quote=True)
+
+
+def num(v) -> str:
+    """A coordinate or size: integers without '.0', others to 2 decimals, no '-0'."""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    r = round(float(v), 2)
+    if r == int(r):
+        return str(int(r))
+    s = f"{r:.2f}".rstrip("0")
+    return "0" if s in ("-0.", "-0") else s
+
+
+def attr_name(k: str) -> str:
+    if k.endswith("_"):
+        k = k[:-1]
+    if k.startswith(("xlink_", "xml_")):
+        return k.replace("_", ":", 1)
+    return k.replace("_", "-")
+
+
+def attrs(**kw) -> str:
+    out = []
+    for k, v in kw.items():
+        if v is None or v is False:
+            continue
+        name = attr_name(k)
+        if v is True:
+            out.append(f" {name}")
+        elif isinstance(v, (int, float)):
+            out.append(f' {name}="{num(v)}"')
+        else:
+            out.append(f' {name}="{esc(v)}"')
+    return "".join(out)
+
+
+def _children(children) -> str:
+    if children is None:
+        return ""
+    if isinstance(children, Raw):
+        return str(children)
+    if isinstance(children, (str, int, float)):
+        return esc(children)
+    parts = []
+    for c in children:
+        parts.append(_children(c))
+    return "".join(parts)
+
+
+def el(tag: str, children=None, /, **kw) -> Raw:
+    """One element. children: text (escaped), a Raw, or an iterable of those."""
+    a = attrs(**kw)
+    if children is None or (not isinstance(children, (str, int, float)) and not isinstance(children, Raw)
+                            and isinstance(children, (list, tuple)) and not children):
+        if tag in VOID_HTML:
+            return Raw(f"<{tag}{a}>")
+        if tag in HTML_CONTAINERS:
+            return Raw(f"<{tag}{a}></{tag}>")
+        return Raw(f"<{tag}{a}/>")
+    return Raw(f"<{tag}{a}>{_children(children)}</{tag}>")
+
+
+# HTML elements that must never be self-closed
+HTML_CONTAINERS = {"div", "span", "p", "td", "th", "tr", "table", "tbody", "thead", "caption", "details",
+                   "summary", "button", "select", "option", "label", "output", "textarea", "code", "pre",
+                   "section", "ul", "ol", "li", "strong", "em", "a", "form", "fieldset", "legend", "dl",
+                   "dt", "dd", "small", "b", "i", "h1", "h2", "h3", "figure", "figcaption", "script"}
+
+
+def join(parts: Iterable) -> Raw:
+    return Raw("".join(_children(p) for p in parts))
+
+
+def svg(children, *, width, height, title: str, desc: str, class_: str = "chart", id_: str | None = None,
+        **kw) -> Raw:
+    """An accessible chart: role="img", a <title> and a <desc>, labelled by both, scalable by viewBox."""
+    tid = f"{id_ or 'chart'}-title"
+    did = f"{id_ or 'chart'}-desc"
+    return el("svg", [el("title", title, id_=tid), el("desc", desc, id_=did), children],
+              xmlns=SVG_NS, viewBox=f"0 0 {num(width)} {num(height)}", width=width, height=height,
+              role="img", aria_labelledby=f"{tid} {did}", class_=class_, id_=id_, **kw)
+
+
+def table(caption: str, header: list, rows: list[list], class_: str = "data") -> Raw:
+    """A plain data table (the accessible twin of a chart)."""
+    return el("table", [
+        el("caption", caption),
+        el("thead", el("tr", [el("th", h, scope="col") for h in header])),
+        el("tbody", [el("tr", [el("th" if i == 0 else "td", c, scope="row" if i == 0 else None)
+                               for i, c in enumerate(r)]) for r in rows]),
+    ], class_=class_)
+
+
+def data_details(summary: str, tbl: Raw, open_: bool = False) -> Raw:
+    return el("details", [el("summary", summary), tbl], class_="data-table", open=open_)

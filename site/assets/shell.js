@@ -1,0 +1,184 @@
+// Page chrome shared by every figure page. Plain JavaScript that works before (and without) Python:
+// load progress and load errors, Embed / Download SVG / Share / copy buttons, and the height message
+// to a parent page when embedded. The figure itself is drawn by Python (site/py/main.py).
+const html = document.documentElement;
+html.classList.remove("no-js");
+
+const $ = (sel) => document.querySelector(sel);
+const statusText = () => $("#status-text");
+
+// ---- load progress -----------------------------------------------------------------------------------
+// Python sets later steps itself; until it runs, the resources arriving tell us where we are.
+const STEPS = [
+  [/pyodide\.asm\.wasm$/, 1, "Compiling the Python runtime (WebAssembly)…"],
+  [/python_stdlib\.zip$/, 2, "Starting Python…"],
+  [/\.whl$/, 3, "Unpacking enginelab…"],
+];
+export function setStatus(text, step) {
+  const t = statusText();
+  if (t && html.dataset.ready === "false") t.textContent = text;
+  const p = $("#status-progress");
+  if (p && step !== undefined && step > p.value) p.value = step;
+}
+try {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      for (const [re, step, text] of STEPS) if (re.test(new URL(e.name).pathname)) setStatus(text, step);
+    }
+  }).observe({ type: "resource", buffered: true });
+} catch (_) { /* old browser: the static message stays */ }
+
+// ---- load errors -------------------------------------------------------------------------------------
+export function setError(reason) {
+  if (html.dataset.ready === "true") return;
+  html.dataset.ready = "error";
+  const s = $("#status");
+  if (s) {
+    s.classList.add("status-error");
+    s.replaceChildren();
+    const strong = document.createElement("strong");
+    strong.textContent = "The interactive version could not start. ";
+    const span = document.createElement("span");
+    span.id = "status-text";
+    span.textContent = String(reason) + " The figure below shows the default settings.";
+    s.append(strong, span);
+  }
+}
+window.addEventListener("error", (e) => {
+  if (html.dataset.ready === "false") setError(e.message || "A script failed to load.");
+});
+window.addEventListener("unhandledrejection", (e) => {
+  if (html.dataset.ready === "false") setError((e.reason && e.reason.message) || String(e.reason));
+});
+// A failed <script> fetch (e.g. pyscript/core.js missing) fires an error event on the element only.
+document.addEventListener("error", (e) => {
+  const t = e.target;
+  if (t && t.tagName === "SCRIPT" && html.dataset.ready === "false") setError(`Could not load ${t.src}.`);
+}, true);
+const LOAD_TIMEOUT_S = 120;
+setTimeout(() => {
+  if (html.dataset.ready === "false") setError(`Python did not start within ${LOAD_TIMEOUT_S} s.`);
+}, LOAD_TIMEOUT_S * 1000);
+
+// Controls do nothing until Python runs: disable them meanwhile (with JavaScript off they stay as they are).
+const fs = $("#controls-set");
+if (fs && html.dataset.ready === "false") fs.disabled = true;
+$("#controls")?.addEventListener("submit", (e) => e.preventDefault());
+
+// ---- chrome buttons -----------------------------------------------------------------------------------
+function say(text) {
+  const s = $("#chrome-status");
+  if (!s) return;
+  s.textContent = text;
+  clearTimeout(say.timer);
+  say.timer = setTimeout(() => { s.textContent = ""; }, 4000);
+}
+
+async function copyText(text, what) {
+  try {
+    await navigator.clipboard.writeText(text);
+    say(`${what} copied.`);
+    return true;
+  } catch (_) {
+    say(`Copy failed: select the text and copy it by hand.`);
+    return false;
+  }
+}
+
+export function embedURL() {
+  const path = html.dataset.embedPath || location.pathname;
+  return new URL(path + location.search, location.href).href;
+}
+
+export function embedSnippet() {
+  const title = document.title.replace(/"/g, "&quot;");
+  const h = Math.ceil(document.documentElement.scrollHeight);
+  return `<iframe src="${embedURL().replace(/"/g, "%22")}" title="${title}" width="100%" height="${h}" ` +
+         `style="border:0;max-width:100%" loading="lazy"></iframe>`;
+}
+
+function chartSVG() {
+  const svg = document.querySelector("#figure svg.chart");
+  if (!svg) return null;
+  const clone = svg.cloneNode(true);
+  // Colours come from CSS classes: carry the chart rules (light theme) into the file.
+  const rules = [];
+  for (const sheet of document.styleSheets) {
+    let list;
+    try { list = sheet.cssRules; } catch (_) { continue; }
+    for (const r of list) if (r.selectorText && /(^|[\s,])\.(chart|seg|pool|bar-|legend|capacity|overflow|axis|mark)/.test(r.selectorText)) rules.push(r.cssText);
+  }
+  const style = document.createElementNS("http://www.w3.org/2000/svg", "style");
+  style.textContent = rules.join("\n");
+  clone.insertBefore(style, clone.firstChild);
+  return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(clone);
+}
+
+document.addEventListener("click", async (e) => {
+  const btn = e.target.closest("button");
+  if (!btn) return;
+  const copySel = btn.dataset.copyTarget;
+  if (copySel) {
+    const el = document.querySelector(copySel);
+    if (el) await copyText(el.value !== undefined && el.tagName === "TEXTAREA" ? el.value : el.textContent, "Text");
+    return;
+  }
+  switch (btn.dataset.action) {
+    case "embed": {
+      const box = $("#embed-box");
+      const open = box.hidden;
+      box.hidden = !open;
+      btn.setAttribute("aria-expanded", String(open));
+      if (open) {
+        const ta = $("#embed-code");
+        ta.value = embedSnippet();
+        ta.focus();
+        ta.select();
+      }
+      break;
+    }
+    case "download-svg": {
+      const text = chartSVG();
+      if (!text) { say("This figure has no chart to download."); break; }
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
+      a.download = `${html.dataset.figure || "figure"}.svg`;
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+      say("SVG saved.");
+      break;
+    }
+    case "share":
+      await copyText(location.href, "Link");
+      break;
+  }
+});
+
+// Keep the embed snippet current when the state (URL) changes while the box is open.
+const _replace = history.replaceState.bind(history);
+history.replaceState = function (...args) {
+  _replace(...args);
+  const box = $("#embed-box");
+  if (box && !box.hidden) $("#embed-code").value = embedSnippet();
+  window.dispatchEvent(new CustomEvent("enginelab:statechange"));
+};
+
+// ---- height for a parent page ------------------------------------------------------------------------
+if (window.parent !== window) {
+  html.classList.add("embedded");
+  let last = 0;
+  const post = () => {
+    const h = Math.ceil(document.documentElement.scrollHeight);
+    if (h === last) return;
+    last = h;
+    window.parent.postMessage({ type: "enginelab:height", figure: html.dataset.figure, height: h,
+                                href: location.href }, "*");
+  };
+  new ResizeObserver(post).observe(document.body);
+  window.addEventListener("load", post);
+  window.addEventListener("enginelab:statechange", post);
+}
+
+window.enginelab = { setStatus, setError, embedURL, embedSnippet };

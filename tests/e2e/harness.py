@@ -1,0 +1,122 @@
+"""Shared browser-test machinery (used by conftest.py and by `build.py bench`).
+
+- `Site`: dist/ served on 127.0.0.1 on a free port, from a thread.
+- `launch(playwright)`: the Chromium that `build.py test` found (ENGINELAB_CHROMIUM), headless, with the flags
+  this machine needs; no fallback and no skipping: a missing browser is a failure.
+- `Guard`: per browser context, aborts every request whose origin is not the site's and records it, and
+  collects console errors, page errors and failed requests, so a test can assert there were none.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / "dist"
+READY_TIMEOUT_MS = 60_000
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location("enginelab_build", ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Site:
+    def __init__(self, directory: Path = DIST):
+        if not (directory / "pyodide" / "pyodide.mjs").exists():
+            raise RuntimeError(f"{directory} is not built: run `python3 build.py` (or `python3 build.py test`)")
+        self.server = _build_module().make_server(directory, 0, quiet=True)
+        self.port = self.server.server_address[1]
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path_and_query: str = "") -> str:
+        return f"{self.origin}/{path_and_query.lstrip('/')}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def chromium_path() -> str:
+    p = os.environ.get("ENGINELAB_CHROMIUM")
+    if p and Path(p).exists():
+        return p
+    try:
+        p = _build_module().find_chromium(install=False)
+    except Exception:  # pragma: no cover
+        p = None
+    if not p:
+        raise RuntimeError("No Chromium found: run the tests through `python3 build.py test`, which installs one, "
+                           "or set ENGINELAB_CHROMIUM to a Chromium binary. Browser tests are never skipped.")
+    return p
+
+
+def launch(playwright, **kw):
+    return playwright.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS, **kw)
+
+
+class Guard:
+    """Offline enforcement and error collection for one browser context."""
+
+    def __init__(self, context, origin: str):
+        self.origin = origin
+        self.blocked: list[str] = []
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
+        self.failed: list[str] = []
+        self.bad_status: list[str] = []
+        context.route("**/*", self._route)
+        context.on("page", self.watch)
+        for p in context.pages:
+            self.watch(p)
+
+    def _route(self, route):
+        url = route.request.url
+        parts = urlsplit(url)
+        if parts.scheme in ("data", "blob") or f"{parts.scheme}://{parts.netloc}" == self.origin:
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            route.abort()
+
+    def watch(self, page):
+        page.on("console", lambda m: self.console_errors.append(f"{m.text} @ {m.location}")
+                if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.page_errors.append(str(e)))
+        page.on("requestfailed", lambda r: self.failed.append(f"{r.url}: {r.failure}"))
+        page.on("response", lambda r: self.bad_status.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+
+    def problems(self) -> dict:
+        out = {"blocked off-site requests": self.blocked, "console errors": self.console_errors,
+               "page errors": self.page_errors, "failed requests": self.failed, "HTTP errors": self.bad_status}
+        return {k: v for k, v in out.items() if v}
+
+    def clear(self):
+        for lst in (self.blocked, self.console_errors, self.page_errors, self.failed, self.bad_status):
+            lst.clear()
+
+
+def wait_ready(page, timeout_ms: int = READY_TIMEOUT_MS):
+    """Wait until <html data-ready> is "true"; fail at once with the reason on "error"."""
+    page.wait_for_function("() => document.documentElement.dataset.ready !== 'false'", timeout=timeout_ms)
+    state = page.evaluate("document.documentElement.dataset.ready")
+    if state != "true":
+        reason = page.evaluate("document.querySelector('#status')?.textContent || ''")
+        raise AssertionError(f"page did not become ready (data-ready={state!r}): {reason.strip()}")
+
+
+def readouts(page) -> dict:
+    """{name: data-value} of every data-readout on the page."""
+    return page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('[data-readout]')]
+        .map(e => [e.dataset.readout, e.dataset.value]))""")

@@ -1,0 +1,117 @@
+"""The calculator figure in CPython: numbers straight from perf_model, rendering, golden SVGs."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import perf_model as pm
+import pytest
+
+from enginelab import page
+from enginelab.figures import REGISTRY, calculator as calc
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
+
+
+def state(q=""):
+    s, msgs = calc.SPEC.from_query(q)
+    assert msgs == []
+    return s
+
+
+def test_registry_and_contract():
+    assert REGISTRY["calculator"] is calc
+    for name in ("ID", "TITLE", "SPEC", "default_state", "compute", "describe", "render"):
+        assert hasattr(calc, name)
+
+
+def test_default_state_is_the_module_listing_case():
+    s = calc.default_state()
+    assert (s.model, s.machine, s.quant, s.kv, s.ctx, s.ngl, s.tokens, s.n_cpu_moe) == \
+        ("qwen2.5-32b", "rtx4060ti", "Q4_K_M", "f16", 8192, "auto", 2000, 0)
+
+
+@pytest.mark.parametrize("q", ["", "?ngl=30", "?kv=q8_0&ctx=32768", "?machine=cpu-ddr5",
+                               "?model=qwen3-30b-a3b&n_cpu_moe=20", "?machine=m4max&model=llama-3.1-70b"])
+def test_readouts_are_perf_models_numbers(q):
+    s = state(q)
+    d = calc.compute(s)
+    mc = pm.MACHINES[s.machine]
+    p = pm.place(pm.MODELS[s.model], mc, s.quant, n_ctx=s.ctx, kv_type=s.kv,
+                 n_gpu_layers=None if s.ngl == "auto" else s.ngl, n_cpu_moe=s.n_cpu_moe)
+    dec = pm.decode_step_time(p, mc, context=s.tokens)
+    pre = pm.prefill_time(p, mc, s.tokens)
+    r = d["readouts"]
+    assert r == {"n_gpu_layers": p.n_gpu_layers, "vram_gb": p.gpu_total / pm.GB, "ram_gb": p.cpu_total / pm.GB,
+                 "decode_tok_s": dec["tok_per_s"], "prefill_tok_s": pre["tok_per_s"],
+                 "cpu_share": dec["cpu_s"] / dec["total_s"], "fits": True}
+    html = calc.render(d)
+    for k in calc.READOUTS:
+        assert f'data-readout="{k}"' in html
+
+
+def test_module_listing_row_qwen32b_on_4060ti():
+    # Module: "Qwen2.5 32B on RTX 4060 Ti 16GB -ngl 44/65 VRAM 14.8 GB decode 5.8 tok/s (CPU share 62%)"
+    d = calc.compute(calc.default_state())
+    r = d["readouts"]
+    assert r["n_gpu_layers"] == 44 and f"{r['vram_gb']:.1f}" == "14.8"
+    assert f"{r['decode_tok_s']:.1f}" == "5.8" and f"{r['cpu_share']:.0%}" == "62%"
+    assert "-ngl 44 of 65" in calc.describe(d)
+
+
+def test_overask_is_explicit_and_shows_no_speed():
+    d = calc.compute(state("?ngl=65"))
+    r = d["readouts"]
+    assert r["fits"] is False and r["decode_tok_s"] is None and r["prefill_tok_s"] is None
+    html = calc.render(d)
+    assert "Would fail to allocate" in html and re.search(r"needs [\d.]+ GB, [\d.]+ GB free", html)
+    assert 'data-readout="decode_tok_s" data-value=""' in html
+    assert "would fail to allocate" in calc.describe(d)
+
+
+def test_every_model_and_machine_renders():
+    for mk in pm.MODELS:
+        for mc in pm.MACHINES:
+            s, msgs = calc.SPEC.from_query({"model": mk, "machine": mc})
+            assert msgs == []
+            d = calc.compute(s)
+            html = calc.render(d)
+            assert html.startswith('<div class="calculator"') and "data-readout" in html
+
+
+def test_ngl_bound_follows_the_model_and_machine():
+    s, msgs = calc.SPEC.from_query("?model=llama-3.1-8b&ngl=40")
+    assert s.ngl == 33 and "above the maximum 33" in msgs[0]
+    s, msgs = calc.SPEC.from_query("?machine=cpu-ddr5&ngl=5")
+    assert s.ngl == 0
+    s, _ = calc.SPEC.from_query("?ctx=1024&tokens=4000")
+    assert s.tokens == 1024
+
+
+def test_command_line():
+    d = calc.compute(state("?kv=q8_0&ngl=30&ctx=16384"))
+    cmd = d["command"]
+    assert cmd.startswith("llama-server -m ") and "-c 16384" in cmd and "-ngl 30" in cmd
+    assert "-ctk q8_0 -ctv q8_0" in cmd and "-fa on" in cmd
+    assert 'id="llama-command"' in calc.render(d)
+
+
+def test_render_is_pure_and_prerender_matches():
+    s = calc.default_state()
+    assert calc.render(calc.compute(s)) == calc.render(calc.compute(s))
+    pre = page.prerender(calc)
+    assert pre["figure"] == calc.render(calc.compute(s))
+    assert 'data-field="n_cpu_moe"' in pre["controls"] and 'hidden' in pre["controls"]
+
+
+@pytest.mark.parametrize("name, q", [("calculator", ""), ("calculator-overask", "?ngl=65"),
+                                     ("calculator-cpu", "?machine=cpu-ddr5")])
+def test_golden_svg(name, q):
+    svg = calc._bar_chart(calc.compute(state(q)))
+    path = GOLDEN / f"{name}.svg"
+    if UPDATE:
+        path.write_text(svg + "\n")
+    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
+    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
