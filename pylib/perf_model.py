@@ -508,13 +508,8 @@ def _tensor_type(model: Model, t: Tensor, ftype: str, default: str, counters: di
         if n_expert == 8:
             new = "Q8_0"
         counters["i_attention_wv"] += 1
-        if cls == "attn_qkv":
-            if ftype in ("Q3_K_M", "Q3_K_L"):
-                new = "Q4_K"
-            elif ftype == "Q4_K_M":
-                new = "Q5_K"
-            elif ftype == "Q5_K_M":
-                new = "Q6_K"
+        # (llama-quant.cpp also has an ATTENTION_QKV branch after this one, but
+        # category_is_attn_v() already routes fused qkv here, so it never runs.)
         return new
     if cls == "attn_k":
         return "Q8_0" if n_expert == 8 else new
@@ -594,9 +589,7 @@ def quantize_plan(model, quant: str) -> list:
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
         for t in tensors:
             if not _allows_quantization(t):
-                typ = "F32" if t.src_type == "F32" else t.src_type
-                if t.src_type not in ("F32",) and default in ("F16", "BF16", "F32"):
-                    typ = default
+                typ = t.src_type                  # norms, biases, the router: kept as converted (F32)
             elif default in ("F16", "BF16", "F32"):
                 typ = default                   # not a quantized type: no per-tensor rules
             elif pure:
