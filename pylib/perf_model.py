@@ -16,27 +16,32 @@ so it runs the same in CPython and in Pyodide.  Read it top to bottom:
  10. The roofline
  11. Reading a Hugging Face config.json or a GGUF header into a Model
 
-Constants chosen to match the course module (each is explained where it is
-defined; the short list):
+Constants chosen to reproduce the course module's printed numbers (each is
+explained again where it is defined):
 
-* ``GB`` is 10**9 bytes (decimal), the unit every printed size uses.  KV sizes
+* ``GB`` is 10**9 bytes (decimal), the unit every printed size uses; KV sizes
   per token are printed in KiB because they are powers of two.
-* Device memory ``mem_gb`` is taken in decimal GB.  The marketing "16 GB" of a
-  card is 16 GiB of DRAM, but the driver, the CUDA/Metal context and (on a
-  desktop) the display take several hundred MiB of it, so counting the card as
-  16e9 bytes is a close, slightly conservative stand-in for what llama.cpp
-  sees as free.  On top of that --fit keeps ``FIT_TARGET_MIB`` = 1024 MiB free.
-* Decode reads every weight that takes part in the forward pass once per
-  token: all of them except ``token_embd`` (a lookup reads one row of it),
-  plus the K and V cache of every layer up to the current context, plus a
-  fixed ``DECODE_OVERHEAD_S`` per token for kernel launches and
-  synchronisation that no bandwidth removes.
-* Decode runs at ``ETA_DECODE`` = 0.7 of peak bandwidth, prefill at
-  ``ETA_PREFILL`` = 0.5 of peak FP16 tensor throughput.  These are the
-  module's assumptions, not measurements.
-* The compute buffer is sized from the micro-batch: the logits of ``n_ubatch``
-  tokens in f32 plus the activations of the widest matmul (see
-  ``compute_buffer_bytes``).
+* Device memory ``mem_gb`` is counted in decimal GB.  A "16 GB" card has 16 GiB
+  of DRAM, but the driver, the CUDA/Metal context and a desktop's display take
+  several hundred MiB of it; 16e9 bytes is a close, slightly conservative
+  stand-in for what llama.cpp finds free.  On top of that --fit keeps
+  ``FIT_TARGET_MIB`` = 1024 MiB free (its --fit-target default).
+* The compute buffer (``compute_buffer_bytes``) is the f32 scratch of one
+  micro-batch: n_ubatch x (n_vocab logits + 3 FFN-wide activations) x 4 bytes,
+  about 0.3 GB for an 8B model at -ub 512, close to what llama.cpp reports.
+* Decode reads, once per token, every weight that takes part in the forward
+  pass (all but ``token_embd``, of which a lookup reads one row) plus the K and
+  V cache of every layer up to the current context, at ``ETA_DECODE`` = 0.7 of
+  peak bandwidth, plus a fixed ``DECODE_OVERHEAD_S`` = 50.5 us per token for
+  kernel launches, synchronisation and sampling.
+* Prefill computes at ``ETA_PREFILL`` = 0.5 of peak FP16 tensor FLOP/s and
+  streams its weights once per micro-batch at the same efficiency; on a partial
+  offload, op offload copies the CPU blocks' weights over PCIe at ``ETA_PCIE``
+  = 0.93 of the link, once per logical batch.  The FP16 throughputs of the
+  RTX 3060, RTX 4060 Ti and Apple GPUs are approximations (flagged
+  ``approx=True``); they only affect prefill.
+* Names: the module's plain "Q2_K" and "Q3_K" rows store every quantizable
+  tensor in that one ggml type; llama-quantize's Q2_K mix is "Q2_K_MIX".
 """
 from __future__ import annotations
 
