@@ -312,7 +312,15 @@ def render_page(fig, root: str, embed_path: str, wheel_name: str, page_name: str
         embed_path=html.escape(embed_path),
         config=f"./{page_name}.json",
         wheel=wheel_name,
+        figure_css=figure_css_link(fig.ID, root),
     )
+
+
+def figure_css_link(fig_id: str, root: str) -> str:
+    """A figure's own stylesheet, site/assets/fig-<id>.css, linked when it exists (else nothing)."""
+    if (SITE / "assets" / f"fig-{fig_id}.css").is_file():
+        return f'<link rel="stylesheet" href="{root}assets/fig-{html.escape(fig_id)}.css">'
+    return ""
 
 
 def build_pages(out: Path, wheel_name: str) -> list[str]:
