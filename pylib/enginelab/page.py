@@ -4,8 +4,9 @@ Shared by build.py (pre-rendering each page for its default state) and the brows
 so the page a reader gets before Python loads is byte-for-byte what Python would render for that state.
 
 A figure module provides ID, TITLE, SPEC (a state.Spec), default_state(), compute(state), describe(data),
-render(data) -> str, and optionally LEDE (one sentence of plain text under the title) and
-controls(state) -> str to replace the generic controls.
+render(data) -> str, and optionally LEDE (one sentence of plain text under the title),
+controls(state) -> str to replace the generic controls, and STEP_FIELD (the key of an Int field with
+widget="range") to get Back / Play / Step buttons for an animated figure.
 """
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
             opts.append(el("option", field.auto, value=field.auto, selected=(value == field.auto)))
         opts += [el("option", str(i), value=str(i), selected=(value == i)) for i in range(lo, hi + 1)]
         ctl = el("select", opts, **common)
+    elif isinstance(field, st.Int) and field.widget == "range":  # a scrubber (e.g. a figure's STEP_FIELD)
+        lo, hi = field.bounds(partial)
+        ctl = el("input", type="range", value=field.encode(value), min=lo, max=hi, step=field.step, **common)
     elif isinstance(field, (st.Int, st.Float)):
         lo, hi = field.bounds(partial)
         ctl = el("input", type="number", value=field.encode(value), min=lo, max=hi, step=field.step,
@@ -70,10 +74,26 @@ def controls_fields(spec: st.Spec, state) -> list[tuple[str, str, Raw]]:
     return out
 
 
+def transport_html(fig) -> Raw:
+    """Back / Play / Step buttons for a figure that declares STEP_FIELD (an Int field drawn as a range).
+
+    They only move that field's control and fire its input event (site/assets/steps.js), so every frame
+    goes through the same form -> state -> render -> URL path as any other change."""
+    key = getattr(fig, "STEP_FIELD", None)
+    if not key:
+        return Raw("")
+    fid = field_id(key)
+    return el("div", [
+        el("button", "◀ Back", type="button", data_step_action="back", aria_controls=fid),
+        el("button", "Play", type="button", data_step_action="play", aria_controls=fid),
+        el("button", "Step ▶", type="button", data_step_action="next", aria_controls=fid),
+    ], class_="transport", role="group", aria_label="Step through the figure", data_step_field=key)
+
+
 def controls_html(fig, state) -> Raw:
     if hasattr(fig, "controls"):
-        return Raw(fig.controls(state))
-    return join(h for _, _, h in controls_fields(fig.SPEC, state))
+        return Raw(str(fig.controls(state)) + transport_html(fig))
+    return join([h for _, _, h in controls_fields(fig.SPEC, state)] + [transport_html(fig)])
 
 
 def messages_html(messages: list[str]) -> Raw:

@@ -182,3 +182,6 @@ if (window.parent !== window) {
 }
 
 window.enginelab = { setStatus, setError, embedURL, embedSnippet };
+
+// Back / Play / Step for animated figures (a figure module with STEP_FIELD): see steps.js.
+import "./steps.js";
