@@ -1,0 +1,165 @@
+"""serving_plan: vLLM's and SGLang's start-up arithmetic, checked by hand."""
+from __future__ import annotations
+
+import math
+import re
+
+import perf_model as pm
+import pytest
+
+import serving_plan as sp
+
+GiB = 1 << 30
+
+
+def test_llama31_8b_bf16_on_24gb_at_0_9_by_hand():
+    p = sp.vllm_plan("llama-3.1-8b", "rtx4090", "bf16", gpu_memory_utilization=0.9, max_model_len=8192)
+    # Llama 3.1 8B: 32 layers, 8 KV heads, head_dim 128, bf16 KV (auto = model dtype).
+    # One block of one layer: 2 (K,V) * 16 tokens * 8 heads * 128 * 2 bytes = 65,536 bytes.
+    assert p["page_size_bytes"] == 2 * 16 * 8 * 128 * 2 == 65536
+    assert p["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131072
+    # requested = 0.9 * 24 GiB
+    assert p["requested_bytes"] == pytest.approx(0.9 * 24 * GiB)
+    # weights: 8,030,261,248 parameters (HF count) * 2 bytes
+    assert p["weights"]["params"] == 8030261248
+    assert p["weights_bytes"] == 2 * 8030261248
+    available = p["requested_bytes"] - p["weights_bytes"] - p["peak_activation_bytes"] - p["non_torch_bytes"] \
+        - p["cudagraph_bytes"]
+    assert p["available_kv_bytes"] == pytest.approx(available)
+    # num_gpu_blocks = available // page_size // num_layers
+    assert p["num_gpu_blocks"] == int(available // 65536 // 32)
+    # the log lines: tokens = blocks * 16 (8192 is a multiple of 16); concurrency = blocks / (8192/16)
+    assert p["gpu_kv_cache_tokens"] == p["num_gpu_blocks"] * 16
+    assert p["max_concurrency"] == pytest.approx(p["num_gpu_blocks"] / 512)
+    assert sp.vllm_kv_log_line(p) == f"GPU KV cache size: {p['num_gpu_blocks'] * 16:,} tokens"
+    assert sp.vllm_concurrency_log_line(p) == \
+        f"Maximum concurrency for 8,192 tokens per request: {p['num_gpu_blocks'] / 512:.2f}x"
+    assert p["fits"] and p["error"] is None
+    # KV pool + everything else never exceeds the requested budget
+    assert p["kv_cache_bytes"] + p["weights_bytes"] + p["peak_activation_bytes"] + p["non_torch_bytes"] \
+        + p["cudagraph_bytes"] <= p["requested_bytes"]
+    assert p["command"] == ("vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.9 "
+                            "--max-model-len 8192")
+
+
+def test_fp8_kv_doubles_tokens():
+    a = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=8192)
+    b = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=8192, kv_cache_dtype="fp8")
+    assert b["page_size_bytes"] * 2 == a["page_size_bytes"]
+    # same available bytes, half the page: twice the blocks (to within the floor of one division)
+    assert b["available_kv_bytes"] == a["available_kv_bytes"]
+    assert b["num_gpu_blocks"] in (2 * a["num_gpu_blocks"], 2 * a["num_gpu_blocks"] + 1)
+    assert b["gpu_kv_cache_tokens"] >= 2 * a["gpu_kv_cache_tokens"]
+    assert "--kv-cache-dtype fp8" in b["command"]
+    e5 = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=8192, kv_cache_dtype="fp8_e5m2")
+    assert e5["num_gpu_blocks"] == b["num_gpu_blocks"]
+
+
+def test_enforce_eager_frees_graph_memory():
+    a = sp.vllm_plan("qwen2.5-7b", "rtx3090", max_model_len=16384)
+    b = sp.vllm_plan("qwen2.5-7b", "rtx3090", max_model_len=16384, enforce_eager=True)
+    assert a["cudagraph_bytes"] > 0 and b["cudagraph_bytes"] == 0
+    assert b["available_kv_bytes"] - a["available_kv_bytes"] == pytest.approx(a["cudagraph_bytes"])
+    assert b["num_gpu_blocks"] > a["num_gpu_blocks"]
+    assert b["command"].endswith("--enforce-eager")
+
+
+def test_oversized_max_model_len_errors_like_vllm():
+    # The default max_model_len is the model's 131072: a 16 GiB bf16 KV cache on top of 15 GiB of weights.
+    p = sp.vllm_plan("llama-3.1-8b", "rtx4090")
+    assert p["max_model_len"] == 131072 and not p["fits"]
+    assert p["needed_bytes"] == 131072 // 16 * 65536 * 32 == 16 * GiB
+    assert p["error"].startswith("ValueError: To serve at least one request with the models's max seq len "
+                                 "(131072), (16.00 GiB KV cache is needed")
+    est = int(re.search(r"estimated maximum model length is (\d+)", p["error"]).group(1))
+    # the estimate is the largest length whose blocks fit: a multiple of block_size
+    assert est % 16 == 0 and (est // 16) * 65536 * 32 <= p["available_kv_bytes"] < (est // 16 + 1) * 65536 * 32
+    # and at that length it starts
+    ok = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=est)
+    assert ok["fits"] and ok["max_concurrency"] >= 1.0
+    assert p["log_lines"][-1] == p["error"]
+
+
+def test_weights_larger_than_budget_and_startup_free_check():
+    p = sp.vllm_plan("qwen2.5-32b", "rtx4090", max_model_len=4096)
+    assert not p["fits"] and "OutOfMemoryError" in p["error"]
+    q = sp.vllm_plan("qwen2.5-32b", "rtx4090", "awq", max_model_len=4096)
+    assert q["weights_bytes"] < p["weights_bytes"] / 3
+    d = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=8192, other_processes_gib=2.0)
+    assert not d["fits"] and "Free memory on device" in d["error"]
+    d2 = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=8192, other_processes_gib=2.0,
+                      gpu_memory_utilization=0.85)
+    assert d2["fits"]
+
+
+def test_quantized_weight_bytes_by_hand():
+    w = sp.hf_weight_bytes("llama-3.1-8b", "awq")
+    m = pm.MODELS["llama-3.1-8b"]
+    lin = sum(t.n_elements for t in m.tensors() if t.layer >= 0 and len(t.ne) == 2)
+    groups = sum(t.n_elements // t.ne[0] * math.ceil(t.ne[0] / 128) for t in m.tensors()
+                 if t.layer >= 0 and len(t.ne) == 2)
+    assert w["linear"] == 0.5 * lin + 2.5 * groups
+    # embedding + lm_head + norms stay 16-bit
+    assert w["other"] == 2 * (8030261248 - lin)
+    f = sp.hf_weight_bytes("llama-3.1-8b", "fp8")
+    assert f["linear"] == lin + 4 * sum(t.n_elements // t.ne[0] for t in m.tensors()
+                                        if t.layer >= 0 and len(t.ne) == 2)
+
+
+def test_sglang_default_fraction_and_pool_by_hand():
+    s = sp.sglang_plan("llama-3.1-8b", "rtx4090", context_length=8192)
+    # 24 GiB = 24576 MiB: chunked_prefill_size 2048, cuda_graph_max_bs 24;
+    # reserved = 512 + 1.5*2048 + 2*24 + 1/8*1024 = 3760 MiB
+    assert s["reserved_mib_heuristic"] == 3760
+    assert s["mem_fraction_static"] == round((24576 - 3760) / 24576, 3) == 0.847
+    cell = 8 * 128 * 32 * 2 * 2
+    assert s["cell_size_bytes"] == cell == 131072
+    free = 24 * GiB - sp.CUDA_CONTEXT_BYTES
+    tokens = int((free * 0.847 - 2 * 8030261248) // cell)
+    assert s["max_total_num_tokens"] == tokens
+    assert s["max_running_requests"] == min(min(max(int(tokens / 8192 * 512), 2048), 4096), tokens // 2)
+    assert s["log_lines"][0].startswith(f"KV Cache is allocated. #tokens: {tokens}, K size: ")
+    assert s["command"] == ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                            "--context-length 8192")
+    # 16 GB bucket: cuda_graph_max_bs 8 -> reserved 3728
+    assert sp.sglang_mem_fraction_static(16 * GiB)["reserved_mib"] == 3728
+
+
+def test_sglang_fraction_moves_the_pool_and_caps_requests():
+    lo = sp.sglang_plan("llama-3.1-8b", "rtx4090", mem_fraction_static=0.75, context_length=131072)
+    hi = sp.sglang_plan("llama-3.1-8b", "rtx4090", mem_fraction_static=0.9, context_length=131072)
+    assert hi["max_total_num_tokens"] > lo["max_total_num_tokens"]
+    d = (hi["static_bytes"] - lo["static_bytes"]) / hi["cell_size_bytes"]
+    assert abs((hi["max_total_num_tokens"] - lo["max_total_num_tokens"]) - d) <= 1
+    assert hi["request_capped"] and hi["max_req_len"] == hi["max_total_num_tokens"] - 1
+    assert "--mem-fraction-static 0.9" in hi["command"]
+    none = sp.sglang_plan("llama-3.1-8b", "rtx3060", "awq", mem_fraction_static=0.4, context_length=4096)
+    assert not none["fits"] and "Not enough memory" in none["error"]
+
+
+def test_bad_inputs_raise_clear_valueerrors():
+    with pytest.raises(ValueError, match="block_size"):
+        sp.vllm_plan("llama-3.1-8b", "rtx4090", block_size=12)
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        sp.vllm_plan("llama-3.1-8b", "rtx4090", gpu_memory_utilization=1.5)
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        sp.vllm_plan("llama-3.1-8b", "rtx4090", kv_cache_dtype="q8_0")
+    with pytest.raises(ValueError, match="machine"):
+        sp.vllm_plan("llama-3.1-8b", "m4max")
+    with pytest.raises(ValueError, match="weight_dtype"):
+        sp.hf_weight_bytes("llama-3.1-8b", "Q4_K_M")
+
+
+@pytest.mark.parametrize("model", list(pm.MODELS))
+@pytest.mark.parametrize("machine", list(sp.serving_machines()))
+def test_invariants_every_model_and_gpu(model, machine):
+    p = sp.vllm_plan(model, machine, max_model_len=4096)
+    assert p["num_gpu_blocks"] >= 0 and p["kv_cache_bytes"] <= max(p["available_kv_bytes"], 0)
+    if p["fits"]:
+        assert p["max_concurrency"] >= 1.0
+        assert p["kv_cache_bytes"] + p["weights_bytes"] + p["peak_activation_bytes"] + p["non_torch_bytes"] + \
+            p["cudagraph_bytes"] <= p["requested_bytes"] + 1
+    s = sp.sglang_plan(model, machine, context_length=4096)
+    if s["fits"]:
+        assert s["weights_bytes"] + s["kv_cache_bytes"] <= s["static_bytes"]
+        assert 1 <= s["max_running_requests"] <= s["max_total_num_tokens"] // 2
