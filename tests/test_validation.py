@@ -1,0 +1,169 @@
+"""validation: the dataset, the predictions, the error summary and the llama-bench parser."""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import perf_model as pm
+import pytest
+
+import validation as v
+import validation_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MD = """\
+ggml_metal_init: found device: Apple M2 Max
+| model                          |       size |     params | backend    | ngl | test       |              t/s |
+| ------------------------------ | ---------: | ---------: | ---------- | --: | ---------- | ---------------: |
+| llama 7B Q4_0                  |   3.56 GiB |     6.74 B | Metal      |  99 | pp 512     |    540.15 ± 0.18 |
+| llama 7B Q4_0                  |   3.56 GiB |     6.74 B | Metal      |  99 | tg 128     |     60.99 ± 0.05 |
+
+build: 8e672ef (1550)
+"""
+
+MD_NEW = """\
+| model                          |       size |     params | backend    | ngl | fa |            test |                  t/s |
+| ------------------------------ | ---------: | ---------: | ---------- | --: | -: | --------------: | -------------------: |
+| llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | CUDA       |  99 |  1 |           pp512 |      1,493.64 ± 0.53 |
+| llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | CUDA       |  99 |  1 |           tg128 |        98.10 ± 0.02 |
+| llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | CUDA       |  99 |  1 |     pp512+tg128 |       500.00 ± 1.00 |
+"""
+
+JSON = json.dumps([
+    {"build_commit": "8e672ef", "build_number": 1550, "model_filename": "llama-2-7b.Q8_0.gguf",
+     "model_type": "llama 7B Q8_0", "model_size": 7161089536, "model_n_params": 6738415616,
+     "backends": "CUDA", "n_gpu_layers": 99, "n_prompt": 512, "n_gen": 0, "avg_ts": 7664.0, "stddev_ts": 108.8},
+    {"build_commit": "8e672ef", "build_number": 1550, "model_filename": "llama-2-7b.Q8_0.gguf",
+     "model_type": "llama 7B Q8_0", "model_size": 7161089536, "model_n_params": 6738415616,
+     "backends": "CUDA", "n_gpu_layers": 99, "n_prompt": 0, "n_gen": 128, "avg_ts": 98.13, "stddev_ts": 0.07},
+])
+
+
+# -- dataset -------------------------------------------------------------------------------------------------
+def test_every_row_has_a_source_and_numbers():
+    rows = list(csv.DictReader(open(ROOT / "data" / "llama_bench.csv", newline="")))
+    assert len(rows) >= 80
+    for r in rows:
+        assert r["source"].startswith("https://github.com/ggml-org/llama.cpp/"), r
+        assert r["model"] in v.DATASET_MODEL and r["quant"] and r["device"] and r["build"]
+        assert float(r["pp512_tps"]) > 0
+        assert r["tg128_tps"] == "" or float(r["tg128_tps"]) > 0
+        assert float(r["mem_bandwidth_GBps"]) > 0
+    # at least the Apple table of discussion #4167 and something beyond it
+    sources = {r["source"] for r in rows}
+    assert "https://github.com/ggml-org/llama.cpp/discussions/4167" in sources and len(sources) >= 2
+
+
+def test_embedded_module_matches_the_csv():
+    spec = importlib.util.spec_from_file_location("mk", ROOT / "data" / "make_validation_data.py")
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    assert list(validation_data.ROWS) == mk.rows()
+    assert (ROOT / "pylib" / "validation_data.py").read_text() == mk.render(mk.rows())
+
+
+def test_apple_rows_match_the_shared_transcription():
+    shared = Path("/work/shared/data/llama-bench-apple-silicon.csv")
+    if not shared.exists():   # only on the project machine; the embedded copy is checked above
+        return
+    want = {(r["device"], r["quant"]): (r["pp_tps"], r["tg_tps"]) for r in csv.DictReader(open(shared))}
+    got = {(r["device"], r["quant"]): (r["pp512_tps"], r["tg128_tps"]) for r in validation_data.ROWS
+           if r["backend"] == "Metal"}
+    assert got == want
+
+
+# -- predictions and errors ----------------------------------------------------------------------------------
+def test_llama2_7b_shape_and_sizes():
+    m = v.MODELS["llama-2-7b"]
+    assert m.total_params() == 6738415616                      # llama-bench prints "6.74 B"
+    assert f"{pm.file_bytes(m, 'Q4_0') / pm.GiB:.2f}" == "3.56"  # "3.56 GiB" in the tables
+    assert f"{pm.file_bytes(m, 'Q8_0') / pm.GiB:.2f}" == "6.67"
+
+
+def test_prediction_is_perf_model_decode_and_prefill():
+    r = next(r for r in validation_data.ROWS if r["device"] == "Apple M2 Max (38-core GPU)" and r["quant"] == "Q4_0")
+    p = v.predictions([r])[0]
+    mc = v.machine_for(r["device"], 400)
+    pl = pm.place(v.MODELS["llama-2-7b"], mc, "Q4_0", n_ctx=1024, n_gpu_layers=33)
+    assert p["tg128_predicted"] == pm.decode_step_time(pl, mc, context=64)["tok_per_s"]
+    assert p["pp512_predicted"] == pm.prefill_time(pl, mc, n_tokens=512)["tok_per_s"]
+    assert p["tg128_error"] == p["tg128_predicted"] / 65.95 - 1
+    # the decode estimate never beats the bandwidth bound: bytes per token / bandwidth
+    d = pm.decode_step_time(pl, mc, context=64)
+    assert p["tg128_predicted"] * d["gpu_bytes"] <= 400e9
+
+
+def test_median_errors_are_computed_from_the_data():
+    preds = v.predictions()
+    s = v.summary(preds)
+    tg = sorted(abs(p["tg128_predicted"] / p["tg128_measured"] - 1) for p in preds if p["tg128_measured"])
+    pp = sorted(abs(p["pp512_predicted"] / p["pp512_measured"] - 1) for p in preds)
+    assert s["decode_mape"] == statistics.median(tg)
+    assert s["prefill_mape"] == statistics.median(pp)
+    assert s["n_tg"] == len(tg) == len(validation_data.ROWS) - 1 and s["n_pp"] == len(validation_data.ROWS)
+    # per device: the breakdown covers every row once
+    assert sum(d["n_pp"] for d in s["by_device"].values()) == len(preds)
+    # changing one measurement changes the summary (nothing is hard-coded)
+    rows = [dict(r) for r in validation_data.ROWS]
+    for r in rows:
+        r["tg128_tps"] = str(float(r["tg128_tps"]) * 2) if r["tg128_tps"] else ""
+    assert v.summary(v.predictions(rows))["decode_mape"] != s["decode_mape"]
+
+
+# -- parser --------------------------------------------------------------------------------------------------
+def test_parse_markdown_old_and_new_formats():
+    rows = v.parse_llama_bench(MD)
+    assert [(r["test"], r["kind"], r["n"], r["tps"], r["stddev"], r["quant"], r["ngl"]) for r in rows] == [
+        ("pp512", "pp", 512, 540.15, 0.18, "Q4_0", 99), ("tg128", "tg", 128, 60.99, 0.05, "Q4_0", 99)]
+    assert rows[0]["params"] == 6.74e9 and rows[0]["backend"] == "Metal"
+    new = v.parse_llama_bench(MD_NEW)
+    assert [r["test"] for r in new] == ["pp512", "tg128", "pp512+tg128"]
+    assert new[0]["tps"] == 1493.64 and new[0]["quant"] == "Q4_K_M" and new[2]["kind"] == "pg"
+
+
+def test_parse_json_and_jsonl():
+    rows = v.parse_llama_bench(JSON)
+    assert [(r["test"], r["tps"], r["quant"], r["ngl"]) for r in rows] == [("pp512", 7664.0, "Q8_0", 99),
+                                                                          ("tg128", 98.13, "Q8_0", 99)]
+    jsonl = "\n".join(json.dumps(o) for o in json.loads(JSON))
+    assert [r["tps"] for r in v.parse_llama_bench(jsonl)] == [7664.0, 98.13]
+
+
+def test_compare_puts_our_estimate_next_to_the_measurement():
+    res = v.compare(MD, "llama-2-7b", "Q4_0", v.machine_for("Apple M2 Max (38-core GPU)", 400))
+    tg = res["rows"][1]
+    assert tg["estimate_tps"] == v.estimate(v.MODELS["llama-2-7b"], v.machine_for("Apple M2 Max (38-core GPU)", 400),
+                                            "Q4_0", "tg128")
+    assert tg["error"] == tg["estimate_tps"] / 60.99 - 1 and tg["note"] == ""
+    # a row of another model is flagged, combined tests are not estimated
+    res2 = v.compare(MD_NEW, "llama-2-7b", "Q4_0", "rtx4090")
+    assert "8.03 B parameters" in res2["rows"][0]["note"]
+    assert res2["rows"][2]["estimate_tps"] is None and "not estimated" in res2["rows"][2]["note"]
+    res3 = v.compare(MD_NEW, "llama-3.1-8b", "Q4_0", "rtx4090")
+    assert res3["rows"][0]["note"] == "" and res3["rows"][0]["quant_used"] == "Q4_K_M"
+
+
+@pytest.mark.parametrize("text, match", [
+    ("", "empty"),
+    ("   \n  ", "empty"),
+    ("hello world", "no markdown table"),
+    ("| a | b |\n| - | - |\n| 1 | 2 |", "no table header"),
+    ("| model | test |\n| --- | --- |\n| llama 7B Q4_0 | pp512 |", "lacks column"),
+    ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 | fast |", "t/s"),
+    ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | warmup | 5.0 |", "test"),
+    ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 |", "cells"),
+    ("| model | test | t/s |\n| --- | --- | --- |", "no result rows"),
+    ("[1, 2]", "not an object"),
+    ("[]", "non-empty"),
+    ('[{"model_type": "llama 7B Q4_0"}]', "lacks n_prompt"),
+    ('[{"model_type": "x", "n_prompt": 512, "n_gen": 0, "avg_ts": -1}]', "avg_ts"),
+    ('{"model_type": "x", "n_prompt": 512, "n_gen": 0, "avg_ts": 5', "not valid JSON"),
+    ("x" * (v.MAX_INPUT_CHARS + 1), "at most"),
+])
+def test_bad_input_raises_clear_valueerror(text, match):
+    with pytest.raises(ValueError, match=match):
+        v.parse_llama_bench(text)
