@@ -54,6 +54,9 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
                  inputmode="numeric" if isinstance(field, st.Int) else "decimal", **common)
     elif isinstance(field, st.Bool):
         ctl = el("input", type="checkbox", value="1", checked=bool(value), **common)
+    elif isinstance(field, getattr(st, "Text", ())):
+        ctl = el("textarea", str(value), rows=field.rows, placeholder=field.placeholder or None,
+                 spellcheck="false", autocomplete="off", **common)
     else:
         raise TypeError(f"no control for {type(field).__name__}")
     children = [el("label", field.label, for_=fid), ctl]

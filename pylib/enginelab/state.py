@@ -191,6 +191,27 @@ class Bool(Field):
         return "1 or 0"
 
 
+@dataclasses.dataclass(frozen=True)
+class Text(Field):
+    """Free text (a <textarea>): kept as typed, with \r\n folded to \n and at most `max_len` characters.
+
+    Whatever it holds is the figure's to interpret; a figure reports its own parse errors."""
+    max_len: int = 20000
+    rows: int = 6
+    placeholder: str = ""
+    kind = "text"
+
+    def parse(self, raw, partial):
+        s = str(raw).replace("\r\n", "\n").replace("\r", "\n")
+        if len(s) > self.max_len:
+            return s[:self.max_len], f"{self.label}: {len(s):,} characters is over the limit; " \
+                                     f"the first {self.max_len:,} are used."
+        return s, None
+
+    def describe_allowed(self, partial):
+        return f"text of at most {self.max_len:,} characters"
+
+
 class Spec:
     """The inputs of one figure, in validation order."""
 
