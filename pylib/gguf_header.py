@@ -71,11 +71,15 @@ INT64_MAX = 2**63 - 1  # gguf.cpp reads dims as int64_t and rejects element coun
 DEFAULT_MAX_HEADER_BYTES = 256 * 1024 * 1024
 # Real headers are far smaller: the largest are vocabularies, e.g. a 262,144-token vocabulary with its
 # scores and token types is about 8 MB.
-DEFAULT_MAX_ARRAY_ITEMS = 1 << 23
-# Total elements over all metadata arrays (8,388,608). A large vocabulary has 262,144 tokens, scores and
-# types, plus up to ~500k BPE merges: about 1.3 million. Each element becomes a Python object, so this
-# caps memory at a few hundred MB even for a header made of one-byte elements.
+DEFAULT_MAX_ARRAY_ITEMS = 1 << 22
+# Total elements over all metadata arrays (4,194,304). The biggest real ones are vocabularies: 262,144
+# tokens with their scores and types (Gemma 3), or ~150k-200k tokens plus as many BPE merges: under a
+# million elements. Each element becomes a Python object, so this caps memory (in CPython ~180 MB for a
+# hostile header of 4 million large integers) and time (~1-3 s for 4 million empty strings).
 MAX_ARRAY_DEPTH = 8  # arrays may nest (docs/gguf.md: "Arrays can be nested"); no real file nests more than 1
+MAX_NESTED_ARRAYS = 1 << 16
+# Arrays inside arrays, per header. gguf.cpp cannot load them at all (it rejects an array of arrays),
+# so real models have none; each costs a few microseconds, so we allow 65,536.
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -136,7 +140,7 @@ _TYPE_ROWS = (
     (18, "IQ3_XXS", QK_K, 2 + 3 * (QK_K // 8)),  # block_iq3_xxs: d; qs[96] -> 98
     (19, "IQ1_S", QK_K, 2 + QK_K // 8 + QK_K // 16),  # block_iq1_s: d; qs[32]; uint16 qh[8] -> 50
     (20, "IQ4_NL", 32, 2 + 16),  # block_iq4_nl: d; qs[QK4_NL/2]
-    (21, "IQ3_S", QK_K, 2 + 13 * (QK_K // 32) + QK_K // 64),  # block_iq3_s: d; qs[64]; qh[8]; signs[32]; scales[4] -> 110
+    (21, "IQ3_S", QK_K, 2 + 13 * (QK_K // 32) + QK_K // 64),  # block_iq3_s: d; qs[64]; qh[8]; signs[32]; scales[4]
     (22, "IQ2_S", QK_K, 2 + QK_K // 4 + QK_K // 16),  # block_iq2_s: d; qs[64]; qh[8]; scales[8] -> 82
     (23, "IQ4_XS", QK_K, 2 + 2 + QK_K // 64 + QK_K // 2),  # block_iq4_xs: d; scales_h; scales_l[4]; qs[128] -> 136
     (24, "I8", 1, 1),
@@ -488,6 +492,7 @@ class _Parser:
         self.pos = 0
         self.e = "<"  # struct byte order prefix
         self.items_left = max_array_items
+        self.nested_left = MAX_NESTED_ARRAYS
         self.max_array_items = max_array_items
         self.utf8_errors = utf8_errors
 
@@ -576,25 +581,12 @@ class _Parser:
                 return [b == 1 for b in raw], type_desc
             return list(struct.unpack_from(f"{self.e}{n}{_SCALAR_FORMATS[itype]}", self.src.buf, start)), type_desc
         if itype == _STRING:
-            # the hot loop of a vocabulary (~150k-260k strings): kept tight
-            out = []
-            buf, unpack_from, fmt = self.src.buf, struct.unpack_from, self.e + "Q"
-            ensure, decode = self.src.ensure, self.decode
-            pos = self.pos
-            for i in range(n):
-                if pos + 8 > len(buf):
-                    ensure(pos + 8, f"length of string {i} of {what}", pos)
-                    buf = self.src.buf
-                slen = unpack_from(fmt, buf, pos)[0]
-                end = pos + 8 + slen
-                if end > len(buf):
-                    ensure(end + 8 * (n - i - 1), f"string {i} of {what} ({slen:,} bytes)", pos)
-                    buf = self.src.buf
-                out.append(decode(buf[pos + 8:end], f"string {i} of {what}", pos + 8))
-                pos = end
-            self.pos = pos
-            return out, type_desc
+            return self.string_array(n, what), type_desc
         # nested arrays: each element carries its own element type and count
+        if n > self.nested_left:
+            raise GGUFLimitError(f"array {what} at byte {count_at} holds {n:,} arrays; we allow {MAX_NESTED_ARRAYS:,}"
+                                 f" arrays inside arrays per header (llama.cpp itself loads none)", count_at)
+        self.nested_left -= n
         out = []
         inner_desc = "ARRAY"
         for i in range(n):
@@ -603,6 +595,34 @@ class _Parser:
             if i == 0:
                 inner_desc = desc  # described by its first element; each may have its own element type
         return out, f"ARRAY[{inner_desc}]"
+
+    def string_array(self, n: int, what: str) -> list[str]:
+        """n strings back to back: the hot loop of a vocabulary (150k-260k tokens), so kept tight, with
+        error labels built only when an error happens."""
+        out = []
+        append = out.append
+        length = struct.Struct(self.e + "Q").unpack_from
+        errors = self.utf8_errors
+        buf = self.src.buf
+        have = len(buf)
+        pos = self.pos
+        i = start = 0
+        try:
+            for i in range(n):
+                if pos + 8 > have:
+                    self.src.ensure(pos + 8 + 8 * (n - i - 1), f"length of string {i} of {what}", pos)
+                    buf, have = self.src.buf, len(self.src.buf)
+                start = pos + 8
+                pos = start + length(buf, pos)[0]
+                if pos > have:
+                    self.src.ensure(pos + 8 * (n - i - 1), f"string {i} of {what} ({pos - start:,} bytes)", start - 8)
+                    buf, have = self.src.buf, len(self.src.buf)
+                append(str(buf[start:pos], "utf-8", errors))
+        except UnicodeDecodeError as err:
+            raise GGUFError(f"string {i} of {what} at byte {start} is not valid UTF-8 ({err.reason} at its "
+                            f"byte {err.start})", start) from None
+        self.pos = pos
+        return out
 
     # -- the whole header ---------------------------------------------------------------------------------------
     def header(self) -> GGUFHeader:
