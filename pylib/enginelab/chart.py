@@ -1,0 +1,239 @@
+"""Small plotting helpers shared by the chart figures: scales, ticks, axes, paths and a frame.
+
+Everything returns plain numbers or `svg.el` markup, so charts stay pure functions of their data (same input,
+same bytes) and colours stay in CSS classes.
+
+    x = LinearScale(0, 49, 60, 620)              # data domain -> pixel range
+    y = LogScale(1e9, 1e15, 300, 20)             # pixel range may run downwards (SVG y grows down)
+    x(24.5) -> 340.0;  y.ticks() -> [1e9, 1e10, ..., 1e15];  x.ticks(6) -> [0, 10, 20, 30, 40]
+    axis(x, y_at=300, side="bottom", label="-ngl", fmt=str)   -> <g class="axis axis-x">…</g>
+    path_d([(x(a), y(b)) for a, b in points])                 -> "M60,300L72,290…"
+
+Ticks: `nice_ticks(lo, hi, n)` gives round steps (1, 2, 2.5 or 5 times a power of ten; with `base`, a power of
+two times base, e.g. base=1024 gives 4k, 8k, 16k steps for token counts); `log_ticks(lo, hi)` gives the powers of ten inside [lo, hi] (and 2x, 5x when
+there are few decades). `si(v)` formats a tick: 1500 -> "1.5k", 2e12 -> "2T".
+"""
+from __future__ import annotations
+
+import math
+
+from .svg import Raw, el, num
+
+__all__ = ["LinearScale", "LogScale", "nice_ticks", "log_ticks", "si", "axis", "grid", "path_d", "Frame"]
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5, base: float = 1) -> list:
+    """About n evenly spaced round values covering [lo, hi] (only those inside it).
+
+    base: if not 1, steps are base times a power of two (1024 gives 4096, 8192, 16384, … for token counts)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"nice_ticks: bounds must be finite, got {lo!r}, {hi!r}")
+    if hi < lo:
+        lo, hi = hi, lo
+    if hi == lo:
+        return [lo]
+    raw = (hi - lo) / base / max(1, n)
+    if base != 1:
+        # binary units: a power-of-two number of them (1k, 2k, 4k, 8k, 16k ... for base 1024), never a fraction
+        step = base * 2.0 ** max(0, math.ceil(math.log2(raw) - 1e-9))
+    else:
+        mag = 10.0 ** math.floor(math.log10(raw))
+        step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step - 1e-9)
+    out = []
+    k = first
+    while k * step <= hi * (1 + 1e-12) + 1e-12:
+        v = round(k * step, 10)   # no 0.6000000000000001
+        out.append(int(v) if float(v).is_integer() else v)
+        k += 1
+    return out
+
+
+def log_ticks(lo: float, hi: float) -> list:
+    """Powers of ten inside [lo, hi]; when [lo, hi] spans under 2.5 decades also 2x and 5x."""
+    if lo <= 0 or hi <= 0:
+        raise ValueError(f"log_ticks: bounds must be > 0, got {lo!r}, {hi!r}")
+    if hi < lo:
+        lo, hi = hi, lo
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    mults = (1,) if math.log10(hi / lo) >= 2.5 else (1, 2, 5)
+    out = []
+    for e in range(a, b + 1):
+        for m in mults:
+            v = m * 10.0 ** e
+            if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
+                out.append(v)
+    return out
+
+
+def si(v: float, unit: str = "") -> str:
+    """A tick label: 0.5, 3, 1.5k, 20M, 2T (decimal prefixes)."""
+    if v == 0:
+        return "0" + unit
+    a = abs(v)
+    for p, s in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= p:
+            return f"{v / p:g}{s}{unit}"
+    if a >= 1:
+        return f"{v:g}{unit}"
+    return f"{v:.3g}{unit}"
+
+
+class LinearScale:
+    """domain [d0, d1] -> range [r0, r1], linearly (extrapolates outside)."""
+
+    def __init__(self, d0: float, d1: float, r0: float, r1: float):
+        if d0 == d1:
+            d1 = d0 + 1
+        self.d0, self.d1, self.r0, self.r1 = float(d0), float(d1), float(r0), float(r1)
+
+    def __call__(self, v: float) -> float:
+        return self.r0 + (float(v) - self.d0) * (self.r1 - self.r0) / (self.d1 - self.d0)
+
+    def ticks(self, n: int = 5, base: float = 1) -> list:
+        return nice_ticks(min(self.d0, self.d1), max(self.d0, self.d1), n, base)
+
+
+class LogScale:
+    """domain [d0, d1] (both > 0) -> range [r0, r1], logarithmically."""
+
+    def __init__(self, d0: float, d1: float, r0: float, r1: float):
+        if d0 <= 0 or d1 <= 0:
+            raise ValueError(f"LogScale: domain must be > 0, got {d0!r}, {d1!r}")
+        if d0 == d1:
+            d1 = d0 * 10
+        self.d0, self.d1, self.r0, self.r1 = float(d0), float(d1), float(r0), float(r1)
+        self._l0, self._span = math.log10(self.d0), math.log10(self.d1) - math.log10(self.d0)
+
+    def __call__(self, v: float) -> float:
+        v = max(float(v), 1e-300)
+        return self.r0 + (math.log10(v) - self._l0) * (self.r1 - self.r0) / self._span
+
+    def ticks(self, n: int = 0) -> list:
+        return log_ticks(min(self.d0, self.d1), max(self.d0, self.d1))
+
+    @staticmethod
+    def decades(lo: float, hi: float) -> tuple:
+        """[lo, hi] widened to whole powers of ten."""
+        return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
+
+
+def axis(scale, *, at: float, side: str, ticks=None, fmt=si, label: str = "", length: float = 5,
+         label_pos=None) -> Raw:
+    """An axis line with ticks and labels. side: 'bottom' or 'left'. `at` is the pixel where the axis sits
+    (the y of a bottom axis, the x of a left axis)."""
+    ticks = scale.ticks() if ticks is None else ticks
+    lo, hi = sorted((scale.r0, scale.r1))
+    parts = []
+    if side == "bottom":
+        parts.append(el("line", x1=lo, y1=at, x2=hi, y2=at, class_="axis-line"))
+        for t in ticks:
+            x = scale(t)
+            parts.append(el("line", x1=x, y1=at, x2=x, y2=at + length, class_="tick"))
+            parts.append(el("text", fmt(t), x=x, y=at + length + 13, class_="tick-label", text_anchor="middle"))
+        if label:
+            lx, ly = label_pos or ((lo + hi) / 2, at + length + 32)
+            parts.append(el("text", label, x=lx, y=ly, class_="axis-label", text_anchor="middle"))
+        return el("g", parts, class_="axis axis-x")
+    if side == "left":
+        parts.append(el("line", x1=at, y1=lo, x2=at, y2=hi, class_="axis-line"))
+        for t in ticks:
+            y = scale(t)
+            parts.append(el("line", x1=at - length, y1=y, x2=at, y2=y, class_="tick"))
+            parts.append(el("text", fmt(t), x=at - length - 3, y=y + 4, class_="tick-label", text_anchor="end"))
+        if label:
+            lx, ly = label_pos or (at, lo - 10)
+            parts.append(el("text", label, x=lx, y=ly, class_="axis-label", text_anchor="start"))
+        return el("g", parts, class_="axis axis-y")
+    raise ValueError(f"axis: side must be 'bottom' or 'left', got {side!r}")
+
+
+def grid(x=None, y=None, xticks=(), yticks=()) -> Raw:
+    """Light grid lines at the given ticks (x: vertical lines across y's range, and vice versa)."""
+    parts = []
+    if x is not None and y is not None:
+        y0, y1 = y.r0, y.r1
+        x0, x1 = x.r0, x.r1
+        parts += [el("line", x1=x(t), y1=y0, x2=x(t), y2=y1) for t in xticks]
+        parts += [el("line", x1=x0, y1=y(t), x2=x1, y2=y(t)) for t in yticks]
+    return el("g", parts, class_="grid")
+
+
+def path_d(points) -> str:
+    """An SVG path 'd' through points [(px, py), ...]: 'M x,y L x,y …' (empty for no points)."""
+    out = []
+    for i, (px, py) in enumerate(points):
+        out.append(("M" if i == 0 else "L") + f"{num(px)},{num(py)}")
+    return "".join(out)
+
+
+class Frame:
+    """The plot area inside a width x height chart with margins (left, top, right, bottom)."""
+
+    def __init__(self, width: float, height: float, left: float = 64, top: float = 28, right: float = 24,
+                 bottom: float = 48):
+        self.width, self.height = width, height
+        self.x0, self.x1 = left, width - right
+        self.y0, self.y1 = top, height - bottom   # y0 top, y1 bottom
+
+    def linear_x(self, d0, d1):
+        return LinearScale(d0, d1, self.x0, self.x1)
+
+    def log_x(self, d0, d1):
+        return LogScale(d0, d1, self.x0, self.x1)
+
+    def linear_y(self, d0, d1):
+        return LinearScale(d0, d1, self.y1, self.y0)
+
+    def log_y(self, d0, d1):
+        return LogScale(d0, d1, self.y1, self.y0)
+
+    def clip(self, cid: str) -> Raw:
+        """A clipPath of the plot area (use clip_path=f"url(#{cid})")."""
+        return el("clipPath", el("rect", x=self.x0, y=self.y0, width=self.x1 - self.x0, height=self.y1 - self.y0),
+                  id_=cid)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Page bits shared by the chart figures
+# ---------------------------------------------------------------------------------------------------------
+def readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
+    """One computed number: <output data-readout=name data-value=raw> (the DESIGN.md contract)."""
+    from . import fmt
+    return el("div", [el("dt", label),
+                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
+                                el("span", unit, class_="unit") if unit else ""])],
+              class_=f"readout readout-{name}")
+
+
+def presets(items, label: str = "Try this") -> Raw:
+    """One-click states: [(query, text, title)], each an <a href="?query" data-state-link>.
+
+    The link works as a plain navigation (the page loads in that state); the browser glue intercepts a click
+    on a[data-state-link] and applies the state without reloading."""
+    links = [el("li", el("a", text, href=q or "?", data_state_link=True, title=title or None, class_="preset"))
+             for q, text, title in items]
+    return el("nav", [el("span", label, class_="presets-label"), el("ul", links)], class_="presets",
+              aria_label=label)
+
+
+def legend_swatch(cls: str, text: str) -> Raw:
+    return el("li", [el("span", "", class_=f"swatch {cls}", aria_hidden="true"), text])
+
+
+def spread_labels(ys: list, min_gap: float, lo: float, hi: float) -> list:
+    """Label positions near the wanted ys (same order), at least min_gap apart, kept inside [lo, hi] when
+    there is room: push down from the top, then, if the stack ran past hi, push up from the bottom."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    out = list(ys)
+    prev = None
+    for i in order:
+        y = max(out[i], lo) if prev is None else max(out[i], prev + min_gap)
+        out[i] = y
+        prev = y
+    prev = None
+    for i in reversed(order):
+        y = min(out[i], hi) if prev is None else min(out[i], prev - min_gap)
+        out[i] = y
+        prev = y
+    return out
