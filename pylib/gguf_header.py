@@ -13,7 +13,7 @@ hyper-parameters, and every tensor's shape and quantization type, hence its exac
 This module reads only that header, never the weights, so a 40 GB file costs a few megabytes of
 reading (in a browser: `File.slice(0, n)`, then `read_gguf(bytes)`).
 
-    >>> header = read_gguf(open("model.gguf", "rb"))        # doctest: +SKIP
+    >>> header = read_gguf("model.gguf")        # or bytes, or an open binary file    # doctest: +SKIP
     >>> header.architecture, header.hparams()["num_hidden_layers"]
     ('qwen2', 28)
     >>> header.tensors[0]
@@ -155,8 +155,8 @@ _TYPE_ROWS = (
     (35, "TQ2_0", QK_K, QK_K // 4 + 2),  # block_tq2_0: qs[64]; d -> 66
     # ids 36-38 (IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8) were removed the same way
     (39, "MXFP4", 32, 1 + 16),  # block_mxfp4: uint8 e (E8M0 scale); qs[16] (E2M1 nibbles) -> 17, used by gpt-oss
-    # Newer than the ggml.h of Nov 2025 (which ends at MXFP4 = 39, GGML_TYPE_COUNT = 40), present in later
-    # ggml.c type_traits and ggml-common.h:
+    # Newer types: some ggml.h versions still end at MXFP4 = 39 (GGML_TYPE_COUNT = 40); these are in later
+    # ggml.h / ggml.c type_traits / ggml-common.h:
     (40, "NVFP4", 64, 64 // 16 + 64 // 2),  # block_nvfp4: uint8 d[4] (UE4M3, one per 16 weights); qs[32] -> 36
     (41, "Q1_0", 128, 2 + 128 // 8),  # block_q1_0: d; qs[16] (one bit per weight) -> 18
     (42, "Q2_0", 64, 2 + 64 // 4),  # block_q2_0: d; qs[16] (two bits per weight) -> 18; not yet in gguf-py 0.19

@@ -373,6 +373,8 @@ def test_ggml_type_table_matches_gguf_py():
     assert GGML_TYPES[12].bits_per_weight == 4.5 and GGML_TYPES[14].bits_per_weight == 6.5625
     assert GGML_TYPES[8].bits_per_weight == 8.5
     assert gh.tensor_n_bytes((4096, 4096), 12) == 4096 * 16 * 144
+    with pytest.raises(ValueError, match="whole number of blocks"):
+        gh.tensor_n_bytes((100, 2), 12)
 
 
 def test_hparams(files):
@@ -398,6 +400,12 @@ def test_hparams(files):
     assert hp["intermediate_size"] == [128, 128, 256, 128]
     assert hp["num_attention_heads"] == 4 and hp["head_dim"] == 16
     assert hp["vocab_size"] == 16  # no tokenizer: from token_embd.weight, (n_embd, n_vocab) in ggml order
+    # per-layer arrays whose layers all agree come back as one number
+    data = (header(0, 3) + kv_raw("general.architecture", 8, gguf_str(b"x"))
+            + kv_raw("x.attention.head_count", 9, struct.pack("<IQ3i", 5, 3, 8, 8, 8))
+            + kv_raw("x.embedding_length", 4, struct.pack("<I", 512)))
+    assert read_gguf(data).hparams() == {"model_type": "x", "num_attention_heads": 8, "hidden_size": 512,
+                                         "num_key_value_heads": 8, "head_dim": 64}
 
 
 def without_size(h):
