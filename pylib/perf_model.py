@@ -903,8 +903,18 @@ def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: b
     return 4.0 * n_ubatch * per_token
 
 
+_LAYER_CACHE: dict = {}
+
+
 def _layer_bytes(model: Model, quant) -> tuple:
     """Per block: (bytes of non-expert tensors, bytes of expert tensors); plus non-block bytes."""
+    key = (model, quant)
+    if key not in _LAYER_CACHE:
+        _LAYER_CACHE[key] = _layer_bytes_uncached(model, quant)
+    return _LAYER_CACHE[key]
+
+
+def _layer_bytes_uncached(model: Model, quant) -> tuple:
     n = model.num_hidden_layers
     dense, experts = [0] * n, [0] * n
     other = {}
@@ -948,7 +958,8 @@ def place(model, machine, quant: str = "Q4_K_M", n_ctx: int = 4096, kv_type: str
         n_cpu_moe = 0
 
     dense, experts, other = _layer_bytes(model, quant)
-    kv_layer = [kv_cache_bytes(model, n_ctx, kv_type, layers=[il]) for il in range(n)]
+    per_tok = kv_bytes_per_token_layer(model, kv_type)
+    kv_layer = [per_tok * kv_layer_tokens(model, il, n_ctx) for il in range(n)]
     out_bytes = sum(v for k, v in other.items() if k != "token_embd")
     embd = other.get("token_embd", 0)
     cap_gpu = _gpu_capacity(machine)
@@ -993,12 +1004,22 @@ def place(model, machine, quant: str = "Q4_K_M", n_ctx: int = 4096, kv_type: str
     if n_gpu_layers is not None or machine.gpu is None:
         return build(n_gpu_layers or 0)
     # --fit: the largest ngl whose GPU total keeps the margin free.  GPU bytes
-    # grow with ngl, so scan down from full offload.
-    for ngl in range(n + 1, -1, -1):
-        p = build(ngl)
-        if p.gpu_total + margin <= cap_gpu or ngl == 0:
-            return replace(p, auto=True)
-    raise AssertionError("unreachable")
+    # grow with ngl (tested), so a binary search finds it.
+    def ok(ngl: int) -> bool:
+        return build(ngl).gpu_total + margin <= cap_gpu
+
+    if ok(n + 1):
+        best = n + 1
+    else:
+        lo, hi = 0, n + 1          # ok(lo) assumed (0 layers: only nothing on the GPU), not ok(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+        best = lo
+    return replace(build(best), auto=True)
 
 
 def _check_fit(p: Placement) -> Placement:
