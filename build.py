@@ -606,7 +606,8 @@ def bench(args) -> int:
         raise SystemExit("bench: no Chromium")
     build()
     env = {**os.environ, "ENGINELAB_CHROMIUM": chromium}
-    cmd = [str(py), str(ROOT / "site" / "bench_runner.py"), "--dist", str(DIST), "--runs", str(args.runs)]
+    cmd = [str(py), str(ROOT / "tests" / "e2e" / "bench.py"), "--dist", str(DIST), "--runs", str(args.runs),
+           "--changes", str(args.changes), "--scale", str(args.scale)]
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 
@@ -620,6 +621,8 @@ def main(argv=None) -> int:
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     b = sub.add_parser("bench")
     b.add_argument("--runs", type=int, default=5, help="cold loads of each page (alternating)")
+    b.add_argument("--changes", type=int, default=50, help="input changes timed for the interaction figures")
+    b.add_argument("--scale", type=float, default=1.0, help="passed to extension benchmarks (bench/*.py run(scale))")
     args = ap.parse_args(argv)
     if args.cmd in (None, "build"):
         build()

@@ -93,6 +93,21 @@ def transport_html(fig) -> Raw:
     ], class_="transport", role="group", aria_label="Step through the figure", data_step_field=key)
 
 
+def field_sigs(spec: st.Spec, state) -> dict[str, str]:
+    """{key: sig} for every field: cheap, so the glue can rebuild only the controls that changed."""
+    out = {}
+    partial: dict = {}
+    for f in spec.fields:
+        out[f.key] = field_sig(f, partial)
+        partial[f.key] = getattr(state, f.key)
+    return out
+
+
+def field_html(spec: st.Spec, state, key: str) -> Raw:
+    f = spec.by_key[key]
+    return control_html(f, getattr(state, key), spec.partial_before(state, key))
+
+
 def controls_html(fig, state) -> Raw:
     if hasattr(fig, "controls"):
         return Raw(str(fig.controls(state)) + transport_html(fig))

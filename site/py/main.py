@@ -7,6 +7,7 @@ Any failure before the first render sets data-ready="error" and says why; the pr
 """
 import os
 import sys
+import time
 import traceback
 
 from pyscript import document, window
@@ -34,62 +35,82 @@ class App:
         self.summary = document.getElementById("summary")
         self.messages = document.getElementById("messages")
         self.state = None
+        self.sigs = {}       # key -> the sig of the control now in the DOM
+        self.controls = {}   # key -> its <select>/<input> element
+        self.shown = {}      # key -> the value string the control now holds (as far as we know)
+        self.query = None
+        self.message_list = None
+        self._find_controls()
+
+    def _find_controls(self, only=None):
+        for f in self.spec.fields:
+            if only is not None and f.key != only:
+                continue
+            box = self.form.querySelector(f'[data-field="{f.key}"]')
+            if box is None:
+                continue
+            self.sigs[f.key] = str(box.dataset.sig)
+            self.controls[f.key] = box.querySelector("select, input")
 
     # -- reading the form --------------------------------------------------------------------------------
     def form_values(self):
         values = {}
-        elements = self.form.elements
-        for f in self.spec.fields:
-            el = elements.namedItem(f.key)
-            if el is None:
-                continue
-            if getattr(el, "type", "") == "checkbox":
-                values[f.key] = "1" if el.checked else "0"
-            else:
-                values[f.key] = el.value
+        for key, el in self.controls.items():
+            values[key] = ("1" if el.checked else "0") if el.type == "checkbox" else str(el.value)
+        self.shown = dict(values)
         return values
 
     # -- writing the page --------------------------------------------------------------------------------
-    def sync_controls(self, state):
-        """Rebuild only the controls whose options or bounds changed; set every value from the state."""
+    def sync_controls(self, state, force=False):
+        """Rebuild only the controls whose options or bounds changed; put state values into the others."""
         active = document.activeElement
-        active_id = active.id if active is not None else ""
-        for key, sig, field_html in self.page.controls_fields(self.spec, state):
-            box = self.form.querySelector(f'[data-field="{key}"]')
-            if box is None:
-                continue
-            if box.dataset.sig != sig:
-                box.outerHTML = field_html
-                if active_id == self.page.field_id(key):
-                    document.getElementById(active_id).focus()
-                continue
-            ctl = box.querySelector("select, input")
-            if ctl is None:
+        active_id = str(active.id) if active is not None else ""
+        for key, sig in self.page.field_sigs(self.spec, state).items():
+            if key not in self.controls:
                 continue
             field = self.spec.by_key[key]
-            value = getattr(state, key)
+            encoded = field.encode(getattr(state, key))
+            if sig != self.sigs.get(key):
+                box = self.form.querySelector(f'[data-field="{key}"]')
+                box.outerHTML = self.page.field_html(self.spec, state, key)
+                self._find_controls(only=key)
+                self.shown[key] = encoded
+                if active_id == self.page.field_id(key):
+                    self.controls[key].focus()
+                continue
+            if not force and self.shown.get(key) == encoded:
+                continue
+            ctl = self.controls[key]
             if ctl.type == "checkbox":
-                ctl.checked = bool(value)
-            elif ctl.id == active_id and ctl.type in ("number", "text"):
-                pass  # never rewrite what the user is typing; a clamp shows as a message instead
+                ctl.checked = bool(getattr(state, key))
+            elif ctl.id == active_id and ctl.type in ("number", "text") and not force:
+                continue  # never rewrite what the user is typing; a clamp shows as a message instead
             else:
-                encoded = field.encode(value)
-                if ctl.value != encoded:
-                    ctl.value = encoded
+                ctl.value = encoded
+            self.shown[key] = encoded
 
     def show_messages(self, messages):
+        if messages == self.message_list:
+            return
         self.messages.innerHTML = self.page.messages_html(messages)
         self.messages.hidden = not messages
+        self.message_list = list(messages)
 
-    def apply(self, state, messages):
+    def apply(self, state, messages, force=False):
+        t0 = time.perf_counter()
         view = self.page.view(self.fig, state)
+        t1 = time.perf_counter()
         self.root.innerHTML = view["figure"]  # the one write for the figure
         self.summary.textContent = view["summary"]
-        self.sync_controls(state)
+        self.sync_controls(state, force)
         self.show_messages(messages)
-        loc = window.location
-        window.history.replaceState(None, "", loc.pathname + view["query"] + loc.hash)
+        if view["query"] != self.query or force:
+            loc = window.location
+            window.history.replaceState(None, "", loc.pathname + view["query"] + loc.hash)
+            self.query = view["query"]
         self.state = state
+        # where the time goes, for `build.py bench`: Python (compute + render) / the rest (DOM, controls)
+        html.dataset.renderMs = f"{(t1 - t0) * 1e3:.2f}/{(time.perf_counter() - t1) * 1e3:.2f}"
 
     # -- events ------------------------------------------------------------------------------------------
     def on_input(self, event):
@@ -102,7 +123,7 @@ class App:
 
     def start(self):
         state, messages = self.spec.from_query(str(window.location.search))
-        self.apply(state, messages)
+        self.apply(state, messages, force=True)
         self._proxy = create_proxy(self.on_input)
         self.form.addEventListener("input", self._proxy)
         document.getElementById("controls-set").disabled = False
