@@ -10,20 +10,29 @@ import os
 import re
 from pathlib import Path
 
+import inference_trace as it
+import perf_model as pm
 import pytest
 
 from enginelab import chart
+from enginelab.figures import REGISTRY, decode_curve as dc, offload_curve as oc
 
 GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # by hand only; review the diff
 
 
 def golden(name: str, text: str):
-    """Compare with tests/golden/<name>.svg byte for byte; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
+    """Compare with tests/golden/<name>.svg byte for byte."""
     path = GOLDEN / f"{name}.svg"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
+    if UPDATE:
         path.write_text(text)
-    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1 once and review it"
-    assert text == path.read_text(), f"{name} differs from its golden SVG (UPDATE_GOLDEN=1 to accept, then review)"
+    assert text == path.read_text(), f"{name}.svg changed (ENGINELAB_UPDATE_GOLDEN=1 to accept, then review)"
+
+
+def svg_of(html: str, chart_id: str) -> str:
+    m = re.search(rf'<svg [^>]*id="{chart_id}".*?</svg>', html, re.S)
+    assert m, f"no {chart_id}"
+    return m.group(0)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -88,3 +97,156 @@ def test_path_d_and_label_spreading():
     # a stack that would run past the bottom is pushed back up inside [lo, hi]
     ys = chart.spread_labels([310, 312, 315], 14, 20, 320)
     assert max(ys) <= 320 and min(ys) >= 20 and sorted(ys) == [292, 306, 320]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# offload-curve
+# ---------------------------------------------------------------------------------------------------------
+def ostate(q=""):
+    s, msgs = oc.SPEC.from_query(q)
+    assert msgs == [], msgs
+    return s
+
+
+def test_offload_registered_and_defaults():
+    assert REGISTRY["offload-curve"] is oc
+    s = oc.default_state()
+    assert (s.model, s.machine, s.quant, s.kv, s.ctx, s.tokens) == ("qwen2.5-14b", "rtx3060", "Q4_K_M", "f16", 16384, 2000)
+
+
+@pytest.mark.parametrize("q", ["", "?ctx=8192", "?ctx=32768&kv=q8_0&tokens=30000",
+                               "?model=llama-3.1-70b&machine=rtx4090&ctx=8192", "?model=qwen3-30b-a3b&machine=m4pro"])
+def test_offload_points_are_decode_step_time_of_each_placement(q):
+    s = ostate(q)
+    d = oc.compute(s)
+    m, mc = pm.MODELS[s.model], pm.MACHINES[s.machine]
+    assert [p["ngl"] for p in d["points"]] == list(range(m.n_layers + 2))    # 0 .. n_layers + 1
+    fitting = []
+    for pt in d["points"]:
+        p = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=s.kv, n_gpu_layers=pt["ngl"])
+        assert pt["tok_s"] == pm.decode_step_time(p, mc, context=s.tokens)["tok_per_s"]
+        assert pt["fits"] == p.fits
+        if p.fits:
+            fitting.append(pt["ngl"])
+    auto = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=s.kv)
+    assert d["readouts"]["auto_ngl"] == auto.n_gpu_layers
+    assert d["readouts"]["fit_limit"] == max(fitting)
+    svg = svg_of(oc.render(d), "offload-chart")
+    # the auto marker sits at place(...).n_gpu_layers; the points past the fit limit are drawn as failures
+    assert f'data-auto-ngl="{auto.n_gpu_layers}"' in svg
+    for pt in d["points"]:
+        mark = re.search(rf'<circle[^>]*data-ngl="{pt["ngl"]}"[^>]*>', svg).group(0)
+        assert ('pt-fail' in mark) == (not pt["fits"]) and f'data-fits="{str(pt["fits"]).lower()}"' in mark
+    if max(fitting) < m.n_layers + 1:
+        assert f'data-fit-limit="{max(fitting)}"' in svg and "would fail to allocate" in svg
+    else:
+        assert "data-fit-limit" not in svg
+
+
+def test_offload_module_facts():
+    # Module listing: Qwen2.5 14B on the RTX 3060 at n_ctx 8192, -ngl 49/49, decode 28.2 tok/s at 2,000 tokens
+    d = oc.compute(ostate("?ctx=8192"))
+    assert d["readouts"]["auto_ngl"] == 49 == d["readouts"]["fit_limit"]
+    assert f"{d['readouts']['full_tok_s']:.1f}" == "28.2"
+    # the curve rises slowly at first and steeply near full offload
+    t = [p["tok_s"] for p in d["points"]]
+    assert all(b > a for a, b in zip(t, t[1:]))
+    assert (t[10] - t[0]) < (t[49] - t[39]) / 4
+    # a longer context leaves room for fewer layers
+    assert oc.compute(ostate("?ctx=32768"))["readouts"]["fit_limit"] < 45 == oc.compute(ostate())["readouts"]["fit_limit"]
+
+
+def test_offload_without_gpu_is_one_point_and_says_why():
+    d = oc.compute(ostate("?machine=cpu-ddr5"))
+    assert [p["ngl"] for p in d["points"]] == [0]
+    assert "no GPU" in oc.render(d)
+
+
+def test_offload_bad_query():
+    s, msgs = oc.SPEC.from_query("?ctx=abc&tokens=-5&kv=f8")
+    assert (s.ctx, s.tokens, s.kv) == (16384, 0, "f16") and len(msgs) == 3
+    assert oc.SPEC.from_query("?model=phi-3-mini&ctx=16384")[0].ctx == 4096   # clamped to the model's length
+
+
+@pytest.mark.parametrize("name,q", [("offload-curve", ""), ("offload-curve-70b", "?model=llama-3.1-70b&machine=rtx4090&ctx=8192")])
+def test_offload_golden(name, q):
+    golden(name, svg_of(oc.render(oc.compute(ostate(q))), "offload-chart"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# decode-curve
+# ---------------------------------------------------------------------------------------------------------
+def dstate(q=""):
+    s, msgs = dc.SPEC.from_query(q)
+    assert msgs == [], msgs
+    return s
+
+
+def test_decode_registered_and_defaults():
+    assert REGISTRY["decode-curve"] is dc
+    s = dc.default_state()
+    assert (s.model, s.machine, s.quant, s.ctx) == ("llama-3.1-8b", "rtx4090", "Q4_K_M", 65536)
+    assert [k for k in pm.KV_TYPES if getattr(s, "kv_" + k)] == ["f16", "q8_0", "q4_0"]
+
+
+@pytest.mark.parametrize("q", ["", "?model=gemma-2-9b&ctx=8192&kv_bf16=1&kv_q5_1=1",
+                               "?model=qwen2.5-14b&machine=rtx3060&ctx=32768", "?model=qwen3-30b-a3b&machine=m4max"])
+def test_decode_lines_are_decode_curve_of_a_placement_per_kv_type(q):
+    s = dstate(q)
+    d = dc.compute(s)
+    m, mc = pm.MODELS[s.model], pm.MACHINES[s.machine]
+    kvs = [k for k in pm.KV_TYPES if getattr(s, "kv_" + k)]
+    assert [ln["kv"] for ln in d["lines"]] == kvs
+    ctxs = d["contexts"]
+    assert ctxs[0] == 0 and ctxs[-1] == s.ctx and len(ctxs) == dc.N_SAMPLES + 1
+    svg = svg_of(dc.render(d), "decode-curve-chart")
+    for ln in d["lines"]:
+        p = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=ln["kv"])
+        assert ln["ngl"] == p.n_gpu_layers
+        assert ln["curve"] == it.decode_curve(p, mc, ctxs)
+        # the marker: the first context whose KV bytes per token reach the weight bytes per token
+        w = it.decode_curve(p, mc, [0])[0]["weight_bytes"]
+        c = ln["cross"]
+        assert pm.kv_cache_bytes(m, c, ln["kv"]) >= w > pm.kv_cache_bytes(m, c - 1, ln["kv"])
+        if c <= s.ctx:
+            at = it.decode_curve(p, mc, [c - 1, c])
+            assert at[0]["kv_bytes"] < at[0]["weight_bytes"] and at[1]["kv_bytes"] >= at[1]["weight_bytes"]
+            assert f'data-kv="{ln["kv"]}" data-cross="{c}"' in svg
+        else:
+            assert f'data-kv="{ln["kv"]}" data-cross=' not in svg
+
+
+def test_decode_module_listing():
+    # Module: Llama 3.1 8B Q4_K_M on the RTX 4090, n_ctx 65536:
+    #   f16 : 0k 151.6, 4k 136.0, 16k 103.8, 32k 78.9, 64k 53.3 tok/s
+    #   q8_0: 0k 151.6, 4k 142.9, 16k 121.8, 32k 101.7, 64k 76.6 tok/s
+    d = dc.compute(dstate())
+    want = {"f16": [151.6, 136.0, 103.8, 78.9, 53.3], "q8_0": [151.6, 142.9, 121.8, 101.7, 76.6]}
+    for ln in d["lines"]:
+        if ln["kv"] in want:
+            by = {c["context"]: c["tok_s"] for c in ln["curve"]}
+            assert [round(by[c], 1) for c in (0, 4096, 16384, 32768, 65536)] == want[ln["kv"]]
+    # "at 32k tokens [the f16 cache] is almost as large as the weights": by hand, weights read per token over
+    # 2*32*8*128*2 = 131072 bytes per token of f16 cache
+    f16 = d["lines"][0]
+    assert f16["cross"] == -(-int(f16["weight_bytes"]) // 131072) and 32768 < f16["cross"] < 40000
+
+
+def test_decode_sliding_window_and_empty_selection():
+    # Gemma 2: half the layers keep a 4096-token window, so past it the cache grows at half the rate
+    m = pm.MODELS["gemma-2-9b"]
+    per = pm.kv_bytes_per_token(m, "f16")
+    assert pm.kv_cache_bytes(m, 8192, "f16") == per / 2 * 8192 + per / 2 * 4096
+    d = dc.compute(dstate("?kv_f16=0&kv_q8_0=0&kv_q4_0=0"))
+    assert d["lines"] == [] and "Choose at least one KV cache type" in dc.render(d)
+    assert dc.kv_equals_weights_context(m, "f16", 1e30) is None
+
+
+def test_decode_bad_query():
+    s, msgs = dc.SPEC.from_query("?ctx=999999999&kv_f16=perhaps")
+    assert s.ctx == 131072 and s.kv_f16 is True and len(msgs) == 2
+
+
+@pytest.mark.parametrize("name,q", [("decode-curve", ""), ("decode-curve-gemma", "?model=gemma-2-9b&ctx=8192")])
+def test_decode_golden(name, q):
+    golden(name, svg_of(dc.render(dc.compute(dstate(q))), "decode-curve-chart"))

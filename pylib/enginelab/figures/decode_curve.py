@@ -1,0 +1,267 @@
+"""Decode speed against context, one line per KV-cache type.
+
+Every decode step reads the weights once and the whole KV cache once, so as the context grows the cache's
+share of the bytes grows with it. For each chosen KV type the model is placed with perf_model.place (auto -ngl
+for that type and n_ctx) and timed along the context with inference_trace.decode_curve. The marker on each
+line is the first context at which the KV bytes read per token reach the weight bytes read per token
+(perf_model.kv_cache_bytes against decode_curve's weight_bytes). This module only arranges and draws them.
+"""
+from __future__ import annotations
+
+from .. import chart, fmt
+from ..state import Bool, Choice, Int, Spec
+from ..svg import Raw, data_details, el, join, svg, table
+
+ID = "decode-curve"
+TITLE = "Decode speed as the context grows"
+LEDE = ("Each new token reads every weight and every cached key and value. At short context the weights "
+        "dominate; at long context the KV cache catches up, and a smaller cache type keeps decode faster.")
+
+CTX_MIN, CTX_MAX = 1024, 1 << 20
+N_SAMPLES = 64          # segments along the context axis
+TABLE_EVERY = 8         # data-table rows: every 8th sample
+
+
+def _pm():
+    import perf_model
+    return perf_model
+
+
+def _it():
+    import inference_trace
+    return inference_trace
+
+
+def _model(p):
+    return _pm().MODELS[p["model"]]
+
+
+def _kv_key(kv: str) -> str:
+    return "kv_" + kv
+
+
+KV_ON = ("f16", "q8_0", "q4_0")   # shown by default
+
+SPEC = Spec(ID, [
+    Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in _pm().MODELS.items()]),
+    Choice("machine", "Machine", default="rtx4090",
+           options=lambda p: [(k, m.name) for k, m in _pm().MACHINES.items()]),
+    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+    Int("ctx", "Context, n_ctx (-c)", step=1024, min=CTX_MIN,
+        default=lambda p: min(65536, max(CTX_MIN, _model(p).max_position_embeddings)),
+        max=lambda p: min(CTX_MAX, max(CTX_MIN, _model(p).max_position_embeddings)),
+        help="The cache allocated, and the right end of the curve."),
+] + [Bool(_kv_key(k), f"KV {k}", default=k in KV_ON) for k in _pm().KV_TYPES])
+
+KV_FIELDS = [f.key for f in SPEC.fields if f.key.startswith("kv_")]
+
+
+def default_state():
+    return SPEC.default()
+
+
+def controls(state) -> str:
+    from .. import page
+    parts, kv = [], []
+    for key, _sig, html in page.controls_fields(SPEC, state):
+        (kv if key.startswith("kv_") else parts).append(html)
+    parts.append(el("fieldset", [el("legend", "KV cache types (-ctk/-ctv)"), el("div", kv, class_="overlay-list")],
+                    class_="overlay-set"))
+    return join(parts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compute
+# ---------------------------------------------------------------------------------------------------------
+def kv_equals_weights_context(model, kv_type: str, weight_bytes: float, limit: int = 1 << 24):
+    """The first context (tokens) at which the KV cache read per token is at least `weight_bytes`, or None
+    if it never gets there below `limit` (sliding-window layers stop growing at their window)."""
+    pm = _pm()
+    if pm.kv_cache_bytes(model, limit, kv_type) < weight_bytes:
+        return None
+    lo, hi = 0, limit      # kv(lo) < W <= kv(hi); kv is nondecreasing in the context
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if pm.kv_cache_bytes(model, mid, kv_type) >= weight_bytes:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def contexts(n_ctx: int) -> list:
+    return sorted({round(n_ctx * i / N_SAMPLES) for i in range(N_SAMPLES + 1)})
+
+
+def compute(state) -> dict:
+    pm, it = _pm(), _it()
+    model, mc = pm.MODELS[state.model], pm.MACHINES[state.machine]
+    chosen = [k for k in pm.KV_TYPES if getattr(state, _kv_key(k))]
+    data = {"state": state, "model": model, "machine": mc, "lines": [], "error": None, "contexts": contexts(state.ctx)}
+    for kv in chosen:
+        line = {"kv": kv, "error": None}
+        try:
+            p = pm.place(model, mc, state.quant, n_ctx=state.ctx, kv_type=kv)
+        except ValueError as e:
+            data["error"] = str(e)
+            break
+        line["ngl"] = p.n_gpu_layers
+        line["fits"] = bool(p.fits)
+        if not p.fits:
+            line["error"] = p.error
+            data["lines"].append(line)
+            continue
+        line["curve"] = it.decode_curve(p, mc, data["contexts"])
+        w = line["curve"][0]["weight_bytes"]
+        c = kv_equals_weights_context(model, kv, w)
+        line["weight_bytes"] = w
+        line["cross"] = c
+        line["cross_in_range"] = c is not None and c <= state.ctx
+        if line["cross_in_range"]:
+            line["cross_tok_s"] = it.decode_curve(p, mc, [c])[0]["tok_s"]
+        data["lines"].append(line)
+    ok = [ln for ln in data["lines"] if not ln["error"]]
+    data["readouts"] = {f"tok_s_{ln['kv']}": ln["curve"][-1]["tok_s"] for ln in ok}
+    data["readouts"] |= {f"cross_{ln['kv']}": ln["cross"] for ln in ok}
+    return data
+
+
+def describe(data) -> str:
+    s, m = data["state"], data["model"]
+    where = f"{m.name} {s.quant} on {data['machine'].name}, n_ctx {s.ctx:,}"
+    if data["error"]:
+        return f"{where}: not computable: {data['error']}"
+    if not data["lines"]:
+        return f"{where}: no KV cache type chosen."
+    bits = []
+    for ln in data["lines"]:
+        if ln["error"]:
+            bits.append(f"{ln['kv']} does not fit ({ln['error']})")
+            continue
+        c0, c1 = ln["curve"][0], ln["curve"][-1]
+        cross = (f"KV equals weights at {ln['cross']:,} tokens" if ln["cross"] is not None
+                 else "KV never reaches the weights")
+        bits.append(f"{ln['kv']}: {fmt.rate(c0['tok_s'])} tok/s empty, {fmt.rate(c1['tok_s'])} at {c1['context']:,}, "
+                    f"{cross}")
+    return f"{where}. " + "; ".join(bits) + "."
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Render
+# ---------------------------------------------------------------------------------------------------------
+W, H = 720, 420
+
+
+def _ctx_label(v) -> str:
+    return "0" if v == 0 else f"{v / 1024:g}k" if v % 1024 == 0 else f"{v:,}"
+
+
+def _chart(data) -> Raw:
+    s = data["state"]
+    lines = [ln for ln in data["lines"] if not ln["error"]]
+    fr = chart.Frame(W, H, left=56, top=34, right=64, bottom=52)
+    x = fr.linear_x(0, s.ctx)
+    top = max(ln["curve"][0]["tok_s"] for ln in lines) * 1.1
+    yt = chart.nice_ticks(0, top, 5)
+    y = fr.linear_y(0, max(top, yt[-1]))
+    xt = chart.nice_ticks(0, s.ctx, 8, base=1024)
+    parts = [chart.grid(x, y, xt, yt),
+             chart.axis(x, at=fr.y1, side="bottom", ticks=xt, fmt=_ctx_label, label="Context (tokens in the KV cache)"),
+             chart.axis(y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}", label="Decode tok/s",
+                        label_pos=(8, fr.y0 - 16))]
+    paths, marks, end_ys, end_txt = [], [], [], []
+    for ln in lines:
+        cls = f"kv-{ln['kv']}"
+        pts = [(x(c["context"]), y(c["tok_s"])) for c in ln["curve"]]
+        paths.append(el("path", el("title", f"KV {ln['kv']} (-ngl {ln['ngl']})"), d=chart.path_d(pts),
+                        class_=f"curve {cls}", data_kv=ln["kv"]))
+        end_ys.append(pts[-1][1] + 4)
+        end_txt.append((cls, ln["kv"]))
+        if ln["cross_in_range"]:
+            cx, cy = x(ln["cross"]), y(ln["cross_tok_s"])
+            marks.append(el("path", el("title", f"KV {ln['kv']}: the cache read per token equals the weights "
+                                                 f"({fmt.gb(ln['weight_bytes'], 2)}) at {ln['cross']:,} tokens"),
+                            d=f"M{cx:.2f},{cy - 7:.2f}l7,7l-7,7l-7,-7z", class_=f"cross {cls}",
+                            data_kv=ln["kv"], data_cross=str(ln["cross"])))
+    placed = chart.spread_labels(end_ys, 14, fr.y0 + 8, fr.y1 - 4)
+    labels = [el("text", t, x=fr.x1 + 6, y=ly, class_=f"end-label {cls}") for (cls, t), ly in zip(end_txt, placed)]
+    parts += [el("g", paths, class_="curves"), el("g", marks, class_="marks"), el("g", labels, class_="end-labels")]
+    legend = el("text", "◆ KV bytes per token = weight bytes per token", x=fr.x0 + 8, y=fr.y1 - 10,
+                class_="cross-legend")
+    parts.append(legend)
+    m = data["model"]
+    return svg(parts, width=W, height=H, id_="decode-curve-chart", class_="chart decode-curve-chart",
+               title=f"Decode tok/s against context: {m.name} {s.quant} on {data['machine'].name}",
+               desc=describe(data))
+
+
+def _readouts(data) -> Raw:
+    s = data["state"]
+    items = []
+    for ln in data["lines"]:
+        if ln["error"]:
+            continue
+        kv = ln["kv"]
+        items.append(chart.readout(f"tok_s_{kv}", ln["curve"][-1]["tok_s"], fmt.rate(ln["curve"][-1]["tok_s"]),
+                                   f"{kv} at {_ctx_label(s.ctx)}", "tok/s"))
+        c = ln["cross"]
+        items.append(chart.readout(f"cross_{kv}", c, "never" if c is None else f"{c:,}",
+                                   f"{kv} KV = weights at", "tokens" if c is not None else ""))
+    return el("dl", items, class_="readouts")
+
+
+def _query(**kw) -> str:
+    base = {k: False for k in KV_FIELDS}   # each preset names the KV types it shows
+    base.update(kw)
+    return SPEC.to_query(SPEC.coerce(SPEC.default().replace(**base))[0])
+
+
+def presets() -> list:
+    """(label, query string, hint) for the preset links."""
+    return [
+        ("Module example: f16 vs q8_0", _query(kv_f16=True, kv_q8_0=True), "Llama 3.1 8B Q4_K_M on the RTX 4090 to 64k"),
+        ("Qwen2.5 14B on the RTX 3060 at 32k",
+         _query(model="qwen2.5-14b", machine="rtx3060", ctx=32768, kv_f16=True, kv_q8_0=True),
+         "With f16 fewer layers fit, so decode starts lower"),
+        ("Gemma 2 9B (sliding window)", _query(model="gemma-2-9b", ctx=8192, kv_f16=True, kv_q8_0=True, kv_q4_0=True),
+         "Half the layers keep only a 4,096-token window"),
+        ("Qwen3 30B-A3B (MoE)", _query(model="qwen3-30b-a3b", ctx=40960, kv_f16=True, kv_q8_0=True),
+         "Few active weights: the cache overtakes them early"),
+    ]
+
+
+def _presets() -> Raw:
+    return chart.presets([(q, label, hint) for label, q, hint in presets()], label="Presets")
+
+
+def _table(data) -> Raw:
+    lines = [ln for ln in data["lines"] if not ln["error"]]
+    header = ["Context"] + [f"{ln['kv']} tok/s" for ln in lines] + [f"{ln['kv']} KV (GB)" for ln in lines]
+    rows = []
+    for i in range(0, len(data["contexts"]), TABLE_EVERY):
+        c = data["contexts"][i]
+        rows.append([f"{c:,}"] + [fmt.rate(ln["curve"][i]["tok_s"]) for ln in lines]
+                    + [f"{ln['curve'][i]['kv_bytes'] / 1e9:.2f}" for ln in lines])
+    if lines:
+        rows.append(["Weights read per token (GB)"] + [f"{ln['weight_bytes'] / 1e9:.2f}" for ln in lines] + [""] * len(lines))
+        rows.append(["-ngl (auto)"] + [str(ln["ngl"]) for ln in lines] + [""] * len(lines))
+    return data_details("Data table", table(describe(data), header, rows))
+
+
+def render(data) -> str:
+    parts = [_presets()]
+    if data["error"]:
+        parts.append(el("div", [el("strong", "Cannot compute these settings: "), data["error"]],
+                        class_="alert alert-error", role="alert"))
+        return el("div", parts, class_="decode-curve", data_state="error")
+    if not data["lines"]:
+        parts.append(el("div", "Choose at least one KV cache type to draw.", class_="alert", role="alert"))
+        return el("div", parts, class_="decode-curve", data_state="empty")
+    for ln in data["lines"]:
+        if ln["error"]:
+            parts.append(el("div", [el("strong", f"KV {ln['kv']}: "), f"does not fit: {ln['error']}"],
+                            class_="alert", role="alert"))
+    if not any(not ln["error"] for ln in data["lines"]):
+        return el("div", parts, class_="decode-curve", data_state="error")
+    parts += [_readouts(data), el("figure", _chart(data), class_="chart-wrap"), _table(data)]
+    return el("div", parts, class_="decode-curve", data_state="ok")
