@@ -9,6 +9,8 @@ from __future__ import annotations
 from . import calculator
 
 REGISTRY = {m.ID: m for m in (calculator,)}
+from . import decode_curve, engines, offload_curve, roofline  # noqa: E402  figures 4, 6, 7, 9
+REGISTRY.update({m.ID: m for m in (roofline, offload_curve, decode_curve, engines)})
 
 
 def get(figure_id: str):
