@@ -48,7 +48,8 @@ Frame format (what a view animates; recorded when `simulate(..., record_frames=T
 run["frames"] is a list with one dict per simulated step:
     {"step": t,                    # step index (idle stretches with nothing running or waiting are skipped)
      "state": "....cccRRPPPd..",   # str, exactly capacity_tokens characters, one per cell (codes below)
-     "owner": [-1, -1, 3, ...],    # list[int], capacity_tokens entries: request id per cell, -1 when free
+     "owner": [-1, -1, 3, ...],    # list[int], capacity_tokens entries: request id per cell, -1 exactly when
+                                   # the cell is "." (E and X cells keep the id of the request whose KV went)
      "running": [3, 5],            # ids of the requests holding cells after the step, in admission order
      "waiting": [6],               # ids of requests that have arrived but are not admitted yet
      "events": [...]}              # what happened in the step, in order (see below)
