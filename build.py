@@ -342,6 +342,24 @@ def build_pages(out: Path, wheel_name: str) -> list[str]:
     return written
 
 
+def build_exercises_page(out: Path, wheel_name: str) -> list[str]:
+    """dist/exercises.html: the module's exercises as py-editor cells (site/templates/exercises.html, cells from
+    enginelab.exercises.render_cells). All cells share one PyScript worker, set up by site/py/exercises_worker.py.
+    Its config adds "sync_main_only": the worker never calls into the page, so no SharedArrayBuffer (and no
+    COOP/COEP headers) is needed and the page works from any static server."""
+    tpl = SITE / "templates" / "exercises.html"
+    if not tpl.exists():
+        return []
+    _import_app()
+    from enginelab import exercises
+    config = {**pyscript_config("", wheel_name), "sync_main_only": True}
+    (out / "exercises.json").write_text(json.dumps(config, indent=1) + "\n")
+    page = string.Template(tpl.read_text()).substitute(root="", config="./exercises.json",
+                                                       cells=exercises.render_cells())
+    (out / "exercises.html").write_text(page)
+    return ["exercises.html"]
+
+
 BARE_PAGE = """<!doctype html>
 <html lang="en" data-ready="false"><head><meta charset="utf-8"><title>bare Pyodide boot</title></head>
 <body><p id="out">Booting Pyodide…</p>
@@ -471,6 +489,7 @@ def build(out: Path = DIST) -> dict:
     wheel = build_wheel(tmp / "wheels")
     copy_site(tmp)
     pages = build_pages(tmp, wheel.name)
+    pages += build_exercises_page(tmp, wheel.name)
     (tmp / "_bare.html").write_text(BARE_PAGE.replace("$wheel", wheel.name))
     problems = offline_problems(tmp)
     if problems:

@@ -1,0 +1,215 @@
+// The exercises page: wires every py-editor cell to the Python worker (site/py/exercises_worker.py).
+//
+// py-editor draws the editors (CodeMirror, from the vendored @pyscript/core) and starts one worker for the
+// env "lab" from the setup script. We replace each editor's run handler (script.handleEvent returning false)
+// with our own: the cell's code goes to the worker's enginelab_run(n, code), which runs it in a fresh
+// namespace, checks it and returns JSON; we draw output, traceback, charts and verdict under the cell. Only
+// the page calls the worker (never the reverse), so no SharedArrayBuffer or COOP/COEP headers are needed.
+const html = document.documentElement;
+const setupScript = document.getElementById("ex-setup");
+const sections = [...document.querySelectorAll("section.exercise")];
+const READY_TIMEOUT_MS = 120_000;
+let worker = null;
+let userActed = false;
+
+const status = (text, step) => window.enginelab?.setStatus?.(text, step);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const editorOf = (sec) => sec.querySelector('script[id$="-editor"]');
+const textOf = (id) => document.getElementById(id).textContent.replace(/^\n+/, "").replace(/\s+$/, "");
+
+for (const ev of ["pointerdown", "keydown", "wheel", "touchstart"]) {
+  addEventListener(ev, () => { userActed = true; }, { capture: true, once: true });
+}
+
+// ---- the worker ------------------------------------------------------------------------------------------
+async function connect() {
+  const t0 = performance.now();
+  for (;;) {
+    const xw = setupScript.xworker;
+    if (xw) {
+      try {
+        // a call the worker cannot answer yet fails at once; one sent while it boots may never be answered
+        const r = await Promise.race([xw.sync.enginelab_ping(), sleep(1500).then(() => null)]);
+        if (r === "ready") return xw;
+      } catch (_) { /* not exposed yet */ }
+    }
+    if (performance.now() - t0 > READY_TIMEOUT_MS) {
+      throw new Error(`Python did not start in the background worker within ${READY_TIMEOUT_MS / 1000} s.`);
+    }
+    await sleep(100);
+  }
+}
+
+// ---- one cell ----------------------------------------------------------------------------------------------
+function say(sec, text) {
+  sec.querySelector(".ex-state").textContent = text;
+}
+
+function button(sec, action) {
+  return sec.querySelector(`button[data-action="${action}"]`);
+}
+
+function setRunning(sec, on) {
+  sec.dataset.running = on ? "true" : "false";
+  const run = button(sec, "run");
+  run.disabled = on || !worker;
+  run.textContent = on ? "Running…" : "Run";
+  sec.setAttribute("aria-busy", on ? "true" : "false");
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function render(sec, r, roundtripMs) {
+  const out = sec.querySelector(".ex-output");
+  out.replaceChildren();
+  if (r.stdout) out.append(el("pre", "ex-stdout", r.stdout));
+  if (r.stderr) out.append(el("pre", "ex-stderr", r.stderr));
+  if (r.error) {
+    const pre = el("pre", "ex-traceback", r.error);
+    pre.setAttribute("aria-label", "Error");
+    out.append(pre);
+  }
+  if (r.plots && r.plots.length) {
+    const div = el("div", "ex-plots");
+    div.innerHTML = r.plots.join("");  // built by enginelab.plot, which escapes every text and attribute
+    out.append(div);
+  }
+  const ok = r.verdict === "correct";
+  const v = el("div", "ex-verdict");
+  v.dataset.verdict = ok ? "correct" : "not-yet";
+  v.setAttribute("role", "status");
+  v.append(el("strong", "", ok ? "Correct." : "Not yet."), el("span", "ex-hint", " " + r.hint));
+  out.append(v);
+  if (typeof r.run_ms === "number") {
+    out.append(el("p", "ex-timing", `Ran in ${r.run_ms.toFixed(0)} ms, checked in ${r.check_ms.toFixed(0)} ms.`));
+    sec.dataset.runMs = String(r.run_ms);
+  }
+  sec.dataset.roundtripMs = String(roundtripMs);
+  sec.dataset.runs = String((Number(sec.dataset.runs) || 0) + 1);
+}
+
+async function runCell(sec) {
+  if (!worker) { say(sec, "Python is still starting; Run works in a moment."); return; }
+  if (sec.dataset.running === "true") return;
+  const n = Number(sec.dataset.exercise);
+  const code = editorOf(sec).code;
+  setRunning(sec, true);
+  say(sec, "Running…");
+  const t0 = performance.now();
+  let r;
+  try {
+    r = JSON.parse(await worker.sync.enginelab_run(n, code));
+  } catch (e) {
+    r = { stdout: "", stderr: "", plots: [], error: `The Python worker failed: ${(e && e.message) || e}`,
+          verdict: "not yet", hint: "Run the cell again; reload the page if this keeps happening." };
+  }
+  render(sec, r, performance.now() - t0);
+  setRunning(sec, false);
+  say(sec, "");
+}
+
+function setCode(sec, code) {
+  editorOf(sec).code = code;
+}
+
+function wire(sec) {
+  if (sec.dataset.wired === "true") return;
+  const script = editorOf(sec);
+  // py-editor's Run button and its Ctrl/Shift+Enter keys call handleEvent; returning false skips its own run.
+  script.handleEvent = async (event) => {
+    if (!event.currentTarget) return true;  // script.process(...): let py-editor evaluate it
+    runCell(sec);
+    return false;
+  };
+  const solutionBtn = button(sec, "solution");
+  let mine = null;  // the learner's code while a solution is shown
+  button(sec, "run").addEventListener("click", () => runCell(sec));
+  button(sec, "reset").addEventListener("click", () => {
+    setCode(sec, textOf(`ex${sec.dataset.exercise}-starter`));
+    mine = null;
+    solutionBtn.textContent = "Show a solution";
+    sec.querySelector(".ex-output").replaceChildren();
+    say(sec, "Back to the starter code.");
+  });
+  solutionBtn.addEventListener("click", () => {
+    if (mine === null) {
+      mine = editorOf(sec).code;
+      setCode(sec, textOf(`ex${sec.dataset.exercise}-solution`));
+      solutionBtn.textContent = "Back to my code";
+      say(sec, "This is one solution; run it to see it checked.");
+    } else {
+      setCode(sec, mine);
+      mine = null;
+      solutionBtn.textContent = "Show a solution";
+      say(sec, "Your code is back.");
+    }
+  });
+  button(sec, "reset").disabled = false;
+  solutionBtn.disabled = false;
+  button(sec, "run").disabled = !worker;
+  styleEditor(sec);
+  sec.dataset.wired = "true";
+  // py-editor focuses each editor it creates, which scrolls the page to the last one: undo that on load.
+  if (!userActed) {
+    let a = document.activeElement;
+    while (a && a.shadowRoot && a.shadowRoot.activeElement) a = a.shadowRoot.activeElement;
+    a?.blur?.();
+    const target = location.hash && document.getElementById(location.hash.slice(1));
+    if (target) target.scrollIntoView(); else scrollTo(0, 0);
+  }
+  maybeReady();
+}
+
+// The editor lives in a shadow root that resets inherited styles: give it our fonts and a dark theme.
+const EDITOR_CSS = `
+.cm-editor { font-size: 14px; background: #ffffff; color: #1b1f24; }
+.cm-scroller { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; line-height: 1.45; }
+.cm-gutters { background: #f6f8fa; color: #57606a; border-right: 1px solid #d0d7de; }
+.cm-editor.cm-focused { outline: none; }
+@media (prefers-color-scheme: dark) {
+  /* CodeMirror's default highlight colours are for light backgrounds: invert the whole editor and turn the
+     hues back, which keeps every colour's contrast. */
+  .cm-editor { filter: invert(1) hue-rotate(180deg); background: #f0f2f4; }
+}`;
+
+function styleEditor(sec) {
+  const host = sec.querySelector(".py-editor-input > div");
+  const root = host && host.shadowRoot;
+  if (!root || root.querySelector("style[data-enginelab]")) return;
+  const style = document.createElement("style");
+  style.dataset.enginelab = "";
+  style.textContent = EDITOR_CSS;
+  root.append(style);
+}
+
+function maybeReady() {
+  if (!worker || !sections.every((s) => s.dataset.wired === "true")) return;
+  for (const s of sections) button(s, "run").disabled = s.dataset.running === "true";
+  html.dataset.ready = "true";
+  document.getElementById("status").hidden = true;
+}
+
+// ---- start -------------------------------------------------------------------------------------------------
+document.addEventListener("py-editor", (e) => {
+  const sec = e.target.closest && e.target.closest("section.exercise");
+  if (sec) wire(sec);
+}, true);
+for (const sec of sections) if (typeof editorOf(sec).process === "function") wire(sec);
+
+connect().then((xw) => {
+  worker = xw;
+  status("Python is ready.", 2);
+  maybeReady();
+}, (err) => {
+  window.enginelab?.setError?.(err.message);
+  if (!window.enginelab) html.dataset.ready = "error";
+});
+status("Starting Python in a background worker (Pyodide, about 13 MB)…", 1);
+
+// for `bench/bench_exercises.py` and the browser tests
+window.enginelabExercises = { runCell: (n) => runCell(sections[n - 1]), sections };
