@@ -1,0 +1,161 @@
+"""The exercises page in a real Chromium, offline (every request outside the local site is aborted), served by a
+plain static server without COOP/COEP headers.
+
+For each exercise: type a solution into the py-editor (CodeMirror), run it, see "correct" (and a chart where the
+exercise asks for one); type a wrong answer and see "not yet" with a hint. The expected verdict and hint come from
+enginelab.exercises.run_cell run here in CPython on the same code. An exception shows a traceback under its cell,
+and the page (and the other cells) keep working.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from enginelab import exercises as ex
+
+from .harness import Guard, wait_ready
+
+PAGE = "exercises.html"
+SOLUTIONS = Path(ex.__file__).parent / "solutions"
+
+
+def solution(n: int) -> str:
+    return (SOLUTIONS / f"ex{n}.py").read_text().strip()
+
+
+WRONG = {
+    1: (solution(1) + "\nkv_gb = kv_gb / 2", "both K and V"),
+    2: (solution(2) + "\ntok_s = [t / 0.7 for t in tok_s]", "70%"),
+    3: (ex.EXERCISES[3].starter.strip(), "lpm"),
+    4: (solution(4) + "\nknee_batch = round(ridge)", "ridge_batch"),
+}
+
+
+@pytest.fixture(scope="module")
+def lab(browser, site):
+    """One exercises page for the module (Python boots once); no browser problems allowed at the end."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    guard = Guard(ctx, site.origin)
+    page = ctx.new_page()
+    page.goto(site.url(PAGE))
+    wait_ready(page)
+    yield page
+    problems = guard.problems()
+    ctx.close()
+    assert not problems, f"browser problems: {problems}"
+
+
+def editor_code(page, n: int) -> str:
+    return page.evaluate("(n) => document.getElementById(`ex${n}-editor`).code", n)
+
+
+def type_code(page, n: int, code: str):
+    """Replace the editor's text the way a user would: click, select all, delete, type (paste-like insert)."""
+    content = page.locator(f"#ex{n} .cm-content")
+    content.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(code)
+    assert editor_code(page, n) == code
+
+
+def run(page, n: int, via: str = "button") -> dict:
+    before = int(page.evaluate("(n) => document.getElementById(`ex${n}`).dataset.runs || '0'", n))
+    if via == "button":
+        page.click(f"#ex{n} button[data-action=run]")
+    else:
+        page.locator(f"#ex{n} .cm-content").click()
+        page.keyboard.press(via)
+    page.wait_for_function("([n, k]) => Number(document.getElementById(`ex${n}`).dataset.runs || 0) > k",
+                           arg=[n, before], timeout=30_000)
+    return page.evaluate("""(n) => {
+        const s = document.getElementById(`ex${n}`);
+        const v = s.querySelector('.ex-verdict');
+        const q = (sel) => s.querySelector(sel)?.textContent ?? null;
+        return {verdict: v.dataset.verdict, text: v.textContent, hint: q('.ex-hint').trim(),
+                stdout: q('.ex-stdout'), error: q('.ex-traceback'),
+                plots: s.querySelectorAll('.ex-plots svg[role=img]').length,
+                plot_titles: [...s.querySelectorAll('.ex-plots svg > title')].map(t => t.textContent),
+                run_ms: Number(s.dataset.runMs)};
+    }""", n)
+
+
+def test_page_is_ready_offline_without_cross_origin_isolation(lab):
+    assert lab.evaluate("crossOriginIsolated") is False  # no SharedArrayBuffer: a plain static server suffices
+    assert lab.locator(".cm-content").count() == 4
+    for n in range(1, 5):
+        for action in ("run", "reset", "solution"):
+            assert lab.locator(f"#ex{n} button[data-action={action}]").is_enabled()
+        assert editor_code(lab, n) == ex.EXERCISES[n].starter.strip()
+    assert lab.locator("#status").is_hidden()
+    assert lab.evaluate("scrollY") == 0  # py-editor's focus on each new editor did not scroll the page
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_solution_is_correct_and_wrong_answer_is_not_yet(lab, n):
+    code = solution(n)
+    type_code(lab, n, code)
+    got = run(lab, n)
+    want = ex.run_cell(n, code)
+    assert got["error"] is None, got["error"]
+    assert got["verdict"] == "correct", got
+    assert got["hint"] == want["hint"]
+    if ex.EXERCISES[n].wants_plot:
+        assert got["plots"] == 1 and got["plot_titles"][0], got
+    else:
+        assert got["plots"] == 0
+
+    code, needle = WRONG[n]
+    type_code(lab, n, code)
+    got = run(lab, n)
+    want = ex.run_cell(n, code)
+    assert want["verdict"] == "not yet"
+    assert got["verdict"] == "not-yet" and got["text"].startswith("Not yet.")
+    assert got["hint"] == want["hint"] and needle in got["hint"]
+
+
+def test_exception_shows_a_traceback_and_the_page_keeps_working(lab):
+    type_code(lab, 2, "import perf_model\n\ndef speed(n):\n    return 1 / n\n\nspeed(0)")
+    got = run(lab, 2)
+    assert got["verdict"] == "not-yet"
+    tb = got["error"]
+    assert tb.startswith("Traceback (most recent call last):")
+    assert 'File "<exercise 2>", line 6, in <module>' in tb and "return 1 / n" in tb
+    assert tb.rstrip().endswith("ZeroDivisionError: division by zero")
+    assert "exercises.py" not in tb and "_pyodide" not in tb
+    # a syntax error too
+    type_code(lab, 4, "knee_batch = (")
+    got = run(lab, 4)
+    assert "SyntaxError" in got["error"] and got["verdict"] == "not-yet"
+    # the other cells, and the same cell once fixed, still run
+    type_code(lab, 1, solution(1))
+    assert run(lab, 1)["verdict"] == "correct"
+    type_code(lab, 2, solution(2))
+    assert run(lab, 2)["verdict"] == "correct"
+
+
+def test_keyboard_run_reset_and_show_a_solution(lab):
+    type_code(lab, 3, solution(3))
+    assert run(lab, 3, via="Control+Enter")["verdict"] == "correct"
+    mine = "workload = []"
+    type_code(lab, 3, mine)
+    assert run(lab, 3, via="Shift+Enter")["verdict"] == "not-yet"
+    lab.click("#ex3 button[data-action=solution]")
+    assert editor_code(lab, 3) == solution(3)
+    assert lab.locator("#ex3 button[data-action=solution]").inner_text() == "Back to my code"
+    lab.click("#ex3 button[data-action=solution]")
+    assert editor_code(lab, 3) == mine
+    lab.click("#ex3 button[data-action=reset]")
+    assert editor_code(lab, 3) == ex.EXERCISES[3].starter.strip()
+    assert lab.locator("#ex3 .ex-output").inner_html() == ""
+
+
+def test_print_output_and_plot_bars_show_under_the_cell(lab):
+    code = ("from enginelab import plot\nprint('hello <b>')\n"
+            "plot.bars(['F16', 'Q4_K_M'], [16.1, 4.9], title='Size <i>', ylabel='GB')")
+    type_code(lab, 1, code)
+    got = run(lab, 1)
+    assert got["stdout"] == "hello <b>\n"  # as text, not markup
+    assert got["plots"] == 1 and got["plot_titles"] == ["Size <i>"]
+    assert lab.locator("#ex1 .ex-plots i").count() == 0
