@@ -109,7 +109,10 @@ function chartSVG() {
     for (const r of list) if (r.selectorText && /(^|[\s,])\.(chart|seg|pool|bar-|legend|capacity|overflow|axis|mark)/.test(r.selectorText)) rules.push(r.cssText);
   }
   const style = document.createElementNS("http://www.w3.org/2000/svg", "style");
-  style.textContent = rules.join("\n");
+  // resolve the theme's custom properties, so the file keeps its colours outside this page
+  const root = getComputedStyle(document.documentElement);
+  style.textContent = rules.join("\n").replace(/var\((--[\w-]+)\)/g,
+    (_, name) => root.getPropertyValue(name).trim() || "currentColor");
   clone.insertBefore(style, clone.firstChild);
   return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(clone);
 }

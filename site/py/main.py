@@ -50,7 +50,7 @@ class App:
             if box is None:
                 continue
             self.sigs[f.key] = str(box.dataset.sig)
-            self.controls[f.key] = box.querySelector("select, input")
+            self.controls[f.key] = box.querySelector("select, input, textarea")
 
     # -- reading the form --------------------------------------------------------------------------------
     def form_values(self):
@@ -83,7 +83,7 @@ class App:
             ctl = self.controls[key]
             if ctl.type == "checkbox":
                 ctl.checked = bool(getattr(state, key))
-            elif ctl.id == active_id and ctl.type in ("number", "text") and not force:
+            elif ctl.id == active_id and ctl.type in ("number", "text", "textarea") and not force:
                 continue  # never rewrite what the user is typing; a clamp shows as a message instead
             else:
                 ctl.value = encoded

@@ -199,6 +199,7 @@ def test_share_download_and_copy(page_at):
     path = dl.value.path()
     svg = open(path, encoding="utf-8").read()
     assert svg.startswith("<?xml") and "<svg" in svg and 'role="img"' in svg and ".seg-weights" in svg
+    assert "var(--" not in svg
 
 
 def test_embedded_iframe_reports_height(page, site, context):

@@ -153,21 +153,33 @@ def _overask_text(data) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Render
 # ---------------------------------------------------------------------------------------------------------
-W, BAR_H, ROW_H, PAD = 640, 30, 74, 12
+W, BAR_H, ROW_H, PAD = 560, 30, 70, 10
 SEGMENTS = (("weights", "Weights"), ("kv", "KV cache"), ("compute", "Compute buffer"),
-            ("margin", "--fit margin"), ("free", "Free"))
+            ("margin", "--fit margin"), ("free", "Free"), ("over", "Over capacity"))
+LEGEND_COLS, LEGEND_ROW = 3, 24
 
 
 def _bars(data) -> list[dict]:
-    """One bar per memory pool: its capacity and the bytes of each segment."""
+    """One bar per memory pool: its capacity and the bytes of each segment.
+
+    A discrete GPU and system RAM are two pools. Apple's unified memory is one pool of which the GPU may use a
+    share: the first bar is that share with what the GPU holds, the second the whole pool with everything."""
     p, mc = data["placement"], data["machine"]
     pools = []
-    if mc.gpu is not None:
-        pools.append({"key": "vram", "label": f"VRAM · {mc.gpu.name}", "capacity": p.gpu_capacity,
-                      "weights": p.gpu_weights, "kv": p.gpu_kv, "compute": p.gpu_compute,
-                      "margin": p.fit_margin if p.n_gpu_layers or p.gpu_total else 0})
-    pools.append({"key": "ram", "label": f"RAM · {mc.ram.name}", "capacity": p.cpu_capacity,
-                  "weights": p.cpu_weights, "kv": p.cpu_kv, "compute": p.cpu_compute, "margin": 0})
+    gpu_margin = p.fit_margin if p.gpu_total else 0.0
+    if mc.gpu is not None and getattr(mc, "unified", False):
+        pools.append({"key": "vram", "label": "GPU share of unified memory", "capacity": p.gpu_capacity,
+                      "weights": p.gpu_weights, "kv": p.gpu_kv, "compute": p.gpu_compute, "margin": gpu_margin})
+        pools.append({"key": "ram", "label": f"Unified memory · {mc.gpu.name}", "capacity": p.cpu_capacity,
+                      "weights": p.gpu_weights + p.cpu_weights, "kv": p.gpu_kv + p.cpu_kv,
+                      "compute": p.gpu_compute + p.cpu_compute, "margin": 0.0})
+    else:
+        if mc.gpu is not None:
+            pools.append({"key": "vram", "label": f"VRAM · {mc.gpu.name}", "capacity": p.gpu_capacity,
+                          "weights": p.gpu_weights, "kv": p.gpu_kv, "compute": p.gpu_compute,
+                          "margin": gpu_margin})
+        pools.append({"key": "ram", "label": f"RAM · {mc.ram.name}", "capacity": p.cpu_capacity,
+                      "weights": p.cpu_weights, "kv": p.cpu_kv, "compute": p.cpu_compute, "margin": 0.0})
     for b in pools:
         used = b["weights"] + b["kv"] + b["compute"]
         b["used"] = used
@@ -186,35 +198,37 @@ def _bar_chart(data) -> Raw:
     rows = []
     for i, b in enumerate(pools):
         y0 = PAD + i * ROW_H
-        y = y0 + 22
-        head = (f"{b['label']}: {fmt.gb(b['used'])} used of {fmt.gb(b['capacity'])}"
-                + (f", {fmt.gb(b['over'])} over" if b["over"] else ""))
-        parts = [el("text", head, x=left, y=y0 + 14, class_="bar-label")]
+        y = y0 + 26
+        value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + \
+            (f" ({fmt.gb_num(b['over'])} over)" if b["over"] else "")
+        parts = [el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
+                 el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end")]
         x = left
-        for key, label in SEGMENTS:
+        for key, label in SEGMENTS[:5]:
             v = b[key]
             if v <= 0:
                 continue
             w = span * v / scale_max
-            cls = f"seg seg-{key}"
             parts.append(el("rect", el("title", f"{label}: {fmt.gb(v, 2)}"), x=x, y=y, width=max(w, 0.5),
-                            height=BAR_H, class_=cls, data_bytes=f"{v:.0f}"))
+                            height=BAR_H, class_=f"seg seg-{key}", data_bytes=f"{v:.0f}"))
             x += w
-        # capacity outline, and the overflow past it
+        # the capacity outline, and what does not fit past it
         parts.append(el("rect", x=left, y=y, width=x_of(b["capacity"]) - left, height=BAR_H, class_="capacity"))
         if b["over"]:
             parts.append(el("rect", el("title", f"Over capacity: {fmt.gb(b['over'], 2)}"),
-                            x=x_of(b["capacity"]), y=y - 3, width=x_of(b["used"]) - x_of(b["capacity"]),
-                            height=BAR_H + 6, class_="overflow"))
+                            x=x_of(b["capacity"]), y=y - 4, width=x_of(b["used"]) - x_of(b["capacity"]),
+                            height=BAR_H + 8, class_="overflow seg-over"))
         rows.append(el("g", parts, class_=f"pool pool-{b['key']}"))
-    # legend
-    ly = PAD + len(pools) * ROW_H + 6
-    legend, lx = [], left
-    for key, label in SEGMENTS:
-        legend.append(el("rect", x=lx, y=ly, width=12, height=12, class_=f"seg seg-{key}"))
-        legend.append(el("text", label, x=lx + 16, y=ly + 11, class_="legend-label"))
-        lx += 16 + 7 * len(label) + 14
-    height = ly + 12 + PAD
+    # legend: a grid, so it stays readable when the chart is scaled down on a phone
+    shown = [s for s in SEGMENTS if s[0] != "over" or any(b["over"] for b in pools)]
+    ly = PAD + len(pools) * ROW_H + 4
+    col_w = span / LEGEND_COLS
+    legend = []
+    for j, (key, label) in enumerate(shown):
+        lx, lyy = left + (j % LEGEND_COLS) * col_w, ly + (j // LEGEND_COLS) * LEGEND_ROW
+        legend.append(el("rect", x=lx, y=lyy, width=14, height=14, class_=f"seg seg-{key}"))
+        legend.append(el("text", label, x=lx + 20, y=lyy + 12, class_="legend-label"))
+    height = ly + LEGEND_ROW * ((len(shown) + LEGEND_COLS - 1) // LEGEND_COLS) + PAD
     return svg([join(rows), el("g", legend, class_="legend")], width=W, height=height,
                title=f"Memory: {data['model'].name} {data['state'].quant} on {data['machine'].name}",
                desc=describe(data), id_="calculator-chart", class_="chart calculator-chart")
