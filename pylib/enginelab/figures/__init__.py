@@ -12,6 +12,9 @@ REGISTRY = {m.ID: m for m in (calculator,)}
 from . import decode_curve, engines, offload_curve, roofline  # noqa: E402  figures 4, 6, 7, 9
 REGISTRY.update({m.ID: m for m in (roofline, offload_curve, decode_curve, engines)})
 
+from . import advisor as _advisor  # noqa: E402  issue 8: bottleneck advisor
+REGISTRY[_advisor.ID] = _advisor
+
 
 def get(figure_id: str):
     """The figure module for an id, or KeyError naming the ids there are."""

@@ -1,0 +1,350 @@
+"""Model load, step by step: what a llama.cpp launch does to each memory tier, one step at a time.
+
+The steps, their tiers, bytes and seconds are inference_trace.load_trace's, for the module's four scenarios
+(inference_trace.LOAD_SCENARIOS), cold (the file comes from the drive) or warm (the OS page cache still holds
+it). This module only groups and draws them: the tier the current step touches lights up, the tiers a copy
+passes through are marked, and a running tally shows what each memory holds so far.
+
+State: scenario, warm, step (the frame; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
+"""
+from __future__ import annotations
+
+from .. import fmt
+from ..state import Bool, Choice, Int, Spec
+from ..svg import Raw, data_details, el, join, svg, table
+
+ID = "load"
+TITLE = "Model load, step by step"
+LEDE = ("Step through a llama.cpp launch: reading the GGUF header, mapping the file, copying layers to the GPU, "
+        "allocating the KV cache, and the first token. The tier each step touches lights up.")
+STEP_FIELD = "step"
+
+TIER_NAMES = {"drive": "NVMe drive", "ram": "RAM / page cache", "pcie": "PCIe link", "vram": "GPU VRAM",
+              "unified": "Unified memory"}
+BOX_NAMES = {"drive": "NVMe drive", "ram": "RAM", "pcie": "PCIe link", "vram": "GPU VRAM", "unified": "Unified mem."}
+
+
+def _it():
+    import inference_trace
+    return inference_trace
+
+
+def _pm():
+    import perf_model
+    return perf_model
+
+
+_TRACE_CACHE: dict = {}
+
+
+def trace(scenario: str, warm: bool) -> list:
+    """inference_trace.load_scenario, memoised (the trace is pure; stepping re-renders many frames)."""
+    key = (scenario, bool(warm))
+    if key not in _TRACE_CACHE:
+        _TRACE_CACHE[key] = _it().load_scenario(scenario, warm=bool(warm))
+    return _TRACE_CACHE[key]
+
+
+def _n_steps(partial) -> int:
+    return len(trace(partial["scenario"], partial.get("warm", False)))
+
+
+SPEC = Spec(ID, [
+    Choice("scenario", "Scenario", default="split-16gb",
+           options=lambda p: [(k, v["label"]) for k, v in _it().LOAD_SCENARIOS.items()]),
+    Bool("warm", "Warm launch (file already in the page cache)", default=False,
+         help="Off: a cold launch reads the file from the drive."),
+    Int("step", "Step", default=0, min=0, max=lambda p: _n_steps(p) - 1, widget="range",
+        help="Drag, or use Back, Play and Step."),
+])
+
+
+def default_state():
+    return SPEC.default()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compute
+# ---------------------------------------------------------------------------------------------------------
+def machine_tiers(mc) -> list[str]:
+    """The boxes drawn for a machine, left to right."""
+    if mc.unified:
+        return ["drive", "ram", "unified"]
+    if mc.gpu is None:
+        return ["drive", "ram"]
+    return ["drive", "ram", "pcie", "vram"]
+
+
+def kind(step: dict, last: bool) -> str:
+    """A short name for what a step is, from the trace's own fields."""
+    if step["index"] == 0:
+        return "header"
+    if "mapped_bytes" in step:
+        return "mmap"
+    if step["tier"] == "pcie":
+        return "upload"
+    if "lands_in" in step:
+        return "page-in"
+    if last:
+        return "first-token"
+    if "KV cache" in step["what"]:
+        return "kv"
+    return "buffer"
+
+
+def destination(step: dict, k: str) -> str | None:
+    """The memory a step leaves bytes resident in (None: it only reads)."""
+    if k == "upload":
+        return "vram"
+    if k == "page-in":
+        return step["lands_in"]
+    if k in ("kv", "buffer"):
+        return step["tier"]
+    return None
+
+
+def path(step: dict, k: str, tiers: list[str]) -> list[str]:
+    """The boxes a step's bytes pass through, in drawing order (for the arrows)."""
+    if k == "upload":
+        a, b = tiers.index(step["via"]), tiers.index("vram")
+        return tiers[a:b + 1]
+    if k == "page-in":
+        src, dst = step["tier"], step["lands_in"]
+        if src == dst:
+            return [src]
+        a, b = sorted((tiers.index(src), tiers.index(dst)))
+        return tiers[a:b + 1]
+    return [step["tier"]]
+
+
+def groups(steps: list) -> list[dict]:
+    """Runs of consecutive layer uploads become one row of the step list; every other step is its own row."""
+    out: list[dict] = []
+    last = len(steps) - 1
+    for s in steps:
+        k = kind(s, s["index"] == last)
+        block = k == "upload" and s["what"].startswith("Upload block")
+        if block and out and out[-1]["kind"] == "upload-run":
+            g = out[-1]
+            g["last"] = s["index"]
+            g["bytes"] += s["bytes"]
+            g["seconds"] += s["seconds"]
+            g["layers"][1] = s["layer"]
+            continue
+        if block:
+            out.append({"kind": "upload-run", "first": s["index"], "last": s["index"], "bytes": s["bytes"],
+                        "seconds": s["seconds"], "tier": s["tier"], "layers": [s["layer"], s["layer"]],
+                        "via": s["via"]})
+            continue
+        out.append({"kind": k, "first": s["index"], "last": s["index"], "bytes": s["bytes"],
+                    "seconds": s["seconds"], "tier": s["tier"], "what": s["what"]})
+    for g in out:
+        if g["kind"] == "upload-run":
+            a, b = g["layers"]
+            src = "drive" if g["via"] == "drive" else "page cache"
+            g["what"] = (f"Upload block {a} to VRAM ({src} -> PCIe -> VRAM)" if a == b else
+                         f"Upload blocks {a}-{b} to VRAM, one block per step ({src} -> PCIe -> VRAM)")
+    return out
+
+
+def compute(state) -> dict:
+    it, pm = _it(), _pm()
+    sc = it.LOAD_SCENARIOS[state.scenario]
+    steps = trace(state.scenario, state.warm)
+    cold = trace(state.scenario, False)
+    warm = trace(state.scenario, True)
+    mc = pm.MACHINES[sc["machine"]]
+    model = pm.MODELS[sc["model"]]
+    i = min(max(state.step, 0), len(steps) - 1)
+    cur = steps[i]
+    last = len(steps) - 1
+    tiers = machine_tiers(mc)
+    k = kind(cur, i == last)
+    resident = {t: 0.0 for t in tiers}
+    for s in steps[:i + 1]:
+        d = destination(s, kind(s, s["index"] == last))
+        if d in resident:
+            resident[d] += s["bytes"]
+    caps = {"drive": None, "ram": mc.ram.mem_bytes, "pcie": None,
+            "vram": mc.gpu.mem_bytes if mc.gpu is not None and not mc.unified else None,
+            "unified": mc.gpu.mem_bytes if mc.unified else None}
+    bws = {"drive": mc.drive_gbs * pm.GB, "ram": mc.ram.bandwidth, "pcie": mc.pcie,
+           "vram": mc.gpu.bandwidth if mc.gpu is not None else 0.0,
+           "unified": mc.gpu.bandwidth if mc.unified else 0.0}
+    return {"state": state, "scenario": sc, "machine": mc, "model": model, "steps": steps, "index": i,
+            "step": cur, "kind": k, "lit": cur["tier"], "path": path(cur, k, tiers), "dest": destination(cur, k),
+            "tiers": tiers, "resident": resident, "caps": caps, "bandwidths": bws,
+            "elapsed_s": cur["elapsed_s"], "total_s": steps[-1]["elapsed_s"],
+            "cold_total_s": cold[-1]["elapsed_s"], "warm_total_s": warm[-1]["elapsed_s"],
+            "file_bytes": _file_bytes(state.scenario), "groups": groups(steps)}
+
+
+def _file_bytes(scenario: str) -> int:
+    key = ("file", scenario)
+    if key not in _TRACE_CACHE:
+        sc = _it().LOAD_SCENARIOS[scenario]
+        _TRACE_CACHE[key] = _pm().file_bytes(sc["model"], sc["quant"])
+    return _TRACE_CACHE[key]
+
+
+def describe(data) -> str:
+    s, st, n = data["step"], data["state"], len(data["steps"])
+    launch = "warm" if st.warm else "cold"
+    return (f"{data['scenario']['label']}, {launch} launch, step {data['index'] + 1} of {n}: {s['what']} "
+            f"({TIER_NAMES[s['tier']]}, {fmt.bytes_auto(s['bytes'])}, {fmt.seconds(s['seconds'])}); "
+            f"{fmt.seconds(data['elapsed_s'])} elapsed of {fmt.seconds(data['total_s'])}.")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Render
+# ---------------------------------------------------------------------------------------------------------
+W = 520
+BOX_Y, BOX_H = 8, 118
+GAP = 16
+STRIP_Y = BOX_Y + BOX_H + 34
+STRIP_H = 18
+
+
+def _box_geometry(n: int) -> tuple[float, float]:
+    bw = (W - 2 * 8 - GAP * (n - 1)) / n
+    return bw, 8
+
+
+def _boxes(data) -> Raw:
+    tiers = data["tiers"]
+    n = len(tiers)
+    bw, x0 = _box_geometry(n)
+    cur_path = data["path"]
+    parts = []
+    for j, t in enumerate(tiers):
+        x = x0 + j * (bw + GAP)
+        lit = t == data["lit"]
+        on_path = t in cur_path
+        cls = f"tier tier-{t}" + (" lit" if lit else "") + (" on-path" if on_path and not lit else "") + \
+              (" dest" if t == data["dest"] else "")
+        name = BOX_NAMES[t]
+        if t == "ram" and data["machine"].unified:
+            name = "Page cache"
+        inner = [el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
+                 el("text", name, x=x + 8, y=BOX_Y + 18, class_="box-title"),
+                 el("text", f"{data['bandwidths'][t] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 36, class_="box-sub")]
+        cap = data["caps"][t]
+        if cap:
+            held = data["resident"][t]
+            inner.append(el("text", f"{held / 1e9:.1f} of {fmt.gb(cap, 0)}", x=x + 8, y=BOX_Y + 54,
+                            class_="box-sub", data_readout=f"resident_{t}", data_value=fmt.raw(held)))
+            fw = (bw - 16) * min(1.0, held / cap)
+            inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=bw - 16, height=10, class_="fill-track"))
+            inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=max(fw, 0), height=10, class_="fill"))
+        elif t == "drive":
+            inner.append(el("text", f"file {fmt.gb(data['file_bytes'], 1)}", x=x + 8, y=BOX_Y + 54,
+                            class_="box-sub"))
+        elif t == "pcie":
+            inner.append(el("text", "host ⇄ GPU", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+        if lit:
+            s = data["step"]
+            inner.append(el("text", "this step", x=x + 8, y=BOX_Y + 92, class_="box-now"))
+            inner.append(el("text", fmt.bytes_auto(s["bytes"]) if s["bytes"] else "0 B", x=x + 8,
+                            y=BOX_Y + 108, class_="box-now-v"))
+        parts.append(el("g", inner, class_=cls, data_tier=t))
+        if j < n - 1:
+            ax = x + bw
+            active = t in cur_path and tiers[j + 1] in cur_path
+            parts.append(el("path", d=f"M{ax + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 8}",
+                            class_="link" + (" link-active" if active else "")))
+    return el("g", parts, class_="tiers")
+
+
+def _strip(data) -> Raw:
+    """The whole launch on one time axis: a segment per step, coloured by tier; the current one outlined."""
+    steps, total = data["steps"], data["total_s"] or 1.0
+    x0, x1 = 8, W - 8
+    span = x1 - x0
+    segs = []
+    for s in steps:
+        if s["seconds"] <= 0:
+            continue
+        xa = x0 + span * (s["elapsed_s"] - s["seconds"]) / total
+        w = span * s["seconds"] / total
+        cls = f"seg-t seg-{s['tier']}" + (" seg-done" if s["index"] <= data["index"] else "")
+        segs.append(el("rect", el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
+                       x=xa, y=STRIP_Y, width=max(w, 0.6), height=STRIP_H, class_=cls))
+    cx = x0 + span * data["elapsed_s"] / total
+    cur = data["step"]
+    cw = span * cur["seconds"] / total
+    label_y = STRIP_Y - 8
+    parts = [el("text", "Timeline, to scale", x=x0, y=label_y, class_="strip-title"),
+             el("text", f"total {fmt.seconds(total)}", x=x1, y=label_y, class_="strip-total", text_anchor="end"),
+             el("rect", x=x0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), join(segs),
+             el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+             el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
+             el("text", f"{fmt.seconds(data['elapsed_s'])} elapsed", x=min(max(cx, x0 + 40), x1 - 40),
+                y=STRIP_Y + STRIP_H + 18, class_="strip-elapsed", text_anchor="middle")]
+    return el("g", parts, class_="strip")
+
+
+def _chart(data) -> Raw:
+    st = data["state"]
+    h = STRIP_Y + STRIP_H + 26
+    return svg([_boxes(data), _strip(data)], width=W, height=h,
+               title=f"Loading {data['model'].name} on {data['machine'].name} "
+                     f"({'warm' if st.warm else 'cold'}), step {data['index'] + 1} of {len(data['steps'])}",
+               desc=describe(data), id_="load-chart", class_="chart load-chart")
+
+
+def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
+    return el("div", [el("dt", label),
+                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
+                                el("span", unit, class_="unit") if unit else ""])],
+              class_=f"readout readout-{name}")
+
+
+def _step_list(data) -> Raw:
+    rows = []
+    i = data["index"]
+    for g in data["groups"]:
+        now = g["first"] <= i <= g["last"]
+        done = g["last"] < i
+        status = "now" if now else ("done" if done else "todo")
+        nums = f"{g['first'] + 1}" if g["first"] == g["last"] else f"{g['first'] + 1}–{g['last'] + 1}"
+        detail = f"{TIER_NAMES[g['tier']]} · {fmt.bytes_auto(g['bytes'])} · {fmt.seconds(g['seconds'])}"
+        if now and g["first"] != g["last"]:
+            detail += f" · at block {data['step'].get('layer', '')} ({i - g['first'] + 1} of " \
+                      f"{g['last'] - g['first'] + 1})"
+        rows.append(el("li", [el("span", nums, class_="step-num"), el("span", g["what"], class_="step-what"),
+                              el("span", detail, class_="step-detail")],
+                       class_=f"step step-{status} step-tier-{g['tier']}",
+                       aria_current="step" if now else None))
+    return el("ol", rows, class_="step-list", aria_label="Launch steps")
+
+
+def _table(data) -> Raw:
+    header = ["#", "Step", "Tier", "Bytes", "Seconds", "Elapsed (s)", "Source"]
+    rows = [[str(s["index"] + 1), s["what"], TIER_NAMES[s["tier"]], fmt.bytes_auto(s["bytes"]),
+             f"{s['seconds']:.4g}", f"{s['elapsed_s']:.4g}", s.get("source", "")] for s in data["steps"]]
+    return data_details(f"Data table ({len(rows)} steps)", table(describe(data), header, rows))
+
+
+def render(data) -> str:
+    s = data["step"]
+    st = data["state"]
+    n = len(data["steps"])
+    readouts = el("dl", [
+        _readout("step_index", data["index"], f"{data['index'] + 1} / {n}", "Step"),
+        _readout("step_tier", s["tier"], TIER_NAMES[s["tier"]], "Tier"),
+        _readout("step_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes"),
+        _readout("step_s", s["seconds"], fmt.seconds(s["seconds"]), "This step"),
+        _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Elapsed"),
+        _readout("total_s", data["total_s"], fmt.seconds(data["total_s"]),
+                 "Whole launch, warm" if st.warm else "Whole launch, cold"),
+    ], class_="readouts")
+    other = data["cold_total_s"] if st.warm else data["warm_total_s"]
+    caption = el("p", [el("strong", f"Step {data['index'] + 1}: "), s["what"], "."], class_="step-caption",
+                 aria_live="off")
+    note = el("p", [
+        f"A {'cold' if st.warm else 'warm'} launch of the same scenario takes {fmt.seconds(other)}. ",
+        "Cold: every read of the file comes from the drive. Warm: the OS page cache still holds the file, so those "
+        "reads come from RAM. Mapping the file reads nothing; the pages the CPU uses arrive on first touch."],
+        class_="note")
+    return el("div", [caption, readouts, el("figure", [_chart(data)], class_="chart-wrap"), _step_list(data), note,
+                      _table(data)], class_="fig-load", data_step=str(data["index"]), data_lit=data["lit"])

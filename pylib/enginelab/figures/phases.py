@@ -1,0 +1,315 @@
+"""Prefill and decode on the hardware: one forward pass, stage by stage, on the device that does the work.
+
+The stages are inference_trace.phase_trace's for the module's two scenarios (inference_trace.PHASE_SCENARIOS:
+an 8B model that fits on the GPU, and the partially offloaded 32B model). For each stage: the device that
+works (GPU, CPU, or the PCIe link), the bytes it streams and the FLOPs it does, their ratio (arithmetic
+intensity, FLOP/byte) against the device's ridge point, and whether the stage is memory- or compute-bound.
+The running total of the stages' seconds ends at perf_model's own total for the phase (decode_step_time or
+prefill_time), and both are shown side by side.
+
+State: scenario, phase, step (the stage; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
+"""
+from __future__ import annotations
+
+import math
+
+from .. import fmt
+from ..state import Choice, Int, Spec
+from ..svg import Raw, data_details, el, join, svg, table
+
+ID = "phases"
+TITLE = "Prefill and decode on the hardware"
+LEDE = ("Step through one forward pass, stage by stage: which device works, how many bytes it reads and FLOPs it "
+        "does, and whether memory bandwidth or arithmetic sets its time.")
+STEP_FIELD = "step"
+PHASES = (("prefill", "Prefill (the prompt, in -ub micro-batches)"), ("decode", "Decode (one token)"))
+DEVICE_NAMES = {"gpu": "GPU", "cpu": "CPU", "pcie": "PCIe link", "host": "CPU (host)"}
+
+
+def _it():
+    import inference_trace
+    return inference_trace
+
+
+def _pm():
+    import perf_model
+    return perf_model
+
+
+_CACHE: dict = {}
+
+
+def scenario_placement(key: str):
+    sc = _it().PHASE_SCENARIOS[key]
+    pm = _pm()
+    return pm.place(sc["model"], sc["machine"], sc["quant"], sc["n_ctx"])
+
+
+def trace(scenario: str, phase: str) -> list:
+    """inference_trace.phase_scenario, memoised (pure; stepping re-renders many frames)."""
+    key = (scenario, phase)
+    if key not in _CACHE:
+        _CACHE[key] = _it().phase_scenario(scenario, phase)
+    return _CACHE[key]
+
+
+def model_total(scenario: str, phase: str) -> float:
+    """perf_model's own time for the phase: decode_step_time(...)['total_s'] or prefill_time(...)['total_s']."""
+    key = ("total", scenario, phase)
+    if key not in _CACHE:
+        pm = _pm()
+        sc = _it().PHASE_SCENARIOS[scenario]
+        p = scenario_placement(scenario)
+        if phase == "decode":
+            _CACHE[key] = pm.decode_step_time(p, p.machine, context=sc["context"])["total_s"]
+        else:
+            _CACHE[key] = pm.prefill_time(p, p.machine, sc["n_tokens"])["total_s"]
+    return _CACHE[key]
+
+
+SPEC = Spec(ID, [
+    Choice("scenario", "Scenario", default="partial",
+           options=lambda p: [(k, v["label"]) for k, v in _it().PHASE_SCENARIOS.items()]),
+    Choice("phase", "Phase", default="decode", options=lambda p: list(PHASES)),
+    Int("step", "Stage", default=0, min=0, max=lambda p: len(trace(p["scenario"], p["phase"])) - 1,
+        widget="range", help="Drag, or use Back, Play and Step."),
+])
+
+
+def default_state():
+    return SPEC.default()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compute
+# ---------------------------------------------------------------------------------------------------------
+def box_of(step: dict) -> str:
+    """The device box a stage lights: its device ('host' overhead runs on the CPU side)."""
+    d = step["device"]
+    return "cpu" if d == "host" else d
+
+
+def compute(state) -> dict:
+    pm, it = _pm(), _it()
+    sc = it.PHASE_SCENARIOS[state.scenario]
+    steps = trace(state.scenario, state.phase)
+    i = min(max(state.step, 0), len(steps) - 1)
+    cur = steps[i]
+    mc = pm.MACHINES[sc["machine"]]
+    p = scenario_placement(state.scenario)
+    devices = []
+    if mc.gpu is not None:
+        devices.append({"key": "gpu", "name": mc.gpu.name, "bandwidth": mc.gpu.bandwidth, "flops": mc.gpu.flops,
+                        "ridge": mc.gpu.flops / mc.gpu.bandwidth, "mem": "VRAM" if not mc.unified else "unified"})
+    if mc.gpu is not None and not mc.unified:
+        devices.append({"key": "pcie", "name": f"{mc.pcie_gbs:g} GB/s", "bandwidth": mc.pcie, "flops": 0.0,
+                        "ridge": None, "mem": "link"})
+    devices.append({"key": "cpu", "name": mc.ram.name, "bandwidth": mc.ram.bandwidth, "flops": mc.ram.flops,
+                    "ridge": mc.ram.flops / mc.ram.bandwidth, "mem": "RAM"})
+    by_dev = {}
+    for s in steps[:i + 1]:
+        b = box_of(s)
+        by_dev[b] = by_dev.get(b, 0.0) + s["seconds"]
+    return {"state": state, "scenario": sc, "machine": mc, "placement": p, "model": p.model, "steps": steps,
+            "index": i, "step": cur, "lit": box_of(cur), "devices": devices, "device_s": by_dev,
+            "elapsed_s": cur["elapsed_s"], "trace_total_s": steps[-1]["elapsed_s"],
+            "model_total_s": model_total(state.scenario, state.phase),
+            "model_fn": "decode_step_time" if state.phase == "decode" else "prefill_time"}
+
+
+def _intensity_text(v: float) -> str:
+    if math.isinf(v):
+        return "∞"
+    if v == 0:
+        return "0"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def describe(data) -> str:
+    s, st = data["step"], data["state"]
+    phase = "decode step" if st.phase == "decode" else "prefill"
+    return (f"{data['scenario']['label']}, {phase}, stage {data['index'] + 1} of {len(data['steps'])}: "
+            f"{s['what']} on the {DEVICE_NAMES[s['device']]}: {fmt.bytes_auto(s['bytes'])}, "
+            f"{_flops(s['flops'])}, intensity {_intensity_text(s['intensity'])} FLOP/byte, {s['bound']}-bound, "
+            f"{fmt.seconds(s['seconds'])}; running total {fmt.seconds(data['elapsed_s'])} of "
+            f"{fmt.seconds(data['model_total_s'])} ({data['model_fn']}).")
+
+
+def _flops(f: float) -> str:
+    if f >= 1e12:
+        return f"{f / 1e12:,.2f} TFLOP"
+    if f >= 1e9:
+        return f"{f / 1e9:,.1f} GFLOP"
+    if f > 0:
+        return f"{f / 1e6:,.1f} MFLOP"
+    return "0 FLOP"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Render
+# ---------------------------------------------------------------------------------------------------------
+W = 520
+BOX_Y, BOX_H, GAP = 8, 92, 16
+GAUGE_Y = BOX_Y + BOX_H + 30
+STRIP_Y = GAUGE_Y + 84
+STRIP_H = 18
+GX0, GX1 = 10, W - 10
+
+
+def _boxes(data) -> Raw:
+    devs = data["devices"]
+    n = len(devs)
+    bw = (W - 16 - GAP * (n - 1)) / n
+    parts = []
+    for j, d in enumerate(devs):
+        x = 8 + j * (bw + GAP)
+        lit = d["key"] == data["lit"]
+        title = {"gpu": "GPU", "pcie": "PCIe link", "cpu": "CPU + RAM"}[d["key"]]
+        if d["key"] == "gpu":
+            title += " + " + d["mem"]
+        inner = [el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
+                 el("text", title, x=x + 8, y=BOX_Y + 18, class_="box-title"),
+                 el("text", f"{d['bandwidth'] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 35, class_="box-sub")]
+        if d["flops"]:
+            inner.append(el("text", f"{d['flops'] / 1e12:,.4g} TFLOP/s", x=x + 8, y=BOX_Y + 50, class_="box-sub"))
+        busy = data["device_s"].get(d["key"], 0.0)
+        inner.append(el("text", f"busy {fmt.seconds(busy)}", x=x + 8, y=BOX_Y + 66, class_="box-sub",
+                        data_readout=f"busy_s_{d['key']}", data_value=fmt.raw(busy)))
+        if lit:
+            inner.append(el("text", "working", x=x + 8, y=BOX_Y + 84, class_="box-now"))
+        parts.append(el("g", inner, class_=f"dev dev-{d['key']}" + (" lit" if lit else ""), data_device=d["key"]))
+        if j < n - 1:
+            parts.append(el("path", d=f"M{x + bw + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 6}", class_="link"))
+    return el("g", parts, class_="devices")
+
+
+def _gauge(data) -> Raw:
+    """Arithmetic intensity on a log axis, with each device's ridge point; the current stage as a dot."""
+    lo_e, hi_e = -1, 4   # 0.1 .. 10,000 FLOP/byte
+    def x(v):
+        t = (math.log10(min(max(v, 10.0 ** lo_e), 10.0 ** hi_e)) - lo_e) / (hi_e - lo_e)
+        return GX0 + (GX1 - GX0) * t
+    y = GAUGE_Y + 34
+    parts = [el("text", "Arithmetic intensity, FLOP per byte (log scale)", x=GX0, y=GAUGE_Y, class_="g-title"),
+             el("line", x1=GX0, y1=y, x2=GX1, y2=y, class_="g-axis")]
+    for e in range(lo_e, hi_e + 1):
+        v = 10.0 ** e
+        parts.append(el("line", x1=x(v), y1=y - 4, x2=x(v), y2=y + 4, class_="g-tick"))
+        parts.append(el("text", f"{v:,g}", x=x(v), y=y + 17, class_="g-ticklabel",
+                        text_anchor="start" if e == lo_e else "end" if e == hi_e else "middle"))
+    for d in data["devices"]:
+        if d["ridge"] is None:
+            continue
+        rx = x(d["ridge"])
+        parts.append(el("line", x1=rx, y1=y - 12, x2=rx, y2=y + 4, class_=f"g-ridge ridge-{d['key']}"))
+        parts.append(el("text", f"{DEVICE_NAMES[d['key']]} ridge {d['ridge']:,.0f}", x=rx, y=y - 15,
+                        class_=f"g-ridgelabel ridge-{d['key']}", text_anchor="middle"))
+    s = data["step"]
+    v = s["intensity"]
+    if s["flops"] and s["bytes"]:
+        parts.append(el("circle", el("title", f"this stage: {_intensity_text(v)} FLOP/byte"), cx=x(v), cy=y, r=6,
+                        class_=f"g-dot bound-{s['bound']}"))
+    else:
+        why = "no bytes read: the weights arrived over PCIe" if s["flops"] else "no arithmetic: a copy or overhead"
+        parts.append(el("text", f"this stage: {why}", x=GX0, y=y + 34, class_="g-note"))
+    return el("g", parts, class_="gauge")
+
+
+def _strip(data) -> Raw:
+    steps, total = data["steps"], data["trace_total_s"] or 1.0
+    span = GX1 - GX0
+    segs = []
+    for s in steps:
+        if s["seconds"] <= 0:
+            continue
+        xa = GX0 + span * (s["elapsed_s"] - s["seconds"]) / total
+        w = span * s["seconds"] / total
+        cls = f"seg-t seg-{box_of(s)}" + (" seg-done" if s["index"] <= data["index"] else "")
+        segs.append(el("rect", el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
+                       x=xa, y=STRIP_Y, width=max(w, 0.8), height=STRIP_H, class_=cls))
+    cur = data["step"]
+    cx = GX0 + span * data["elapsed_s"] / total
+    cw = span * cur["seconds"] / total
+    return el("g", [
+        el("text", "Time, to scale", x=GX0, y=STRIP_Y - 8, class_="strip-title"),
+        el("text", f"total {fmt.seconds(data['model_total_s'])}", x=GX1, y=STRIP_Y - 8, class_="strip-total",
+           text_anchor="end"),
+        el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), join(segs),
+        el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+        el("text", f"{fmt.seconds(data['elapsed_s'])} so far", x=min(max(cx, GX0 + 36), GX1 - 36),
+           y=STRIP_Y + STRIP_H + 17, class_="strip-elapsed", text_anchor="middle"),
+    ], class_="strip")
+
+
+def _chart(data) -> Raw:
+    st = data["state"]
+    h = STRIP_Y + STRIP_H + 26
+    return svg([_boxes(data), _gauge(data), _strip(data)], width=W, height=h,
+               title=f"{'Decode' if st.phase == 'decode' else 'Prefill'}: {data['scenario']['label']}, "
+                     f"stage {data['index'] + 1} of {len(data['steps'])}",
+               desc=describe(data), id_="phases-chart", class_="chart phases-chart")
+
+
+def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
+    return el("div", [el("dt", label),
+                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
+                                el("span", unit, class_="unit") if unit else ""])],
+              class_=f"readout readout-{name}")
+
+
+def _stage_list(data) -> Raw:
+    rows = []
+    i = data["index"]
+    for s in data["steps"]:
+        status = "now" if s["index"] == i else ("done" if s["index"] < i else "todo")
+        detail = (f"{DEVICE_NAMES[s['device']]} · {fmt.bytes_auto(s['bytes'])} · {_flops(s['flops'])} · "
+                  f"{_intensity_text(s['intensity'])} FLOP/B · {s['bound']} · {fmt.seconds(s['seconds'])}")
+        rows.append(el("li", [el("span", str(s["index"] + 1), class_="step-num"),
+                              el("span", s["what"], class_="step-what"), el("span", detail, class_="step-detail")],
+                       class_=f"step step-{status} step-dev-{box_of(s)}", aria_current="step" if status == "now"
+                       else None))
+    return el("ol", rows, class_="step-list", aria_label="Stages")
+
+
+def _table(data) -> Raw:
+    header = ["#", "Stage", "Device", "Bytes", "FLOPs", "FLOP/byte", "Bound", "Seconds", "Running total (s)"]
+    rows = [[str(s["index"] + 1), s["what"], DEVICE_NAMES[s["device"]], f"{s['bytes']:.4g}", f"{s['flops']:.4g}",
+             _intensity_text(s["intensity"]), s["bound"], f"{s['seconds']:.4g}", f"{s['elapsed_s']:.6g}"]
+            for s in data["steps"]]
+    rows.append(["", f"perf_model.{data['model_fn']} total", "", "", "", "", "", "", f"{data['model_total_s']:.6g}"])
+    return data_details(f"Data table ({len(data['steps'])} stages)", table(describe(data), header, rows))
+
+
+def render(data) -> str:
+    s, st = data["step"], data["state"]
+    n = len(data["steps"])
+    ridge = next((d["ridge"] for d in data["devices"] if d["key"] == box_of(s)), None)
+    readouts = el("dl", [
+        _readout("stage_index", data["index"], f"{data['index'] + 1} / {n}", "Stage"),
+        _readout("stage_device", s["device"], DEVICE_NAMES[s["device"]], "Device"),
+        _readout("stage_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes read"),
+        _readout("stage_flops", s["flops"], _flops(s["flops"]), "Arithmetic"),
+        _readout("intensity", s["intensity"], _intensity_text(s["intensity"]), "Intensity", "FLOP/B"),
+        _readout("bound", s["bound"], s["bound"], "Bound by"),
+        _readout("stage_s", s["seconds"], fmt.seconds(s["seconds"]), "This stage"),
+        _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Running total"),
+        _readout("model_total_s", data["model_total_s"], fmt.seconds(data["model_total_s"]),
+                 f"perf_model {data['model_fn']}"),
+    ], class_="readouts")
+    sc = data["scenario"]
+    if st.phase == "decode":
+        why = (f"Decode at a context of {sc['context']:,} tokens: one token per pass, so each weight fetched "
+               "serves one multiply-add. The intensity stays in single digits, far below every ridge: memory-bound. "
+               "Time = bytes ÷ (70% of the device's bandwidth), device after device, plus a fixed launch, sync "
+               "and sampling overhead.")
+    else:
+        why = (f"Prefill of a {sc['n_tokens']:,}-token prompt in micro-batches of {data['placement'].n_ubatch}: one "
+               "read of each weight serves every token of the micro-batch, so the intensity is hundreds of FLOPs "
+               "per byte, past the ridge: compute-bound. With a partial offload, llama.cpp copies the CPU blocks' "
+               "weights over PCIe and runs their matmuls on the GPU (op offload).")
+    ridge_txt = "" if ridge is None else f" The {DEVICE_NAMES[box_of(s)]}'s ridge point is {ridge:,.0f} FLOP/byte."
+    caption = el("p", [el("strong", f"Stage {data['index'] + 1}: "), s["what"], f" ({s['bound']}-bound).",
+                       ridge_txt], class_="step-caption")
+    return el("div", [caption, readouts, el("figure", [_chart(data)], class_="chart-wrap"), _stage_list(data),
+                      el("p", why, class_="note"), _table(data)],
+              class_="fig-phases", data_step=str(data["index"]), data_lit=data["lit"])
