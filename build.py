@@ -482,7 +482,8 @@ def offline_problems(out: Path) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------
 def build(out: Path = DIST) -> dict:
     t0 = time.perf_counter()
-    tmp = out.with_name(out.name + ".tmp")
+    # a private staging folder: two builds at once (two terminals, a test run beside `serve`) do not collide
+    tmp = ROOT / ".cache" / f"build-{os.getpid()}"  # .cache/ is ignored by git, and on the same disk
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     manifest = vendor(tmp)
@@ -503,8 +504,15 @@ def build(out: Path = DIST) -> dict:
     old_bench = out / "bench.json"
     if old_bench.exists():
         shutil.copy2(old_bench, tmp / "bench.json")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    for attempt in range(5):
+        shutil.rmtree(out, ignore_errors=True)
+        try:
+            tmp.rename(out)
+            break
+        except OSError:  # another build swapped its dist/ in between: replace it again
+            time.sleep(0.2)
+    else:
+        raise SystemExit(f"build: could not move {tmp.name} to {out.name}")
     log(f"built {out.relative_to(ROOT)}/ ({len(pages)} pages) in {time.perf_counter() - t0:.1f} s")
     return manifest
 
