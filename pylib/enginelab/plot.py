@@ -190,13 +190,13 @@ def _scale(frame, axis: str, lo: float, hi: float, log: bool):
     return frame.log_y(lo, hi) if log else frame.linear_y(lo, hi)
 
 
-def _ticks(scale, log: bool) -> list:
+def _ticks(scale, log: bool, n: int = 5) -> list:
     if log:
         t = scale.ticks()
         if len(t) < 2:  # less than a decade: fall back to round linear steps
             t = chart.nice_ticks(min(scale.d0, scale.d1), max(scale.d0, scale.d1), 4)
         return t
-    return scale.ticks(5)
+    return scale.ticks(n)
 
 
 def _frame_parts(frame, xs_scale, ys_scale, xt, yt, xlabel, ylabel, title):
@@ -262,8 +262,10 @@ def line(xs, ys, *, title: str, xlabel: str, ylabel: str, series=None, log_x: bo
     x_lo, x_hi = _padded(min(all_x), max(all_x), log_x, zero=False)
     all_y = [v for s in ys_list for v in s]
     y_lo, y_hi = _padded(min(all_y), max(all_y), log_y, zero=True)
+    if mk:  # room above the data for the marks' labels
+        y_hi = y_hi * 1.6 if log_y else y_hi + (y_hi - y_lo) * 0.1
     sx, sy = _scale(frame, "x", x_lo, x_hi, log_x), _scale(frame, "y", y_lo, y_hi, log_y)
-    xt, yt = _ticks(sx, log_x), _ticks(sy, log_y)
+    xt, yt = _ticks(sx, log_x, 6), _ticks(sy, log_y)
 
     parts = _frame_parts(frame, sx, sy, xt, yt, xlabel, ylabel, title)
     for v, label in mk:
