@@ -539,7 +539,9 @@ class PagedManager:
                 self._preempt(victim)
                 if victim is live:
                     return preempted
-            self.req_to_blocks[live.rid].append(self._pop_free())
+            b = self._pop_free()
+            self.req_to_blocks[live.rid].append(b)
+            self.cells.set(self._cells(b), _ALLOC, live.rid)
         table = self.req_to_blocks[live.rid]
         b = table[n // self.block_size]
         self.cells.set((b * self.block_size + n % self.block_size,), _DECODE, live.rid)
@@ -642,7 +644,7 @@ class RadixManager:
         self._clock = 0
         self._heap: list = []                         # (last_access_time, seq, node) of evictable leaves
         self._seq = 0
-        self._req: dict = {}                          # rid -> [cells, last locked node]
+        self._req: dict = {}                          # rid -> [cells, locked node, n cells in the tree]
         self._to_insert: list = []                    # prefilled in this step, inserted at the next one
         self.cells = _CellMap(capacity_tokens, track_cells)
         self.events: list = []
@@ -655,7 +657,7 @@ class RadixManager:
         for live in self._to_insert:
             rec = self._req.get(live.rid)
             if rec is not None:
-                rec[1] = self._insert_and_relock(live, live.tokens[:len(rec[0])], rec[0], rec[1])
+                self._insert_and_relock(live, rec, len(rec[0]), keep_lock=True)
         self._to_insert = []
 
     # --- tree primitives ---
@@ -684,14 +686,16 @@ class RadixManager:
     def _walk(self, key: Sequence[int], split: bool, touch: bool):
         """Follow key from the root; returns (matched cells, last matched node). Cost: O(matched length).
         split=True is match_prefix (a match ending inside an edge splits it there); split=False only measures."""
+        key = tuple(key)
         node, i, cells = self.root, 0, []
         now = self._tick() if touch else 0
         while i < len(key):
             child = node.children.get(key[i])
             if child is None:
                 break
-            n = _common_prefix_len(child.key, key[i:i + len(child.key)])  # >= 1: children are keyed by token
-            if n < len(child.key):
+            n = len(child.key)
+            if key[i:i + n] != child.key:  # whole-edge compare first (C speed); find the split point if it fails
+                n = _common_prefix_len(child.key, key[i:i + n])  # >= 1: children are keyed by their first token
                 if not split:
                     cells.extend(child.value[:n])
                     break
@@ -709,30 +713,35 @@ class RadixManager:
     def _match_len(self, key: Sequence[int]) -> int:
         return len(self._walk(key, split=False, touch=False)[0])
 
-    def insert(self, key: Sequence[int], value: list, owner: int) -> int:
-        """Insert key -> value; returns how many leading tokens were already cached (their cells in `value` are
-        duplicates the caller frees). The new leaf, if any, starts unlocked."""
+    def insert(self, key: Sequence[int], value: list, owner: int):
+        """Insert key -> value. Returns (how many leading tokens were already cached, the node where key ends).
+        The caller frees its cells for the already-cached part when they differ from the tree's. A new leaf
+        starts unlocked."""
+        key = tuple(key)
         node, i = self.root, 0
         now = self._tick()
         while i < len(key):
             child = node.children.get(key[i])
             if child is None:
                 break
-            n = _common_prefix_len(child.key, key[i:i + len(child.key)])
-            if n < len(child.key):
+            n = len(child.key)
+            if key[i:i + n] != child.key:
+                n = _common_prefix_len(child.key, key[i:i + n])
                 child = self._split_node(child, n)
             child.last_access_time = now
             self._push_if_evictable(child)
             node = child
             i += n
+        n_old = i
         if i < len(key):
-            leaf = TreeNode(node, tuple(key[i:]), list(value[i:]))
+            leaf = TreeNode(node, key[i:], list(value[i:]))
             leaf.last_access_time = now
             leaf.owner = owner
             node.children[key[i]] = leaf
             self.evictable_size_ += len(leaf.key)
             self._push_if_evictable(leaf)
-        return i
+            node = leaf
+        return n_old, node
 
     def inc_lock_ref(self, node: TreeNode) -> None:
         while node is not self.root:
@@ -771,11 +780,17 @@ class RadixManager:
         return evicted
 
     def _alloc(self, n: int) -> list:
-        if len(self._free) < n:
-            self.evict(n - len(self._free))
-            if len(self._free) < n:
+        free = self._free
+        if len(free) < n:
+            self.evict(n - len(free))
+            if len(free) < n:
                 raise RuntimeError("radix pool exhausted although admission reserved room (a bug)")
-        return [self._free.pop() for _ in range(n)]
+        if n == 0:
+            return []
+        cells = free[-n:]
+        del free[-n:]
+        cells.reverse()
+        return cells
 
     # --- scheduling ---
     def schedule(self, waiting, step: int):
@@ -798,52 +813,47 @@ class RadixManager:
         self.cells.set(cells, _REUSED, live.rid)
         new = self._alloc(n_new)
         self.cells.set(new, _PREFILL, live.rid)
-        cells = cells + new
+        cells.extend(new)
         self.reserved += live.remaining
-        self._req[live.rid] = [cells, last]
+        self._req[live.rid] = [cells, last, n_hit]  # cells, locked node, how many leading cells are the tree's
         # cache_unfinished_req runs when the prefill batch's results come back (process_batch_result), so the
         # new prompt joins the tree only after this step: requests prefilled together do not share what they
         # compute (with fcfs; SGLang's lpm can postpone such requests, we do not model that)
         self._to_insert.append(live)
         return n_hit, n_new
 
-    def _insert_and_relock(self, live: _Live, tokens, cells: list, old_last: TreeNode) -> TreeNode:
-        """Insert the request's tokens so far, swap duplicate cells for the tree's, move the lock to the new
-        last node."""
-        n_old = self.insert(tokens, cells, live.rid)
-        # cells[n_hit:n_old] duplicate tokens another request inserted meanwhile: free ours, use the tree's
-        tree_cells, new_last = self.match_prefix(tokens)
-        dup = [c for c, t in zip(cells[:n_old], tree_cells[:n_old]) if c != t]
-        if dup:
-            self._free.extend(dup)
-            self.cells.set(dup, _FREE, -1)
-            cells[:n_old] = tree_cells[:n_old]
+    def _insert_and_relock(self, live: _Live, rec: list, n_tokens: int, keep_lock: bool) -> None:
+        """Insert the request's first n_tokens tokens, free its cells that duplicate tokens another request
+        inserted meanwhile (using the tree's instead), and move its lock to the node where they end."""
+        cells, old_last, n_tree = rec
+        n_old, new_last = self.insert(live.tokens[:n_tokens], cells[:n_tokens], live.rid)
+        if n_old > n_tree:  # rare: someone else inserted the same tokens after we matched
+            tree_cells = self._walk(live.tokens[:n_old], split=False, touch=False)[0]
+            dup = [c for c, t in zip(cells[n_tree:n_old], tree_cells[n_tree:n_old]) if c != t]
+            if dup:
+                self._free.extend(dup)
+                self.cells.set(dup, _FREE, -1)
+                cells[n_tree:n_old] = tree_cells[n_tree:n_old]
         self.inc_lock_ref(new_last)
         self.dec_lock_ref(old_last)
-        return new_last
+        rec[1], rec[2] = new_last, n_tokens
+        if not keep_lock:
+            self.dec_lock_ref(new_last)
 
     def decode(self, live: _Live, running: list) -> list:
-        cells, last = self._req[live.rid]
-        (cell,) = self._alloc(1)  # reserved at admission, so free + evictable always covers it
+        rec = self._req[live.rid]
+        # reserved at admission, so free + evictable always covers it
+        cell = self._free.pop() if self._free else self._alloc(1)[0]
         self.reserved -= 1
-        cells.append(cell)
+        rec[0].append(cell)
         self.cells.set((cell,), _DECODE, live.rid)
         return []
 
     def finish(self, live: _Live, step: int) -> None:
         """cache_finished_req: insert prompt + reply, free duplicate cells, unlock the path."""
-        cells, last = self._req.pop(live.rid)
+        rec = self._req.pop(live.rid)
         self.reserved -= live.remaining
-        tokens = live.tokens
-        n_old = self.insert(tokens, cells, live.rid)
-        tree_cells, new_last = self.match_prefix(tokens)
-        dup = [c for c, t in zip(cells[:n_old], tree_cells[:n_old]) if c != t]
-        if dup:
-            self._free.extend(dup)
-            self.cells.set(dup, _FREE, -1)
-        self.inc_lock_ref(new_last)
-        self.dec_lock_ref(last)
-        self.dec_lock_ref(new_last)
+        self._insert_and_relock(live, rec, len(live.tokens), keep_lock=False)
 
     def cells_used(self) -> int:
         return self.capacity - len(self._free)
@@ -870,11 +880,11 @@ class RadixManager:
                 assert ch.parent is node and ch.key[0] == k, "broken tree link"
                 stack.append(ch)
         assert evictable == self.evictable_size_ and protected == self.protected_size_, "size counters drifted"
-        for cells, _ in self._req.values():
+        for cells, _, _ in self._req.values():
             for c in cells:
                 assert c not in self._free, f"cell {c} both free and held"
         private = set()
-        for cells, _ in self._req.values():
+        for cells, _, _ in self._req.values():
             for c in cells:
                 if c not in seen:
                     assert c not in private, f"cell {c} owned twice"
