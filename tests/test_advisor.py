@@ -444,3 +444,127 @@ def test_pure_stdlib_import():
                         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'js', 'pyscript')))"],
                        capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The [advisor] figure page (enginelab.figures.advisor): state, apply buttons, golden SVGs
+# ---------------------------------------------------------------------------------------------------------
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+from html import unescape  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from enginelab import page as _page  # noqa: E402
+from enginelab.figures import REGISTRY, calculator  # noqa: E402
+from enginelab.figures import advisor as F  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
+
+
+def fstate(q=""):
+    s, msgs = F.SPEC.from_query(q)
+    assert msgs == []
+    return s
+
+
+def buttons(html: str) -> list:
+    return [json.loads(unescape(m)) for m in re.findall(r'data-set-state="([^"]*)"', html)]
+
+
+def test_figure_is_registered_and_takes_the_calculators_state():
+    assert REGISTRY["advisor"] is F
+    for name in ("ID", "TITLE", "SPEC", "default_state", "compute", "describe", "render"):
+        assert hasattr(F, name)
+    calc_default = calculator.default_state().as_dict()
+    adv_default = F.default_state().as_dict()
+    assert {k: adv_default[k] for k in calc_default} == calc_default
+    # a calculator URL is an advisor URL
+    q = "?model=qwen2.5-14b&machine=rtx3060&quant=Q5_K_M&kv=q8_0&ctx=32768&ngl=40&tokens=3000"
+    assert F.SPEC.to_query(fstate(q)) == q
+
+
+def test_every_apply_button_moves_the_numbers_as_predicted():
+    s = fstate()
+    data = F.compute(s)
+    html = F.render(data)
+    applies = buttons(html)
+    assert applies, "no apply buttons"
+    predicted = {json.dumps(c.apply, sort_keys=True): c for f in data["findings"] for c in f.changes}
+    assert {json.dumps(a, sort_keys=True) for a in applies} == set(predicted)
+    for a in applies:
+        new, msgs = F.SPEC.coerce({**s.as_dict(), **a})
+        assert msgs == []
+        got = F.compute(new)["readouts"]
+        c = predicted[json.dumps(a, sort_keys=True)]
+        assert got["advisor_decode_tok_s"] == pytest.approx(c.after["decode_tok_s"], rel=1e-12)
+        # the calculator part shows the same placement
+        calc = F.compute(new)["calc"]["readouts"]
+        assert calc["n_gpu_layers"] == c.after["n_gpu_layers"]
+    assert 'data-undo=""' in html and "disabled" in re.search(r"<button[^>]*data-undo[^>]*>", html).group(0)
+
+
+def test_findings_html_alone_and_the_healthy_case():
+    healthy = F.findings_html({"model": "llama-3.1-8b", "machine": "rtx4090"})
+    assert 'data-findings="0"' in healthy and "Nothing to fix" in healthy and "data-set-state" not in healthy
+    sick = F.findings_html("?model=qwen2.5-14b&machine=rtx3060&ctx=32768")
+    assert 'data-cause="partial_offload"' in sick and 'data-cause="kv_competes"' in sick
+    assert '{&quot;kv&quot;:&quot;q8_0&quot;}' in sick
+
+
+def test_recipe_lora_and_speculative_panels():
+    s = fstate("?model=llama-3.1-8b&machine=rtx4060ti&goal=one_user_fits&lora_rank=16&draft=llama-3.2-1b")
+    data = F.compute(s)
+    html = F.render(data)
+    r = A.recipe("one_user_fits", "llama-3.1-8b", "rtx4060ti", "Q4_K_M", context=2000, users=2, tokens=2000)
+    assert data["recipe"].state == r.state
+    use = [b for b in buttons(html) if "ctx" in b]
+    assert use == [{"ctx": 4096, "ngl": 33}]                     # only what differs from the current state
+    assert 'data-lora-bytes="27262976"' in html                  # rank 16 on q,k,v,o of the 8B, by hand above
+    sp = A.speculative(data["outcome"].placement, "llama-3.2-1b", 0.7, 3, context=2000)
+    assert f'data-spec-tok-s="{sp["tok_s"]!r}"' in html
+    assert 'id="spec-chart"' in html and "--spec-draft-n-max 3" in html
+
+
+def test_bad_query_values_never_crash():
+    s, msgs = F.SPEC.from_query("?acceptance=2&draft=zzz&lora_rank=-1&goal=<b>x</b>&threads=0&users=abc")
+    text = " | ".join(msgs)
+    assert "above the maximum 1" in text and "'zzz'" in text and "below the minimum 0" in text
+    assert "not one of" in text and "'abc' is not a whole number" in text
+    html = F.render(F.compute(s))
+    assert "<b>x</b>" not in html
+
+
+@pytest.mark.parametrize("q", ["?machine=cpu-ddr5&threads=16", "?model=qwen3-30b-a3b&machine=rtx3060&users=4&np=2",
+                               "?machine=m4max&model=llama-3.1-70b&goal=apple", "?goal=several_users&users=8",
+                               "?model=llama-3.1-70b&machine=rtx4090&tokens=8000&ctx=16384&goal=one_user_too_big",
+                               "?model=qwen2.5-32b&draft=qwen2.5-14b&lora_rank=128&lora_targets=all"])
+def test_pages_render_for_many_states(q):
+    s = fstate(q)
+    v = _page.view(F, s)
+    assert "What holds this setup back" in v["figure"] and v["summary"]
+    for a in buttons(v["figure"]):
+        assert F.SPEC.coerce({**s.as_dict(), **a})[1] == []     # every button holds a valid state change
+
+
+def _golden(name: str, text: str):
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        if not UPDATE:
+            pytest.fail(f"{path} is missing: run with ENGINELAB_UPDATE_GOLDEN=1 and review it")
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed: review and regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+
+
+def test_golden_gains_chart_default():
+    _golden("advisor.svg", str(F.gains_chart(F.compute(F.default_state()))) + "\n")
+
+
+def test_golden_gains_chart_overask():
+    _golden("advisor-overask.svg", str(F.gains_chart(F.compute(fstate("?ngl=65")))) + "\n")
+
+
+def test_golden_speculative_chart():
+    d = F.compute(fstate("?model=llama-3.1-8b&machine=rtx4060ti&draft=llama-3.2-1b"))
+    _golden("advisor-spec.svg", str(F._spec_chart(d["spec"])) + "\n")

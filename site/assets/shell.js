@@ -188,3 +188,5 @@ window.enginelab = { setStatus, setError, embedURL, embedSnippet };
 
 // Back / Play / Step for animated figures (a figure module with STEP_FIELD): see steps.js.
 import "./steps.js";
+// One-click apply / undo buttons inside a figure (data-set-state, data-undo): see setstate.js.
+import "./setstate.js";

@@ -1,0 +1,109 @@
+"""The [advisor] page in a real Chromium, offline: apply a suggestion, see the numbers and the URL change, undo.
+
+Expected numbers come from perf_model and advisor run here in CPython, never from the page."""
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl, urlsplit
+
+import perf_model as pm
+import pytest
+
+import advisor as A
+
+from .harness import readouts, wait_ready
+
+PAGE = "figures/advisor.html"
+
+
+def query(page) -> dict:
+    return dict(parse_qsl(urlsplit(page.url).query))
+
+
+def calc_expected(model="qwen2.5-32b", machine="rtx4060ti", quant="Q4_K_M", kv="f16", ctx=8192, ngl="auto",
+                  tokens=2000) -> dict:
+    mc = pm.MACHINES[machine]
+    p = pm.place(pm.MODELS[model], mc, quant, n_ctx=ctx, kv_type=kv, n_gpu_layers=None if ngl == "auto" else ngl)
+    d = pm.decode_step_time(p, mc, context=tokens)
+    return {"n_gpu_layers": p.n_gpu_layers, "decode_tok_s": d["tok_per_s"], "vram_gb": p.gpu_total / pm.GB}
+
+
+def assert_numbers(page, **state):
+    got = readouts(page)
+    want = calc_expected(**state)
+    assert int(got["n_gpu_layers"]) == want["n_gpu_layers"], (got, state)
+    for k in ("decode_tok_s", "vram_gb"):
+        assert float(got[k]) == pytest.approx(want[k], rel=1e-9), (k, got[k], want[k])
+    return got
+
+
+def apply_button(page, change: dict):
+    return page.locator(f"button[data-set-state='{json.dumps(change, sort_keys=True, separators=(',', ':'))}']").first
+
+
+def test_apply_suggestions_then_undo_by_mouse_and_keyboard(page_at):
+    page = page_at(PAGE)
+    before = assert_numbers(page)
+    assert query(page) == {}
+    findings = A.advise_state({"model": "qwen2.5-32b", "machine": "rtx4060ti", "ctx": 8192})
+    q8 = next(c for f in findings for c in f.changes if c.apply == {"kv": "q8_0"})
+    assert page.locator("[data-undo]").is_disabled()
+    bar_before = page.locator(".pool-vram .seg-kv").get_attribute("data-bytes")
+
+    # 1. a click applies -ctk q8_0 -ctv q8_0: URL, control, readouts and bars all follow
+    apply_button(page, {"kv": "q8_0"}).click()
+    page.wait_for_function("location.search.includes('kv=q8_0')")
+    assert query(page) == {"kv": "q8_0"}
+    after = assert_numbers(page, kv="q8_0")
+    assert int(after["n_gpu_layers"]) == q8.after["n_gpu_layers"] == int(before["n_gpu_layers"]) + 2
+    assert float(after["decode_tok_s"]) == pytest.approx(q8.after["decode_tok_s"], rel=1e-9)
+    assert page.input_value("#f-kv") == "q8_0"
+    assert page.locator(".pool-vram .seg-kv").get_attribute("data-bytes") != bar_before
+    assert page.locator("[data-undo]").is_enabled()
+
+    # 2. the keyboard applies the next suggestion on the new state (a shorter context); focus lands on Undo
+    ctx_btn = page.locator("button[data-set-state*='\"ctx\"']").first
+    ctx_change = json.loads(ctx_btn.get_attribute("data-set-state"))
+    ctx_btn.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"location.search.includes('ctx={ctx_change['ctx']}')")
+    assert_numbers(page, kv="q8_0", ctx=ctx_change["ctx"])
+    assert page.evaluate("document.activeElement.hasAttribute('data-undo')")
+
+    # 3. undo twice (keyboard, then mouse) walks back in order to the first state
+    page.keyboard.press("Enter")
+    page.wait_for_function("!location.search.includes('ctx=')")
+    assert query(page) == {"kv": "q8_0"}
+    assert readouts(page) == after
+    page.locator("[data-undo]").click()
+    page.wait_for_function("location.search === ''")
+    assert readouts(page) == before
+    assert page.input_value("#f-kv") == "f16"
+    assert page.locator("[data-undo]").is_disabled()
+
+
+def test_extras_on_a_healthy_setup_then_the_recipe_fills_the_calculator(page_at):
+    page = page_at(PAGE + "?model=llama-3.1-8b&machine=rtx4060ti&goal=one_user_fits&lora_rank=16"
+                          "&draft=llama-3.2-1b")
+    r = readouts(page)
+    assert r["advice_count"] == "0" and page.locator(".no-findings").count() == 1      # nothing to fix
+    assert page.locator(".advisor-lora").get_attribute("data-lora-bytes") == str(27_262_976)
+    p = pm.place("llama-3.1-8b", "rtx4060ti", "Q4_K_M", n_ctx=8192)
+    sp = A.speculative(p, "llama-3.2-1b", 0.7, 3, context=2000)
+    assert float(page.locator(".advisor-spec").get_attribute("data-spec-tok-s")) == pytest.approx(sp["tok_s"])
+    page.fill("#f-acceptance", "0")                                 # acceptance 0: drafting only costs
+    page.wait_for_function("location.search.includes('acceptance=0')")
+    sp0 = A.speculative(p, "llama-3.2-1b", 0.0, 3, context=2000)
+    assert float(page.locator(".advisor-spec").get_attribute("data-spec-tok-s")) == pytest.approx(sp0["tok_s"])
+    assert page.locator(".advisor-spec").get_attribute("data-pays") == "false"
+    # the goal's recipe: one click fills the calculator with the recommended configuration
+    assert page.locator(".advisor-recipe").get_attribute("data-goal") == "one_user_fits"
+    page.locator(".advisor-recipe button[data-set-state]").click()
+    page.wait_for_function("location.search.includes('ctx=4096')")
+    q = query(page)
+    assert q["ctx"] == "4096" and q["ngl"] == "33" and q["goal"] == "one_user_fits"
+    assert_numbers(page, model="llama-3.1-8b", machine="rtx4060ti", ctx=4096, ngl=33)
+    assert page.locator(".advisor-recipe [data-recipe-applied]").count() == 1
+    page.locator("[data-undo]").click()
+    page.wait_for_function("!location.search.includes('ctx=')")
+    assert "ngl" not in query(page)
