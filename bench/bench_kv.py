@@ -11,8 +11,9 @@ does not grow with history should take about 10x the time. The target is at most
 Per-request lengths (short enough that the whole run takes about 15 CPU seconds): a 256-token system prompt,
 then one of 4 tool-definition blocks of 512 tokens, a 32-128 token message per turn, 16-48 token replies, 2-6
 turns per session, one turn in four branching from an earlier turn, 0-4 steps of thinking between turns, a new
-session every 2 steps on average. Prompts average about 1,000 tokens. The 10x run fills the pool, so the radix
-tree and the paged free queue evict; the 1x run never does.
+session every 2 steps on average. Prompts average about 1,000 tokens. In the 10x run the radix tree fills the
+whole pool and starts evicting (paged, which drops partly filled blocks, peaks at about 925k cells); the 1x run
+never fills it.
 
 Times are CPU seconds of this process, best of 3 runs. `run(scale=1.0) -> dict` is what `build.py bench` imports
 and calls; scale multiplies both request counts.

@@ -28,13 +28,16 @@ The step (same loop for all three managers, see `simulate`)
 ------------------------------------------------------------
 Time advances in integer steps; each step is one forward pass of the model:
   1. decode: every running request that was prefilled in an earlier step produces one reply token, which takes one
-     new cell. A request that produces its last token finishes and hands its cells back to its manager.
+     new cell. A request that produces its last token finishes and hands its cells back to its manager; a
+     follow-up turn waiting for it (think = 0) arrives at once.
   2. admit: waiting requests that have arrived (and whose previous turn has finished) are admitted in the manager's
-     schedule order; each admitted request reuses what its manager has cached and computes the rest of its prompt
-     in this same step (prefill).
+     schedule order, until one does not fit; each admitted request reuses what its manager has cached and computes
+     the rest of its prompt in this same step (prefill).
 A reply token's KV is counted as written in the step that produces it, so a request with a prompt of P tokens and a
 reply of R tokens ends up holding P + R cells. (Real engines never write the KV of the very last sampled token; we
-ignore that one-token difference to keep the arithmetic readable.)
+ignore that one-token difference to keep the arithmetic readable.) Each engine's own timing rules sit inside its
+manager: llama-server sees slots and its queue as they were at the top of the step; vLLM admits nothing in a step
+in which it had to preempt; SGLang adds a prefilled prompt to its tree only after the step.
 
 peak_concurrency counts, for each step, the requests that held KV cells during it: those that decoded in part 1
 (including any that finished there) plus those admitted in part 2; the summary reports the maximum over steps.
@@ -61,8 +64,10 @@ Cell codes (upper case = it happened in this step; the next frame shows the lowe
     "p" "P"   prefilled: computed by the running request's prefill
     "d" "D"   decoded: a reply token written by the running request
     "a"       allocated but not written yet: the unfilled tail of a paged block (internal fragmentation)
-    "E"       evicted in this step: the cached KV was dropped (it is free in the next frame)
-    "X"       freed in this step because its request was preempted (free in the next frame)
+    "E"       evicted in this step: cached KV was dropped to make room, or cut off a slot's old sequence where
+              the new prompt differs (it is free in the next frame)
+    "X"       freed in this step because its request was preempted (free in the next frame; a preempted
+              request's full blocks that have a block_hash become "c" instead, and its recompute may hit them)
 owner is the request that most recently took the cell: for a prefix shared by several running requests that is
 the last one admitted; for a cached cell it is the last request that used it.
 Events are dicts with a "type" and a request id "rid":
@@ -86,7 +91,8 @@ from typing import Optional, Sequence, Union
 
 __all__ = [
     "Request", "SlotManager", "PagedManager", "RadixManager", "simulate", "compare",
-    "chat_workload", "radix_loses_workload", "agent_workload", "CELL_CODES",
+    "chat_workload", "radix_loses_workload", "agent_workload", "CELL_CODES", "RADIX_LOSES_CAPACITY",
+    "AGENT_FIGURE_PRESET",
 ]
 
 
@@ -207,9 +213,6 @@ class _CellMap:
             elif 65 <= code <= 90:
                 st[c] = code + 32
         self.touched = []
-
-    def used(self) -> int:
-        return self.capacity - self.state.count(b".") - self.state.count(b"E") - self.state.count(b"X")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -907,7 +910,9 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
     manager.check_invariants() after every step (slow; for tests). A request whose prompt plus reply is larger
     than the manager can ever hold is rejected at arrival with a reason, and so is every later turn that follows it.
     """
-    manager.cells.enabled = manager.cells.enabled and record_frames
+    if record_frames and not manager.cells.enabled:
+        raise ValueError("record_frames needs a manager built with track_cells=True")
+    manager.cells.enabled = record_frames
     reqs = sorted(requests, key=lambda r: (r.arrival, r.rid))
     if len({r.rid for r in reqs}) != len(reqs):
         raise ValueError("request ids must be unique")
@@ -1159,6 +1164,11 @@ def radix_loses_workload() -> list:
     for i in range(3):
         reqs.append(Request(3 + i, 8, P + _ids(41_000 + 100 * i, 24), 8, f"p{i}"))
     return reqs
+
+
+# The figure's agent preset: 16 requests on 384 cells; all three managers evict, paged preempts once.
+AGENT_FIGURE_PRESET = dict(n_requests=16, seed=2, system_tokens=32, tool_tokens=48, n_toolsets=2, turns=(2, 4),
+                           msg_tokens=(4, 16), reply_tokens=(4, 12), session_gap=3.0)
 
 
 def agent_workload(n_requests: int = 1000, seed: int = 0, system_tokens: int = 256, tool_tokens: int = 512,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 
 from kv_managers import (  # noqa: E402
-    CELL_CODES, RADIX_LOSES_CAPACITY, PagedManager, RadixManager, Request, SlotManager, agent_workload,
+    AGENT_FIGURE_PRESET, CELL_CODES, RADIX_LOSES_CAPACITY, PagedManager, RadixManager, Request, SlotManager, agent_workload,
     chat_workload, compare, radix_loses_workload, simulate,
 )
 
@@ -291,3 +291,22 @@ def test_agent_workload_small_pool_all_managers():
         assert s["finished"] == len(reqs)
         out[s["manager"]] = s["prefill_computed"]
     assert out["radix"] <= out["paged"] <= out["slots"]
+
+
+def test_agent_figure_preset_exercises_eviction_and_preemption():
+    reqs = agent_workload(**AGENT_FIGURE_PRESET)
+    runs = {}
+    for make in (SlotManager, PagedManager, RadixManager):
+        run = simulate(make(384), reqs, check=True)
+        runs[run["summary"]["manager"]] = run
+        assert run["summary"]["finished"] == len(reqs)
+        assert any(e["type"] == "evict" for f in run["frames"] for e in f["events"])
+    assert runs["paged"]["summary"]["preemptions"] >= 1
+    assert compare(workload=reqs)["radix"]["summary"] == runs["radix"]["summary"]
+
+
+def test_frames_need_cell_tracking():
+    with pytest.raises(ValueError):
+        simulate(RadixManager(16, track_cells=False), [Request(0, 0, (1, 2), 1)])
+    s = simulate(RadixManager(16, track_cells=False), [Request(0, 0, (1, 2), 1)], record_frames=False)
+    assert s["frames"] == [] and s["summary"]["finished"] == 1
