@@ -400,3 +400,13 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
         out.append(dict(r, quant_used=q, estimate_tps=est,
                         error=None if est is None else est / r["tps"] - 1, note="; ".join(note)))
     return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant}
+
+
+def dataset_machines() -> dict:
+    """{key: Machine} for every device of the dataset (key: a slug of its name), for pasted comparisons."""
+    out = {}
+    for r in validation_data.ROWS:
+        key = re.sub(r"[^a-z0-9]+", "-", r["device"].lower()).strip("-")
+        if key not in out:
+            out[key] = machine_for(r["device"], float(r["mem_bandwidth_GBps"]))
+    return out

@@ -163,3 +163,82 @@ def test_invariants_every_model_and_gpu(model, machine):
     if s["fits"]:
         assert s["weights_bytes"] + s["kv_cache_bytes"] <= s["static_bytes"]
         assert 1 <= s["max_running_requests"] <= s["max_total_num_tokens"] // 2
+
+
+# =============================================================================================================
+# The serving-plan figure (enginelab/figures/serving_plan.py): readouts from the course module, rendering, goldens
+# =============================================================================================================
+import os as _os  # noqa: E402
+import re as _re  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+
+from enginelab import page  # noqa: E402
+from enginelab.figures import REGISTRY  # noqa: E402
+from enginelab.figures import serving_plan as fsp  # noqa: E402
+
+GOLDEN = _Path(__file__).parent / "golden"
+UPDATE = _os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
+
+
+def golden(name: str, text: str):
+    path = GOLDEN / f"{name}.svg"
+    if UPDATE:
+        path.write_text(text + "\n")
+    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
+    assert text + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+
+
+def test_figure_registered_with_the_contract():
+    mod = fsp
+    assert REGISTRY[mod.ID] is mod
+    for name in ("ID", "TITLE", "SPEC", "default_state", "compute", "describe", "render"):
+        assert hasattr(mod, name)
+    s = mod.default_state()
+    assert page.prerender(mod)["figure"] == mod.render(mod.compute(s)) == mod.render(mod.compute(s))
+
+
+# -- serving plan --------------------------------------------------------------------------------------------
+def test_serving_plan_readouts_are_the_planners_numbers():
+    d = fsp.compute(fsp.default_state())
+    p = sp.vllm_plan("llama-3.1-8b", "rtx4090", "bf16", 0.92, 8192, 16, "auto", False, 256, 2048, 0.0)
+    assert d["readouts"] == {"gpu_kv_cache_tokens": p["gpu_kv_cache_tokens"], "max_concurrency": p["max_concurrency"],
+                             "num_gpu_blocks": p["num_gpu_blocks"], "available_kv_gib": p["available_kv_bytes"] / sp.GiB,
+                             "fits": True}
+    html = fsp.render(d)
+    for k in fsp.VLLM_READOUTS:
+        assert f'data-readout="{k}"' in html
+    assert sp.vllm_kv_log_line(p) in html and sp.vllm_concurrency_log_line(p) in html
+    assert p["command"] in html and 'data-copy-target="#serving-command"' in html
+    s, msgs = fsp.SPEC.from_query("?engine=sglang&mfs=0.80")
+    assert msgs == []
+    d = fsp.compute(s)
+    q = sp.sglang_plan("llama-3.1-8b", "rtx4090", "bf16", 0.8, 8192)
+    assert d["readouts"]["max_total_num_tokens"] == q["max_total_num_tokens"]
+    assert d["readouts"]["max_running_requests"] == q["max_running_requests"]
+    assert "--mem-fraction-static 0.8" in fsp.render(d)
+
+
+def test_serving_plan_segments_sum_to_the_gpu():
+    for q in ("", "?engine=sglang", "?kv=fp8&graphs=0", "?weights=awq&model=qwen2.5-14b"):
+        s, msgs = fsp.SPEC.from_query(q)
+        assert msgs == []
+        d = fsp.compute(s)
+        total = sum(b for _, _, b, _ in fsp.segments(d))
+        assert total == pytest.approx(d["plan"]["total_bytes"], rel=1e-9), q
+
+
+def test_serving_plan_errors_are_shown_not_raised():
+    d = fsp.compute(fsp.SPEC.from_query("?ctx=131072")[0])
+    html = fsp.render(d)
+    assert d["readouts"]["fits"] is False and "Would not start" in html and "max seq len (131072)" in html
+    assert 'data-readout="gpu_kv_cache_tokens" data-value=""' in html
+    s, msgs = fsp.SPEC.from_query("?util=abc&block_size=7&engine=tensorrt")
+    assert len(msgs) == 3 and s.util == 0.92 and s.block_size == "16" and s.engine == "vllm"
+
+
+@pytest.mark.parametrize("name, q", [("serving-plan", ""), ("serving-plan-sglang", "?engine=sglang"),
+                                     ("serving-plan-error", "?ctx=131072")])
+def test_serving_plan_golden(name, q):
+    golden(name, fsp._bar(fsp.compute(fsp.SPEC.from_query(q)[0])))
+
+

@@ -167,3 +167,83 @@ def test_compare_puts_our_estimate_next_to_the_measurement():
 def test_bad_input_raises_clear_valueerror(text, match):
     with pytest.raises(ValueError, match=match):
         v.parse_llama_bench(text)
+
+
+# =============================================================================================================
+# The validation figure (enginelab/figures/validation.py): readouts from the course module, rendering, goldens
+# =============================================================================================================
+import os as _os  # noqa: E402
+import re as _re  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+
+from enginelab import page  # noqa: E402
+from enginelab.figures import REGISTRY  # noqa: E402
+from enginelab.figures import validation as fval  # noqa: E402
+
+GOLDEN = _Path(__file__).parent / "golden"
+UPDATE = _os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
+
+
+def golden(name: str, text: str):
+    path = GOLDEN / f"{name}.svg"
+    if UPDATE:
+        path.write_text(text + "\n")
+    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
+    assert text + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+
+
+def test_figure_registered_with_the_contract():
+    mod = fval
+    assert REGISTRY[mod.ID] is mod
+    for name in ("ID", "TITLE", "SPEC", "default_state", "compute", "describe", "render"):
+        assert hasattr(mod, name)
+    s = mod.default_state()
+    assert page.prerender(mod)["figure"] == mod.render(mod.compute(s)) == mod.render(mod.compute(s))
+
+
+PASTE_MD = """| model | size | params | backend | ngl | test | t/s |
+| --- | ---: | ---: | --- | --: | --- | ---: |
+| llama 7B Q4_0 | 3.56 GiB | 6.74 B | CUDA | 99 | pp512 | 7979.85 ± 114.18 |
+| llama 7B Q4_0 | 3.56 GiB | 6.74 B | CUDA | 99 | tg128 | 150.00 ± 0.10 |"""
+
+
+# -- validation ----------------------------------------------------------------------------------------------
+def test_validation_readouts_come_from_the_summary():
+    d = fval.compute(fval.default_state())
+    s = v.summary()
+    assert d["readouts"] == {"decode_mape": s["decode_mape"], "prefill_mape": s["prefill_mape"],
+                             "n_measurements": s["n_tg"] + s["n_pp"], "paste_rows": None}
+    html = fval.render(d)
+    assert html.count('<svg') == 4 and html.count('role="img"') == 4
+    assert html.count("<circle") >= 2 * len(v.validation_data.ROWS) - 1
+    assert f"{round(s['decode_mape'] * 100)}%" in fval.describe(d)
+
+
+def test_validation_paste_and_bad_paste():
+    s, msgs = fval.SPEC.from_form({"bench": PASTE_MD, "machine": "rtx4090", "model": "llama-2-7b"})
+    assert msgs == []
+    d = fval.compute(s)
+    res = v.compare(PASTE_MD, "llama-2-7b", "Q4_0", "rtx4090")
+    assert d["readouts"]["paste_rows"] == 2
+    html = fval.render(d)
+    tr = _re.findall(r'<tr data-paste-row="(\d)" data-test="(\w+)" data-measured="([^"]*)" data-estimate="([^"]*)"',
+                    html)
+    assert tr == [(str(i), r["test"], repr(r["tps"]), repr(r["estimate_tps"])) for i, r in enumerate(res["rows"])]
+    bad = fval.compute(fval.SPEC.from_form({"bench": "| model | test |\n|---|---|\n| x | pp512 |"})[0])
+    assert bad["paste"] is None and "t/s" in bad["paste_error"]
+    assert 'data-paste-error="true"' in fval.render(bad)
+
+
+def test_validation_histogram_counts_every_error():
+    preds = v.predictions()
+    errs = [p["tg128_error"] for p in preds if p["tg128_error"] is not None]
+    assert sum(fval.histogram_counts(errs)) == len(errs)
+    assert fval.histogram_counts([-0.7, -0.5, -0.05, 0.0, 0.12, 0.5, 2.0]) == [1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 2]
+
+
+@pytest.mark.parametrize("name, q", [("validation", ""), ("validation-m4", "?family=Apple+M4")])
+def test_validation_golden(name, q):
+    d = fval.compute(fval.SPEC.from_query(q)[0])
+    golden(name + "-decode", fval._scatter(d, "tg128", "Decode, tg128"))
+    if not q:
+        golden(name + "-hist", fval._histogram(d, "pp512", "Prompt error"))

@@ -7,8 +7,10 @@ here by the `data-figure` attribute of <html>. To add a figure, write `figures/<
 from __future__ import annotations
 
 from . import calculator
+from . import serving_plan, validation  # issue 7: vLLM/SGLang planner, estimates vs llama-bench
 
 REGISTRY = {m.ID: m for m in (calculator,)}
+REGISTRY.update({m.ID: m for m in (serving_plan, validation)})
 from . import decode_curve, engines, offload_curve, roofline  # noqa: E402  figures 4, 6, 7, 9
 REGISTRY.update({m.ID: m for m in (roofline, offload_curve, decode_curve, engines)})
 

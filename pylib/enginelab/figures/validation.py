@@ -1,0 +1,336 @@
+"""How good are these estimates? perf_model's predictions against published llama-bench measurements.
+
+The dataset, the predictions, the error summary and the llama-bench parser all live in the course-side
+module `validation`; this figure draws predicted-against-measured per device (log axes, y = x), the error
+distribution, the median absolute errors, a table, and a box for pasting one's own llama-bench output.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import fmt
+from ..state import Choice, Spec, Text
+from ..svg import Raw, data_details, el, join, svg, table
+
+ID = "validation"
+TITLE = "How good are these estimates?"
+LEDE = ("Our decode and prompt-processing estimates next to published llama-bench results, with a source for "
+        "every row. Paste your own llama-bench output to see your measurement beside our estimate.")
+
+READOUTS = ("decode_mape", "prefill_mape", "n_measurements", "paste_rows")
+FAMILIES = ("Apple M1", "Apple M2", "Apple M3", "Apple M4", "NVIDIA (CUDA)")
+PLACEHOLDER = ("| model | size | params | backend | ngl | test | t/s |\n"
+               "| --- | ---: | ---: | --- | --: | --- | ---: |\n"
+               "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | Metal | 99 | pp512 | 540.15 ± 0.18 |\n"
+               "(or the JSON of llama-bench -o json)")
+
+
+def _v():
+    import validation  # the course-side module
+    return validation
+
+
+def _pm():
+    import perf_model
+    return perf_model
+
+
+def _fam_class(family: str) -> str:
+    return "fam-" + family.lower().replace("apple ", "").replace(" (cuda)", "").replace(" ", "-")
+
+
+def _machine_options(p):
+    v, pm = _v(), _pm()
+    own = [(k, m.name) for k, m in pm.MACHINES.items()]
+    ds = [(k, m.name + " (dataset)") for k, m in v.dataset_machines().items()]
+    return own + ds
+
+
+SPEC = Spec(ID, [
+    Choice("family", "Highlight devices", default="all",
+           options=[("all", "All devices")] + [(f, f) for f in FAMILIES]),
+    Text("bench", "Your llama-bench output", default="", max_len=20000, rows=7, placeholder=PLACEHOLDER,
+         help="Paste the table llama-bench prints (-o md, the default) or its -o json output."),
+    Choice("model", "Your model", default="llama-2-7b",
+           options=lambda p: [(k, m.name) for k, m in _v().all_models().items()]),
+    Choice("quant", "Quant (if the table does not name one)", default="Q4_0",
+           options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+    Choice("machine", "Your machine", default="rtx4090", options=_machine_options),
+])
+
+
+def default_state():
+    return SPEC.default()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compute
+# ---------------------------------------------------------------------------------------------------------
+def _machine(key):
+    pm, v = _pm(), _v()
+    if key in pm.MACHINES:
+        return pm.MACHINES[key]
+    return v.dataset_machines()[key]
+
+
+def compute(state) -> dict:
+    v = _v()
+    preds = v.predictions()
+    summ = v.summary(preds)
+    data = {"state": state, "preds": preds, "summary": summ, "paste": None, "paste_error": None}
+    if state.bench.strip():
+        try:
+            data["paste"] = v.compare(state.bench, state.model, state.quant, _machine(state.machine))
+        except ValueError as e:
+            data["paste_error"] = str(e)
+    data["readouts"] = {
+        "decode_mape": summ["decode_mape"], "prefill_mape": summ["prefill_mape"],
+        "n_measurements": summ["n_tg"] + summ["n_pp"],
+        "paste_rows": None if data["paste"] is None else len(data["paste"]["rows"]),
+    }
+    return data
+
+
+def describe(data) -> str:
+    s = data["summary"]
+    text = (f"Against {s['n_rows']} published llama-bench results, our median absolute error is "
+            f"{fmt.pct(s['decode_mape'])} for decode (tg128, {s['n_tg']} measurements) and "
+            f"{fmt.pct(s['prefill_mape'])} for prompt processing (pp512, {s['n_pp']}); the median signed error is "
+            f"{_signed(s['decode_bias'])} and {_signed(s['prefill_bias'])}.")
+    if data["paste"] is not None:
+        text += f" Your paste: {len(data['paste']['rows'])} row(s) compared."
+    elif data["paste_error"]:
+        text += f" Your paste could not be read: {data['paste_error']}"
+    return text
+
+
+def _signed(x) -> str:
+    return "—" if x is None else f"{x * 100:+.0f}%"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Render
+# ---------------------------------------------------------------------------------------------------------
+PANEL_W, PANEL_H = 320, 280
+ML, MR, MT, MB = 46, 10, 30, 40
+
+
+class _Log:
+    def __init__(self, lo, hi, a, b):
+        self.l0, self.l1, self.a, self.b = math.log10(lo), math.log10(hi), a, b
+
+    def __call__(self, v):
+        return self.a + (self.b - self.a) * (math.log10(v) - self.l0) / (self.l1 - self.l0)
+
+
+def _log_bounds(values):
+    """The data range widened by 40% each way (a point never sits on the frame)."""
+    return min(values) / 1.4, max(values) * 1.4
+
+
+def _ticks(lo, hi):
+    """1-2-5 steps over two decades or less, 1-3 steps beyond."""
+    mults = (1, 2, 5) if math.log10(hi / lo) <= 2.2 else (1, 3)
+    out = []
+    e = math.floor(math.log10(lo))
+    while 10 ** e <= hi:
+        out += [m * 10 ** e for m in mults if lo <= m * 10 ** e <= hi]
+        e += 1
+    return out
+
+
+def _tick_label(t) -> str:
+    return f"{t / 1000:g}k" if t >= 1000 else f"{t:g}"
+
+
+def _scatter(data, metric: str, title: str) -> Raw:
+    preds = data["preds"]
+    fam = data["state"].family
+    pts = [(p[f"{metric}_measured"], p[f"{metric}_predicted"], p) for p in preds if p[f"{metric}_measured"]]
+    lo, hi = _log_bounds([a for a, _, _ in pts] + [b for _, b, _ in pts])
+    x1, y1 = PANEL_W - MR, MT + PANEL_H - MB - MT
+    sx = _Log(lo, hi, ML, x1)
+    sy = _Log(lo, hi, y1, MT)
+    parts = [el("text", title, x=ML, y=18, class_="panel-title")]
+    for t in _ticks(lo, hi):
+        parts.append(el("line", x1=sx(t), x2=sx(t), y1=MT, y2=y1, class_="grid"))
+        parts.append(el("line", x1=ML, x2=x1, y1=sy(t), y2=sy(t), class_="grid"))
+        parts.append(el("text", _tick_label(t), x=sx(t), y=y1 + 14, class_="tick", text_anchor="middle"))
+        parts.append(el("text", _tick_label(t), x=ML - 4, y=sy(t) + 4, class_="tick", text_anchor="end"))
+    parts.append(el("rect", x=ML, y=MT, width=x1 - ML, height=y1 - MT, class_="frame"))
+    parts.append(el("line", x1=sx(lo), y1=sy(lo), x2=sx(hi), y2=sy(hi), class_="identity"))
+    parts.append(el("text", "y = x", x=sx(hi) - 6, y=sy(hi) + 14, class_="identity-label", text_anchor="end"))
+    parts.append(el("text", "measured tok/s (log)", x=(ML + x1) / 2, y=y1 + 30, class_="axis-label",
+                    text_anchor="middle"))
+    cy = (MT + y1) / 2
+    parts.append(el("text", "predicted tok/s (log)", x=12, y=cy, class_="axis-label", text_anchor="middle",
+                    transform=f"rotate(-90 12 {cy:.1f})"))
+    dots = []
+    for meas, pred, p in sorted(pts, key=lambda t: (t[2]["family"] == fam, t[2]["device"], t[2]["quant"])):
+        dim = fam != "all" and p["family"] != fam
+        tip = (f"{p['device']}, {p['model']} {p['quant']}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
+               f"tok/s ({_signed(pred / meas - 1)})")
+        dots.append(el("circle", el("title", tip), cx=sx(meas), cy=sy(pred), r=3.5,
+                       class_=f"pt {_fam_class(p['family'])}" + (" dim" if dim else ""), data_metric=metric))
+    parts.append(el("g", dots, class_="points"))
+    # legend under the panel
+    lx, ly = ML, y1 + 50
+    for f in FAMILIES:
+        w = 14 + 6.6 * len(f) + 10
+        if lx + w > PANEL_W:
+            lx, ly = ML, ly + 16
+        parts.append(el("circle", cx=lx, cy=ly - 4, r=4, class_=f"pt {_fam_class(f)}"))
+        parts.append(el("text", f, x=lx + 8, y=ly, class_="legend-label"))
+        lx += w
+    height = ly + 10
+    name = "Decode (tg128)" if metric == "tg128" else "Prompt processing (pp512)"
+    s = data["summary"]
+    key = "decode" if metric == "tg128" else "prefill"
+    desc = (f"{name}: predicted against measured tokens per second for {len(pts)} published results, log axes; "
+            f"median absolute error {fmt.pct(s[key + '_mape'])}, median signed error {_signed(s[key + '_bias'])}.")
+    return svg(parts, width=PANEL_W, height=height, title=f"{name}: predicted against measured", desc=desc,
+               id_=f"validation-scatter-{metric}", class_="chart validation-chart")
+
+
+BINS = [(-1.0, -0.5)] + [(a / 100, (a + 10) / 100) for a in range(-50, 50, 10)] + [(0.5, 10.0)]
+
+
+def _bin_label(lo, hi) -> str:
+    if lo <= -1.0:
+        return "< -50%"
+    if hi >= 10:
+        return "> +50%"
+    return f"{lo * 100:+.0f}% to {hi * 100:+.0f}%"
+
+
+def histogram_counts(errors) -> list:
+    """Counts of signed errors in 10% bins from -50% to +50%, with open-ended bins on both sides."""
+    counts = [0] * len(BINS)
+    for e in errors:
+        if e < BINS[1][0]:
+            counts[0] += 1
+        elif e >= BINS[-1][0]:
+            counts[-1] += 1
+        else:
+            counts[1 + int(math.floor(round((e - BINS[1][0]) * 100, 9) / 10))] += 1
+    return counts
+
+
+def _histogram(data, metric: str, title: str) -> Raw:
+    errs = [p[f"{metric}_error"] for p in data["preds"] if p[f"{metric}_error"] is not None]
+    counts = histogram_counts(errs)
+    h = 130
+    top = max(counts) or 1
+    x1 = PANEL_W - MR
+    bw = (x1 - ML) / len(BINS)
+    base = 40 + h
+    parts = [el("text", title, x=ML, y=18, class_="panel-title")]
+    for i, c in enumerate(counts):
+        bh = h * c / top
+        x = ML + i * bw
+        lo, hi = BINS[i]
+        parts.append(el("rect", el("title", f"{_bin_label(lo, hi)}: {c} measurement(s)"), x=x + 1, y=base - bh,
+                        width=bw - 2, height=max(bh, 0.0), class_=f"hist-bar hist-{metric}", data_count=c))
+        if c:
+            parts.append(el("text", str(c), x=x + bw / 2, y=base - bh - 3, class_="tick", text_anchor="middle"))
+    zero = ML + 6 * bw   # the bin boundary at 0%
+    parts.append(el("line", x1=zero, x2=zero, y1=34, y2=base, class_="identity"))
+    parts.append(el("line", x1=ML, x2=x1, y1=base, y2=base, class_="axis-line"))
+    for i, lab in ((1, "-50%"), (4, "-20%"), (6, "0"), (8, "+20%"), (11, "+50%")):
+        parts.append(el("text", lab, x=ML + i * bw, y=base + 14, class_="tick", text_anchor="middle"))
+    parts.append(el("text", "error = predicted / measured - 1", x=(ML + x1) / 2, y=base + 30, class_="axis-label",
+                    text_anchor="middle"))
+    name = "Decode (tg128)" if metric == "tg128" else "Prompt processing (pp512)"
+    desc = f"{name}: how many of {len(errs)} estimates fall in each 10% error bin: " + ", ".join(
+        f"{_bin_label(*BINS[i])}: {c}" for i, c in enumerate(counts) if c) + "."
+    return svg(parts, width=PANEL_W, height=base + 40, title=f"{name}: error distribution", desc=desc,
+               id_=f"validation-hist-{metric}", class_="chart validation-chart validation-hist")
+
+
+def _chart(data) -> Raw:
+    return el("div", [_scatter(data, "tg128", "Decode, tg128"), _scatter(data, "pp512", "Prompt, pp512"),
+                      _histogram(data, "tg128", "Decode error"), _histogram(data, "pp512", "Prompt error")],
+              class_="validation-grid")
+
+
+def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
+    return el("div", [el("dt", label),
+                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
+                                el("span", unit, class_="unit") if unit else ""])],
+              class_=f"readout readout-{name}")
+
+
+def _readouts(data) -> Raw:
+    r, s = data["readouts"], data["summary"]
+    return el("dl", [
+        _readout("decode_mape", r["decode_mape"], fmt.pct(r["decode_mape"]), "Median |error|, decode (tg128)"),
+        _readout("prefill_mape", r["prefill_mape"], fmt.pct(r["prefill_mape"]), "Median |error|, prompt (pp512)"),
+        _readout("n_measurements", r["n_measurements"], f"{r['n_measurements']}",
+                 f"Measurements ({s['n_rows']} rows)"),
+        _readout("paste_rows", r["paste_rows"], "—" if r["paste_rows"] is None else str(r["paste_rows"]),
+                 "Your rows compared"),
+    ], class_="readouts")
+
+
+def _paste_block(data) -> Raw:
+    s = data["state"]
+    if data["paste_error"]:
+        return el("div", [el("strong", "Could not read your llama-bench output: "), data["paste_error"]],
+                  class_="alert alert-error paste-error", role="alert", data_paste_error="true")
+    if data["paste"] is None:
+        return el("p", "Paste llama-bench output in the box above to compare it with our estimate for the model, "
+                       "quant and machine you pick.", class_="note paste-hint")
+    res = data["paste"]
+    rows = []
+    for i, r in enumerate(res["rows"]):
+        est = r["estimate_tps"]
+        rows.append(el("tr", [
+            el("th", r["model"] or "—", scope="row"), el("td", r["test"]), el("td", r["quant_used"]),
+            el("td", fmt.rate(r["tps"]), class_="measured"),
+            el("td", fmt.rate(est), class_="estimate"),
+            el("td", _signed(r["error"]), class_="error"),
+            el("td", r["note"] or "", class_="row-note"),
+        ], data_paste_row=i, data_test=r["test"], data_measured=fmt.raw(r["tps"]), data_estimate=fmt.raw(est),
+            data_error=fmt.raw(r["error"])))
+    caption = f"Your llama-bench rows against our estimate for {res['model']} on {res['machine']}"
+    return el("div", [el("table", [
+        el("caption", caption),
+        el("thead", el("tr", [el("th", h, scope="col") for h in
+                              ("model", "test", "quant", "measured t/s", "our estimate t/s", "error", "note")])),
+        el("tbody", rows)], class_="data paste-table")], class_="paste-result")
+
+
+def _table(data) -> Raw:
+    header = ["Device", "Model", "Quant", "tg128 measured", "tg128 predicted", "error", "pp512 measured",
+              "pp512 predicted", "error", "Source"]
+    rows = []
+    for p in data["preds"]:
+        rows.append([p["device"], p["model"], p["quant"], fmt.rate(p["tg128_measured"]),
+                     fmt.rate(p["tg128_predicted"]), _signed(p["tg128_error"]), fmt.rate(p["pp512_measured"]),
+                     fmt.rate(p["pp512_predicted"]), _signed(p["pp512_error"]), p["source"]])
+    s = data["summary"]
+    dev_rows = [[d, str(st["n_tg"]), fmt.pct(st["decode_mape"]), _signed(st["decode_bias"]), str(st["n_pp"]),
+                 fmt.pct(st["prefill_mape"]), _signed(st["prefill_bias"])] for d, st in s["by_device"].items()]
+    return join([
+        data_details("Per-device errors", table("Median absolute and signed errors per device", [
+            "Device", "tg128 n", "median |error|", "median error", "pp512 n", "median |error|", "median error"],
+            dev_rows)),
+        data_details("Data table", table(describe(data), header, rows)),
+    ])
+
+
+def render(data) -> str:
+    s = data["summary"]
+    parts = [
+        _readouts(data),
+        el("div", _paste_block(data), class_="paste-block", aria_live="polite"),
+        el("figure", [_chart(data)], class_="chart-wrap"),
+        el("p", [f"Decode is predicted as one decode step at 64 tokens of context (the middle of tg128), prompt "
+                 f"processing as prefill_time(512) in 512-token micro-batches, both with the whole model on the GPU "
+                 f"and the module's efficiencies (70% of peak bandwidth, 50% of peak FP16 throughput): nothing is "
+                 f"fitted to these measurements. The median signed errors ({_signed(s['decode_bias'])} decode, "
+                 f"{_signed(s['prefill_bias'])} prompt) show the bias. Apple GPU FP16 throughput is approximated "
+                 f"from core count and clock, so prompt estimates there are rougher."], class_="note"),
+        _table(data),
+    ]
+    return el("div", parts, class_="validation")
