@@ -949,14 +949,7 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
             r = by_rid[child]
             heapq.heappush(pending, (max(r.arrival, at + r.think), child))
 
-    while pending or waiting or running:
-        if step > max_steps:
-            raise RuntimeError("simulation did not finish within max_steps")
-        if not waiting and not running and pending[0][0] > step:
-            step = pending[0][0]  # nothing to do until the next arrival
-        manager.begin_step(step)
-        manager.events = events = []
-        # arrivals
+    def arrive(step: int, events: list, in_decode: bool) -> None:
         while pending and pending[0][0] <= step:
             _, rid = heapq.heappop(pending)
             r = by_rid[rid]
@@ -967,16 +960,30 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
             elif size > limit:
                 reject(rid, f"prompt + reply is {size} tokens but one request can hold at most {limit}", events)
             else:
-                waiting.append(_Live(r))
+                live = _Live(r)
+                if in_decode:
+                    live.queued_in_decode = step
+                waiting.append(live)
+
+    while pending or waiting or running:
+        if step > max_steps:
+            raise RuntimeError("simulation did not finish within max_steps")
+        if not waiting and not running and pending[0][0] > step:
+            step = pending[0][0]  # nothing to do until the next arrival
+        manager.begin_step(step)
+        manager.events = events = []
+        arrive(step, events, in_decode=False)
         # 1. decode: one token for every request prefilled in an earlier step
         active = 0
+        preempted_now: set = set()
         for live in list(running):
-            if live not in running or live.prefilled_step >= step:
+            if live.rid in preempted_now or live.prefilled_step >= step:
                 continue  # preempted earlier in this step, or prefilled in this step
             live.tokens.append(live.reply[live.n_generated])
             victims = manager.decode(live, running)
             if victims:
                 preemptions += len(victims)
+                preempted_now.update(v.rid for v in victims)
                 for v in victims:
                     if v is live:
                         live.tokens.pop()
@@ -994,13 +1001,7 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
                 info[live.rid]["finish"] = step
                 events.append({"type": "finish", "rid": live.rid})
                 release_followers(live.rid, step)
-        # follow-up turns released in part 1 arrive now (they may be admitted in this step)
-        while pending and pending[0][0] <= step:
-            _, rid = heapq.heappop(pending)
-            events.append({"type": "arrive", "rid": rid})
-            live = _Live(by_rid[rid])
-            live.queued_in_decode = step
-            waiting.append(live)
+        arrive(step, events, in_decode=True)  # follow-ups released in part 1 (they may be admitted in this step)
         # 2. admit + prefill, in the manager's schedule order, until one does not fit
         admitted = []
         for live in manager.schedule(waiting, step):
@@ -1037,7 +1038,8 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
             frames.append({"step": step, "state": manager.cells.state.decode("ascii"),
                            "owner": list(manager.cells.owner), "running": [r.rid for r in running],
                            "waiting": [r.rid for r in waiting], "events": events})
-        if waiting and not running and not admitted and not any(e["type"] == "finish" for e in events):
+        if waiting and not running and not admitted and not any(e["type"] in ("finish", "preempt")
+                                                                 for e in events):
             # nothing runs and the head of the queue still does not fit: it never will
             for live in list(waiting):
                 waiting.remove(live)
