@@ -195,8 +195,8 @@ def test_request_larger_than_pool_is_rejected(make):
 @pytest.mark.parametrize("make", MANAGERS)
 def test_oversized_follow_up_is_rejected_not_looped(make):
     # the first turn fits; its follow-up (arriving in the step the first one finishes) does not
-    a = Request(0, 0, tuple(range(1, 20)), 4, "u")
-    b = Request(1, 0, tuple(range(1, 20)) + a.reply_tokens() + tuple(range(50, 60)), 2, "u", follows=0)
+    a = Request(0, 0, tuple(range(1, 11)), 4, "u")                       # 14 tokens: fits every pool here
+    b = Request(1, 0, tuple(range(1, 11)) + a.reply_tokens() + tuple(range(50, 70)), 2, "u", follows=0)  # 36
     s = simulate(make(32), [a, b], check=True, max_steps=1000)["summary"]
     assert s["finished"] == 1 and "at most" in s["rejected"][1]
 
