@@ -213,8 +213,10 @@ def slots_active(s: Setup) -> int:
     return max(1, min(s.users, s.n_parallel, by_pool))
 
 
-def evaluate(s: Setup) -> Outcome:
-    """perf_model's prediction for a setup (None speeds where it would not load)."""
+def evaluate(s: Setup, prefill: bool = True) -> Outcome:
+    """perf_model's prediction for a setup (None speeds where it would not load).
+
+    prefill=False skips the prompt timing (the slowest part to compute) when only decode matters."""
     p = _place(s)
     base = dict(placement=p, fits=p.fits, ngl=p.n_gpu_layers, gpu_layers=p.gpu_layers, vram=p.gpu_total,
                 ram=p.cpu_total)
@@ -222,8 +224,11 @@ def evaluate(s: Setup) -> Outcome:
         return Outcome(decode_tok_s=None, prefill_tok_s=None, prefill_s=None, cpu_share=None,
                        aggregate_tok_s=None, active=0, **base)
     d = _decode(p, s, s.tokens)
-    f = pm.prefill_time(p, s.machine, n_tokens=max(1, s.prompt), n_batch=max(s.n_batch, s.n_ubatch),
-                        op_offload=s.op_offload)
+    f = {"tok_per_s": None, "total_s": None}
+    if prefill:
+        # unified memory has no PCIe link to copy over (pcie_gbs = 0): no op offload to time
+        f = pm.prefill_time(p, s.machine, n_tokens=max(1, s.prompt), n_batch=max(s.n_batch, s.n_ubatch),
+                            op_offload=s.op_offload and s.machine.pcie_gbs > 0)
     active = slots_active(s)
     agg = _decode(p, s, s.tokens, batch=active)["tok_per_s"] if active > 1 else d["tok_per_s"]
     return Outcome(decode_tok_s=d["tok_per_s"], prefill_tok_s=f["tok_per_s"], prefill_s=f["total_s"],
@@ -275,6 +280,10 @@ def _rate(v) -> str:
     return f"{v:.1f} tok/s" if v >= 1 else f"{v:.2f} tok/s"
 
 
+def _pct(v) -> str:
+    return "—" if v is None else f"{v:.0%}"
+
+
 def _gb(b: float) -> str:
     return f"{b / pm.GB:.1f} GB"
 
@@ -311,7 +320,7 @@ def try_change(base: Setup, base_out: Outcome, title: str, flags: dict, apply: d
     """Apply `edits` to the setup, re-run perf_model, and keep the change if it fits and gains."""
     try:
         new = base.changed(**edits)
-        out = evaluate(new)
+        out = evaluate(new, prefill=metric == "prefill_tok_s")
     except ValueError:
         return None
     if not out.fits:
@@ -337,10 +346,6 @@ def _kv_flags(kv: str) -> dict:
 
 def _ctx_flags(n: int) -> dict:
     return {"llama.cpp": f"-c {n}", "vLLM": f"--max-model-len {n}", "SGLang": f"--context-length {n}"}
-
-
-def _ngl_flags(s: Setup, ngl) -> str:
-    return "-ngl auto (let --fit choose)" if ngl is None else f"-ngl {ngl}"
 
 
 def _with_ngl(s: Setup, edits: dict, apply: dict, out_ngl=None) -> tuple:
@@ -775,9 +780,11 @@ DIAGNOSES = (diagnose_over_ask, diagnose_partial_offload, diagnose_kv_competes, 
 # 6. advise()
 # ---------------------------------------------------------------------------
 
-def advise_setup(s: Setup) -> list:
-    """Findings for a Setup, most severe first (a setup that does not load comes first)."""
-    o = evaluate(s)
+def advise_setup(s: Setup, outcome: Outcome | None = None) -> list:
+    """Findings for a Setup, most severe first (a setup that does not load comes first).
+
+    outcome: evaluate(s), if the caller has it already."""
+    o = evaluate(s) if outcome is None else outcome
     out = []
     for diag in DIAGNOSES:
         f = diag(s, o)
@@ -881,9 +888,23 @@ def recipe(goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096
         used = single
     engine = "llama.cpp"
     s = Setup(m, mc, quant, "f16", ctx, None, 0, tokens=tokens, prompt=tokens, perf_cores=cpu_cores(mc)[0])
+    if not evaluate(s, prefill=False).fits:
+        # not even --fit can load it (RAM or unified memory is too small): the largest quant that loads
+        fitting = [q for q, b, bpw in _quant_ladder(s) if evaluate(s.changed(quant=q), prefill=False).fits]
+        if not fitting:
+            o = evaluate(s, prefill=False)
+            ex.append(f"{m.name} does not load on {mc.name} at any quant of {QUALITY_FLOOR_BPW:g} bits or more: "
+                      f"{o.placement.error}. Pick a smaller model.")
+            state = {**s.state(), "engine": engine, "goal": goal}
+            return Recipe(used, engine, state, pm.llama_server_command(o.placement), ex, o.summary())
+        err = evaluate(s, prefill=False).placement.error
+        ex.append(f"{m.name} {quant} does not load on {mc.name} even with --fit ({err}); "
+                  f"{fitting[0]} is the largest quant that does.")
+        quant = fitting[0]
+        s = s.changed(quant=quant)
     if used == "one_user_fits":
         s = s.changed(ngl=m.n_layers + 1)
-        o = evaluate(s)
+        o = evaluate(s, prefill=False)
         maxpos = m.max_position_embeddings
         ex.append(f"Everything on the GPU (-ngl {m.n_layers + 1}): {_gb(o.vram)} of VRAM, decode "
                   f"{_rate(o.decode_tok_s)} at {tokens:,} tokens; the ceiling, bandwidth / bytes, is "
@@ -894,7 +915,7 @@ def recipe(goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096
         lad = _quant_ladder(s)
         if lad:
             q2 = lad[0][0]
-            o2 = evaluate(s.changed(quant=q2))
+            o2 = evaluate(s.changed(quant=q2), prefill=False)
             if o2.fits:
                 ex.append(f"Faster still: {q2} reads {_gb(lad[0][1])} of weights per token instead of "
                           f"{_gb(pm.weight_bytes(m, quant)['total'])}: {_rate(o.decode_tok_s)} → "
@@ -908,11 +929,11 @@ def recipe(goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096
                           f"70% acceptance {_rate(sp['baseline_tok_s'])} → {_rate(sp['tok_s'])}"
                           + (f"; it pays above {be:.0%} acceptance." if be is not None else "; it never pays here."))
     elif used == "one_user_too_big":
-        o = evaluate(s)
+        o = evaluate(s, prefill=False)
         ex.append(f"--fit picks -ngl {o.ngl}: {o.gpu_layers} of {m.n_layers} layers in VRAM, decode "
-                  f"{_rate(o.decode_tok_s)} with {o.cpu_share:.0%} of each step on the CPU.")
+                  f"{_rate(o.decode_tok_s)} with {_pct(o.cpu_share)} of each step on the CPU.")
         s8 = s.changed(kv="q8_0")
-        o8 = evaluate(s8)
+        o8 = evaluate(s8, prefill=False)
         if o8.fits and o8.gpu_layers > o.gpu_layers:
             ex.append(f"-ctk q8_0 -ctv q8_0 -fa on: the KV cache shrinks from {_gb(pm.kv_cache_bytes(m, ctx, 'f16'))} "
                       f"to {_gb(pm.kv_cache_bytes(m, ctx, 'q8_0'))}, {o8.gpu_layers - o.gpu_layers:+d} layers on the "
@@ -921,13 +942,13 @@ def recipe(goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096
         if m.is_moe:
             for c in _moe_change(s, o):
                 s = s.changed(ngl=c.apply["ngl"], n_cpu_moe=c.apply["n_cpu_moe"])
-                o2 = evaluate(s)
+                o2 = evaluate(s, prefill=False)
                 ex.append(f"MoE: {c.title}: {c.note}; {_rate(o.decode_tok_s)} → {_rate(o2.decode_tok_s)}.")
                 o = o2
         ex.append(f"Decode speed is set by system RAM ({mc.ram.bandwidth_gbs:g} GB/s against "
-                  f"{mc.gpu.bandwidth_gbs:g} GB/s of VRAM): {o.cpu_share:.0%} of each step is spent there.")
+                  f"{mc.gpu.bandwidth_gbs:g} GB/s of VRAM): {_pct(o.cpu_share)} of each step is spent there.")
     elif used == "apple":
-        o = evaluate(s)
+        o = evaluate(s, prefill=False)
         cap = mc.gpu.mem_bytes * mc.gpu_share
         ex.append(f"Metal uses unified memory: no offload decision (-ngl {o.ngl}). The GPU may use "
                   f"{mc.gpu_share:.0%} of {mc.gpu.mem_gb:g} GB = {_gb(cap)}; this setup needs {_gb(o.vram)}.")
@@ -939,7 +960,7 @@ def recipe(goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096
         o = evaluate(s)
         ex.append(f"-ngl 0 -t {s.threads}: physical performance cores only. Decode is RAM bandwidth / model bytes: "
                   f"{_rate(o.decode_tok_s)} at {tokens:,} tokens (ceiling {_rate(_bound_tok_s(s, o.placement))}).")
-        oh = evaluate(s.changed(threads=cpu_cores(mc)[1]))
+        oh = evaluate(s.changed(threads=cpu_cores(mc)[1]), prefill=False)
         ex.append(f"All {cpu_cores(mc)[1]} logical threads would give {_rate(oh.decode_tok_s)} "
                   f"(the advisor's contention model).")
         ex.append(f"Prompt processing is compute-bound and slow on a CPU: {_rate(o.prefill_tok_s)} for a "
@@ -947,13 +968,13 @@ def recipe(goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096
         lad = _quant_ladder(s)
         if lad:
             q2 = lad[0][0]
-            o2 = evaluate(s.changed(quant=q2))
+            o2 = evaluate(s.changed(quant=q2), prefill=False)
             ex.append(f"Prefer the smallest quant whose quality is acceptable: {q2} gives {_rate(o2.decode_tok_s)}.")
     elif used == "several_users":
         per_req = tokens
         ctx_all = -(-max(ctx, users * per_req) // 256) * 256
         s = s.changed(n_parallel=users, users=users, ctx=ctx_all)
-        o = evaluate(s)
+        o = evaluate(s, prefill=False)
         if mc.gpu is not None and not mc.unified and o.placement.full_offload:
             engine = "vLLM"
         else:
@@ -961,12 +982,12 @@ def recipe(goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096
                       f"vLLM and SGLang want the model in VRAM, so this uses llama.cpp slots (-np {users}).")
         if not o.placement.full_offload and mc.gpu is not None:
             s8 = s.changed(kv="q8_0")
-            o8 = evaluate(s8)
+            o8 = evaluate(s8, prefill=False)
             if o8.fits and o8.gpu_layers > o.gpu_layers:
                 ex.append(f"An 8-bit KV cache (llama.cpp -ctk q8_0 -ctv q8_0; vLLM --kv-cache-dtype fp8) puts "
                           f"{o8.gpu_layers - o.gpu_layers:+d} layers on the GPU.")
                 s, o = s8, o8
-        one = evaluate(s.changed(users=1))
+        one = evaluate(s.changed(users=1), prefill=False)
         ex.append(f"Decode is memory-bound, so {users} requests in one batch read the weights once: "
                   f"{_rate(one.aggregate_tok_s)} for one stream, {_rate(o.aggregate_tok_s)} in all for {users}.")
         ex.append(f"Context per request = what the workload needs (--max-model-len {per_req} / --context-length "

@@ -568,3 +568,22 @@ def test_golden_gains_chart_overask():
 def test_golden_speculative_chart():
     d = F.compute(fstate("?model=llama-3.1-8b&machine=rtx4060ti&draft=llama-3.2-1b"))
     _golden("advisor-spec.svg", str(F._spec_chart(d["spec"])) + "\n")
+
+
+def test_unified_memory_partial_offload_does_not_time_pcie():
+    # 70B Q4_K_M (42 GB) on a 48 GB M4 Pro: the GPU may use 75% (36 GB), so --fit leaves blocks on the CPU side.
+    # There is no PCIe link (pcie_gbs = 0): the advisor times the prompt without op offload instead of dividing by 0.
+    p = pm.place("llama-3.1-70b", "m4pro", "Q4_K_M", n_ctx=8192)
+    assert p.fits and not p.full_offload and pm.MACHINES["m4pro"].pcie_gbs == 0
+    fs = A.advise(p)
+    assert all(f.cause != "pp_bound_by_pcie" for f in fs)
+    o = A.evaluate(A.setup_from_placement(p))
+    assert o.prefill_tok_s == pytest.approx(pm.prefill_time(p, n_tokens=2000, op_offload=False)["tok_per_s"])
+    r = A.recipe("apple", "llama-3.1-70b", "m4pro")
+    assert r.goal == "apple" and r.outcome["fits"]
+
+
+def test_recipe_when_nothing_loads_at_the_asked_quant():
+    r = A.recipe("one_user_too_big", "qwen2.5-72b", "rtx3060", quant="Q8_0")     # 77 GB of weights, 12 + 32 GB
+    assert "does not load" in r.explanations[0]
+    assert r.outcome["fits"] is True or "Pick a smaller model" in r.explanations[0]
