@@ -256,6 +256,18 @@ def test_learner_cannot_change_the_reference():
     assert r["verdict"] == "not yet" and "too early" in r["hint"]
 
 
+def test_a_cell_cannot_change_the_course_modules_for_later_cells():
+    dst, models, gb = pm.decode_step_time, dict(pm.MODELS), pm.GB
+    code = ("import perf_model, kv_managers\nperf_model.decode_step_time = None\nperf_model.GB = 1\n"
+            "perf_model.MODELS['llama-3.1-8b'] = None\ndel perf_model.MODELS['qwen2.5-14b']\n"
+            "perf_model.EXTRA = 1\nkv_managers.simulate = print\n")
+    run(3, code)
+    assert pm.decode_step_time is dst and pm.GB == gb and pm.MODELS == models and not hasattr(pm, "EXTRA")
+    assert kvm.simulate.__name__ == "simulate"
+    # and the next cell computes with the real library
+    assert run(2, solution(2))["verdict"] == "correct"
+
+
 def test_unknown_exercise():
     with pytest.raises(KeyError, match="unknown exercise 7"):
         ex.run_cell(7, "")

@@ -571,6 +571,48 @@ def format_error(exc: BaseException, filename: str) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+# A cell may rebind or mutate the course modules (perf_model.decode_step_time = ..., MODELS[...] = ...). The
+# worker keeps one interpreter for every cell and run, so after each run these modules' globals are put back
+# as they were: a rebound or deleted name is restored, and so is a changed or deleted entry of a module-level
+# dict or list (entries added since, such as cache fills, are kept).
+COURSE_MODULES = ("perf_model", "inference_trace", "kv_managers", "enginelab.plot")
+
+
+@lru_cache(maxsize=None)
+def _pristine() -> dict:
+    import importlib
+    snap = {}
+    for name in COURSE_MODULES:
+        mod = importlib.import_module(name)
+        g = dict(vars(mod))
+        inner = {k: (dict(v) if isinstance(v, dict) else list(v)) for k, v in g.items()
+                 if type(v) in (dict, list) and not k.startswith("__")}
+        snap[name] = (mod, g, inner)
+    return snap
+
+
+def restore_course_modules() -> None:
+    """Undo what a cell did to the course modules' globals (see COURSE_MODULES)."""
+    for mod, g, inner in _pristine().values():
+        live = vars(mod)
+        for k in [k for k in live if k not in g]:
+            del live[k]
+        for k, v in g.items():
+            if live.get(k, _SENTINEL) is not v:
+                live[k] = v
+        for k, saved in inner.items():
+            cur = live[k]
+            if isinstance(saved, dict):
+                for kk, vv in saved.items():
+                    if cur.get(kk, _SENTINEL) is not vv:
+                        cur[kk] = vv
+            elif cur != saved:
+                cur[:] = saved
+
+
+_SENTINEL = object()
+
+
 def run_cell(n: int, code: str) -> dict:
     """Run a learner's cell for exercise n and check it.
 
@@ -583,6 +625,7 @@ def run_cell(n: int, code: str) -> dict:
     code = str(code)
     lines = code.splitlines(keepends=True)
     linecache.cache[filename] = (len(code), None, lines, filename)  # source lines in the traceback
+    _pristine()  # the course modules as they are before any cell ran
     out, err = _Capped(), _Capped()
     ns = {"__name__": "__main__", "__builtins__": builtins}
     error = None
@@ -593,6 +636,8 @@ def run_cell(n: int, code: str) -> dict:
                 exec(compile(code, filename, "exec"), ns)
         except BaseException as e:  # SystemExit and KeyboardInterrupt too: the page must keep working
             error = format_error(e, filename)
+        finally:
+            restore_course_modules()
     t1 = time.perf_counter()
     if error is not None:
         verdict, hint = NOT_YET, "Your code stopped with an error (above); fix it and run again."
