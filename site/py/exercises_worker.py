@@ -20,6 +20,9 @@ from pyscript import sync  # noqa: E402
 from enginelab import exercises  # noqa: E402
 
 exercises.warm()  # the checkers' references and the placement plans, so a first Run is as fast as later ones
+# One dry run through the whole path (exec, plot, check): Pyodide's first pass over new code paths is slow
+# (the WebAssembly engine compiles hot code lazily), and a learner's first Run should not pay for it.
+exercises.run_cell(2, exercises.EXERCISES[2].solution)
 
 
 def enginelab_run(n, code):
