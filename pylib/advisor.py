@@ -21,7 +21,7 @@ type_k/type_v (-ctk/-ctv), n_parallel (-np), n_threads (-t), n_ubatch (-ub).
 
 A "state" is the calculator's URL state as a dict: model, machine, quant, kv,
 ctx, ngl ("auto" or a number), tokens, n_cpu_moe; the advisor adds threads,
-np (slots) and users.  Every change carries an `apply` dict in those keys, so
+np (slots), users, ub (-ub) and b (-b).  Every change carries an `apply` dict in those keys, so
 the app can apply it with one click.
 """
 from __future__ import annotations
@@ -407,11 +407,17 @@ def _kv_changes(s: Setup, o: Outcome) -> list:
 
 
 def _quant_changes(s: Setup, o: Outcome, ngl=None) -> list:
-    """The next smaller preset, and the largest one that fits entirely (if different)."""
+    """The next smaller preset, the first one at least 3/4 of a bit per weight smaller (one quality
+    class down, e.g. Q4_K_M -> Q3_K_M), and the largest one that fits entirely (each if different)."""
     ladder = _quant_ladder(s)
     if not ladder:
         return []
     picks = [ladder[0]]
+    cur_bpw = 8.0 * pm.weight_bytes(s.model, s.quant)["total"] / sum(
+        r["n_elements"] for r in pm.quantize_plan(s.model, s.quant))
+    step = next((x for x in ladder if x[2] <= cur_bpw - 0.75), None)
+    if step and step not in picks:
+        picks.append(step)
     full = s.model.n_layers + 1
     for q, b, bpw in ladder:
         try:
