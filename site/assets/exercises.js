@@ -6,7 +6,10 @@
 // namespace, checks it and returns JSON; we draw output, traceback, charts and verdict under the cell. Only
 // the page calls the worker (never the reverse), so no SharedArrayBuffer or COOP/COEP headers are needed.
 const html = document.documentElement;
-const setupScript = document.getElementById("ex-setup");
+let setupScript = document.getElementById("ex-setup");
+let generation = 0;          // bumped by every restart of the worker
+let abortRuns = () => {};    // rejects the runs in flight when the worker is restarted
+const STOP_AFTER_MS = 1500;  // a run this long shows the Stop button
 const sections = [...document.querySelectorAll("section.exercise")];
 const READY_TIMEOUT_MS = 120_000;
 let worker = null;
@@ -22,10 +25,10 @@ for (const ev of ["pointerdown", "keydown", "wheel", "touchstart"]) {
 }
 
 // ---- the worker ------------------------------------------------------------------------------------------
-async function connect() {
+async function connect(script) {
   const t0 = performance.now();
   for (;;) {
-    const xw = setupScript.xworker;
+    const xw = script.xworker;
     if (xw) {
       try {
         // a call the worker cannot answer yet fails at once; one sent while it boots may never be answered
@@ -100,17 +103,63 @@ async function runCell(sec) {
   const code = editorOf(sec).code;
   setRunning(sec, true);
   say(sec, "Running…");
+  const stop = button(sec, "stop");
+  const showStop = setTimeout(() => { stop.hidden = false; }, STOP_AFTER_MS);
   const t0 = performance.now();
   let r;
   try {
-    r = JSON.parse(await worker.sync.enginelab_run(n, code));
+    const aborted = new Promise((_, reject) => {
+      const prev = abortRuns;
+      abortRuns = (why) => { prev(why); reject(why); };
+    });
+    r = JSON.parse(await Promise.race([worker.sync.enginelab_run(n, code), aborted]));
   } catch (e) {
-    r = { stdout: "", stderr: "", plots: [], error: `The Python worker failed: ${(e && e.message) || e}`,
-          verdict: "not yet", hint: "Run the cell again; reload the page if this keeps happening." };
+    const stopped = e && e.stopped;
+    r = { stdout: "", stderr: "", plots: [],
+          error: stopped ? "Stopped: Python was restarted before this run finished." :
+                           `The Python worker failed: ${(e && e.message) || e}`,
+          verdict: "not yet",
+          hint: stopped ? "A loop that never ends? Fix it, then Run again." :
+                          "Run the cell again; reload the page if this keeps happening." };
   }
+  clearTimeout(showStop);
+  stop.hidden = true;
   render(sec, r, performance.now() - t0);
   setRunning(sec, false);
   say(sec, "");
+}
+
+// Stop: the worker is busy in the learner's code and cannot be interrupted, so end it and start a new one
+// (a fresh py-editor setup script with a new env name; every run starts from a fresh namespace anyway).
+async function restartPython() {
+  const old = setupScript;
+  const xw = worker || old.xworker;
+  worker = null;
+  generation += 1;
+  const why = { stopped: true };
+  const abort = abortRuns;
+  abortRuns = () => {};
+  try { xw && xw.terminate(); } catch (_) { /* already gone */ }
+  abort(why);
+  html.dataset.pythonRestarts = String(generation);
+  for (const s of sections) button(s, "run").disabled = true;
+  const fresh = document.createElement("script");
+  fresh.type = "py-editor";
+  fresh.id = `ex-setup-${generation}`;
+  for (const a of ["setup", "config", "src"]) fresh.setAttribute(a, old.getAttribute(a) ?? "");
+  fresh.setAttribute("env", `lab-${generation}`);
+  old.after(fresh);
+  old.remove();
+  setupScript = fresh;
+  const mine = generation;
+  try {
+    const w = await connect(fresh);
+    if (mine !== generation) return;
+    worker = w;
+    for (const s of sections) button(s, "run").disabled = s.dataset.running === "true";
+  } catch (err) {
+    for (const s of sections) say(s, err.message);
+  }
 }
 
 function setCode(sec, code) {
@@ -129,6 +178,10 @@ function wire(sec) {
   const solutionBtn = button(sec, "solution");
   let mine = null;  // the learner's code while a solution is shown
   button(sec, "run").addEventListener("click", () => runCell(sec));
+  button(sec, "stop").addEventListener("click", () => {
+    say(sec, "Restarting Python…");
+    restartPython();
+  });
   button(sec, "reset").addEventListener("click", () => {
     setCode(sec, textOf(`ex${sec.dataset.exercise}-starter`));
     mine = null;
@@ -201,7 +254,7 @@ document.addEventListener("py-editor", (e) => {
 }, true);
 for (const sec of sections) if (typeof editorOf(sec).process === "function") wire(sec);
 
-connect().then((xw) => {
+connect(setupScript).then((xw) => {
   worker = xw;
   status("Python is ready.", 2);
   maybeReady();

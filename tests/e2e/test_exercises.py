@@ -159,3 +159,24 @@ def test_print_output_and_plot_bars_show_under_the_cell(lab):
     assert got["stdout"] == "hello <b>\n"  # as text, not markup
     assert got["plots"] == 1 and got["plot_titles"] == ["Size <i>"]
     assert lab.locator("#ex1 .ex-plots i").count() == 0
+
+
+def test_stop_ends_a_runaway_cell_and_python_comes_back(lab):
+    type_code(lab, 4, "while True:\n    pass")
+    before = int(lab.evaluate("document.getElementById('ex4').dataset.runs || '0'"))
+    lab.click("#ex4 button[data-action=run]")
+    stop = lab.locator("#ex4 button[data-action=stop]")
+    stop.wait_for(state="visible", timeout=10_000)
+    assert lab.locator("#ex4 button[data-action=run]").is_disabled()
+    stop.click()
+    lab.wait_for_function("(k) => Number(document.getElementById('ex4').dataset.runs || 0) > k", arg=before)
+    assert lab.locator("#ex4 .ex-traceback").inner_text().startswith("Stopped")
+    assert lab.locator("#ex4 .ex-verdict").get_attribute("data-verdict") == "not-yet"
+    assert stop.is_hidden()
+    # a new worker starts; every cell runs again
+    lab.wait_for_function("() => !document.querySelector('#ex1 button[data-action=run]').disabled",
+                          timeout=90_000)
+    type_code(lab, 4, solution(4))
+    assert run(lab, 4)["verdict"] == "correct"
+    type_code(lab, 1, solution(1))
+    assert run(lab, 1)["verdict"] == "correct"
