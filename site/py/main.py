@@ -138,6 +138,8 @@ def main():
     app = App(fig, page)
     app.start()
     window.enginelab_app = create_proxy(app)  # for debugging in the console
+    import gc
+    gc.freeze()  # boot-time objects never die: keep them out of every later collection's work
     html.dataset.ready = "true"
     document.getElementById("status").hidden = True
 

@@ -52,7 +52,7 @@ def main():
         ctx.close()
         browser.close()
     site.close()
-    print("wrote", ", ".join(sorted(p.name for p in out.glob("*.png"))))
+    print("wrote", ", ".join(f"screenshots/{n}.png" for n, *_ in SHOTS), "and screenshots/calculator-loading-1280.png")
 
 
 if __name__ == "__main__":
