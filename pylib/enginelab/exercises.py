@@ -688,7 +688,7 @@ def render_cells(env: str = "lab") -> str:
                 el("button", "Reset", type="button", data_action="reset", disabled=True),
                 el("button", "Show a solution", type="button", data_action="solution", disabled=True),
                 el("button", "Stop", type="button", data_action="stop", hidden=True),
-                el("span", "Ctrl+Enter or Shift+Enter in the editor runs the cell.", id_=f"ex{n}-keys",
+                el("span", "In the editor: Ctrl+Enter or Shift+Enter runs the cell; Esc, then Tab, leaves it.", id_=f"ex{n}-keys",
                    class_="ex-keys"),
                 el("span", "", class_="ex-state", role="status", aria_live="polite"),
             ], class_="ex-toolbar", role="group", aria_label=f"Exercise {n}"),

@@ -146,6 +146,11 @@ def test_keyboard_run_reset_and_show_a_solution(lab):
     assert lab.locator("#ex3 button[data-action=solution]").inner_text() == "Back to my code"
     lab.click("#ex3 button[data-action=solution]")
     assert editor_code(lab, 3) == mine
+    # Tab indents inside the editor; Esc then Tab moves on to the Run button
+    lab.locator("#ex3 .cm-content").click()
+    lab.keyboard.press("Escape")
+    lab.keyboard.press("Tab")
+    assert lab.evaluate("document.activeElement.closest('#ex3') && document.activeElement.dataset.action") == "run"
     lab.click("#ex3 button[data-action=reset]")
     assert editor_code(lab, 3) == ex.EXERCISES[3].starter.strip()
     assert lab.locator("#ex3 .ex-output").inner_html() == ""
