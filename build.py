@@ -155,11 +155,13 @@ def fetch_wheel(name: str, version: str, filename: str, sha: str) -> Path:
                         "--python-version", "3.14", "-d", str(CACHE), f"{name}=={version}"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0 or not dest.exists():
-        # pip missing or too old: ask the PyPI JSON API for the file's URL
-        log(f"pip download failed ({r.stderr.strip()[-200:]}); trying the PyPI JSON API")
-        with urllib.request.urlopen(f"https://pypi.org/pypi/{name}/{version}/json", timeout=60) as resp:
+        # pip missing or too old: ask PyPI's Simple API (PEP 691, JSON) for the file's URL
+        log(f"pip download failed ({r.stderr.strip()[-200:]}); trying PyPI's Simple API")
+        req = urllib.request.Request(f"https://pypi.org/simple/{name}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
             meta = json.load(resp)
-        url = next(u["url"] for u in meta["urls"] if u["filename"] == filename)
+        url = next(u["url"] for u in meta["files"] if u["filename"] == filename)
         with urllib.request.urlopen(url, timeout=120) as resp, open(dest, "wb") as f:
             shutil.copyfileobj(resp, f)
     if not _verified(dest, sha):
