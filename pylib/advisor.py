@@ -294,7 +294,9 @@ def _effect(before: Outcome, after: Outcome, metric: str) -> str:
     if after.fits and before.fits and dl:
         parts.append(f"{dl:+d} layers on GPU")
     if not before.fits and after.fits:
-        parts.append(f"loads (-ngl {after.ngl}, {_gb(after.vram)} VRAM)")
+        return (f"does not load → loads with -ngl {after.ngl} ({_gb(after.vram)} VRAM), "
+                f"{_rate(_metric(after, metric))}" + (" in all" if metric == "aggregate_tok_s" else "")
+                + (" prompt" if metric == "prefill_tok_s" else ""))
     if metric == "prefill_tok_s":
         parts.append(f"prompt {_rate(before.prefill_tok_s)} → {_rate(after.prefill_tok_s)}")
         if before.decode_tok_s and after.decode_tok_s and _rate(before.decode_tok_s) != _rate(after.decode_tok_s):
