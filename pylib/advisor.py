@@ -511,6 +511,13 @@ def diagnose_over_ask(s: Setup, o: Outcome) -> Finding | None:
             f"(over by {_gb(p.overflow_bytes)}): llama.cpp stops at load with an allocation error.",
             f"At -c {s.ctx:,} the KV cache alone is {_gb(ev['kv_bytes'])} ({s.kv}); "
             f"the weights are {_gb(ev['weight_bytes'])}."]
+    if p.failing_device == "GPU":
+        text.append("On Windows the NVIDIA driver (536.40 and later) may instead spill the excess into shared system "
+                    "memory: no error, but everything runs at PCIe speed. The fallback can be turned off per "
+                    "application in the NVIDIA Control Panel (driver 546.01+).")
+    elif p.failing_device in ("RAM", "unified memory"):
+        text.append("With mmap the load may even start, but then the OS pages weights from the drive on every "
+                    "token: the machine stutters and the disk is busy. --mlock only helps if it fits.")
     changes = _ngl_change(s, o)
     # keep the user's -ngl where possible: what else would make it load?
     pinned = s.ngl

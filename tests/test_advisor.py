@@ -217,6 +217,7 @@ def test_over_ask_forced_ngl():
     f = fs[0]
     p = pm.place("qwen2.5-32b", "rtx4060ti", "Q4_K_M", n_ctx=8192, n_gpu_layers=65)
     assert not p.fits and f.evidence["overflow_bytes"] == p.overflow_bytes > 0
+    assert any("shared system memory" in t for t in f.evidence_text)            # the module's Windows row
     changes = check_changes(state, f)                             # before = does not load: every gain = tok/s
     assert all(c.before["decode_tok_s"] is None for c in changes)
     auto = change(f, "-ngl auto")
@@ -238,6 +239,7 @@ def test_over_ask_ram_on_cpu_only():
     state = st(model="llama-3.1-70b", machine="cpu-ddr5", quant="Q8_0")
     f = findings(state)["over_ask"]
     assert f.evidence["failing_device"] == "RAM"
+    assert any("pages weights from the drive" in t for t in f.evidence_text)   # the module's "disk busy" row
     check_changes(state, f)
     assert all(c.apply.get("quant") for c in f.changes)
 
