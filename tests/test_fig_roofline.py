@@ -2,6 +2,7 @@
 here, the module's "Try this" presets, overlays, bad input, and golden SVGs."""
 from __future__ import annotations
 
+import html as htmllib
 import os
 import re
 from pathlib import Path
@@ -113,10 +114,15 @@ def test_try_this_presets():
     assert set(by) == {"m4max", "rtx4090"} and by["m4max"]["primary"]
     assert by["m4max"]["ridge_batch"] == pm.ridge_batch(pm.M4_MAX, "Q4_K_M", llama8)
     assert round(by["m4max"]["ridge_batch"]) == 10 < round(by["rtx4090"]["ridge_batch"]) == 50
-    # preset links are plain links into this page's own state
+    # each preset is a button carrying the whole state (every field) for the page's set-state glue
     html = rf.render(rf.compute(rf.default_state()))
+    import json
+    found = {htmllib.unescape(q): json.loads(htmllib.unescape(v)) for v, q in
+             re.findall(r'<button[^>]*data-set-state="([^"]+)" data-query="([^"]+)"', html)}
     for label, q, _ in (p1, p2, p3):
-        assert f'href="{q.replace("&", "&amp;")}" data-state-link' in html
+        s = state(q)
+        assert found[q] == {f.key: f.encode(getattr(s, f.key)) for f in rf.SPEC.fields}
+        assert rf.SPEC.from_form(found[q]) == (s, [])
 
 
 def test_overlays_draw_one_roof_per_device():

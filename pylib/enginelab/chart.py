@@ -206,14 +206,22 @@ def readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
               class_=f"readout readout-{name}")
 
 
-def presets(items, label: str = "Try this") -> Raw:
-    """One-click states: [(query, text, title)], each an <a href="?query" data-state-link>.
+def presets(spec, items, label: str = "Try this") -> Raw:
+    """One-click states: items [(text, query, title)], each a <button data-set-state='{...every field...}'>.
 
-    The link works as a plain navigation (the page loads in that state); the browser glue intercepts a click
-    on a[data-state-link] and applies the state without reloading."""
-    links = [el("li", el("a", text, href=q or "?", data_state_link=True, title=title or None, class_="preset"))
-             for q, text, title in items]
-    return el("nav", [el("span", label, class_="presets-label"), el("ul", links)], class_="presets",
+    The page's generic set-state glue (site/assets/setstate.js) writes those values into the form and fires its
+    input event, so a preset takes the same form -> state -> render -> URL path as any control, without a
+    reload. The values are the whole state the query stands for (every field), so a preset never inherits
+    settings from the state it was clicked in. data-query holds the same state as a URL query."""
+    import json
+    buttons = []
+    for text, query, title in items:
+        state, _ = spec.from_query(query)
+        values = {f.key: f.encode(getattr(state, f.key)) for f in spec.fields}
+        buttons.append(el("li", el("button", text, type="button", class_="preset", title=title or None,
+                                   data_set_state=json.dumps(values, separators=(",", ":")),
+                                   data_query=query or "?")))
+    return el("nav", [el("span", label, class_="presets-label"), el("ul", buttons)], class_="presets",
               aria_label=label)
 
 

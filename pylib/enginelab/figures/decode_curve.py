@@ -231,7 +231,7 @@ def presets() -> list:
 
 
 def _presets() -> Raw:
-    return chart.presets([(q, label, hint) for label, q, hint in presets()], label="Presets")
+    return chart.presets(SPEC, presets(), label="Presets")
 
 
 def _table(data) -> Raw:

@@ -270,7 +270,8 @@ def _comparison(data) -> Raw:
     head = el("thead", el("tr", [el("th", "Aspect", scope="col")] +
                            [el("th", names[k], scope="col", class_=f"eng eng-{k}") for k in data["engines"]]))
     body = el("tbody", [el("tr", [el("th", highlight(r["aspect"], ts), scope="row")] +
-                                 [el("td", highlight(r["cells"][k], ts), class_=f"eng-{k}") for k in data["engines"]])
+                                 [el("td", highlight(r["cells"][k], ts), class_=f"eng-{k}", data_label=names[k])
+                                  for k in data["engines"]])
                         for r in data["comparison"]])
     return el("section", [
         el("h2", "Where they differ", id_="where-they-differ"),

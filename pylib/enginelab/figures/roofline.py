@@ -249,7 +249,7 @@ def presets() -> list:
 
 
 def _presets(data) -> Raw:
-    return chart.presets([(q, label, hint) for label, q, hint in presets()])
+    return chart.presets(SPEC, presets())
 
 
 def _table(data) -> Raw:
