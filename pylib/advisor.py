@@ -26,7 +26,6 @@ the app can apply it with one click.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import perf_model as pm
@@ -350,7 +349,7 @@ def _ctx_flags(n: int) -> dict:
     return {"llama.cpp": f"-c {n}", "vLLM": f"--max-model-len {n}", "SGLang": f"--context-length {n}"}
 
 
-def _with_ngl(s: Setup, edits: dict, apply: dict, out_ngl=None) -> tuple:
+def _with_ngl(s: Setup, edits: dict, apply: dict) -> tuple:
     """Keep -ngl auto when the user has it; otherwise let --fit re-choose and write the number out."""
     if s.ngl is None:
         return edits, apply
@@ -757,8 +756,9 @@ def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
     if capped_by_pool:
         text.append(f"The KV pool (-c {s.ctx:,}, shared by the slots) holds {pool_seqs} request"
                     f"{'' if pool_seqs == 1 else 's'} of {per_req:,} tokens: the rest wait or are preempted.")
-    text.append(f"{o.active} sequence{' at once gives' if o.active == 1 else 's at once give'} {_rate(o.aggregate_tok_s)} in all; "
-                f"decode is memory-bound, so a batch of {s.users} reads the weights once for all of them.")
+    verb = "sequence at once gives" if o.active == 1 else "sequences at once give"
+    text.append(f"{o.active} {verb} {_rate(o.aggregate_tok_s)} in all; decode is memory-bound, so a batch of "
+                f"{s.users} reads the weights once for all of them.")
     changes = []
     want = s.users
     for kv in (s.kv, _smaller_kv(s.kv)):

@@ -389,8 +389,8 @@ def _spec_chart(sp) -> Raw:
     parts.append(el("text", "acceptance rate", x=(left + right) / 2, y=SH - 4, class_="tick", text_anchor="middle"))
     parts.append(el("line", x1=left, x2=right, y1=y(sp["baseline_tok_s"]), y2=y(sp["baseline_tok_s"]),
                     class_="baseline"))
-    parts.append(el("text", f"without a draft {fmt.rate(sp['baseline_tok_s'])} tok/s", x=right, y=y(sp["baseline_tok_s"]) - 5,
-                    class_="baseline-label", text_anchor="end"))
+    parts.append(el("text", f"without a draft {fmt.rate(sp['baseline_tok_s'])} tok/s", x=right,
+                    y=y(sp["baseline_tok_s"]) - 5, class_="baseline-label", text_anchor="end"))
     parts.append(el("polyline", points=pts, class_="spec-curve"))
     parts.append(el("circle", cx=x(sp["acceptance"]), cy=y(sp["tok_s"]), r=4.5, class_="spec-point"))
     desc = (f"Decode tok/s with {sp['draft']} drafting {sp['n_draft']} tokens, against acceptance from 0 to 1: "
