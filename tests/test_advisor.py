@@ -589,3 +589,13 @@ def test_recipe_when_nothing_loads_at_the_asked_quant():
     r = A.recipe("one_user_too_big", "qwen2.5-72b", "rtx3060", quant="Q8_0")     # 77 GB of weights, 12 + 32 GB
     assert "does not load" in r.explanations[0]
     assert r.outcome["fits"] is True or "Pick a smaller model" in r.explanations[0]
+
+
+def test_findings_html_for_the_calculators_state():
+    cs = calculator.SPEC.from_query("?model=llama-3.1-70b&machine=rtx4090&ctx=16384&tokens=8000")[0]
+    html = F.findings_html(cs, apply_keys=[f.key for f in calculator.SPEC.fields])
+    assert 'data-cause="pp_bound_by_pcie"' in html                      # its -ub/-b change needs keys the
+    assert "(set it on the advisor page)" in html                       # calculator does not have
+    for a in buttons(html):
+        assert set(a) <= set(calculator.SPEC.by_key)
+        assert calculator.SPEC.coerce({**cs.as_dict(), **a})[1] == []

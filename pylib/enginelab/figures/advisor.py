@@ -104,6 +104,8 @@ def _as_state(state):
         return SPEC.from_query(state)[0]
     if isinstance(state, dict):
         return SPEC.coerce({**SPEC.default().as_dict(), **state})[0]
+    if not isinstance(state, SPEC.State) and hasattr(state, "as_dict"):   # e.g. the calculator's state
+        return SPEC.coerce({**SPEC.default().as_dict(), **state.as_dict()})[0]
     return state
 
 
@@ -191,21 +193,23 @@ def _flags(flags: dict) -> Raw:
               class_="flags")
 
 
-def _change_item(c, i: int) -> Raw:
+def _change_item(c, i: int, apply_keys=None) -> Raw:
+    can = apply_keys is None or set(c.apply) <= set(apply_keys)
     return el("li", [
-        el("div", [el("code", c.title, class_="change-title"), _apply_button(c.apply, "Apply", c.title)],
-           class_="change-head"),
+        el("div", [el("code", c.title, class_="change-title"),
+                   _apply_button(c.apply, "Apply", c.title) if can else
+                   el("small", "(set it on the advisor page)", class_="note")], class_="change-head"),
         el("p", c.effect, class_="effect", data_gain=fmt.raw(c.gain), data_metric=c.metric),
         el("p", c.note, class_="note") if c.note else "",
         el("details", [el("summary", "Flags (llama.cpp, vLLM, SGLang)"), _flags(c.flags)], class_="flag-details"),
     ], class_="change", data_rank=str(i + 1))
 
 
-def _finding(f) -> Raw:
+def _finding(f, apply_keys=None) -> Raw:
     return el("section", [
         el("h3", [el("span", CAUSE_LABELS[f.cause], class_="cause"), " ", f.title]),
         el("ul", [el("li", t) for t in f.evidence_text], class_="evidence"),
-        el("ol", [_change_item(c, i) for i, c in enumerate(f.changes)], class_="changes")
+        el("ol", [_change_item(c, i, apply_keys) for i, c in enumerate(f.changes)], class_="changes")
         if f.changes else el("p", "No single change helps here.", class_="note"),
     ], class_=f"finding finding-{f.cause}", data_cause=f.cause)
 
@@ -294,7 +298,7 @@ def _advisor_readouts(data) -> Raw:
     return el("dl", items, class_="readouts advisor-readouts")
 
 
-def _findings_block(data) -> Raw:
+def _findings_block(data, apply_keys=None) -> Raw:
     head = el("div", [el("h2", "What holds this setup back", id_="advisor-findings-title"),
                       el("button", "Undo", type="button", data_undo="", disabled=True,
                          aria_label="Undo the last applied change", class_="undo")], class_="findings-head")
@@ -309,7 +313,7 @@ def _findings_block(data) -> Raw:
                          f"speculative decoding (pick a draft model above)."], class_="no-findings",
                    data_findings="0")]
     else:
-        body = [_finding(f) for f in data["findings"]]
+        body = [_finding(f, apply_keys) for f in data["findings"]]
         chart = gains_chart(data)
         if chart is not None:
             body.append(el("figure", [chart], class_="chart-wrap"))
@@ -318,9 +322,14 @@ def _findings_block(data) -> Raw:
               data_findings=str(len(data["findings"])))
 
 
-def findings_html(state) -> str:
-    """The findings block alone (with its Apply / Undo buttons) for a state: for embedding in another figure."""
-    return str(_findings_block(compute(state)))
+def findings_html(state, apply_keys=None) -> str:
+    """The findings block alone (with its Apply / Undo buttons) for a state, for embedding in another figure.
+
+    state: this figure's state, a dict or query string, or another figure's state with the same keys (the
+    calculator's: the advisor's extra fields take their defaults). apply_keys: the state keys the host page
+    can set; a change that needs others is listed without an Apply button. In the calculator:
+    `findings_html(state, apply_keys=[f.key for f in calculator.SPEC.fields])`."""
+    return str(_findings_block(compute(state), apply_keys))
 
 
 def _recipe_block(data) -> Raw:
