@@ -53,6 +53,7 @@ def test_query_round_trip_writes_only_non_default_keys():
     ("?dark=maybe", "'maybe' is not on/off", "dark", False),
     ("?nope=1", "Unknown setting 'nope' ignored", "model", "small"),
     ("?ctx=512&tokens=1000", "1000 is above the maximum 512", "tokens", 512),  # bound from an earlier field
+    ("?ctx=300&tokens=x", "'x' is not a whole number; allowed: 1 to 300; using 300", "tokens", 300),  # fallback clamped
 ])
 def test_bad_values_are_explained_and_replaced(query, fragment, key, value):
     s, msgs = SPEC.from_query(query)

@@ -33,6 +33,16 @@ def _resolve(v: Dyn, partial: dict):
     return v(partial) if callable(v) else v
 
 
+def _clamp(v, lo, hi, auto=None):
+    if auto is not None and v == auto:
+        return v
+    if lo is not None and v < lo:
+        return lo
+    if hi is not None and v > hi:
+        return hi
+    return v
+
+
 def _shown(raw: str, limit: int = 40) -> str:
     """User text quoted for a message (plain text: escaping happens when it is rendered)."""
     raw = str(raw)
@@ -63,6 +73,10 @@ class Field:
     def default_for(self, partial: dict) -> Any:
         return _resolve(self.default, partial)
 
+    def fallback(self, partial: dict) -> Any:
+        """What a rejected value is replaced by: the default, made valid for the other choices."""
+        return self.default_for(partial)
+
     def describe_allowed(self, partial: dict) -> str:
         return ""
 
@@ -78,6 +92,10 @@ class Choice(Field):
     def options_for(self, partial: dict) -> list[tuple[str, str]]:
         return [(str(v), str(l)) for v, l in _resolve(self.options, partial)]
 
+    def fallback(self, partial):
+        d, values = self.default_for(partial), [v for v, _ in self.options_for(partial)]
+        return d if d in values or not values else values[0]
+
     def parse(self, raw, partial):
         opts = self.options_for(partial)
         values = [v for v, _ in opts]
@@ -87,7 +105,7 @@ class Choice(Field):
         folded = {v.lower(): v for v in values}
         if str(raw).lower() in folded:
             return folded[str(raw).lower()], None
-        d = self.default_for(partial)
+        d = self.fallback(partial)
         return d, f"{self.label}: {_shown(raw)} is not one of {self.describe_allowed(partial)}; using {d!r}."
 
     def describe_allowed(self, partial):
@@ -108,6 +126,9 @@ class Int(Field):
     def bounds(self, partial) -> tuple[int | None, int | None]:
         return _resolve(self.min, partial), _resolve(self.max, partial)
 
+    def fallback(self, partial):
+        return _clamp(self.default_for(partial), *self.bounds(partial), auto=self.auto)
+
     def parse(self, raw, partial):
         raw_s = str(raw).strip()
         if self.auto is not None and raw_s.lower() == self.auto:
@@ -119,7 +140,7 @@ class Int(Field):
                 raise ValueError
             v = int(v)
         except (ValueError, OverflowError):
-            d = self.default_for(partial)
+            d = self.fallback(partial)
             return d, f"{self.label}: {_shown(raw)} is not a whole number; allowed: " \
                       f"{self.describe_allowed(partial)}; using {d}."
         if lo is not None and v < lo:
@@ -145,6 +166,9 @@ class Float(Field):
     def bounds(self, partial):
         return _resolve(self.min, partial), _resolve(self.max, partial)
 
+    def fallback(self, partial):
+        return _clamp(self.default_for(partial), *self.bounds(partial))
+
     def parse(self, raw, partial):
         lo, hi = self.bounds(partial)
         try:
@@ -152,7 +176,7 @@ class Float(Field):
             if not math.isfinite(v):
                 raise ValueError
         except (ValueError, OverflowError):
-            d = self.default_for(partial)
+            d = self.fallback(partial)
             return d, f"{self.label}: {_shown(raw)} is not a number; allowed: {self.describe_allowed(partial)}; " \
                       f"using {d}."
         if lo is not None and v < lo:
@@ -181,7 +205,7 @@ class Bool(Field):
             return True, None
         if s in self.FALSE:
             return False, None
-        d = self.default_for(partial)
+        d = self.fallback(partial)
         return d, f"{self.label}: {_shown(raw)} is not on/off (use 1 or 0); using {'1' if d else '0'}."
 
     def encode(self, value):
