@@ -123,9 +123,15 @@ def _num(s) -> float | None:
     return float(s) if s else None
 
 
+_CACHE: dict = {}
+
+
 def predictions(rows=None) -> list:
-    """Every dataset row with our two estimates and their errors."""
-    rows = validation_data.ROWS if rows is None else rows
+    """Every dataset row with our two estimates and their errors (the dataset's own are computed once)."""
+    if rows is None:
+        if "predictions" not in _CACHE:
+            _CACHE["predictions"] = predictions(validation_data.ROWS)
+        return [dict(p) for p in _CACHE["predictions"]]
     out = []
     for r in rows:
         model = MODELS[DATASET_MODEL[r["model"]]]
@@ -404,9 +410,12 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
 
 def dataset_machines() -> dict:
     """{key: Machine} for every device of the dataset (key: a slug of its name), for pasted comparisons."""
+    if "machines" in _CACHE:
+        return dict(_CACHE["machines"])
     out = {}
     for r in validation_data.ROWS:
         key = re.sub(r"[^a-z0-9]+", "-", r["device"].lower()).strip("-")
         if key not in out:
             out[key] = machine_for(r["device"], float(r["mem_bandwidth_GBps"]))
-    return out
+    _CACHE["machines"] = out
+    return dict(out)
