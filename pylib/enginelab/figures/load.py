@@ -165,7 +165,7 @@ def compute(state) -> dict:
         d = destination(s, kind(s, s["index"] == last))
         if d in resident:
             resident[d] += s["bytes"]
-    caps = {"drive": None, "ram": mc.ram.mem_bytes, "pcie": None,
+    caps = {"drive": None, "ram": None if mc.unified else mc.ram.mem_bytes, "pcie": None,
             "vram": mc.gpu.mem_bytes if mc.gpu is not None and not mc.unified else None,
             "unified": mc.gpu.mem_bytes if mc.unified else None}
     bws = {"drive": mc.drive_gbs * pm.GB, "ram": mc.ram.bandwidth, "pcie": mc.pcie,
@@ -241,6 +241,8 @@ def _boxes(data) -> Raw:
                             class_="box-sub"))
         elif t == "pcie":
             inner.append(el("text", "host ⇄ GPU", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+        elif t == "ram":  # Apple: the page cache lives in the unified memory
+            inner.append(el("text", "in unified memory", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
         if lit:
             s = data["step"]
             inner.append(el("text", "this step", x=x + 8, y=BOX_Y + 92, class_="box-now"))

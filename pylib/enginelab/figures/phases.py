@@ -22,7 +22,7 @@ TITLE = "Prefill and decode on the hardware"
 LEDE = ("Step through one forward pass, stage by stage: which device works, how many bytes it reads and FLOPs it "
         "does, and whether memory bandwidth or arithmetic sets its time.")
 STEP_FIELD = "step"
-PHASES = (("prefill", "Prefill (the prompt, in -ub micro-batches)"), ("decode", "Decode (one token)"))
+PHASES = (("prefill", "Prefill (the prompt)"), ("decode", "Decode (one token)"))
 DEVICE_NAMES = {"gpu": "GPU", "cpu": "CPU", "pcie": "PCIe link", "host": "CPU (host)"}
 
 
@@ -151,7 +151,7 @@ def _flops(f: float) -> str:
 W = 520
 BOX_Y, BOX_H, GAP = 8, 92, 16
 GAUGE_Y = BOX_Y + BOX_H + 30
-STRIP_Y = GAUGE_Y + 84
+STRIP_Y = GAUGE_Y + 98
 STRIP_H = 18
 GX0, GX1 = 10, W - 10
 
@@ -211,7 +211,7 @@ def _gauge(data) -> Raw:
                         class_=f"g-dot bound-{s['bound']}"))
     else:
         why = "no bytes read: the weights arrived over PCIe" if s["flops"] else "no arithmetic: a copy or overhead"
-        parts.append(el("text", f"this stage: {why}", x=GX0, y=y + 34, class_="g-note"))
+        parts.append(el("text", f"this stage: {why}", x=GX0, y=y + 36, class_="g-note"))
     return el("g", parts, class_="gauge")
 
 
@@ -303,10 +303,12 @@ def render(data) -> str:
                "Time = bytes ÷ (70% of the device's bandwidth), device after device, plus a fixed launch, sync "
                "and sampling overhead.")
     else:
-        why = (f"Prefill of a {sc['n_tokens']:,}-token prompt in micro-batches of {data['placement'].n_ubatch}: one "
-               "read of each weight serves every token of the micro-batch, so the intensity is hundreds of FLOPs "
-               "per byte, past the ridge: compute-bound. With a partial offload, llama.cpp copies the CPU blocks' "
-               "weights over PCIe and runs their matmuls on the GPU (op offload).")
+        dense = [x["intensity"] for x in data["steps"] if x["bytes"] and x["flops"]]
+        span = f"{min(dense):,.0f} to {max(dense):,.0f}" if dense else "far above the ridge"
+        why = (f"Prefill of a {sc['n_tokens']:,}-token prompt in micro-batches of {data['placement'].n_ubatch} "
+               f"tokens (-ub): one read of each weight serves every token of the micro-batch, so the intensity "
+               f"is {span} FLOP per byte, past the ridge: compute-bound. With a partial offload, llama.cpp "
+               "copies the CPU blocks' weights over PCIe once and runs their matmuls on the GPU (op offload).")
     ridge_txt = "" if ridge is None else f" The {DEVICE_NAMES[box_of(s)]}'s ridge point is {ridge:,.0f} FLOP/byte."
     caption = el("p", [el("strong", f"Stage {data['index'] + 1}: "), s["what"], f" ({s['bound']}-bound).",
                        ridge_txt], class_="step-caption")

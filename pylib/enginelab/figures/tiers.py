@@ -135,6 +135,8 @@ def _decades(lo: float, hi: float) -> tuple[int, int]:
 class LogAxis:
     def __init__(self, lo: float, hi: float):
         a, b = _decades(lo, hi)
+        if math.log10(lo) - a < 0.3:  # keep the shortest bar visibly long: a decade of room below it
+            a -= 1
         if b <= a:
             b = a + 1
         self.a, self.b = a, b
