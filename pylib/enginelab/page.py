@@ -5,12 +5,14 @@ so the page a reader gets before Python loads is byte-for-byte what Python would
 
 A figure module provides ID, TITLE, SPEC (a state.Spec), default_state(), compute(state), describe(data),
 render(data) -> str, and optionally LEDE (one sentence of plain text under the title),
-controls(state) -> str to replace the generic controls, and STEP_FIELD (the key of an Int field with
-widget="range") to get Back / Play / Step buttons for an animated figure.
+controls(state) -> str to replace the generic controls, STEP_FIELD (the key of an Int field with
+widget="range") to get Back / Play / Step buttons for an animated figure, and frame_patch(data) to update
+such a figure in place between frames (see patch_view).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 
 from . import state as st
 from .svg import Raw, el, esc, join
@@ -128,6 +130,19 @@ def view(fig, state) -> dict:
         "summary": fig.describe(data),
         "query": fig.SPEC.to_query(state),
     }
+
+
+def patch_view(fig, state) -> dict | None:
+    """For a figure that defines frame_patch(data) (an animated one whose frames share one skeleton): the
+    frame's changes as one JSON text for the page's applyPatch (site/assets/patch.js), with the summary and the
+    query string. None for other figures. applyPatch touches the page only if the figure in it carries the
+    patch's data-patch-key; otherwise the glue falls back to `view` (a full render)."""
+    fp = getattr(fig, "frame_patch", None)
+    if fp is None:
+        return None
+    data = fig.compute(state)
+    return {"patch": json.dumps(fp(data), separators=(",", ":")), "summary": fig.describe(data),
+            "query": fig.SPEC.to_query(state)}
 
 
 def prerender(fig) -> dict:

@@ -1,6 +1,8 @@
 // Page chrome shared by every figure page. Plain JavaScript that works before (and without) Python:
 // load progress and load errors, Embed / Download SVG / Share / copy buttons, and the height message
 // to a parent page when embedded. The figure itself is drawn by Python (site/py/main.py).
+import { applyPatch } from "./patch.js";  // frame patches for animated figures (page.patch_view)
+
 const html = document.documentElement;
 html.classList.remove("no-js");
 
@@ -184,7 +186,7 @@ if (window.parent !== window) {
   window.addEventListener("enginelab:statechange", post);
 }
 
-window.enginelab = { setStatus, setError, embedURL, embedSnippet };
+window.enginelab = { setStatus, setError, embedURL, embedSnippet, applyPatch };
 
 // Back / Play / Step for animated figures (a figure module with STEP_FIELD): see steps.js.
 import "./steps.js";

@@ -98,9 +98,13 @@ class App:
 
     def apply(self, state, messages, force=False):
         t0 = time.perf_counter()
-        view = self.page.view(self.fig, state)
+        # an animated figure with frame_patch changes only what differs between frames (page.patch_view)
+        view = None if force else self.page.patch_view(self.fig, state)
         t1 = time.perf_counter()
-        self.root.innerHTML = view["figure"]  # the one write for the figure
+        if view is None or not window.enginelab.applyPatch(view["patch"]):
+            view = self.page.view(self.fig, state)
+            t1 = time.perf_counter()
+            self.root.innerHTML = view["figure"]  # the one write for the figure
         self.summary.textContent = view["summary"]
         self.sync_controls(state, force)
         self.show_messages(messages)

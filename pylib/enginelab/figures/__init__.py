@@ -16,6 +16,8 @@ REGISTRY.update({m.ID: m for m in (roofline, offload_curve, decode_curve, engine
 
 from . import advisor as _advisor  # noqa: E402  issue 8: bottleneck advisor
 REGISTRY[_advisor.ID] = _advisor
+from . import kv_managers as _kv_managers  # noqa: E402  figure 8: three KV managers
+REGISTRY[_kv_managers.ID] = _kv_managers
 
 
 def get(figure_id: str):

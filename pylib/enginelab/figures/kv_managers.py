@@ -1,0 +1,534 @@
+"""Three KV managers side by side: llama.cpp slots, vLLM paged blocks and SGLang's radix tree on one workload.
+
+Each manager gets the same pool of `capacity_tokens` cells (one cell = the KV of one token) and the same
+requests; kv_managers.simulate records one frame per simulated step (the frame format is documented at the top
+of kv_managers.py). This module only draws those frames: a grid of cells per manager, coloured by the user whose
+KV a cell holds, with the cell's state (cached, reused, prefilled, decoded, ...) shown by fill, outline and shape,
+plus running counters summed from the frames' events.
+
+State: workload (a preset), capacity ("preset" or a pool size), policy (SGLang's schedule_policy, "preset" or
+fcfs/lpm) and step (the simulation step; STEP_FIELD, so the page gets Back / Play / Step and a scrubber). The
+scrubber covers the manager that runs longest; a manager that has finished keeps showing its last frame.
+
+Stepping is cheap: simulations are cached per (workload, capacity, policy) in this process, and `frame_patch`
+gives the glue (site/py/main.py, site/assets/patch.js) only what changes from frame to frame: every cell's class
+and the live counters, applied to the grids already in the page. A full `render` is needed only when the
+workload, capacity or policy change.
+"""
+from __future__ import annotations
+
+from .. import fmt
+from ..state import Choice, Int, Spec
+from ..svg import Raw, data_details, el, esc, join, table
+
+ID = "kv-managers"
+TITLE = "Three KV managers, one workload"
+LEDE = ("The same requests on three equal pools of KV cells: llama.cpp's slots, vLLM's 16-token blocks and "
+        "SGLang's radix tree. Each square is one token's KV; its colour is the user it belongs to, its shape and "
+        "outline say whether the manager reused it from the cache or computed it.")
+STEP_FIELD = "step"
+
+MANAGERS = ("slots", "paged", "radix")
+MANAGER_NAMES = {"slots": "llama.cpp slots", "paged": "vLLM paged blocks", "radix": "SGLang radix tree"}
+
+COLS = 16             # cells per grid row: one row is one vLLM block (block_size 16)
+PITCH = 10            # grid pitch in SVG units
+CELL = 9              # drawn cell size (1 unit gap)
+PAD = 1               # room for outlines at the grid's edges
+N_HUES = 8            # user colours, cycled
+
+# workload id -> (label, default capacity, default schedule_policy for the radix manager)
+WORKLOADS = {
+    "chat": ("Chat: 4 users, 2 turns each (the module's)", 384, "fcfs"),
+    "radix-loses": ("Exercise 3: radix loses (192 cells, lpm)", None, "lpm"),
+    "agent": ("Agent sessions sharing tool definitions", 384, "fcfs"),
+}
+CAPACITIES = (64, 96, 128, 192, 256, 320, 384, 512, 768, 1024)
+
+# cell code (kv_managers frame "state" character) -> CSS classes; the hue class h<n> is added when the cell has an owner
+CODE_CLASS = {
+    ".": "k-free", "c": "k-cached", "r": "k-reused", "R": "k-reused now", "p": "k-prefill", "P": "k-prefill now",
+    "d": "k-decode", "D": "k-decode now", "a": "k-alloc", "E": "k-evicted now", "X": "k-preempted now",
+}
+CLASS_CODE = {v: k for k, v in CODE_CLASS.items()}
+LEGEND = [  # (class, label), in reading order
+    ("k-free", "free"),
+    ("k-cached h0", "cached: kept for a later prefix hit, nobody running uses it"),
+    ("k-reused h0", "reused from the cache (prefill skipped)"),
+    ("k-prefill h0", "prefilled: prompt computed"),
+    ("k-decode h0", "decoded: reply token"),
+    ("k-alloc h0", "allocated, not written yet (rest of a block)"),
+    ("k-evicted now h0", "evicted this step"),
+    ("k-preempted now h0", "freed by preemption this step"),
+    ("k-prefill now h0", "outlined: written or reused in this step"),
+]
+
+
+def _kv():
+    import kv_managers
+    return kv_managers
+
+
+def _preset_capacity(workload: str) -> int:
+    cap = WORKLOADS[workload][1]
+    return _kv().RADIX_LOSES_CAPACITY if cap is None else cap
+
+
+def _capacity(partial) -> int:
+    c = partial.get("capacity", "preset")
+    return _preset_capacity(partial["workload"]) if c == "preset" else int(c)
+
+
+def _policy(partial) -> str:
+    p = partial.get("policy", "preset")
+    return WORKLOADS[partial["workload"]][2] if p == "preset" else p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Simulations, cached per (workload, capacity, policy)
+# ---------------------------------------------------------------------------------------------------------
+_SIM_CACHE: dict = {}
+
+
+def workload_requests(workload: str) -> list:
+    kv = _kv()
+    if workload == "chat":
+        return kv.chat_workload()
+    if workload == "radix-loses":
+        return kv.radix_loses_workload()
+    if workload == "agent":
+        return kv.agent_workload(**kv.AGENT_FIGURE_PRESET)
+    raise ValueError(f"unknown workload {workload!r}")
+
+
+def simulation(workload: str, capacity: int, policy: str) -> dict:
+    """The three runs plus what the view needs per step, computed once per key and kept."""
+    key = (workload, capacity, policy)
+    hit = _SIM_CACHE.get(key)
+    if hit is not None:
+        return hit
+    kv = _kv()
+    reqs = workload_requests(workload)
+    managers = {"slots": kv.SlotManager(capacity), "paged": kv.PagedManager(capacity),
+                "radix": kv.RadixManager(capacity, schedule_policy=policy)}
+    runs = {name: kv.simulate(m, reqs, record_frames=True) for name, m in managers.items()}
+    sessions: list = []
+    for r in reqs:
+        if r.session not in sessions:
+            sessions.append(r.session)
+    hue = {r.rid: sessions.index(r.session) % N_HUES for r in reqs}
+    session_of = {r.rid: r.session for r in reqs}
+    per = {}
+    for name, run in runs.items():
+        frames = run["frames"]
+        live = []  # cumulative counters after each frame
+        computed = reused = preempt = peak = 0
+        for f in frames:
+            finishes = 0
+            for e in f["events"]:
+                t = e["type"]
+                if t == "admit":
+                    computed += e["computed"]
+                    reused += e["reused"]
+                elif t == "preempt":
+                    preempt += 1
+                elif t == "finish":
+                    finishes += 1
+            # requests that held KV during the step: still running after it, plus those that finished in it
+            # (simulate's peak_concurrency convention; preempted ones did not decode)
+            conc = len(f["running"]) + finishes
+            peak = max(peak, conc)
+            live.append({"computed": computed, "reused": reused, "preemptions": preempt, "concurrency": conc,
+                         "peak": peak})
+        per[name] = {"frames": frames, "steps": [f["step"] for f in frames], "live": live,
+                     "summary": run["summary"], "requests": run["requests"]}
+    first = min(p["steps"][0] for p in per.values() if p["steps"]) if any(p["steps"] for p in per.values()) else 0
+    last = max((p["steps"][-1] for p in per.values() if p["steps"]), default=0)
+    sim = {"key": key, "workload": workload, "capacity": capacity, "policy": policy, "per": per, "hue": hue,
+           "sessions": sessions, "session_of": session_of, "first_step": first, "last_step": last,
+           "n_requests": len(reqs), "cache": {}}
+    _SIM_CACHE[key] = sim
+    return sim
+
+
+def _sim_for(partial) -> dict:
+    return simulation(partial["workload"], _capacity(partial), _policy(partial))
+
+
+class _Step(Int):
+    """The simulation step. A step past the last one is clamped without a message: by then every manager has
+    finished and shows its final frame, which is also what the reader sees after switching to a shorter run."""
+
+    def parse(self, raw, partial):
+        v, msg = super().parse(raw, partial)
+        lo, hi = self.bounds(partial)
+        if msg and v == hi and hi is not None:
+            try:
+                if int(float(str(raw).strip())) > hi:
+                    return v, None
+            except ValueError:
+                pass
+        return v, msg
+
+
+def _capacity_options(p):
+    preset = _preset_capacity(p["workload"])
+    return [("preset", f"Preset ({preset} cells)")] + [(str(c), f"{c} cells") for c in CAPACITIES]
+
+
+def _policy_options(p):
+    return [("preset", f"Preset ({WORKLOADS[p['workload']][2]})"), ("fcfs", "fcfs (first come, first served)"),
+            ("lpm", "lpm (longest prefix match first)")]
+
+
+SPEC = Spec(ID, [
+    Choice("workload", "Workload", default="chat", options=[(k, v[0]) for k, v in WORKLOADS.items()]),
+    Choice("capacity", "KV pool (capacity_tokens)", default="preset", options=_capacity_options,
+           help="Cells per manager; one row of the grid is 16 cells, one vLLM block."),
+    Choice("policy", "SGLang schedule_policy", default="preset", options=_policy_options,
+           help="Only the radix manager has it: lpm admits the longest cached prefix first."),
+    _Step("step", "Step", default=lambda p: _sim_for(p)["first_step"], min=lambda p: _sim_for(p)["first_step"],
+          max=lambda p: _sim_for(p)["last_step"], widget="range", help="Drag, or use Back, Play and Step."),
+])
+
+
+def default_state():
+    return SPEC.default()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compute: the frame each manager shows at a step, and its counters
+# ---------------------------------------------------------------------------------------------------------
+def _settled(state: str) -> str:
+    """A frame seen after its own step: nothing happened since, so this-step codes take their steady form."""
+    return state.translate(_SETTLE)
+
+
+_SETTLE = str.maketrans({"R": "r", "P": "p", "D": "d", "E": ".", "X": "."})
+
+
+def _frame_at(per: dict, step: int, capacity: int):
+    """(index of the frame shown, cell codes, owners, exact) for one manager at a simulation step."""
+    steps = per["steps"]
+    lo, hi, i = 0, len(steps), -1
+    while lo < hi:  # last frame with frame step <= step
+        mid = (lo + hi) // 2
+        if steps[mid] <= step:
+            i, lo = mid, mid + 1
+        else:
+            hi = mid
+    if i < 0:
+        return -1, "." * capacity, [-1] * capacity, False
+    f = per["frames"][i]
+    exact = steps[i] == step
+    codes = f["state"] if exact else _settled(f["state"])
+    owner = f["owner"] if exact else [o if c != "." else -1 for o, c in zip(f["owner"], codes)]
+    return i, codes, owner, exact
+
+
+def cell_classes(codes: str, owner: list, hue: dict, table: dict | None = None) -> list:
+    """The class attribute of every cell (the same strings in `render` and in `frame_patch`).
+
+    `table` (code -> owner -> class string) may be passed in to reuse its strings across frames."""
+    if table is None:
+        table = class_table(hue)
+    return [table[c][o] for c, o in zip(codes, owner)]
+
+
+def class_table(hue: dict) -> dict:
+    owners = [-1] + list(hue)
+    return {c: {o: cls + (f" h{hue[o]}" if o >= 0 else "") for o in owners} for c, cls in CODE_CLASS.items()}
+
+
+def _classes(sim: dict, name: str, panel: dict) -> list:
+    cache = sim["cache"]
+    key = ("classes", name, panel["frame_index"], panel["exact"])
+    got = cache.get(key)
+    if got is None:
+        if "table" not in cache:
+            cache["table"] = class_table(sim["hue"])
+        got = cache[key] = cell_classes(panel["codes"], panel["owner"], sim["hue"], cache["table"])
+    return got
+
+
+def _event_text(e: dict) -> str:
+    t, rid = e["type"], e["rid"]
+    who = f"#{rid}"
+    if t == "admit":
+        return f"admit {who}: {e['reused']} reused, {e['computed']} computed"
+    if t == "evict":
+        return f"evict {e['cells']} cells of {who}"
+    if t == "preempt":
+        return f"preempt {who} ({e['cells']} cells freed)"
+    if t == "reject":
+        return f"reject {who}"
+    return f"{t} {who}"
+
+
+def compute(state) -> dict:
+    cap = _capacity(state.as_dict())
+    pol = _policy(state.as_dict())
+    sim = simulation(state.workload, cap, pol)
+    step = min(max(state.step, sim["first_step"]), sim["last_step"])
+    panels = {}
+    for name in MANAGERS:
+        per = sim["per"][name]
+        i, codes, owner, exact = _frame_at(per, step, cap)
+        live = per["live"][i] if i >= 0 else {"computed": 0, "reused": 0, "preemptions": 0, "concurrency": 0,
+                                                  "peak": 0}
+        f = per["frames"][i] if i >= 0 else None
+        done = bool(per["steps"]) and step >= per["steps"][-1]
+        used = cap - codes.count(".") - codes.count("E") - codes.count("X")
+        cached = codes.count("c")
+        panels[name] = {
+            "frame_index": i, "frame_step": per["steps"][i] if i >= 0 else None, "exact": exact, "done": done,
+            "codes": codes, "owner": owner, "computed": live["computed"], "reused": live["reused"],
+            "preemptions": live["preemptions"], "concurrency": live["concurrency"] if exact else 0,
+            "peak": live["peak"], "running": list(f["running"]) if (f and exact) else [],
+            "waiting": list(f["waiting"]) if (f and exact) else [],
+            "events": list(f["events"]) if (f and exact) else [], "cells_used": used, "cells_cached": cached,
+            "summary": per["summary"], "last_step": per["steps"][-1] if per["steps"] else None,
+        }
+    return {"state": state, "sim": sim, "step": step, "capacity": cap, "policy": pol, "panels": panels,
+            "workload_label": WORKLOADS[state.workload][0]}
+
+
+def describe(data) -> str:
+    p = data["panels"]
+    parts = [f"{n} {p[n]['computed']} computed, {p[n]['concurrency']} running" for n in MANAGERS]
+    return (f"{data['workload_label']} on {data['capacity']} KV cells per manager, step {data['step']} of "
+            f"{data['sim']['last_step']}: prefill tokens computed so far and requests holding cells now: "
+            + "; ".join(parts) + ".")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Render
+# ---------------------------------------------------------------------------------------------------------
+def _grid_geometry(capacity: int) -> tuple[int, int]:
+    rows = (capacity + COLS - 1) // COLS
+    return COLS * PITCH - 1 + 2 * PAD, rows * PITCH - 1 + 2 * PAD
+
+
+def _cell_prefixes(capacity: int, cache: dict) -> list:
+    key = ("prefix", capacity)
+    if key not in cache:
+        cache[key] = [f'<rect x="{PAD + (i % COLS) * PITCH}" y="{PAD + (i // COLS) * PITCH}" width="{CELL}" '
+                      f'height="{CELL}" data-i="{i}" class="' for i in range(capacity)]
+    return cache[key]
+
+
+def _grid(name: str, data: dict, **pos) -> Raw:
+    sim, cap = data["sim"], data["capacity"]
+    panel = data["panels"][name]
+    w, h = _grid_geometry(cap)
+    classes = _classes(sim, name, panel)
+    # Built with a format string, not el(): 1,000+ cells; every piece is a number or one of CODE_CLASS's words.
+    cells = Raw("".join(p + c + '"/>' for p, c in zip(_cell_prefixes(cap, sim["cache"]), classes)))
+    tid, did = f"kv-grid-{name}-title", f"kv-grid-{name}-desc"
+    return el("svg", [
+        el("title", f"{MANAGER_NAMES[name]}: {cap} KV cells, {COLS} per row", id_=tid),
+        el("desc", "One square per KV cell. Colour: the user whose tokens it holds. Solid square: prompt "
+                   "computed; round: reply token; pale with an outline: reused from the cache; pale without "
+                   "one: cached, unused; grey: free.", id_=did),
+        el("g", cells, id_=f"kv-cells-{name}", class_="cells"),
+    ], xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {w} {h}", width=w, height=h, role="img",
+        aria_labelledby=f"{tid} {did}", class_="chart kv-grid", id_=f"kv-grid-{name}", **pos)
+
+
+def _readout(name: str, value, text: str, label: str, sub: str = "") -> Raw:
+    # a format string rather than el(): this runs for every new frame (same markup as el() would give)
+    unit = f'<span class="unit">{esc(sub)}</span>' if sub else ""
+    return Raw(f'<div class="readout kv-readout-{name}"><dt>{esc(label)}</dt><dd><output data-readout="{name}" '
+               f'data-value="{esc(fmt.raw(value))}">{esc(text)}</output>{unit}</dd></div>')
+
+
+def _status_text(name: str, data: dict) -> str:
+    p = data["panels"][name]
+    if p["done"] and data["step"] > p["last_step"]:
+        return f"finished at step {p['last_step']}"
+    if p["frame_index"] < 0:
+        return "nothing has arrived yet"
+    if not p["exact"]:
+        return "idle (nothing running or waiting)"
+    n_run, n_wait = len(p["running"]), len(p["waiting"])
+    return f"{n_run} running, {n_wait} waiting" + (" · last step" if p["done"] else "")
+
+
+def _live(name: str, data: dict) -> Raw:
+    """The per-frame part of a panel: counters and this step's events (replaced whole by frame_patch)."""
+    p = data["panels"][name]
+    key = ("live", name, p["frame_index"], p["exact"], _status_text(name, data))
+    cache = data["sim"]["cache"]
+    if key not in cache:
+        cache[key] = _live_html(name, data)
+    return cache[key]
+
+
+def _live_html(name: str, data: dict) -> Raw:
+    p, cap = data["panels"][name], data["capacity"]
+    s = p["summary"]
+    ev = [e for e in p["events"] if e["type"] != "arrive"]
+    ev_text = "; ".join(_event_text(e) for e in ev) if ev else "no admissions, " \
+        "finishes or evictions"
+    return join([
+        el("p", _status_text(name, data), class_="kv-status", data_readout=f"{name}_status",
+           data_value=str(p["frame_step"] if p["frame_step"] is not None else "")),
+        el("dl", [
+            _readout(f"{name}_computed", p["computed"], f"{p['computed']:,}", "Prefill computed",
+                     f"of {s['prompt_tokens']:,}"),
+            _readout(f"{name}_reused", p["reused"], f"{p['reused']:,}", "Reused (saved)", "tokens"),
+            _readout(f"{name}_concurrency", p["concurrency"], str(p["concurrency"]), "Holding cells now",
+                     "requests"),
+            _readout(f"{name}_peak", p["peak"], str(p["peak"]), "Peak so far", "requests"),
+            _readout(f"{name}_preemptions", p["preemptions"], str(p["preemptions"]), "Preemptions"),
+            _readout(f"{name}_cells_used", p["cells_used"], f"{p['cells_used']}", "Cells in use",
+                     f"of {cap}, {p['cells_cached']} cached"),
+        ], class_="readouts kv-readouts"),
+        el("p", ev_text, class_="kv-events"),
+    ])
+
+
+def _final(name: str, data: dict) -> Raw:
+    s = data["panels"][name]["summary"]
+    rej = len(s["rejected"])
+    parts = [el("strong", "At the end: "),
+             el("span", f"{s['prefill_computed']:,}", data_readout=f"{name}_final_computed",
+                data_value=str(s["prefill_computed"])),
+             f" of {s['prompt_tokens']:,} prompt tokens computed ({s['prefill_saved_frac']:.0%} saved), peak ",
+             el("span", str(s["peak_concurrency"]), data_readout=f"{name}_final_peak",
+                data_value=str(s["peak_concurrency"])),
+             f" at once, {s['preemptions']} preemption{'s' if s['preemptions'] != 1 else ''}, "
+             f"{s['steps']} steps" + (f", {rej} rejected" if rej else "") + "."]
+    return el("p", parts, class_="kv-final")
+
+
+def _subtitle(name: str, data: dict) -> str:
+    if name == "slots":
+        return "4 slots (-np auto) in one unified buffer"
+    if name == "paged":
+        return f"block_size 16: {data['capacity'] // 16} blocks, prefix caching on"
+    return f"token-granular tree, schedule_policy {data['policy']}"
+
+
+def _panel(name: str, data: dict) -> Raw:
+    return el("section", [
+        el("h2", MANAGER_NAMES[name], id_=f"kv-h-{name}"),
+        el("p", _subtitle(name, data), class_="kv-sub"),
+        _grid(name, data),
+        el("div", _live(name, data), id_=f"kv-live-{name}", class_="kv-live"),
+        _final(name, data),
+    ], class_=f"kv-panel kv-{name}", aria_labelledby=f"kv-h-{name}", data_manager=name)
+
+
+def _legend() -> Raw:
+    items = []
+    for cls, label in LEGEND:
+        sw = el("svg", el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
+                xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
+                width=14, height=14, class_="chart kv-grid kv-swatch", aria_hidden="true", focusable="false")
+        items.append(el("li", [sw, " ", label]))
+    return el("div", el("ul", items, class_="kv-legend-codes"), class_="kv-legend", aria_label="Legend")
+
+
+def _users(data: dict) -> Raw:
+    sim = data["sim"]
+    items = []
+    for i, s in enumerate(sim["sessions"]):
+        rids = [rid for rid, ses in sim["session_of"].items() if ses == s]
+        sw = el("svg", el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=f"k-prefill h{i % N_HUES}"),
+                xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
+                width=14, height=14, class_="chart kv-grid kv-swatch", aria_hidden="true", focusable="false")
+        items.append(el("li", [sw, " ", f"{s} (requests {', '.join('#' + str(r) for r in rids)})"]))
+    return el("ul", items, class_="kv-legend-users", aria_label="Users (colours)")
+
+
+def _caption_inner(data: dict) -> Raw:
+    return join([el("strong", f"Step {data['step']}"), f" of {data['sim']['last_step']} · "
+                 f"{data['workload_label']} · {data['capacity']} cells per manager"])
+
+
+def _caption(data: dict) -> Raw:
+    return el("p", _caption_inner(data), class_="step-caption", id_="kv-caption")
+
+
+def _table(data: dict) -> Raw:
+    """Per step and manager: the counters (static for a simulation, so it is built once)."""
+    sim = data["sim"]
+    key = ("table",)
+    if key not in sim["cache"]:
+        header = ["Step"] + [f"{n}: {c}" for n in MANAGERS for c in ("computed", "reused", "holding")]
+        rows = []
+        for t in range(sim["first_step"], sim["last_step"] + 1):
+            row = [str(t)]
+            for n in MANAGERS:
+                per = sim["per"][n]
+                i, _, _, exact = _frame_at(per, t, data["capacity"])
+                lv = per["live"][i] if i >= 0 else {"computed": 0, "reused": 0, "concurrency": 0}
+                row += [str(lv["computed"]), str(lv["reused"]), str(lv["concurrency"] if exact else 0)]
+            rows.append(row)
+        caption = (f"{data['workload_label']}, {data['capacity']} cells: prefill tokens computed and reused so "
+                   f"far, and requests holding cells, per step")
+        sim["cache"][key] = data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
+    return sim["cache"][key]
+
+
+def _note(data: dict) -> Raw:
+    return el("p", [
+        "Counting: a request holds cells in a step if it decoded or was admitted in it, so a user's finishing "
+        "turn and next turn both count in the step where one hands over to the other. Slots never run more than "
+        "n_parallel requests; paged and radix admit while cells last. Requests are numbered #0, #1, … in the "
+        "order the workload lists them."], class_="note")
+
+
+def render(data) -> str:
+    sim = data["sim"]
+    key = "|".join(str(k) for k in sim["key"])
+    return el("div", [
+        _caption(data),
+        el("div", [_panel(n, data) for n in MANAGERS], class_="kv-panels"),
+        _legend(), _users(data), _note(data), _table(data),
+    ], class_="fig-kv", id_="kv-fig", data_step=str(data["step"]), data_patch_key=key)
+
+
+def _classes_text(sim: dict, name: str, panel: dict) -> str:
+    key = ("classes-text", name, panel["frame_index"], panel["exact"])
+    got = sim["cache"].get(key)
+    if got is None:
+        got = sim["cache"][key] = "|".join(_classes(sim, name, panel))
+    return got
+
+
+def sheet_svg(data) -> str:
+    """The three grids of one frame side by side in one standalone SVG, with the step and each manager's
+    counters as text (what the golden tests pin; the page itself stacks three SVGs so phones can reflow them)."""
+    w, h = _grid_geometry(data["capacity"])
+    gap, top, bottom = 16, 30, 38
+    parts = []
+    for j, n in enumerate(MANAGERS):
+        x = j * (w + gap)
+        p = data["panels"][n]
+        parts.append(el("text", MANAGER_NAMES[n], x=x, y=top - 8, class_="kv-name"))
+        parts.append(_grid(n, data, x=x, y=top))
+        parts.append(el("text", f"computed {p['computed']}, reused {p['reused']}", x=x, y=top + h + 14,
+                        class_="kv-count"))
+        parts.append(el("text", f"holding {p['concurrency']}, preempted {p['preemptions']}", x=x,
+                        y=top + h + 30, class_="kv-count"))
+    width, height = 3 * w + 2 * gap, top + h + bottom
+    return str(el("svg", [el("title", f"Three KV managers, step {data['step']}"), el("desc", describe(data)),
+                          join(parts)],
+                  xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {width} {height}", width=width,
+                  height=height, role="img", class_="chart kv-sheet", data_step=str(data["step"])))
+
+
+def frame_patch(data) -> dict:
+    """What changes from one frame to another of the same simulation, for the glue's applyPatch: every cell's
+    class per grid (in cell order, joined by "|"), and the inner HTML of the caption and the live counters. The patch applies
+    only to a figure in the page with the same data-patch-key; the result equals a full render of `data`."""
+    sim = data["sim"]
+    return {
+        "key": "|".join(str(k) for k in sim["key"]),
+        "classes": {f"kv-cells-{n}": _classes_text(sim, n, data["panels"][n]) for n in MANAGERS},
+        "html": {"kv-caption": str(_caption_inner(data)),
+                 **{f"kv-live-{n}": str(_live(n, data)) for n in MANAGERS}},
+        "attrs": {"kv-fig": {"data-step": str(data["step"])}},
+    }

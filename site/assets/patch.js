@@ -1,0 +1,35 @@
+// Frame patches for animated figures whose module defines frame_patch(data) (see pylib/enginelab/page.py
+// patch_view): instead of replacing the whole figure, the glue hands over one JSON text with
+//   key      must equal the data-patch-key of the figure now in #figure, else nothing is touched
+//   classes  {container id: "class of child 0|class of child 1|..."}: only the attributes that differ are set
+//   html     {element id: inner HTML}, built by the same Python as a full render (so it is escaped there)
+//   attrs    {element id: {attribute: value}}
+// and the DOM ends up as a full render of the same state would leave it. Returns false when the key does not
+// match (the glue then renders in full).
+export function applyPatch(text) {
+  const p = JSON.parse(text);
+  const root = document.querySelector("#figure [data-patch-key]");
+  if (!root || root.dataset.patchKey !== p.key) return false;
+  const byId = (id) => document.getElementById(id);
+  const lists = Object.entries(p.classes || {}).map(([id, text]) => [id, text.split("|")]);
+  for (const [id, classes] of lists) {
+    const box = byId(id);
+    if (!box || box.children.length !== classes.length) return false;
+  }
+  for (const [id, classes] of lists) {
+    const kids = byId(id).children;
+    for (let i = 0; i < classes.length; i++) {
+      const c = kids[i];
+      if (c.getAttribute("class") !== classes[i]) c.setAttribute("class", classes[i]);
+    }
+  }
+  for (const [id, inner] of Object.entries(p.html || {})) {
+    const e = byId(id);
+    if (e) e.innerHTML = inner;
+  }
+  for (const [id, attrs] of Object.entries(p.attrs || {})) {
+    const e = byId(id);
+    if (e) for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  }
+  return true;
+}

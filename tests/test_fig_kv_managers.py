@@ -1,0 +1,290 @@
+"""The three-KV-managers figure in CPython: cells drawn from simulate's frames, counters summed from their events,
+the module's compare() numbers as the chat preset's final counters, frame patches equal to full renders; goldens."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import kv_managers as kv
+import pytest
+
+from enginelab import page
+from enginelab.figures import REGISTRY
+from enginelab.figures import kv_managers as fig
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
+RECT = re.compile(r'<rect x="(\d+)" y="(\d+)" width="9" height="9" data-i="(\d+)" class="([^"]*)"/>')
+
+
+def state(q=""):
+    s, msgs = fig.SPEC.from_query(q)
+    assert msgs == []
+    return s
+
+
+def grid_cells(html: str, name: str) -> list[tuple[int, int, int, str]]:
+    """(x, y, i, class) of every cell of one manager's grid, in document order."""
+    m = re.search(rf'<g id="kv-cells-{name}" class="cells">(.*?)</g>', html)
+    assert m, name
+    return [(int(x), int(y), int(i), c) for x, y, i, c in RECT.findall(m.group(1))]
+
+
+def readouts(html: str) -> dict:
+    return dict(re.findall(r'data-readout="([a-z_]+)" data-value="([^"]*)"', html))
+
+
+def test_registered_as_a_step_through_figure():
+    assert REGISTRY["kv-managers"] is fig and fig.ID == "kv-managers"
+    assert fig.STEP_FIELD == "step"
+    assert [f.key for f in fig.SPEC.fields] == ["workload", "capacity", "policy", "step"]
+    f = fig.SPEC.by_key["step"]
+    assert f.kind == "int" and f.widget == "range"
+    controls = page.prerender(fig)["controls"]
+    # chat on 384 cells runs steps 0..62 (63 steps, simulate's summary)
+    assert 'id="f-step"' in controls and 'min="0"' in controls and 'max="62"' in controls
+    for action in ("back", "play", "next"):
+        assert f'data-step-action="{action}"' in controls
+    # the companion's and the engines table's links are valid states
+    for q in ("?workload=radix-loses", "?workload=agent", "?policy=lpm"):
+        state(q)
+
+
+def test_the_modules_compare_numbers_are_the_chat_presets_final_counters():
+    # The module's "same workload, three KV managers" output for compare(capacity_tokens=384):
+    #   slots 376 / 652 computed, peak 4; paged 268 / 652, peak 5; radix 208 / 652, peak 5; no preemptions.
+    want = {"slots": (376, 4), "paged": (268, 5), "radix": (208, 5)}
+    runs = kv.compare(capacity_tokens=384)
+    d = fig.compute(state("?step=62"))
+    assert d["step"] == 62 == d["sim"]["last_step"] and d["capacity"] == 384
+    r = readouts(fig.render(d))
+    for name, (computed, peak) in want.items():
+        s = runs[name]["summary"]
+        assert (s["prefill_computed"], s["peak_concurrency"], s["prompt_tokens"]) == (computed, peak, 652)
+        assert r[f"{name}_computed"] == str(computed) and r[f"{name}_final_computed"] == str(computed)
+        assert r[f"{name}_peak"] == str(peak) and r[f"{name}_final_peak"] == str(peak)
+        assert r[f"{name}_preemptions"] == "0"
+        assert int(r[f"{name}_reused"]) == s["cache_hit_tokens"]
+    # the default (first) frame has computed nothing but the first arrival's prompt
+    r0 = readouts(fig.render(fig.compute(fig.default_state())))
+    assert {r0[f"{n}_computed"] for n in want} == {"58"}  # 48-token system prompt + user 0's 10-token message
+
+
+@pytest.mark.parametrize("q", ["", "?workload=radix-loses", "?workload=agent", "?workload=radix-loses&policy=fcfs",
+                               "?capacity=128", "?workload=agent&capacity=192&policy=lpm"])
+def test_counters_at_the_last_step_match_simulates_summary(q):
+    s = state(q)
+    d0 = fig.compute(s)
+    cap, pol = d0["capacity"], d0["policy"]
+    reqs = fig.workload_requests(s.workload)
+    runs = {"slots": kv.simulate(kv.SlotManager(cap), reqs), "paged": kv.simulate(kv.PagedManager(cap), reqs),
+            "radix": kv.simulate(kv.RadixManager(cap, schedule_policy=pol), reqs)}
+    last = max(r["frames"][-1]["step"] for r in runs.values())
+    assert d0["sim"]["last_step"] == last
+    d = fig.compute(s.replace(step=last))
+    r = readouts(fig.render(d))
+    for name, run in runs.items():
+        sm = run["summary"]
+        assert int(r[f"{name}_computed"]) == sm["prefill_computed"]
+        assert int(r[f"{name}_reused"]) == sm["cache_hit_tokens"]
+        assert int(r[f"{name}_peak"]) == sm["peak_concurrency"]
+        assert int(r[f"{name}_preemptions"]) == sm["preemptions"]
+
+
+def test_every_cell_class_is_its_frames_state_code_and_owner_hue():
+    for q in ("", "?workload=radix-loses", "?workload=agent"):
+        s = state(q)
+        sim = fig.compute(s)["sim"]
+        frames = {name: {f["step"]: f for f in sim["per"][name]["frames"]} for name in fig.MANAGERS}
+        checked = 0
+        for t in range(sim["first_step"], sim["last_step"] + 1):
+            html = fig.render(fig.compute(s.replace(step=t)))
+            for name in fig.MANAGERS:
+                f = frames[name].get(t)
+                if f is None:
+                    continue
+                cells = grid_cells(html, name)
+                assert len(cells) == sim["capacity"]
+                for (x, y, i, cls), code, owner in zip(cells, f["state"], f["owner"]):
+                    assert (x, y) == (1 + 10 * (i % 16), 1 + 10 * (i // 16))
+                    words = cls.split()
+                    hue = [w for w in words if re.fullmatch(r"h\d", w)]
+                    assert fig.CLASS_CODE[" ".join(w for w in words if w not in hue)] == code
+                    if owner < 0:
+                        assert hue == [] and code == "."
+                    else:
+                        assert hue == [f"h{sim['hue'][owner]}"]
+                checked += 1
+        assert checked == sum(len(sim["per"][n]["frames"]) for n in fig.MANAGERS)
+
+
+def test_hues_follow_sessions_and_turn_two_reuses_turn_ones_colour():
+    d = fig.compute(state())
+    hue = d["sim"]["hue"]
+    assert [hue[r] for r in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]  # user u: requests 2u and 2u+1
+    assert d["sim"]["sessions"] == ["user0", "user1", "user2", "user3"]
+
+
+def test_live_counters_are_running_sums_of_the_events():
+    s = state("?workload=agent")
+    sim = fig.compute(s)["sim"]
+    for name in fig.MANAGERS:
+        per = sim["per"][name]
+        computed = reused = pre = peak = 0
+        for f in per["frames"]:
+            ev = f["events"]
+            computed += sum(e["computed"] for e in ev if e["type"] == "admit")
+            reused += sum(e["reused"] for e in ev if e["type"] == "admit")
+            pre += sum(1 for e in ev if e["type"] == "preempt")
+            now = len(f["running"]) + sum(1 for e in ev if e["type"] == "finish")
+            peak = max(peak, now)
+            p = fig.compute(s.replace(step=f["step"]))["panels"][name]
+            assert (p["computed"], p["reused"], p["preemptions"], p["concurrency"], p["peak"]) == \
+                (computed, reused, pre, now, peak)
+            assert p["cells_used"] == sum(1 for c in f["state"] if c not in ".EX")
+    # the agent preset: vLLM preempts once (AGENT_FIGURE_PRESET's comment), the others never
+    assert [sim["per"][n]["live"][-1]["preemptions"] for n in fig.MANAGERS] == [0, 1, 0]
+
+
+def test_idle_gaps_and_finished_managers_show_their_last_frame_settled():
+    s = state()
+    sim = fig.compute(s)["sim"]
+    paged = sim["per"]["paged"]
+    gap = next(a for a, b in zip(paged["steps"], paged["steps"][1:]) if b - a > 1)  # paged skips idle steps
+    f = paged["frames"][paged["steps"].index(gap)]
+    p = fig.compute(s.replace(step=gap + 1))["panels"]["paged"]
+    assert not p["exact"] and p["concurrency"] == 0
+    assert p["codes"] == f["state"].replace("P", "p").replace("R", "r").replace("D", "d") \
+        .replace("E", ".").replace("X", ".")
+    assert all(c.islower() or c == "." for c in p["codes"])
+    # radix-loses: radix and paged finish at 24, slots runs to 40; at 40 the first two show their step-24 frame
+    s2 = state("?workload=radix-loses&step=40")
+    d = fig.compute(s2)
+    assert d["sim"]["last_step"] == 40
+    for n, last in (("paged", 24), ("radix", 24), ("slots", 40)):
+        assert d["panels"][n]["last_step"] == last and d["panels"][n]["done"]
+    html = fig.render(d)
+    assert "finished at step 24" in html
+    assert readouts(html)["radix_computed"] == "336" and readouts(html)["paged_computed"] == "272"
+
+
+def test_radix_loses_preset_is_exercise_3_at_its_capacity():
+    s = state("?workload=radix-loses")
+    d = fig.compute(s.replace(step=24))
+    assert d["capacity"] == kv.RADIX_LOSES_CAPACITY == 192 and d["policy"] == "lpm"
+    assert fig.SPEC.to_query(s) == "?workload=radix-loses"  # preset capacity and policy stay out of the URL
+    # 336 vs 272 prefill tokens (kv_managers.radix_loses_workload's docstring); fcfs makes it a tie
+    assert (d["panels"]["radix"]["computed"], d["panels"]["paged"]["computed"]) == (336, 272)
+    tie = fig.compute(state("?workload=radix-loses&policy=fcfs&step=24"))
+    assert tie["panels"]["radix"]["computed"] == 272
+    # 192 cells = 12 rows of 16
+    assert len(grid_cells(fig.render(d), "radix")) == 192
+    assert 'viewBox="0 0 161 121"' in fig.render(d)
+
+
+def test_bad_query_values_are_explained_and_fall_back():
+    s, msgs = fig.SPEC.from_query("?workload=mars&capacity=300&policy=random&step=abc&x=1")
+    assert s == fig.default_state()
+    assert len(msgs) == 5
+    assert any("Workload" in m and "'mars'" in m for m in msgs)
+    assert any("capacity_tokens" in m and "'300'" in m for m in msgs)
+    assert any("schedule_policy" in m and "'random'" in m for m in msgs)
+    assert any(m.startswith("Step: 'abc' is not a whole number; allowed: 0 to 62") for m in msgs)
+    s, msgs = fig.SPEC.from_query("?step=-3")
+    assert s.step == 0 and msgs == ["Step: -3 is below the minimum 0; using 0."]
+    # past the end: the last frame, without a message (every manager has finished by then)
+    s, msgs = fig.SPEC.from_query("?workload=radix-loses&step=62")
+    assert s.step == 40 and msgs == []
+
+
+def test_a_tiny_pool_rejects_and_still_renders():
+    d = fig.compute(state("?capacity=64"))
+    for n in fig.MANAGERS:
+        assert d["panels"][n]["summary"]["rejected"]  # the 97..154-token second turns do not fit in 64 cells
+    html = fig.render(d)
+    assert "rejected" in html and len(grid_cells(html, "paged")) == 64
+
+
+def apply_patch(html: str, patch: dict) -> str:
+    """What site/assets/patch.js does, on the HTML text."""
+    root = re.search(r'data-patch-key="([^"]*)"', html)
+    assert root and root.group(1) == patch["key"]
+    for gid, text in patch["classes"].items():
+        classes = iter(text.split("|"))
+        m = re.search(rf'(<g id="{gid}" class="cells">)(.*?)(</g>)', html)
+        body = RECT.sub(lambda r: r.group(0).replace(f'class="{r.group(4)}"', f'class="{next(classes)}"'),
+                        m.group(2))
+        assert next(classes, None) is None
+        html = html[:m.start(2)] + body + html[m.end(2):]
+    for eid, inner in patch["html"].items():
+        m = re.search(rf'(<(\w+)[^>]* id="{eid}"[^>]*>)', html)
+        tag = m.group(2)
+        start = m.end(1)
+        depth, i = 1, start
+        pat = re.compile(rf"<{tag}\b[^>]*>|</{tag}>")
+        while depth:
+            t = pat.search(html, i)
+            depth += -1 if t.group(0).startswith("</") else 1
+            i = t.end()
+        html = html[:start] + inner + html[t.start():]
+    for eid, attrs in patch["attrs"].items():
+        for k, v in attrs.items():
+            html = re.sub(rf'(id="{eid}"[^>]*? {k}=")[^"]*"', lambda m: m.group(1) + v + '"', html, count=1)
+    return html
+
+
+@pytest.mark.parametrize("q", ["", "?workload=agent"])
+def test_a_frame_patch_turns_any_frame_into_a_full_render_of_another(q):
+    s = state(q)
+    sim = fig.compute(s)["sim"]
+    steps = range(sim["first_step"], sim["last_step"] + 1)
+    prev = fig.render(fig.compute(s))
+    for t in list(steps)[1::3] + [sim["first_step"]]:
+        d = fig.compute(s.replace(step=t))
+        pv = page.patch_view(fig, s.replace(step=t))
+        patch = json.loads(pv["patch"])
+        assert patch == json.loads(json.dumps(fig.frame_patch(d)))
+        assert apply_patch(prev, patch) == fig.render(d)
+        assert pv["summary"] == fig.describe(d) and pv["query"] == fig.SPEC.to_query(s.replace(step=t))
+        prev = fig.render(d)
+    # another simulation has another key: the page then renders in full
+    other = fig.frame_patch(fig.compute(state("?capacity=256")))
+    assert other["key"] != fig.frame_patch(fig.compute(s))["key"]
+
+
+def test_render_is_pure_and_stepping_is_cheap():
+    s = state()
+    a = fig.render(fig.compute(s.replace(step=20)))
+    fig.render(fig.compute(s.replace(step=40)))
+    assert fig.render(fig.compute(s.replace(step=20))) == a
+    assert a.count('class="chart kv-grid"') == 3 and a.count('role="img"') == 3
+    assert a.count("<title") == 3 and a.count("<desc") == 3 and '<details class="data-table">' in a
+    assert a.count("<rect ") == 3 * 384 + len(fig.LEGEND) + 4  # cells, legend swatches, one swatch per user
+    # the simulation is cached: a new frame costs the patch only
+    fig._SIM_CACHE.clear()
+    t0 = time.perf_counter()
+    fig.compute(s)
+    first = time.perf_counter() - t0
+    times = []
+    for t in range(63):
+        t0 = time.perf_counter()
+        page.patch_view(fig, s.replace(step=t))
+        times.append(time.perf_counter() - t0)
+    assert len(fig._SIM_CACHE) == 1
+    assert sorted(times)[31] < 0.008, f"{sorted(times)[31] * 1e3:.1f} ms per new frame (simulation {first:.3f} s)"
+
+
+@pytest.mark.parametrize("name, q", [("kv-managers", ""), ("kv-managers-middle", "?step=31"),
+                                     ("kv-managers-last", "?step=62"),
+                                     ("kv-managers-radix-loses", "?workload=radix-loses&step=10"),
+                                     ("kv-managers-agent", "?workload=agent&step=40")])
+def test_golden_svg(name, q):
+    svg = fig.sheet_svg(fig.compute(state(q)))
+    path = GOLDEN / f"{name}.svg"
+    if UPDATE:
+        path.write_text(svg + "\n")
+    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
+    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
