@@ -242,3 +242,10 @@ def test_serving_plan_golden(name, q):
     golden(name, fsp._bar(fsp.compute(fsp.SPEC.from_query(q)[0])))
 
 
+
+
+def test_failed_start_draws_no_kv_pool():
+    d = fsp.compute(fsp.SPEC.from_query("?ctx=131072")[0])
+    seg = {k: b for k, _, b, _ in fsp.segments(d)}
+    assert seg["kv"] == 0 and seg["unused"] == pytest.approx(d["plan"]["available_kv_bytes"])
+    assert 'data-segment="kv"' not in fsp._bar(d)

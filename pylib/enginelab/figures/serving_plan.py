@@ -148,7 +148,7 @@ def describe(data) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Render
 # ---------------------------------------------------------------------------------------------------------
-W, PAD, BAR_Y, BAR_H = 640, 12, 30, 36
+W, PAD, BAR_Y, BAR_H = 500, 10, 30, 36
 
 VLLM_SEGMENTS = (("weights", "Weights"), ("activation", "Peak activation"), ("non_torch", "Non-torch"),
                  ("graphs", "CUDA graphs"), ("kv", "KV cache pool"), ("unused", "Unused in budget"),
@@ -165,15 +165,17 @@ def segments(data) -> list:
         over = max(0.0, -p["available_kv_bytes"])
         vals = {"weights": p["weights_bytes"], "activation": p["peak_activation_bytes"],
                 "non_torch": p["non_torch_bytes"], "graphs": p["cudagraph_bytes"],
-                "kv": p["kv_cache_bytes"], "unused": max(0.0, p["available_kv_bytes"] - p["kv_cache_bytes"]),
+                # a plan that fails its start-up checks never allocates the pool: the budget stays unused
+                "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
+                "unused": max(0.0, p["available_kv_bytes"] - (p["kv_cache_bytes"] if p["fits"] else 0.0)),
                 "reserved": max(0.0, p["reserved_bytes"] - over)}
         exact = {"weights": True, "activation": False, "non_torch": False, "graphs": False, "kv": True,
                  "unused": True, "reserved": True}
         segs = VLLM_SEGMENTS
     else:
         over = max(0.0, -p["rest_bytes"])
-        vals = {"weights": p["weights_bytes"], "kv": p["kv_cache_bytes"],
-                "unused": max(0.0, p["unused_bytes"]),
+        vals = {"weights": p["weights_bytes"], "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
+                "unused": max(0.0, p["unused_bytes"] if p["fits"] else p["rest_bytes"]),
                 "activation": max(0.0, p["activation_reserve_bytes"] - over),
                 "reserved": p["cuda_context_bytes"] + p["other_processes_bytes"]}
         exact = {"weights": True, "kv": True, "unused": True, "activation": True, "reserved": False}
@@ -228,6 +230,8 @@ def _bar(data) -> Raw:
     # legend, wrapped into rows
     ly, lx, legend = BAR_Y + BAR_H + 34, left, []
     for key, label, v, exact in segs:
+        if v <= 0:
+            continue
         wlab = 16 + 7 * len(label) + 16
         if lx + wlab > W - PAD:
             lx, ly = left, ly + 18
