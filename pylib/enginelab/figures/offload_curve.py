@@ -121,7 +121,7 @@ def _chart(data) -> Raw:
     elif lim is None:
         parts.append(el("rect", x=fr.x0, y=fr.y0, width=fr.x1 - fr.x0, height=fr.y1 - fr.y0, class_="fail-zone"))
     parts += [chart.axis(x, at=fr.y1, side="bottom", ticks=xt, fmt=str,
-                         label="-ngl (layers on the GPU; the last one also moves the output head)"),
+                         label="-ngl (layers on the GPU)"),
               chart.axis(y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}",
                          label="Decode tok/s", label_pos=(8, fr.y0 - 16))]
     ok = [(x(p["ngl"]), y(p["tok_s"])) for p in pts if p["fits"]]
@@ -211,5 +211,9 @@ def render(data) -> str:
     if data["machine"].gpu is None:
         parts.append(el("p", "This machine has no GPU: every layer runs from system RAM, so -ngl changes nothing.",
                         class_="note"))
-    parts += [el("figure", _chart(data), class_="chart-wrap"), _table(data)]
+    m = data["model"]
+    parts += [el("figure", _chart(data), class_="chart-wrap"),
+              el("p", f"-ngl {m.n_layers} puts every block on the GPU; -ngl {m.n_layers + 1} also moves the output "
+                      "head, which every token reads, hence the last jump.", class_="note"),
+              _table(data)]
     return el("div", parts, class_="offload-curve", data_state="ok")
