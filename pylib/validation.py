@@ -9,7 +9,7 @@ Standard library only.  Sections:
   4. Reading pasted llama-bench output (markdown table or JSON) and comparing
      each row with our estimate
 
-How a llama-bench test maps to perf_model:
+How a llama-bench test maps to perf_model (most rows are tg128 and pp512; a row names its own tests):
   tgN  generates N tokens from an empty context, so the average step sees about
        N/2 tokens of KV: decode_step_time(placement, context=N // 2)
   ppN  processes an N-token prompt in micro-batches of n_ubatch (512):
@@ -39,14 +39,20 @@ LLAMA2_7B_CONFIG = {
     "max_position_embeddings": 4096, "tie_word_embeddings": False,
 }
 CODELLAMA_7B_CONFIG = dict(LLAMA2_7B_CONFIG, vocab_size=32016, max_position_embeddings=16384)
+# Meta-Llama-3-8B: Llama 3.1 8B's shape without the llama3 rope scaling (no rope_freqs tensor), 8k context.
+LLAMA3_8B_CONFIG = dict(LLAMA2_7B_CONFIG, intermediate_size=14336, num_key_value_heads=8, vocab_size=128256,
+                        max_position_embeddings=8192, rope_theta=500000.0)
 
 MODELS = {
     "llama-2-7b": replace(pm.model_from_hf_config(LLAMA2_7B_CONFIG, name="LLaMA 2 7B"), key="llama-2-7b",
                           source="https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json"),
     "codellama-7b": replace(pm.model_from_hf_config(CODELLAMA_7B_CONFIG, name="CodeLlama 7B"), key="codellama-7b",
                             source="https://huggingface.co/codellama/CodeLlama-7b-hf/blob/main/config.json"),
+    "llama-3-8b": replace(pm.model_from_hf_config(LLAMA3_8B_CONFIG, name="Llama 3 8B"), key="llama-3-8b",
+                          source="https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json"),
 }
-DATASET_MODEL = {"LLaMA 2 7B": "llama-2-7b", "LLaMA 7B": "llama-2-7b", "CodeLlama 7B": "codellama-7b"}
+DATASET_MODEL = {"LLaMA 2 7B": "llama-2-7b", "LLaMA 7B": "llama-2-7b", "CodeLlama 7B": "codellama-7b",
+                 "Llama 3 8B": "llama-3-8b"}
 
 # Apple GPUs: FP16 throughput = GPU cores x 128 ALUs x 2 FLOPs x clock (Apple GPUs run
 # FP16 at the FP32 rate).  The clocks are approximate per generation; only the
@@ -136,14 +142,15 @@ def predictions(rows=None) -> list:
     for r in rows:
         model = MODELS[DATASET_MODEL[r["model"]]]
         mc = machine_for(r["device"], float(r["mem_bandwidth_GBps"]))
-        tg, pp = _num(r["tg128_tps"]), _num(r["pp512_tps"])
-        ptg = estimate(model, mc, r["quant"], "tg128")
-        ppp = estimate(model, mc, r["quant"], "pp512")
+        tg, pp = _num(r["tg_tps"]), _num(r["pp_tps"])
+        ptg = estimate(model, mc, r["quant"], r["tg_test"])
+        ppp = estimate(model, mc, r["quant"], r["pp_test"])
         out.append({
             "model": r["model"], "quant": r["quant"], "device": r["device"], "backend": r["backend"],
             "family": device_family(r["device"]), "source": r["source"], "build": r["build"],
-            "tg128_measured": tg, "tg128_predicted": ptg, "tg128_error": None if tg is None else ptg / tg - 1,
-            "pp512_measured": pp, "pp512_predicted": ppp, "pp512_error": None if pp is None else ppp / pp - 1,
+            "tg_test": r["tg_test"], "pp_test": r["pp_test"],
+            "tg_measured": tg, "tg_predicted": ptg, "tg_error": None if tg is None else ptg / tg - 1,
+            "pp_measured": pp, "pp_predicted": ppp, "pp_error": None if pp is None else ppp / pp - 1,
         })
     return out
 
@@ -172,8 +179,8 @@ def summary(preds=None) -> dict:
     overall and per device, plus the signed median (the bias)."""
     preds = predictions() if preds is None else preds
     def stats(ps):
-        tg = [p["tg128_error"] for p in ps if p["tg128_error"] is not None]
-        pp = [p["pp512_error"] for p in ps if p["pp512_error"] is not None]
+        tg = [p["tg_error"] for p in ps if p["tg_error"] is not None]
+        pp = [p["pp_error"] for p in ps if p["pp_error"] is not None]
         return {"n_tg": len(tg), "n_pp": len(pp),
                 "decode_mape": median([abs(e) for e in tg]), "prefill_mape": median([abs(e) for e in pp]),
                 "decode_bias": median(tg), "prefill_bias": median(pp)}

@@ -32,7 +32,7 @@ def test_medians_then_paste_markdown_json_and_bad_input(page_at):
     assert float(r["prefill_mape"]) == pytest.approx(s["prefill_mape"], rel=1e-12)
     assert r["paste_rows"] == ""
     assert page.locator("#figure svg.validation-chart[role=img]").count() == 4
-    assert page.locator("#validation-scatter-tg128 circle.pt[data-metric]").count() == s["n_tg"]
+    assert page.locator("#validation-scatter-tg circle.pt[data-metric]").count() == s["n_tg"]
 
     # markdown (old "pp 512" style): each row beside our estimate for the chosen model and machine
     paste(page, MD)

@@ -94,7 +94,7 @@ def compute(state) -> dict:
 def describe(data) -> str:
     s = data["summary"]
     text = (f"Against {s['n_rows']} published llama-bench results, our median absolute error is "
-            f"{fmt.pct(s['decode_mape'])} for decode (tg128, {s['n_tg']} measurements) and "
+            f"{fmt.pct(s['decode_mape'])} for decode (tg128, or tg512 where that is what was run; {s['n_tg']} measurements) and "
             f"{fmt.pct(s['prefill_mape'])} for prompt processing (pp512, {s['n_pp']}); the median signed error is "
             f"{_signed(s['decode_bias'])} and {_signed(s['prefill_bias'])}.")
     if data["paste"] is not None:
@@ -183,9 +183,9 @@ def _scatter(data, metric: str, title: str) -> Raw:
         parts.append(el("text", f, x=lx + 8, y=ly, class_="legend-label"))
         lx += w
     height = ly + 10
-    name = "Decode (tg128)" if metric == "tg128" else "Prompt processing (pp512)"
+    name = "Decode (tgN)" if metric == "tg" else "Prompt processing (pp512)"
     s = data["summary"]
-    key = "decode" if metric == "tg128" else "prefill"
+    key = "decode" if metric == "tg" else "prefill"
     desc = (f"{name}: predicted against measured tokens per second for {len(pts)} published results, log axes; "
             f"median absolute error {fmt.pct(s[key + '_mape'])}, median signed error {_signed(s[key + '_bias'])}.")
     return svg(parts, width=PANEL_W, height=height, title=f"{name}: predicted against measured", desc=desc,
@@ -240,7 +240,7 @@ def _histogram(data, metric: str, title: str) -> Raw:
         parts.append(el("text", lab, x=ML + i * bw, y=base + 14, class_="tick", text_anchor="middle"))
     parts.append(el("text", "error = predicted / measured - 1", x=(ML + x1) / 2, y=base + 30, class_="axis-label",
                     text_anchor="middle"))
-    name = "Decode (tg128)" if metric == "tg128" else "Prompt processing (pp512)"
+    name = "Decode (tgN)" if metric == "tg" else "Prompt processing (pp512)"
     desc = f"{name}: how many of {len(errs)} estimates fall in each 10% error bin: " + ", ".join(
         f"{_bin_label(*BINS[i])}: {c}" for i, c in enumerate(counts) if c) + "."
     return svg(parts, width=PANEL_W, height=base + 40, title=f"{name}: error distribution", desc=desc,
@@ -248,8 +248,8 @@ def _histogram(data, metric: str, title: str) -> Raw:
 
 
 def _chart(data) -> Raw:
-    return el("div", [_scatter(data, "tg128", "Decode, tg128"), _scatter(data, "pp512", "Prompt, pp512"),
-                      _histogram(data, "tg128", "Decode error"), _histogram(data, "pp512", "Prompt error")],
+    return el("div", [_scatter(data, "tg", "Decode, tg128 / tg512"), _scatter(data, "pp", "Prompt, pp512"),
+                      _histogram(data, "tg", "Decode error"), _histogram(data, "pp", "Prompt error")],
               class_="validation-grid")
 
 
@@ -263,7 +263,7 @@ def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
 def _readouts(data) -> Raw:
     r, s = data["readouts"], data["summary"]
     return el("dl", [
-        _readout("decode_mape", r["decode_mape"], fmt.pct(r["decode_mape"]), "Median |error|, decode (tg128)"),
+        _readout("decode_mape", r["decode_mape"], fmt.pct(r["decode_mape"]), "Median |error|, decode (tgN)"),
         _readout("prefill_mape", r["prefill_mape"], fmt.pct(r["prefill_mape"]), "Median |error|, prompt (pp512)"),
         _readout("n_measurements", r["n_measurements"], f"{r['n_measurements']}",
                  f"Measurements ({s['n_rows']} rows)"),
@@ -301,19 +301,19 @@ def _paste_block(data) -> Raw:
 
 
 def _table(data) -> Raw:
-    header = ["Device", "Model", "Quant", "tg128 measured", "tg128 predicted", "error", "pp512 measured",
-              "pp512 predicted", "error", "Source"]
+    header = ["Device", "Model", "Quant", "Decode test", "measured", "predicted", "error", "Prompt test", "measured",
+              "predicted", "error", "Source"]
     rows = []
     for p in data["preds"]:
-        rows.append([p["device"], p["model"], p["quant"], fmt.rate(p["tg128_measured"]),
-                     fmt.rate(p["tg128_predicted"]), _signed(p["tg128_error"]), fmt.rate(p["pp512_measured"]),
-                     fmt.rate(p["pp512_predicted"]), _signed(p["pp512_error"]), p["source"]])
+        rows.append([p["device"], p["model"], p["quant"], p["tg_test"], fmt.rate(p["tg_measured"]),
+                     fmt.rate(p["tg_predicted"]), _signed(p["tg_error"]), p["pp_test"], fmt.rate(p["pp_measured"]),
+                     fmt.rate(p["pp_predicted"]), _signed(p["pp_error"]), p["source"]])
     s = data["summary"]
     dev_rows = [[d, str(st["n_tg"]), fmt.pct(st["decode_mape"]), _signed(st["decode_bias"]), str(st["n_pp"]),
                  fmt.pct(st["prefill_mape"]), _signed(st["prefill_bias"])] for d, st in s["by_device"].items()]
     return join([
         data_details("Per-device errors", table("Median absolute and signed errors per device", [
-            "Device", "tg128 n", "median |error|", "median error", "pp512 n", "median |error|", "median error"],
+            "Device", "decode n", "median |error|", "median error", "prompt n", "median |error|", "median error"],
             dev_rows)),
         data_details("Data table", table(describe(data), header, rows)),
     ])
@@ -325,7 +325,7 @@ def render(data) -> str:
         _readouts(data),
         el("div", _paste_block(data), class_="paste-block", aria_live="polite"),
         el("figure", [_chart(data)], class_="chart-wrap"),
-        el("p", [f"Decode is predicted as one decode step at 64 tokens of context (the middle of tg128), prompt "
+        el("p", [f"Decode (tgN) is predicted as one decode step at N/2 tokens of context (the middle of the run), prompt "
                  f"processing as prefill_time(512) in 512-token micro-batches, both with the whole model on the GPU "
                  f"and the module's efficiencies (70% of peak bandwidth, 50% of peak FP16 throughput): nothing is "
                  f"fitted to these measurements. The median signed errors ({_signed(s['decode_bias'])} decode, "
