@@ -257,27 +257,43 @@ def _boxes(data) -> Raw:
     return el("g", parts, class_="tiers")
 
 
-def _strip(data) -> Raw:
-    """The whole launch on one time axis: a segment per step, coloured by tier; the current one outlined."""
+def _static(data, name: str, build):
+    """A part of the page that depends only on the trace (scenario, warm): built once, reused every frame."""
+    key = (name, data["state"].scenario, bool(data["state"].warm))
+    if key not in _TRACE_CACHE:
+        _TRACE_CACHE[key] = build(data)
+    return _TRACE_CACHE[key]
+
+
+def _segments(data) -> Raw:
     steps, total = data["steps"], data["total_s"] or 1.0
-    x0, x1 = 8, W - 8
-    span = x1 - x0
+    span = W - 16
     segs = []
     for s in steps:
         if s["seconds"] <= 0:
             continue
-        xa = x0 + span * (s["elapsed_s"] - s["seconds"]) / total
+        xa = 8 + span * (s["elapsed_s"] - s["seconds"]) / total
         w = span * s["seconds"] / total
-        cls = f"seg-t seg-{s['tier']}" + (" seg-done" if s["index"] <= data["index"] else "")
         segs.append(el("rect", el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
-                       x=xa, y=STRIP_Y, width=max(w, 0.6), height=STRIP_H, class_=cls))
+                       x=xa, y=STRIP_Y, width=max(w, 0.6), height=STRIP_H, class_=f"seg-t seg-{s['tier']}"))
+    return join(segs)
+
+
+def _strip(data) -> Raw:
+    """The whole launch on one time axis: a segment per step, coloured by tier; the future is dimmed and the
+    current step outlined."""
+    total = data["total_s"] or 1.0
+    x0, x1 = 8, W - 8
+    span = x1 - x0
+    segs = _static(data, "segments", _segments)
     cx = x0 + span * data["elapsed_s"] / total
     cur = data["step"]
     cw = span * cur["seconds"] / total
     label_y = STRIP_Y - 8
     parts = [el("text", "Timeline, to scale", x=x0, y=label_y, class_="strip-title"),
              el("text", f"total {fmt.seconds(total)}", x=x1, y=label_y, class_="strip-total", text_anchor="end"),
-             el("rect", x=x0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), join(segs),
+             el("rect", x=x0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), segs,
+             el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
              el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
              el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
              el("text", f"{fmt.seconds(data['elapsed_s'])} elapsed", x=min(max(cx, x0 + 40), x1 - 40),
@@ -321,10 +337,16 @@ def _step_list(data) -> Raw:
 
 
 def _table(data) -> Raw:
-    header = ["#", "Step", "Tier", "Bytes", "Seconds", "Elapsed (s)", "Source"]
-    rows = [[str(s["index"] + 1), s["what"], TIER_NAMES[s["tier"]], fmt.bytes_auto(s["bytes"]),
-             f"{s['seconds']:.4g}", f"{s['elapsed_s']:.4g}", s.get("source", "")] for s in data["steps"]]
-    return data_details(f"Data table ({len(rows)} steps)", table(describe(data), header, rows))
+    """Every step of the trace (the same for every frame of a scenario, so built once)."""
+    def build(data):
+        header = ["#", "Step", "Tier", "Bytes", "Seconds", "Elapsed (s)", "Source"]
+        rows = [[str(s["index"] + 1), s["what"], TIER_NAMES[s["tier"]], fmt.bytes_auto(s["bytes"]),
+                 f"{s['seconds']:.4g}", f"{s['elapsed_s']:.4g}", s.get("source", "")] for s in data["steps"]]
+        launch = "warm" if data["state"].warm else "cold"
+        caption = (f"{data['scenario']['label']}, {launch} launch: all {len(rows)} steps of "
+                   f"inference_trace.load_trace, {fmt.seconds(data['total_s'])} in all.")
+        return data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
+    return _static(data, "table", build)
 
 
 def render(data) -> str:

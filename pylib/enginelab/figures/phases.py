@@ -215,7 +215,15 @@ def _gauge(data) -> Raw:
     return el("g", parts, class_="gauge")
 
 
-def _strip(data) -> Raw:
+def _static(data, name: str, build):
+    """A part of the page that depends only on the trace (scenario, phase): built once, reused every frame."""
+    key = (name, data["state"].scenario, data["state"].phase)
+    if key not in _CACHE:
+        _CACHE[key] = build(data)
+    return _CACHE[key]
+
+
+def _segments(data) -> Raw:
     steps, total = data["steps"], data["trace_total_s"] or 1.0
     span = GX1 - GX0
     segs = []
@@ -224,9 +232,15 @@ def _strip(data) -> Raw:
             continue
         xa = GX0 + span * (s["elapsed_s"] - s["seconds"]) / total
         w = span * s["seconds"] / total
-        cls = f"seg-t seg-{box_of(s)}" + (" seg-done" if s["index"] <= data["index"] else "")
         segs.append(el("rect", el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
-                       x=xa, y=STRIP_Y, width=max(w, 0.8), height=STRIP_H, class_=cls))
+                       x=xa, y=STRIP_Y, width=max(w, 0.8), height=STRIP_H, class_=f"seg-t seg-{box_of(s)}"))
+    return join(segs)
+
+
+def _strip(data) -> Raw:
+    total = data["trace_total_s"] or 1.0
+    span = GX1 - GX0
+    segs = _static(data, "segments", _segments)
     cur = data["step"]
     cx = GX0 + span * data["elapsed_s"] / total
     cw = span * cur["seconds"] / total
@@ -234,7 +248,8 @@ def _strip(data) -> Raw:
         el("text", "Time, to scale", x=GX0, y=STRIP_Y - 8, class_="strip-title"),
         el("text", f"total {fmt.seconds(data['model_total_s'])}", x=GX1, y=STRIP_Y - 8, class_="strip-total",
            text_anchor="end"),
-        el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), join(segs),
+        el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), segs,
+        el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
         el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
         el("text", f"{fmt.seconds(data['elapsed_s'])} so far", x=min(max(cx, GX0 + 36), GX1 - 36),
            y=STRIP_Y + STRIP_H + 17, class_="strip-elapsed", text_anchor="middle"),
@@ -272,12 +287,20 @@ def _stage_list(data) -> Raw:
 
 
 def _table(data) -> Raw:
-    header = ["#", "Stage", "Device", "Bytes", "FLOPs", "FLOP/byte", "Bound", "Seconds", "Running total (s)"]
-    rows = [[str(s["index"] + 1), s["what"], DEVICE_NAMES[s["device"]], f"{s['bytes']:.4g}", f"{s['flops']:.4g}",
-             _intensity_text(s["intensity"]), s["bound"], f"{s['seconds']:.4g}", f"{s['elapsed_s']:.6g}"]
-            for s in data["steps"]]
-    rows.append(["", f"perf_model.{data['model_fn']} total", "", "", "", "", "", "", f"{data['model_total_s']:.6g}"])
-    return data_details(f"Data table ({len(data['steps'])} stages)", table(describe(data), header, rows))
+    """Every stage of the trace (the same for every frame of a scenario and phase, so built once)."""
+    def build(data):
+        header = ["#", "Stage", "Device", "Bytes", "FLOPs", "FLOP/byte", "Bound", "Seconds", "Running total (s)"]
+        rows = [[str(s["index"] + 1), s["what"], DEVICE_NAMES[s["device"]], f"{s['bytes']:.4g}",
+                 f"{s['flops']:.4g}", _intensity_text(s["intensity"]), s["bound"], f"{s['seconds']:.4g}",
+                 f"{s['elapsed_s']:.6g}"] for s in data["steps"]]
+        rows.append(["", f"perf_model.{data['model_fn']} total", "", "", "", "", "", "",
+                     f"{data['model_total_s']:.6g}"])
+        phase = "decode step" if data["state"].phase == "decode" else "prefill"
+        caption = (f"{data['scenario']['label']}, {phase}: all {len(data['steps'])} stages of "
+                   f"inference_trace.phase_trace; they add up to perf_model.{data['model_fn']}'s "
+                   f"{fmt.seconds(data['model_total_s'])}.")
+        return data_details(f"Data table ({len(data['steps'])} stages)", table(caption, header, rows))
+    return _static(data, "table", build)
 
 
 def render(data) -> str:
