@@ -331,9 +331,8 @@ def build_pages(out: Path, wheel_name: str) -> list[str]:
     for fid, fig in figures.REGISTRY.items():
         targets = [(out / "figures" / f"{fid}.html", "../", f"./{fid}.html")]
         if fid == "calculator":
-            # The calculator is also the first page of the site until the companion page exists.
-            targets += [(out / "calculator.html", "", f"./figures/{fid}.html"),
-                        (out / "index.html", "", f"./figures/{fid}.html")]
+            # The calculator also has a top-level page (dist/index.html is the companion page).
+            targets += [(out / "calculator.html", "", f"./figures/{fid}.html")]
         for path, root, embed in targets:
             path.parent.mkdir(parents=True, exist_ok=True)
             name = path.stem
@@ -342,6 +341,26 @@ def build_pages(out: Path, wheel_name: str) -> list[str]:
             path.write_text(render_page(fig, root, embed, wheel_name, name))
             written.append(path.relative_to(out).as_posix())
     return written
+
+
+def build_companion_pages(out: Path) -> list[str]:
+    """dist/index.html (the module's companion: prose, embedded figures, try-this links) and
+    dist/figures/index.html (every figure with its embed snippet): static pages from
+    site/templates/companion.html and enginelab.companion."""
+    figures = _import_app()
+    from enginelab import companion, page
+    tpl = string.Template((SITE / "templates" / "companion.html").read_text())
+    have = set(figures.REGISTRY)
+    static = {fid: page.prerender(fig)["figure"] for fid, fig in figures.REGISTRY.items()}
+    css = "".join(figure_css_link(fid, "") for fid in figures.REGISTRY)
+    (out / "index.html").write_text(tpl.substitute(
+        root="", title=html.escape(companion.TITLE), figure_css=css,
+        body=companion.companion_body(have, static)))
+    entries = [(fid, fig.TITLE, getattr(fig, "LEDE", "")) for fid, fig in figures.REGISTRY.items()]
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    (out / "figures" / "index.html").write_text(tpl.substitute(
+        root="../", title="All figures", figure_css="", body=companion.index_body(entries)))
+    return ["index.html", "figures/index.html"]
 
 
 def build_exercises_page(out: Path, wheel_name: str) -> list[str]:
@@ -493,6 +512,7 @@ def build(out: Path = DIST) -> dict:
     copy_site(tmp)
     pages = build_pages(tmp, wheel.name)
     pages += build_exercises_page(tmp, wheel.name)
+    pages += build_companion_pages(tmp)
     (tmp / "_bare.html").write_text(BARE_PAGE.replace("$wheel", wheel.name))
     problems = offline_problems(tmp)
     if problems:

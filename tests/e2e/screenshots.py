@@ -46,7 +46,7 @@ def main():
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         ctx.route("**/*.whl", lambda r: None)  # hold the wheel forever: Python never gets there
         page = ctx.new_page()
-        page.goto(site.url("index.html"), wait_until="domcontentloaded")
+        page.goto(site.url("calculator.html"), wait_until="domcontentloaded")
         page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "calculator-loading-1280.png"), full_page=False)
         ctx.close()

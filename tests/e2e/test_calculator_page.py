@@ -228,7 +228,7 @@ def test_without_javascript_the_prerendered_figure_shows(browser, site):
     ctx = browser.new_context(java_script_enabled=False)
     try:
         page = ctx.new_page()
-        page.goto(site.url("index.html"))
+        page.goto(site.url("calculator.html"))
         assert page.locator("[data-readout=decode_tok_s]").text_content().strip() not in ("", "—")
         assert page.locator("svg.chart").is_visible()
         assert page.locator("#status").is_hidden()
@@ -253,7 +253,7 @@ def test_micropip_and_packaging_load_offline_from_the_rewritten_lock(page_at):
 
 
 def test_all_pages_share_the_shell(page_at):
-    for path in ("index.html", "calculator.html"):
+    for path in ("figures/calculator.html", "calculator.html"):
         page = page_at(path)
         assert page.evaluate("document.documentElement.dataset.figure") == "calculator"
         assert_readouts(page)
