@@ -1204,7 +1204,9 @@ def prefill_steps(p: Placement, n_tokens: int, n_ubatch: int = N_UBATCH_DEFAULT,
         u = min(n_ubatch, n_tokens - done)
         start = done
         done += u
-        offload = op_offload and has_gpu and u >= OP_OFFLOAD_MIN_BATCH
+        # op offload needs a discrete GPU behind a PCIe link (unified memory has no copy to make:
+        # the CPU blocks simply run on the CPU)
+        offload = op_offload and has_gpu and not mc.unified and mc.pcie > 0 and u >= OP_OFFLOAD_MIN_BATCH
         for side in ("gpu", "cpu"):
             params = w[side + "_params"]
             byts = w[side + "_bytes"]

@@ -355,3 +355,12 @@ def test_every_catalog_model_places_everywhere():
             p = pm.place(m, mc, "Q4_K_M", 4096)
             d = pm.decode_step_time(p, mc, 1000)
             assert d["tok_per_s"] > 0 and math.isfinite(d["tok_per_s"])
+
+
+def test_unified_memory_partial_offload_has_no_pcie_step():
+    # Apple silicon: a model larger than the GPU's share runs its remaining blocks on the CPU;
+    # there is no PCIe link to copy over (regression: this used to divide by pcie_gbs = 0)
+    p = pm.place(MODELS["llama-3.1-70b"], MACHINES["m4pro"], "Q4_K_M", n_ctx=8192)
+    assert 0 < p.n_gpu_layers < MODELS["llama-3.1-70b"].n_layers
+    f = pm.prefill_time(p, MACHINES["m4pro"], 2000)
+    assert "pcie" not in f["parts_s"] and f["parts_s"]["cpu"] > 0 and f["tok_per_s"] > 0
