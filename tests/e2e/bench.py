@@ -6,6 +6,11 @@
 - interaction_p50_ms / interaction_p95_ms: from dispatching an input event on a control to the readouts
   being updated (the glue runs synchronously, so the DOM is updated when dispatchEvent returns), over 50
   changes that cycle through every control.
+- kv_frame_p50_ms / kv_frame_p95_ms: the KV-managers figure (three 384-cell grids, the module's chat workload):
+  from the scrubber's input event to the new frame applied and laid out (dispatchEvent runs the glue
+  synchronously; reading a bounding box then forces style and layout), over two passes through every frame, the
+  first forward (simulation cached, frames new) and the second backward. Frames go through the figure's frame
+  patch (site/assets/patch.js); kv_frame_full_* times the same frames rendered in full, for comparison.
 - dist_bytes: the size of dist/ by component (and gzip -6 sizes, which is what a server would send).
 - Extensions: if bench/bench_kv.py exists and has run(scale), its figures are added under "kv".
 
@@ -65,6 +70,56 @@ async (changes) => {
   return times;
 }
 """
+
+
+KV_FRAME_JS = """
+async ([full]) => {
+  const el = document.getElementById('f-step');
+  const lo = Number(el.min), hi = Number(el.max);
+  const order = [];
+  for (let v = lo + 1; v <= hi; v++) order.push(v);
+  for (let v = hi - 1; v >= lo; v--) order.push(v);
+  for (const r of document.querySelectorAll('#figure rect[data-i]')) r.__kept = true;
+  const times = [];
+  for (const v of order) {
+    // without the figure's data-patch-key the glue cannot patch and renders the whole figure
+    if (full) document.querySelector('#figure [data-patch-key]')?.removeAttribute('data-patch-key');
+    el.value = String(v);
+    const t0 = performance.now();
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+    document.getElementById('figure').getBoundingClientRect();
+    times.push(performance.now() - t0);
+    await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));  // let the frame paint
+  }
+  const kept = [...document.querySelectorAll('#figure rect[data-i]')].every(r => r.__kept);
+  return { times, patched: kept, cells: document.querySelectorAll('#figure rect[data-i]').length };
+}
+"""
+
+
+def kv_frames(browser, site, problems: list) -> dict:
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    g = Guard(ctx, site.origin)
+    out = {}
+    try:
+        for full in (False, True):
+            page = ctx.new_page()
+            page.goto(site.url("figures/kv-managers.html"))
+            wait_ready(page)
+            res = page.evaluate(KV_FRAME_JS, [full])
+            ms = sorted(res["times"])
+            q = statistics.quantiles(ms, n=100, method="inclusive")
+            pre = "kv_frame_full" if full else "kv_frame"
+            out |= {f"{pre}_p50_ms": statistics.median(ms), f"{pre}_p95_ms": q[94], f"{pre}_max_ms": ms[-1],
+                    f"{pre}_n": len(ms)}
+            if not full:
+                out |= {"kv_frame_patched": res["patched"], "kv_frame_cells": res["cells"]}
+            page.close()
+        if g.problems():
+            problems.append({"kv-managers": g.problems()})
+    finally:
+        ctx.close()
+    return out
 
 
 def cold_load(browser, site, path: str, guard_problems: list) -> float:
@@ -148,6 +203,7 @@ def main(argv=None) -> int:
             if g.problems():
                 problems.append({"interaction": g.problems()})
             ctx.close()
+            kv = kv_frames(browser, site, problems)
             browser.close()
     finally:
         site.close()
@@ -167,6 +223,7 @@ def main(argv=None) -> int:
         "interaction_python_p50_ms": statistics.median(float(t["split"].split("/")[0]) for t in times if t.get("split")),
         "interaction_dom_p50_ms": statistics.median(float(t["split"].split("/")[1]) for t in times if t.get("split")),
         "interaction_unchanged": sum(1 for t in times if not t["changed"]),
+        **kv,
         "dist_bytes": dist_bytes(dist),
         "browser_problems": problems,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -179,6 +236,11 @@ def main(argv=None) -> int:
     print(f"interaction_p95_ms   {result['interaction_p95_ms']:.1f}  (max {result['interaction_max_ms']:.1f}, "
           f"n={len(ms)}; median split: Python {result['interaction_python_p50_ms']:.1f} ms, "
           f"DOM {result['interaction_dom_p50_ms']:.1f} ms)")
+    print(f"kv_frame_p50_ms      {result['kv_frame_p50_ms']:.1f}  (KV managers, three {result['kv_frame_cells'] // 3}-cell "
+          f"grids, frame patch: {result['kv_frame_patched']})")
+    print(f"kv_frame_p95_ms      {result['kv_frame_p95_ms']:.1f}  (max {result['kv_frame_max_ms']:.1f}, "
+          f"n={result['kv_frame_n']}; full re-render instead: p50 {result['kv_frame_full_p50_ms']:.1f}, "
+          f"p95 {result['kv_frame_full_p95_ms']:.1f})")
     raw, gz = result["dist_bytes"]["raw"], result["dist_bytes"]["gzip"]
     print("dist_bytes           " + ", ".join(f"{k} {raw[k] / 1e6:.2f} MB" for k in raw)
           + f"  (gzip total {gz['total'] / 1e6:.2f} MB)")
