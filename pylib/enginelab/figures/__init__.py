@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from . import calculator
 from . import serving_plan, validation  # issue 7: vLLM/SGLang planner, estimates vs llama-bench
+from . import load, phases, tiers  # figures 1-3 (step-through: load, phases)
 
-REGISTRY = {m.ID: m for m in (calculator,)}
-REGISTRY.update({m.ID: m for m in (serving_plan, validation)})
+REGISTRY = {m.ID: m for m in (calculator, tiers, load, phases)}
 from . import decode_curve, engines, offload_curve, roofline  # noqa: E402  figures 4, 6, 7, 9
 REGISTRY.update({m.ID: m for m in (roofline, offload_curve, decode_curve, engines)})
+REGISTRY.update({m.ID: m for m in (serving_plan, validation)})
 
 from . import advisor as _advisor  # noqa: E402  issue 8: bottleneck advisor
 REGISTRY[_advisor.ID] = _advisor
