@@ -165,6 +165,12 @@ def test_phases_keyboard_steps_and_the_running_total_matches_perf_model(page_at)
     page.focus("[data-step-action=back]")
     page.keyboard.press("Enter")
     wait_step(page, len(steps) - 2)
+    # Download SVG saves this frame's chart with the figure's own rules (colours with light fallbacks)
+    with page.expect_download() as dl:
+        page.click("[data-action=download-svg]")
+    svg = open(dl.value.path(), encoding="utf-8").read()
+    assert svg.startswith("<?xml") and 'id="phases-chart"' in svg and 'role="img"' in svg
+    assert ".chart.phases-chart .dev.lit .box" in svg and f"stage {len(steps) - 1} of {len(steps)}" in svg
     # switching phase keeps the page consistent (the stage is re-validated against the new trace)
     page.select_option("#f-phase", "decode")
     page.wait_for_function("new URLSearchParams(location.search).get('phase') === null")
