@@ -309,7 +309,7 @@ def _map(data) -> Raw:
     """Dots: for each engine shown (rows) and figure (columns), how many shown parameters link there."""
     names = dict(ENGINES)
     figs = list(FIGURES)
-    left, top, colw, rowh = 92, 64, (W - 92 - 84) / len(figs), 34
+    left, top, colw, rowh = 92, 80, (W - 92 - 84) / len(figs), 34
     h = top + rowh * max(1, len(data["engines"])) + 8
     parts = []
     for j, f in enumerate(figs):
