@@ -120,6 +120,12 @@ class App:
     def on_input(self, event):
         try:
             state, messages = self.spec.from_form(self.form_values())
+            step = getattr(self.fig, "STEP_FIELD", None)
+            if step and getattr(event.target, "name", "") != step:
+                # another setting changed the trace under an animated figure: re-clamping its frame to the
+                # new length is expected, not the reader's mistake, so it is not reported
+                label = self.spec.by_key[step].label + ":"
+                messages = [m for m in messages if not m.startswith(label)]
             self.apply(state, messages)
         except Exception as e:  # keep the page alive; say what went wrong
             traceback.print_exc()

@@ -176,6 +176,8 @@ def test_phases_keyboard_steps_and_the_running_total_matches_perf_model(page_at)
     page.wait_for_function("new URLSearchParams(location.search).get('phase') === null")
     dec = it.phase_scenario("partial", "decode")
     assert page.get_attribute("#f-step", "max") == str(len(dec) - 1)
+    assert readouts(page)["stage_index"] == str(len(dec) - 1)  # the frame is clamped to the shorter trace...
+    assert page.locator("#messages").is_hidden()  # ...quietly: the reader did nothing wrong
 
 
 def test_bad_query_values_are_explained_and_fall_back(page_at):
