@@ -206,7 +206,7 @@ def _readouts(data) -> Raw:
                                    f"{kv} at {_ctx_label(s.ctx)}", "tok/s"))
         c = ln["cross"]
         items.append(chart.readout(f"cross_{kv}", c, "never" if c is None else f"{c:,}",
-                                   f"{kv} KV = weights at", "tokens" if c is not None else ""))
+                                   f"{kv} KV = weights at", "tok" if c is not None else ""))
     return el("dl", items, class_="readouts")
 
 
