@@ -149,6 +149,9 @@ def test_bad_query_values_explain_and_fall_back():
 def test_controls_group_the_overlay_checkboxes():
     html = page.controls_html(rf, rf.default_state())
     assert html.count('type="checkbox"') == len(pm.MACHINES)
+    # the chosen device's own overlay box is hidden (it is always drawn)
+    assert re.search(r'<div class="field field-bool" data-field="also_rtx4090" data-sig="[^"]+" hidden>', html)
+    assert html.count(" hidden>") == 1
     assert '<legend>Overlay devices</legend>' in html
     for f in rf.SPEC.fields:
         assert f'data-field="{f.key}"' in html

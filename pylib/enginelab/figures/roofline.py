@@ -58,7 +58,8 @@ SPEC = Spec(ID, [
         help="Decode streams sharing one pass, or a prefill micro-batch."),
     Choice("vs", "Compare with quantization", default=NO_VS,
            options=lambda p: [(NO_VS, "none")] + [(q, q) for q in _pm().QUANT_PRESETS]),
-] + [Bool(_also_key(k), label, default=False) for k, label in _machines()])
+] + [Bool(_also_key(k), label, default=False, visible=lambda p, k=k: p["machine"] != k)  # not the device itself
+     for k, label in _machines()])
 
 OVERLAY_KEYS = [f.key for f in SPEC.fields if f.key.startswith("also_")]
 
