@@ -296,9 +296,17 @@ def _strip(data) -> Raw:
              el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
              el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
              el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
-             el("text", f"{fmt.seconds(data['elapsed_s'])} elapsed", x=min(max(cx, x0 + 40), x1 - 40),
-                y=STRIP_Y + STRIP_H + 18, class_="strip-elapsed", text_anchor="middle")]
+             _edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18)]
     return el("g", parts, class_="strip")
+
+
+def _edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
+    """A label under the cursor, kept inside the chart: centred, or flush with the nearer edge."""
+    if cx > x1 - 80:
+        return el("text", text, x=x1, y=y, class_="strip-elapsed", text_anchor="end")
+    if cx < x0 + 80:
+        return el("text", text, x=x0, y=y, class_="strip-elapsed")
+    return el("text", text, x=cx, y=y, class_="strip-elapsed", text_anchor="middle")
 
 
 def _chart(data) -> Raw:

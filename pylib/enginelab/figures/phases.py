@@ -16,6 +16,7 @@ import math
 from .. import fmt
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
+from .load import _edge_label
 
 ID = "phases"
 TITLE = "Prefill and decode on the hardware"
@@ -251,8 +252,7 @@ def _strip(data) -> Raw:
         el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), segs,
         el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
         el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-        el("text", f"{fmt.seconds(data['elapsed_s'])} so far", x=min(max(cx, GX0 + 36), GX1 - 36),
-           y=STRIP_Y + STRIP_H + 17, class_="strip-elapsed", text_anchor="middle"),
+        _edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
     ], class_="strip")
 
 
