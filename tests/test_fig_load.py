@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import inference_trace as it
-import perf_model as pm
 import pytest
 
 from enginelab import page

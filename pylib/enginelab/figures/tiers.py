@@ -15,7 +15,7 @@ import math
 
 from .. import fmt
 from ..state import Choice, Spec
-from ..svg import Raw, data_details, el, join, num, svg, table
+from ..svg import Raw, data_details, el, svg, table
 
 ID = "tiers"
 TITLE = "Memory tiers"
