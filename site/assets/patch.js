@@ -25,7 +25,8 @@ export function applyPatch(text) {
   }
   for (const [id, inner] of Object.entries(p.html || {})) {
     const e = byId(id);
-    if (e) e.innerHTML = inner;
+    // skip a part that has not changed since we last wrote it (reading innerHTML back would cost more)
+    if (e && e.__patched !== inner) { e.innerHTML = inner; e.__patched = inner; }
   }
   for (const [id, attrs] of Object.entries(p.attrs || {})) {
     const e = byId(id);

@@ -381,8 +381,8 @@ def _live_html(name: str, data: dict) -> Raw:
                      "requests"),
             _readout(f"{name}_peak", p["peak"], str(p["peak"]), "Peak so far", "requests"),
             _readout(f"{name}_preemptions", p["preemptions"], str(p["preemptions"]), "Preemptions"),
-            _readout(f"{name}_cells_used", p["cells_used"], f"{p['cells_used']}", "Cells in use",
-                     f"of {cap}, {p['cells_cached']} cached"),
+            _readout(f"{name}_cells_used", p["cells_used"], f"{p['cells_used']}/{cap}", "Cells in use",
+                     f"{p['cells_cached']} cached"),
         ], class_="readouts kv-readouts"),
         el("p", ev_text, class_="kv-events"),
     ])
