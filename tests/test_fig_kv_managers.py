@@ -193,6 +193,9 @@ def test_bad_query_values_are_explained_and_fall_back():
     assert any("capacity_tokens" in m and "'300'" in m for m in msgs)
     assert any("schedule_policy" in m and "'random'" in m for m in msgs)
     assert any(m.startswith("Step: 'abc' is not a whole number; allowed: 0 to 62") for m in msgs)
+    for raw in ("inf", "1e400", "nan", "1.5"):
+        s, msgs = fig.SPEC.from_query(f"?workload=radix-loses&step={raw}")
+        assert s.step == 0 and len(msgs) == 1 and msgs[0].startswith("Step: ")
     s, msgs = fig.SPEC.from_query("?step=-3")
     assert s.step == 0 and msgs == ["Step: -3 is below the minimum 0; using 0."]
     # past the end: the last frame, without a message (every manager has finished by then)

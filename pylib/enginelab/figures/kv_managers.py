@@ -142,7 +142,7 @@ def simulation(workload: str, capacity: int, policy: str) -> dict:
                          "peak": peak})
         per[name] = {"frames": frames, "steps": [f["step"] for f in frames], "live": live,
                      "summary": run["summary"], "requests": run["requests"]}
-    first = min(p["steps"][0] for p in per.values() if p["steps"]) if any(p["steps"] for p in per.values()) else 0
+    first = min((p["steps"][0] for p in per.values() if p["steps"]), default=0)
     last = max((p["steps"][-1] for p in per.values() if p["steps"]), default=0)
     sim = {"key": key, "workload": workload, "capacity": capacity, "policy": policy, "per": per, "hue": hue,
            "sessions": sessions, "session_of": session_of, "first_step": first, "last_step": last,
@@ -166,7 +166,7 @@ class _Step(Int):
             try:
                 if int(float(str(raw).strip())) > hi:
                     return v, None
-            except ValueError:
+            except (ValueError, OverflowError):
                 pass
         return v, msg
 
