@@ -78,3 +78,15 @@ def test_the_lock_must_match_the_shipped_wheels(clean, tmp_path):
     problems = build.offline_problems(d)
     assert any("micropip: sha256 differs" in p for p in problems)
     assert any("numpy" in p and "not shipped" in p for p in problems)
+
+
+def test_the_wheel_is_deterministic_and_holds_the_course_modules(tmp_path):
+    import zipfile
+    a = build.build_wheel(tmp_path / "a")
+    b = build.build_wheel(tmp_path / "b")
+    assert a.read_bytes() == b.read_bytes()
+    names = zipfile.ZipFile(a).namelist()
+    for must in ("perf_model.py", "enginelab/__init__.py", "enginelab/state.py", "enginelab/figures/calculator.py",
+                 "enginelab-0.1.0.dist-info/RECORD"):
+        assert must in names
+    assert not any("__pycache__" in n for n in names)
