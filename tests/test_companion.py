@@ -40,3 +40,13 @@ def test_embed_snippet_points_at_the_figure_page():
     src = snip.split('src="')[1].split('"')[0]
     u = urlparse(src)
     assert u.path.endswith("/figures/roofline.html") and dict(parse_qsl(u.query)) == {"machine": "rtx3060"}
+
+
+def test_roofline_try_links_are_the_figures_own_presets():
+    from urllib.parse import parse_qsl
+    from enginelab.figures import roofline
+    mine = [q for s in companion.SECTIONS if s["figure"] == "roofline" for _, q in s["try"]]
+    theirs = [dict(parse_qsl(q.lstrip("?"))) for _, q, _ in roofline.presets()]
+    for q in mine:
+        state, _ = roofline.SPEC.from_query(q)
+        assert any(roofline.SPEC.from_query(t)[0] == state for t in theirs), q

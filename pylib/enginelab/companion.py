@@ -84,7 +84,7 @@ SECTIONS = [
         ],
         "figure": "roofline",
         "try": [
-            ("Ridge batch of an RTX 3060 at Q4_K_M", {"machine": "rtx3060", "quant": "Q4_K_M", "batch": "22"}),
+            ("Ridge batch of an RTX 3060 at Q4_K_M", {"machine": "rtx3060", "quant": "Q4_K_M", "batch": "24"}),
             ("F16 versus Q4_K_M at batch 1", {"quant": "Q4_K_M", "vs": "F16", "batch": "1"}),
             ("M4 Max against RTX 4090", {"machine": "m4max", "also_rtx4090": "1"}),
         ],
