@@ -1,0 +1,82 @@
+"""enginelab.custom: a GGUF read header-only in growing slices, a pasted config.json, a custom machine."""
+import json
+
+import pytest
+
+import perf_model as pm
+from enginelab import custom
+
+from test_model_from_gguf import _write  # tests/ is on sys.path (rootdir-relative imports)
+
+
+@pytest.fixture
+def gguf_bytes(tmp_path):
+    m = pm.model_from_hf_config({"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256,
+                                 "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                 "vocab_size": 1024, "max_position_embeddings": 4096}, name="tiny")
+    path = tmp_path / "tiny.gguf"
+    _write(path, m, "Q4_K_M")
+    return m, path.read_bytes()
+
+
+def test_slices_grow_until_the_header_is_read(gguf_bytes):
+    m, data = gguf_bytes
+    size, n, reads = len(data), 64, 0
+    while True:
+        reads += 1
+        kind, value = custom.gguf_slice_plan(data[:n], file_size=size)
+        if kind == "model":
+            break
+        assert value > n          # always asks for more than it had
+        n = value
+    assert reads >= 2 and n < size      # never needed the tensor data
+    assert pm.weight_bytes(value, None)["total"] == pm.weight_bytes(m, "Q4_K_M")["total"]
+    assert "4 layers" in custom.describe_gguf_model(value)
+
+
+def test_bad_gguf_is_a_clear_value_error(gguf_bytes):
+    _, data = gguf_bytes
+    with pytest.raises(ValueError, match="GGUF"):
+        custom.gguf_slice_plan(b"GGML" + data[4:2000], file_size=len(data))
+    with pytest.raises(ValueError, match="GGUF file"):
+        custom.gguf_slice_plan(data[:300], file_size=300)       # the file itself ends mid-header
+    with pytest.raises(ValueError):
+        custom.model_from_gguf_bytes(b"")
+
+
+def test_config_text_errors_name_the_problem():
+    with pytest.raises(ValueError, match="not valid JSON"):
+        custom.model_from_config_text('{"model_type": "llama",')
+    with pytest.raises(ValueError, match="JSON object"):
+        custom.model_from_config_text("[1, 2]")
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        custom.model_from_config_text('{"model_type": "llama", "hidden_size": 4096}')
+    with pytest.raises(ValueError, match="paste"):
+        custom.model_from_config_text("   ")
+
+
+def test_compact_config_round_trips_to_the_same_model():
+    cfg = {"model_type": "gpt_oss", "num_hidden_layers": 24, "hidden_size": 2880, "intermediate_size": 2880,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088,
+           "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128,
+           "layer_types": ["sliding_attention", "full_attention"] * 12, "torch_dtype": "bfloat16",
+           "architectures": ["GptOssForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 32.0}}
+    text = json.dumps(cfg, indent=2)
+    small = custom.compact_config(text)
+    assert len(small) < len(text) / 2 and "torch_dtype" not in small
+    a = custom.model_from_config_text(text, name="x")
+    b = custom.model_from_config_text(custom.expand_compact(small), name="x")
+    assert a == b
+    assert pm.kv_cache_bytes(a, 10000) == 12 * 10000 * 2048 + 12 * 128 * 2048
+
+
+def test_custom_machine_validates_and_places():
+    mc = custom.custom_machine(16, 448, 60, 32, 60, 31.5)
+    p = pm.place("llama-3.1-8b", mc, "Q4_K_M", 8192)
+    assert p.fits and p.n_gpu_layers == 33
+    cpu = custom.custom_machine(0, 448, 60, 32, 60, 31.5)
+    assert cpu.gpu is None and pm.place("llama-3.1-8b", cpu, "Q4_K_M", 8192).n_gpu_layers == 0
+    with pytest.raises(ValueError, match="gpu_bw"):
+        custom.custom_machine(16, 0, 60, 32, 60, 31.5)
+    with pytest.raises(ValueError, match="ram_gb"):
+        custom.custom_machine(16, 448, 60, float("nan"), 60, 31.5)
