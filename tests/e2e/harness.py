@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit

@@ -11,7 +11,7 @@ import shlex
 
 from .. import fmt
 from ..state import Choice, Int, Spec
-from ..svg import Raw, data_details, el, join, num, svg, table
+from ..svg import Raw, data_details, el, join, svg, table
 
 ID = "calculator"
 TITLE = "Fit and speed calculator"
