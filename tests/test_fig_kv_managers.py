@@ -6,6 +6,7 @@ import json
 import os
 import re
 import time
+from html import escape as html_escape
 from pathlib import Path
 
 import kv_managers as kv
@@ -222,7 +223,8 @@ def apply_patch(html: str, patch: dict) -> str:
                         m.group(2))
         assert next(classes, None) is None
         html = html[:m.start(2)] + body + html[m.end(2):]
-    for eid, inner in patch["html"].items():
+    parts = {**{eid: html_escape(t) for eid, t in patch.get("text", {}).items()}, **patch.get("html", {})}
+    for eid, inner in parts.items():
         m = re.search(rf'(<(\w+)[^>]* id="{eid}"[^>]*>)', html)
         tag = m.group(2)
         start = m.end(1)

@@ -2,6 +2,7 @@
 // patch_view): instead of replacing the whole figure, the glue hands over one JSON text with
 //   key      must equal the data-patch-key of the figure now in #figure, else nothing is touched
 //   classes  {container id: "class of child 0|class of child 1|..."}: only the attributes that differ are set
+//   text     {element id: text content} (plain text, set as text: nothing to escape)
 //   html     {element id: inner HTML}, built by the same Python as a full render (so it is escaped there)
 //   attrs    {element id: {attribute: value}}
 // and the DOM ends up as a full render of the same state would leave it. Returns false when the key does not
@@ -22,6 +23,10 @@ export function applyPatch(text) {
       const c = kids[i];
       if (c.getAttribute("class") !== classes[i]) c.setAttribute("class", classes[i]);
     }
+  }
+  for (const [id, t] of Object.entries(p.text || {})) {
+    const e = byId(id);
+    if (e && e.__text !== t) { e.textContent = t; e.__text = t; }
   }
   for (const [id, inner] of Object.entries(p.html || {})) {
     const e = byId(id);

@@ -141,3 +141,21 @@ def test_no_autoplay_under_reduced_motion_and_grids_stack_on_a_phone(page_at):
     assert boxes[0]["y"] + boxes[0]["height"] < boxes[1]["y"] < boxes[1]["y"] + boxes[1]["height"] < boxes[2]["y"]
     assert all(b["width"] >= 300 for b in boxes)  # 16 cells across the phone: about 20 px per cell
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_embedded_figure_keeps_its_state_steps_and_reports_height(page, site, context):
+    host = f"""<!doctype html><html><body><iframe id=f src="{site.url(PATH)}?workload=agent&step=30"
+    style="width:700px"></iframe><script>window.heights=[];addEventListener('message',e=>{{if(e.data&&
+    e.data.type==='enginelab:height')window.heights.push(e.data)}});</script></body></html>"""
+    context.route(site.url("__host.html"), lambda r: r.fulfill(body=host, content_type="text/html"))
+    page.goto(site.url("__host.html"))
+    frame = page.frame_locator("#f")
+    frame.locator("html[data-ready=true]").wait_for(timeout=60_000)
+    page.wait_for_function("window.heights.length > 0")
+    h = page.evaluate("window.heights[window.heights.length-1]")
+    assert h["figure"] == "kv-managers" and h["height"] > 900  # 700 px wide: the grids stack
+    frame.locator("[data-step-action=next]").click()
+    frame.locator("#kv-fig[data-step='31']").wait_for(timeout=5000)
+    inner = next(f for f in page.frames if "figures/kv-managers.html" in f.url)
+    code = inner.evaluate("window.enginelab.embedSnippet()")
+    assert code.startswith("<iframe ") and "figures/kv-managers.html?workload=agent&step=31" in code

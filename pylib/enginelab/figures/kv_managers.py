@@ -335,10 +335,12 @@ def _grid(name: str, data: dict, **pos) -> Raw:
         aria_labelledby=f"{tid} {did}", class_="chart kv-grid", id_=f"kv-grid-{name}", **pos)
 
 
-def _readout(name: str, value, text: str, label: str, sub: str = "") -> Raw:
-    # a format string rather than el(): this runs for every new frame (same markup as el() would give)
-    unit = f'<span class="unit">{esc(sub)}</span>' if sub else ""
-    return Raw(f'<div class="readout kv-readout-{name}"><dt>{esc(label)}</dt><dd><output data-readout="{name}" '
+def _readout(name: str, value, text: str, label: str, sub: str = "", oid: str = "", uid: str = "") -> Raw:
+    # a format string rather than el() (same markup); oid / uid: ids of the parts a frame patch rewrites
+    o_id = f' id="{oid}"' if oid else ""
+    u_id = f' id="{uid}"' if uid else ""
+    unit = f'<span class="unit"{u_id}>{esc(sub)}</span>' if sub else ""
+    return Raw(f'<div class="readout kv-readout-{name}"><dt>{esc(label)}</dt><dd><output{o_id} data-readout="{name}" '
                f'data-value="{esc(fmt.raw(value))}">{esc(text)}</output>{unit}</dd></div>')
 
 
@@ -354,37 +356,45 @@ def _status_text(name: str, data: dict) -> str:
     return f"{n_run} running, {n_wait} waiting" + (" · last step" if p["done"] else "")
 
 
-def _live(name: str, data: dict) -> Raw:
-    """The per-frame part of a panel: counters and this step's events (replaced whole by frame_patch)."""
-    p = data["panels"][name]
-    key = ("live", name, p["frame_index"], p["exact"], _status_text(name, data))
-    cache = data["sim"]["cache"]
-    if key not in cache:
-        cache[key] = _live_html(name, data)
-    return cache[key]
+COUNTERS = (  # (key, label): the live readouts of a panel, in order
+    ("computed", "Prefill computed"), ("reused", "Reused (saved)"), ("concurrency", "Holding cells now"),
+    ("peak", "Peak so far"), ("preemptions", "Preemptions"), ("cells_used", "Cells in use"),
+)
 
 
-def _live_html(name: str, data: dict) -> Raw:
+def _live_values(name: str, data: dict) -> dict:
+    """{element id: (text, data-value or None)} for every part of a panel that changes between frames."""
     p, cap = data["panels"][name], data["capacity"]
-    s = p["summary"]
     ev = [e for e in p["events"] if e["type"] != "arrive"]
-    ev_text = "; ".join(_event_text(e) for e in ev) if ev else "no admissions, " \
-        "finishes or evictions"
+    texts = {"computed": f"{p['computed']:,}", "reused": f"{p['reused']:,}", "concurrency": str(p["concurrency"]),
+             "peak": str(p["peak"]), "preemptions": str(p["preemptions"]), "cells_used": f"{p['cells_used']}/{cap}"}
+    out = {f"kv-{name}-status": (_status_text(name, data), None)}
+    out.update({f"kv-{name}-{k}": (texts[k], fmt.raw(p[k])) for k, _ in COUNTERS})
+    out[f"kv-{name}-cached"] = (f"{p['cells_cached']} cached", None)
+    out[f"kv-{name}-events"] = ("; ".join(_event_text(e) for e in ev) if ev else
+                                "no admissions, finishes or evictions", None)
+    return out
+
+
+def _live(name: str, data: dict) -> Raw:
+    """The per-frame part of a panel: status, counters and this step's events. Every part that changes has an
+    id, so frame_patch can rewrite its text (and data-value) in place."""
+    p = data["panels"][name]
+    v = _live_values(name, data)
+    units = {"computed": f"of {p['summary']['prompt_tokens']:,}", "reused": "tokens", "concurrency": "requests",
+             "peak": "requests"}
+    readouts = []
+    for k, label in COUNTERS:
+        text, value = v[f"kv-{name}-{k}"]
+        if k == "cells_used":
+            readouts.append(_readout(f"{name}_{k}", p[k], text, label, v[f"kv-{name}-cached"][0],
+                                     oid=f"kv-{name}-{k}", uid=f"kv-{name}-cached"))
+        else:
+            readouts.append(_readout(f"{name}_{k}", p[k], text, label, units.get(k, ""), oid=f"kv-{name}-{k}"))
     return join([
-        el("p", _status_text(name, data), class_="kv-status", data_readout=f"{name}_status",
-           data_value=str(p["frame_step"] if p["frame_step"] is not None else "")),
-        el("dl", [
-            _readout(f"{name}_computed", p["computed"], f"{p['computed']:,}", "Prefill computed",
-                     f"of {s['prompt_tokens']:,}"),
-            _readout(f"{name}_reused", p["reused"], f"{p['reused']:,}", "Reused (saved)", "tokens"),
-            _readout(f"{name}_concurrency", p["concurrency"], str(p["concurrency"]), "Holding cells now",
-                     "requests"),
-            _readout(f"{name}_peak", p["peak"], str(p["peak"]), "Peak so far", "requests"),
-            _readout(f"{name}_preemptions", p["preemptions"], str(p["preemptions"]), "Preemptions"),
-            _readout(f"{name}_cells_used", p["cells_used"], f"{p['cells_used']}/{cap}", "Cells in use",
-                     f"{p['cells_cached']} cached"),
-        ], class_="readouts kv-readouts"),
-        el("p", ev_text, class_="kv-events"),
+        el("p", v[f"kv-{name}-status"][0], class_="kv-status", id_=f"kv-{name}-status"),
+        el("dl", readouts, class_="readouts kv-readouts"),
+        el("p", v[f"kv-{name}-events"][0], class_="kv-events", id_=f"kv-{name}-events"),
     ])
 
 
@@ -442,13 +452,10 @@ def _users(data: dict) -> Raw:
     return el("ul", items, class_="kv-legend-users", aria_label="Users (colours)")
 
 
-def _caption_inner(data: dict) -> Raw:
-    return join([el("strong", f"Step {data['step']}"), f" of {data['sim']['last_step']} · "
-                 f"{data['workload_label']} · {data['capacity']} cells per manager"])
-
-
 def _caption(data: dict) -> Raw:
-    return el("p", _caption_inner(data), class_="step-caption", id_="kv-caption")
+    return el("p", [el("strong", f"Step {data['step']}", id_="kv-caption-step"),
+                    f" of {data['sim']['last_step']} · {data['workload_label']} · {data['capacity']} cells per manager"],
+              class_="step-caption", id_="kv-caption")
 
 
 def _table(data: dict) -> Raw:
@@ -522,13 +529,20 @@ def sheet_svg(data) -> str:
 
 def frame_patch(data) -> dict:
     """What changes from one frame to another of the same simulation, for the glue's applyPatch: every cell's
-    class per grid (in cell order, joined by "|"), and the inner HTML of the caption and the live counters. The patch applies
-    only to a figure in the page with the same data-patch-key; the result equals a full render of `data`."""
+    class per grid (in cell order, joined by "|"), the text of the step caption and of each live counter, and
+    the counters' data-value. The patch applies only to a figure in the page with the same data-patch-key; the
+    result equals a full render of `data` (tests/test_fig_kv_managers.py and the browser tests check it)."""
     sim = data["sim"]
+    text = {"kv-caption-step": f"Step {data['step']}"}
+    attrs = {"kv-fig": {"data-step": str(data["step"])}}
+    for n in MANAGERS:
+        for eid, (t, value) in _live_values(n, data).items():
+            text[eid] = t
+            if value is not None:
+                attrs[eid] = {"data-value": value}
     return {
         "key": "|".join(str(k) for k in sim["key"]),
         "classes": {f"kv-cells-{n}": _classes_text(sim, n, data["panels"][n]) for n in MANAGERS},
-        "html": {"kv-caption": str(_caption_inner(data)),
-                 **{f"kv-live-{n}": str(_live(n, data)) for n in MANAGERS}},
-        "attrs": {"kv-fig": {"data-step": str(data["step"])}},
+        "text": text,
+        "attrs": attrs,
     }
