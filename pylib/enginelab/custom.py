@@ -146,3 +146,49 @@ def custom_machine(gpu_gb: float, gpu_bw: float, gpu_tflops: float, ram_gb: floa
     name = (f"Your machine: {gpu_gb:g} GB GPU at {gpu_bw:g} GB/s + {ram_gb:g} GB RAM" if gpu
             else f"Your machine: CPU only, {ram_gb:g} GB RAM at {ram_bw:g} GB/s")
     return pm.Machine(name, gpu, ram, float(pcie) if gpu else 0.0, unified=unified, key="custom")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the calculator's state points at: model=custom (config in the URL), model=gguf (this session's
+# dropped file), machine=custom (numbers in the URL). Nothing is added to perf_model's catalogs.
+# ---------------------------------------------------------------------------------------------------------
+RESERVED_KEYS = ("custom", "gguf")
+_CONFIG_CACHE: dict = {}
+_DROPPED: dict = {}
+
+
+def config_model(compact_text: str):
+    """The Model of a (compact or full) config.json text, or None when it does not parse. Cached."""
+    if compact_text in _CONFIG_CACHE:
+        return _CONFIG_CACHE[compact_text]
+    try:
+        m = model_from_config_text(expand_compact(compact_text))
+    except ValueError:
+        m = None
+    if len(_CONFIG_CACHE) > 32:
+        _CONFIG_CACHE.clear()
+    _CONFIG_CACHE[compact_text] = m
+    return m
+
+
+def set_dropped(model: pm.Model, file_name: str = "", file_size: int | None = None) -> None:
+    """Remember the GGUF model dropped into this page (one at a time)."""
+    _DROPPED.clear()
+    _DROPPED.update(model=model, file_name=file_name, file_size=file_size)
+
+
+def dropped_model():
+    return _DROPPED.get("model")
+
+
+def machine_from_state(partial) -> pm.Machine:
+    """The custom machine of a calculator state (its gpu_gb ... pcie fields); defaults fill gaps."""
+    vals = {}
+    for key, _label, default, lo, hi in MACHINE_FIELDS:
+        v = partial.get(key, default)
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            v = default
+        vals[key] = min(max(v, lo), hi) if v == v else default
+    return custom_machine(**vals)

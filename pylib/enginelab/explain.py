@@ -39,11 +39,13 @@ def _gb(b) -> str:
 def explain(state) -> dict:
     """{readout: html} for the calculator state (see the module docstring)."""
     pm = _pm()
-    model = pm.MODELS[state.model]
-    mc = pm.MACHINES[state.machine]
+    from .figures import calculator   # resolves your own config.json, GGUF file or machine too
+    sd = state.as_dict() if hasattr(state, "as_dict") else dict(vars(state))
+    model, mc = calculator._model(sd), calculator._machine(sd)
+    quant = None if getattr(state, "model", "") == "gguf" else state.quant
     ngl = None if state.ngl == "auto" else state.ngl
     try:
-        p = pm.place(model, mc, state.quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl,
+        p = pm.place(model, mc, quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl,
                      n_cpu_moe=state.n_cpu_moe)
     except ValueError as e:
         msg = f"perf_model rejects these settings: {e}"
@@ -60,7 +62,7 @@ def explain(state) -> dict:
     elif p.auto:
         nxt = None
         if p.n_gpu_layers < n + 1:
-            q = pm.place(model, mc, state.quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=p.n_gpu_layers + 1,
+            q = pm.place(model, mc, quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=p.n_gpu_layers + 1,
                          n_cpu_moe=state.n_cpu_moe)
             nxt = q.gpu_total
         inputs = [("GPU capacity", _gb(p.gpu_capacity)

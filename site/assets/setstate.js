@@ -62,4 +62,5 @@ document.addEventListener("click", (e) => {
 });
 
 const root = document.getElementById("figure");
-if (root) new MutationObserver(refreshUndo).observe(root, { childList: true });
+// subtree: parts of a figure may be filled in after its render (App.after_render in site/py/main.py)
+if (root) new MutationObserver(refreshUndo).observe(root, { childList: true, subtree: true });

@@ -11,7 +11,7 @@ import time
 import traceback
 
 from pyscript import document, window
-from pyodide.ffi import create_proxy
+from pyodide.ffi import create_once_callable, create_proxy
 
 html = document.documentElement
 
@@ -115,6 +115,29 @@ class App:
         self.state = state
         # where the time goes, for `build.py bench`: Python (compute + render) / the rest (DOM, controls)
         html.dataset.renderMs = f"{(t1 - t0) * 1e3:.2f}/{(time.perf_counter() - t1) * 1e3:.2f}"
+        self.after_render(state)
+
+    def after_render(self, state):
+        """Fill in what the figure defers (deferred_html: {element id: html}) once the numbers are on screen;
+        a newer render cancels an older fill."""
+        fill = getattr(self.fig, "deferred_html", None)
+        if fill is None:
+            return
+        token = object()
+        self._deferred = token
+
+        def run(*_):
+            if getattr(self, "_deferred", None) is not token:
+                return
+            try:
+                for el_id, inner in fill(state).items():
+                    node = document.getElementById(el_id)
+                    if node:  # JS null is falsy (and not None in Pyodide)
+                        node.innerHTML = inner
+            except Exception as e:  # the numbers stay; say what is missing
+                traceback.print_exc()
+                self.show_messages(self.message_list + [f"Could not add the advice: {type(e).__name__}: {e}"])
+        window.setTimeout(create_once_callable(run), 0)
 
     # -- events ------------------------------------------------------------------------------------------
     def on_input(self, event):
@@ -139,14 +162,91 @@ class App:
         document.getElementById("controls-set").disabled = False
 
 
+# -- "Use your own model or machine" (the calculator's panel, figures/calculator.py own_model_panel) -------
+def setup_own_model(app):
+    ids = ("own-model", "own-status", "gguf-file", "gguf-drop", "cfg-text", "cfg-use")
+    nodes = {i: document.getElementById(i) for i in ids}
+    if not all(nodes.values()):
+        return  # this page has no such panel (a missing element is JS null: falsy, and not None)
+    panel = nodes["own-model"]
+    from enginelab import custom
+    status_el = nodes["own-status"]
+
+    def say(text, error=False):
+        status_el.textContent = text  # plain text: a file name or a JSON error never becomes markup
+        status_el.classList.toggle("own-error", error)
+
+    def switch(**changes):
+        state, messages = app.spec.coerce(app.state.replace(**changes))
+        app.apply(state, messages, force=True)
+
+    async def load_file(f):
+        size = int(f.size)
+        say(f"Reading the header of {f.name}…")
+        n = custom.GGUF_FIRST_SLICE
+        try:
+            while True:  # read a slice; if the header is longer, read as much as it says it needs
+                buf = await f.slice(0, min(n, size)).arrayBuffer()
+                kind, value = custom.gguf_slice_plan(buf.to_bytes(), size)
+                if kind == "model":
+                    break
+                n = value
+        except ValueError as e:  # a bad file: say so, keep the last good state
+            say(str(e), True)
+            return
+        custom.set_dropped(value, str(f.name), size)
+        switch(model="gguf")
+        say(f"{custom.describe_gguf_model(value)}; read {min(n, size):,} of {size:,} bytes.")
+
+    async def on_file(event):
+        files = event.target.files
+        if files.length:
+            await load_file(files.item(0))
+
+    def on_dragover(event):
+        event.preventDefault()
+
+    async def on_drop(event):
+        event.preventDefault()
+        files = event.dataTransfer.files
+        if files.length:
+            await load_file(files.item(0))
+
+    def on_cfg(event):
+        text = str(nodes["cfg-text"].value)
+        try:
+            m = custom.model_from_config_text(text)
+            compact = custom.compact_config(text)
+        except ValueError as e:
+            say(str(e), True)
+            return
+        switch(model="custom", cfg=compact)
+        say(f"Using {m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters.")
+
+    def stop(event):
+        event.stopPropagation()  # typing in the panel is not a change of the figure's settings
+
+    app._own_proxies = [create_proxy(f) for f in (stop, on_file, on_dragover, on_drop, on_cfg)]
+    stop_p, file_p, over_p, drop_p, cfg_p = app._own_proxies
+    panel.addEventListener("input", stop_p)
+    panel.addEventListener("change", stop_p)
+    nodes["gguf-file"].addEventListener("change", file_p)
+    nodes["gguf-drop"].addEventListener("dragover", over_p)
+    nodes["gguf-drop"].addEventListener("drop", drop_p)
+    nodes["cfg-use"].addEventListener("click", cfg_p)
+
+
 def main():
     status("Python is running; importing enginelab…", 4)
     sys.path.insert(0, os.path.abspath("lib"))  # where PyScript unpacked our wheel (see the page's config)
     from enginelab import figures, page
     fig = figures.get(str(html.dataset.figure))
     status("Drawing the figure…", 5)
+    if hasattr(fig, "DEFER_FINDINGS"):
+        fig.DEFER_FINDINGS = True  # slow extras come after the numbers (App.after_render)
     app = App(fig, page)
     app.start()
+    setup_own_model(app)
     window.enginelab_app = create_proxy(app)  # for debugging in the console
     import gc
     gc.freeze()  # boot-time objects never die: keep them out of every later collection's work

@@ -122,6 +122,7 @@ def compute(state) -> dict:
     calc_state, _ = calculator.SPEC.coerce({k: getattr(state, k) for k in CALC_KEYS})
     data = {"state": state, "calc": calculator.compute(calc_state), "error": None, "findings": [],
             "outcome": None, "recipe": None, "lora": None, "spec": None, "notes": []}
+    data["calc"]["with_findings"] = False   # this page shows the findings itself, with more around them
     sd = _state_dict(state)
     sd["b"] = max(state.b, state.ub)
     try:
@@ -298,7 +299,7 @@ def _advisor_readouts(data) -> Raw:
     return el("dl", items, class_="readouts advisor-readouts")
 
 
-def _findings_block(data, apply_keys=None) -> Raw:
+def _findings_block(data, apply_keys=None, with_chart: bool = True) -> Raw:
     head = el("div", [el("h2", "What holds this setup back", id_="advisor-findings-title"),
                       el("button", "Undo", type="button", data_undo="", disabled=True,
                          aria_label="Undo the last applied change", class_="undo")], class_="findings-head")
@@ -314,7 +315,7 @@ def _findings_block(data, apply_keys=None) -> Raw:
                    data_findings="0")]
     else:
         body = [_finding(f, apply_keys) for f in data["findings"]]
-        chart = gains_chart(data)
+        chart = gains_chart(data) if with_chart else None
         if chart is not None:
             body.append(el("figure", [chart], class_="chart-wrap"))
             body.append(_gains_table(data))
@@ -322,14 +323,14 @@ def _findings_block(data, apply_keys=None) -> Raw:
               data_findings=str(len(data["findings"])))
 
 
-def findings_html(state, apply_keys=None) -> str:
+def findings_html(state, apply_keys=None, with_chart: bool = True) -> str:
     """The findings block alone (with its Apply / Undo buttons) for a state, for embedding in another figure.
 
     state: this figure's state, a dict or query string, or another figure's state with the same keys (the
     calculator's: the advisor's extra fields take their defaults). apply_keys: the state keys the host page
     can set; a change that needs others is listed without an Apply button. In the calculator:
     `findings_html(state, apply_keys=[f.key for f in calculator.SPEC.fields])`."""
-    return str(_findings_block(compute(state), apply_keys))
+    return str(_findings_block(compute(state), apply_keys, with_chart))
 
 
 def _recipe_block(data) -> Raw:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import shlex
 
 from .. import fmt
-from ..state import Choice, Int, Spec
+from .. import custom
+from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
 ID = "calculator"
@@ -29,12 +30,38 @@ def _pm():
 # ---------------------------------------------------------------------------------------------------------
 # State
 # ---------------------------------------------------------------------------------------------------------
+CATALOG_DEFAULT_MODEL = "qwen2.5-32b"
+
+
 def _model(partial):
-    return _pm().MODELS[partial["model"]]
+    """The chosen Model: a catalog entry, your pasted config.json (model=custom, its JSON in `cfg`), or the
+    GGUF file you dropped this session (model=gguf). A config that does not parse falls back to the default
+    model for the bounds here; compute() reports the error."""
+    key = partial["model"]
+    if key == "custom":
+        m = custom.config_model(partial.get("cfg", ""))
+        return m if m is not None else _pm().MODELS[CATALOG_DEFAULT_MODEL]
+    if key == "gguf" and custom.dropped_model() is not None:
+        return custom.dropped_model()
+    return _pm().MODELS[key]
 
 
 def _machine(partial):
+    if partial["machine"] == "custom":
+        return custom.machine_from_state(partial)
     return _pm().MACHINES[partial["machine"]]
+
+
+def _model_options(partial):
+    opts = [(k, m.name) for k, m in _pm().MODELS.items() if k not in custom.RESERVED_KEYS]
+    opts.append(("custom", "Your config.json (paste it below)"))
+    if custom.dropped_model() is not None:
+        opts.append(("gguf", f"{custom.dropped_model().name} (your GGUF file)"))
+    return opts
+
+
+def _machine_options(partial):
+    return [(k, m.name) for k, m in _pm().MACHINES.items() if k != "custom"] + [("custom", "Your machine (enter it below)")]
 
 
 def _max_ngl(partial) -> int:
@@ -51,13 +78,21 @@ def _ctx_max(partial) -> int:
     return min(CTX_MAX, max(CTX_MIN, getattr(_model(partial), "max_position_embeddings", CTX_MAX)))
 
 
+def _is_custom_machine(p) -> bool:
+    return p.get("machine") == "custom"
+
+
 SPEC = Spec(ID, [
-    Choice("model", "Model", default="qwen2.5-32b",
-           options=lambda p: [(k, m.name) for k, m in _pm().MODELS.items()]),
-    Choice("machine", "Machine", default="rtx4060ti",
-           options=lambda p: [(k, m.name) for k, m in _pm().MACHINES.items()]),
+    Choice("model", "Model", default=CATALOG_DEFAULT_MODEL, options=_model_options),
+    Text("cfg", "Your config.json", default="", max_len=custom.CONFIG_MAX_CHARS, rows=3,
+         visible=lambda p: p.get("model") == "custom",
+         help="Set by “Use this config” in the panel below (compact JSON; it travels in the URL)."),
+    Choice("machine", "Machine", default="rtx4060ti", options=_machine_options),
+] + [Float(key, label, default=d, min=lo, max=hi, step=0.1, visible=_is_custom_machine)
+     for key, label, d, lo, hi in custom.MACHINE_FIELDS] + [
     Choice("quant", "Quantization", default="Q4_K_M",
-           options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+           options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS], visible=lambda p: p.get("model") != "gguf",
+           help="A dropped GGUF file uses its own tensor types."),
     Choice("kv", "KV cache type (-ctk/-ctv)", default="f16",
            options=lambda p: [(k, k) for k in _pm().KV_TYPES]),
     Int("ctx", "Context, n_ctx (-c)", default=8192, min=CTX_MIN, max=_ctx_max, step=256,
@@ -79,10 +114,9 @@ def default_state():
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def command_line(state, placement=None) -> str:
+def command_line(state, placement=None, model=None) -> str:
     """The llama-server invocation for these settings (the GGUF file name is illustrative)."""
-    pm = _pm()
-    m = pm.MODELS[state.model]
+    m = model if model is not None else _pm().MODELS[state.model]
     args = ["llama-server", "-m", f"{m.name.replace(' ', '-')}-{state.quant}.gguf", "-c", str(state.ctx)]
     if state.ngl != "auto":
         args += ["-ngl", str(state.ngl)]
@@ -96,13 +130,20 @@ def command_line(state, placement=None) -> str:
 
 def compute(state) -> dict:
     pm = _pm()
-    model = pm.MODELS[state.model]
-    machine = pm.MACHINES[state.machine]
+    partial = state.as_dict() if hasattr(state, "as_dict") else dict(vars(state))
+    model = _model(partial)
+    machine = _machine(partial)
+    quant = None if state.model == "gguf" else state.quant
     ngl = None if state.ngl == "auto" else state.ngl
     data = {"state": state, "model": model, "machine": machine, "error": None, "placement": None,
-            "decode": None, "prefill": None, "command": command_line(state)}
+            "decode": None, "prefill": None, "command": command_line(state, model=model)}
+    if state.model == "custom":
+        try:
+            custom.model_from_config_text(custom.expand_compact(state.cfg))
+        except ValueError as e:
+            data["error"] = f"{e} (showing {model.name} until the config parses)"
     try:
-        p = pm.place(model, machine, state.quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl,
+        p = pm.place(model, machine, quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl,
                      n_cpu_moe=state.n_cpu_moe)
     except ValueError as e:  # settings perf_model rejects: shown, never a crash
         data["error"] = str(e)
@@ -111,6 +152,9 @@ def compute(state) -> dict:
     data["placement"] = p
     if hasattr(pm, "llama_server_command"):
         data["command"] = pm.llama_server_command(p)
+    if data["error"]:   # a config that did not parse: numbers for the fallback model would mislead
+        data["readouts"] = {k: None for k in READOUTS} | {"fits": False}
+        return data
     r = {"n_gpu_layers": p.n_gpu_layers, "vram_gb": p.gpu_total / pm.GB, "ram_gb": p.cpu_total / pm.GB,
          "decode_tok_s": None, "prefill_tok_s": None, "cpu_share": None, "fits": bool(p.fits)}
     if p.fits:
@@ -234,25 +278,38 @@ def _bar_chart(data) -> Raw:
                desc=describe(data), id_="calculator-chart", class_="chart calculator-chart")
 
 
-def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
+def _readout(name: str, value, text: str, label: str, unit: str = "", how: str = "") -> Raw:
     return el("div", [el("dt", label),
                       el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
+                                el("span", unit, class_="unit") if unit else ""]),
+                      Raw(how)],
               class_=f"readout readout-{name}")
+
+
+def _explain(data) -> dict:
+    """'How is this computed?' per readout (enginelab.explain): the formula and this state's inputs."""
+    if data["error"] and data["placement"] is None:
+        return {}
+    try:
+        from .. import explain
+        return explain.explain(data["state"])
+    except Exception as e:  # noqa: BLE001  an explanation must never take the numbers down with it
+        return {k: str(el("p", f"(no explanation: {type(e).__name__})", class_="explain-missing")) for k in READOUTS}
 
 
 def _readouts(data) -> Raw:
     r, m = data["readouts"], data["model"]
+    how = _explain(data)
     fits = r["fits"]
     ngl = r["n_gpu_layers"]
     items = [
-        _readout("n_gpu_layers", ngl, "—" if ngl is None else f"{ngl} / {m.n_layers + 1}", "-ngl (layers on GPU)"),
-        _readout("vram_gb", r["vram_gb"], "—" if r["vram_gb"] is None else f"{r['vram_gb']:.1f}", "VRAM", "GB"),
-        _readout("ram_gb", r["ram_gb"], "—" if r["ram_gb"] is None else f"{r['ram_gb']:.1f}", "RAM", "GB"),
-        _readout("decode_tok_s", r["decode_tok_s"], fmt.rate(r["decode_tok_s"]), "Decode", "tok/s"),
-        _readout("prefill_tok_s", r["prefill_tok_s"], fmt.rate(r["prefill_tok_s"]), "Prefill", "tok/s"),
-        _readout("cpu_share", r["cpu_share"], fmt.pct(r["cpu_share"]), "CPU share of a decode step"),
-        _readout("fits", fits, "yes" if fits else "no", "Fits"),
+        _readout("n_gpu_layers", ngl, "—" if ngl is None else f"{ngl} / {m.n_layers + 1}", "-ngl (layers on GPU)", how=how.get("n_gpu_layers", "")),
+        _readout("vram_gb", r["vram_gb"], "—" if r["vram_gb"] is None else f"{r['vram_gb']:.1f}", "VRAM", "GB", how=how.get("vram_gb", "")),
+        _readout("ram_gb", r["ram_gb"], "—" if r["ram_gb"] is None else f"{r['ram_gb']:.1f}", "RAM", "GB", how=how.get("ram_gb", "")),
+        _readout("decode_tok_s", r["decode_tok_s"], fmt.rate(r["decode_tok_s"]), "Decode", "tok/s", how=how.get("decode_tok_s", "")),
+        _readout("prefill_tok_s", r["prefill_tok_s"], fmt.rate(r["prefill_tok_s"]), "Prefill", "tok/s", how=how.get("prefill_tok_s", "")),
+        _readout("cpu_share", r["cpu_share"], fmt.pct(r["cpu_share"]), "CPU share of a decode step", how=how.get("cpu_share", "")),
+        _readout("fits", fits, "yes" if fits else "no", "Fits", how=how.get("fits", "")),
     ]
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
 
@@ -291,5 +348,74 @@ def render(data) -> str:
                    el("button", "Copy command", type="button", class_="copy", data_copy_target="#llama-command")],
            class_="command"),
     ], class_="command-block"))
+    if data.get("with_findings", True):
+        parts.append(findings_slot(data))
     parts.append(_table(data))
     return el("div", parts, class_="calculator", data_state="ok" if p.fits else "overask")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The advisor's findings under the numbers. They take longer than the numbers (each suggestion re-runs the
+# model), so in the browser the glue sets DEFER_FINDINGS: render() leaves a placeholder and the page fills it
+# right after the numbers are on screen (deferred_html). Pre-rendered pages carry the findings inline.
+# ---------------------------------------------------------------------------------------------------------
+DEFER_FINDINGS = False
+
+
+def _advisable(state) -> bool:
+    return state.model not in custom.RESERVED_KEYS and state.machine != "custom"
+
+
+def findings_html(state) -> str:
+    if not _advisable(state):
+        return str(el("p", "The advisor works on the catalog's models and machines; pick one to see its "
+                           "diagnosis.", class_="note"))
+    from . import advisor   # imported here: the advisor figure imports this module
+    # without the advisor's gains chart: one chart per calculator page (its bars)
+    return advisor.findings_html(state, apply_keys=[f.key for f in SPEC.fields], with_chart=False)
+
+
+def findings_slot(data) -> Raw:
+    state = data["state"]
+    inner = el("div", el("p", "Checking this setup for bottlenecks…", class_="note") if DEFER_FINDINGS
+               else Raw(findings_html(state)), id_="calc-findings-body")
+    return el("section", [inner,
+                          el("p", el("a", "Open the advisor for recipes, LoRA and speculative decoding",
+                                     href="advisor.html" + SPEC.to_query(state)), class_="note")],
+              class_="calc-findings", id_="calc-findings", data_deferred="findings" if DEFER_FINDINGS else None,
+              aria_live="polite")
+
+
+def deferred_html(state) -> dict:
+    """{element id: inner HTML} that the glue fills in after a render (see DEFER_FINDINGS)."""
+    return {"calc-findings-body": findings_html(state)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Controls: the generic fields, plus "use your own model or machine" (its glue is in site/py/main.py)
+# ---------------------------------------------------------------------------------------------------------
+def own_model_panel() -> Raw:
+    return el("details", [
+        el("summary", "Use your own model or machine"),
+        el("div", [
+            el("label", "A GGUF file: only its header is read (File.slice), so a 40 GB file is fine",
+               for_="gguf-file"),
+            el("input", type="file", id_="gguf-file", accept=".gguf"),
+            el("div", "…or drop a .gguf file here", id_="gguf-drop", class_="dropzone", tabindex="0",
+               role="button", aria_label="Drop a GGUF file here"),
+        ], class_="own-gguf"),
+        el("div", [
+            el("label", "Or paste a Hugging Face config.json", for_="cfg-text"),
+            el("textarea", "", id_="cfg-text", rows=5, spellcheck="false",
+               placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}'),
+            el("button", "Use this config", type="button", id_="cfg-use"),
+        ], class_="own-config"),
+        el("p", "Or choose “Your machine” in the Machine list to enter its VRAM, bandwidths, TFLOP/s, RAM and "
+                "PCIe link.", class_="help"),
+        el("p", "", id_="own-status", class_="own-status", role="status", aria_live="polite"),
+    ], class_="own-model", id_="own-model")
+
+
+def controls(state) -> str:
+    from ..page import controls_fields
+    return str(join([h for _, _, h in controls_fields(SPEC, state)] + [own_model_panel()]))

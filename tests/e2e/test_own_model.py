@@ -1,0 +1,119 @@
+"""The calculator's "use your own model or machine" panel and its advisor findings, in Chromium:
+a GGUF file written by llama.cpp's gguf package (only its header is read), a pasted config.json, a
+machine described by numbers, bad input for each, and one-click advice with undo."""
+import json
+import re
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from test_model_from_gguf import _write  # noqa: E402  (tests/ helpers: a GGUF written by gguf-py)
+
+import perf_model as pm  # noqa: E402
+from enginelab import custom  # noqa: E402
+from enginelab.figures import calculator  # noqa: E402
+
+PAGE = "figures/calculator.html"
+CFG = {"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "intermediate_size": 18944,
+       "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "max_position_embeddings": 32768,
+       "tie_word_embeddings": False, "_name_or_path": "my-org/my-7b", "torch_dtype": "bfloat16"}
+
+
+def readouts(page):
+    return {el.get_attribute("data-readout"): el.get_attribute("data-value")
+            for el in page.locator("[data-readout]").all()}
+
+
+def expected(state_query):
+    st, msgs = calculator.SPEC.from_query(state_query)
+    assert msgs == []
+    r = calculator.compute(st)["readouts"]
+    return r
+
+
+def close(a, b):
+    if b is None or isinstance(b, bool):
+        return str(a).lower() in (str(b).lower(), "") or (a in ("true", "false") and (a == "true") == b)
+    return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
+
+
+def test_config_json_and_custom_machine(page_at):
+    page = page_at(PAGE)
+    page.locator("#own-model summary").click()
+    page.fill("#cfg-text", "{ not json")
+    page.click("#cfg-use")
+    assert "not valid JSON" in page.locator("#own-status").text_content()
+    assert page.locator("#f-model").input_value() == "qwen2.5-32b"          # last good state kept
+    page.fill("#cfg-text", json.dumps(CFG, indent=2))
+    page.click("#cfg-use")
+    page.wait_for_function("document.querySelector('#f-model').value === 'custom'")
+    q = urlparse(page.url).query
+    assert parse_qs(q)["model"] == ["custom"] and "torch_dtype" not in q
+    got, want = readouts(page), expected("?" + q)
+    assert want["n_gpu_layers"] == 29 and int(got["n_gpu_layers"]) == 29
+    assert close(got["decode_tok_s"], want["decode_tok_s"]) and close(got["vram_gb"], want["vram_gb"])
+    # the same model as the catalog's Qwen2.5 7B: same numbers
+    cat = expected("?model=qwen2.5-7b")
+    assert close(got["decode_tok_s"], cat["decode_tok_s"])
+    # the URL alone restores it
+    page2 = page_at(f"{PAGE}?{q}")
+    assert readouts(page2)["decode_tok_s"] == got["decode_tok_s"]
+    # a machine described by numbers
+    page2.select_option("#f-machine", "custom")
+    page2.fill("#f-gpu_gb", "4")
+    page2.locator("#f-gpu_gb").dispatch_event("input")
+    page2.wait_for_function("new URLSearchParams(location.search).get('gpu_gb') === '4'")
+    q2 = urlparse(page2.url).query
+    want2 = expected("?" + q2)
+    got2 = readouts(page2)
+    assert int(got2["n_gpu_layers"]) == want2["n_gpu_layers"] < 29
+    assert close(got2["decode_tok_s"], want2["decode_tok_s"])
+
+
+def test_dropped_gguf_uses_the_files_tensors(page_at, tmp_path):
+    m = pm.model_from_hf_config(CFG, name="unused")
+    path = tmp_path / "mine.gguf"
+    _write(path, m, "Q5_K_M")
+    page = page_at(PAGE)
+    page.locator("#own-model summary").click()
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGML" + b"\0" * 100)
+    page.set_input_files("#gguf-file", str(bad))
+    page.wait_for_function("document.querySelector('#own-status').textContent.includes('GGUF')")
+    assert page.locator("#f-model").input_value() == "qwen2.5-32b"
+    page.set_input_files("#gguf-file", str(path))
+    page.wait_for_function("document.querySelector('#f-model').value === 'gguf'", timeout=30_000)
+    status = page.locator("#own-status").text_content()
+    assert "28 layers" in status and re.search(r"read [\d,]+ of [\d,]+ bytes", status)
+    read, size = (int(x.replace(",", "")) for x in re.search(r"read ([\d,]+) of ([\d,]+)", status).groups())
+    assert read <= custom.GGUF_FIRST_SLICE < size     # the weights were never read
+    fm = pm.model_from_gguf(path.read_bytes()[:read])
+    p = pm.place(fm, pm.MACHINES["rtx4060ti"], None, n_ctx=8192)
+    d = pm.decode_step_time(p, context=2000)
+    got = readouts(page)
+    assert int(got["n_gpu_layers"]) == p.n_gpu_layers
+    assert close(got["vram_gb"], p.gpu_total / pm.GB) and close(got["decode_tok_s"], d["tok_per_s"])
+    assert page.locator("[data-field=quant]").is_hidden()    # the file's own types
+
+
+def test_findings_apply_and_undo(page_at):
+    page = page_at(f"{PAGE}?model=qwen2.5-14b&machine=rtx3060&ctx=32768")
+    body = page.locator("#calc-findings-body")
+    body.locator("button[data-set-state]").first.wait_for(timeout=30_000)
+    before = readouts(page)
+    btn = body.locator("button[data-set-state]").first
+    change = json.loads(btn.get_attribute("data-set-state"))
+    btn.click()
+    page.wait_for_function(f"document.querySelector('[data-readout=decode_tok_s]').dataset.value !== '{before['decode_tok_s']}'")
+    after = readouts(page)
+    assert float(after["decode_tok_s"]) > float(before["decode_tok_s"])
+    for k, v in change.items():
+        assert parse_qs(urlparse(page.url).query).get(k, [str(v)]) == [str(v)]
+    page.locator("#calc-findings-body button[data-undo]").first.wait_for()
+    page.locator("#calc-findings-body button[data-undo]").first.click()
+    page.wait_for_function(f"document.querySelector('[data-readout=decode_tok_s]').dataset.value === '{before['decode_tok_s']}'")
+    # every readout explains itself
+    assert page.locator("[data-explain]").count() >= 7
