@@ -159,18 +159,24 @@ def dist_bytes(dist: Path) -> dict:
     return {"raw": groups, "gzip": gz}
 
 
+EXTENSIONS = (("kv", "bench_kv.py"), ("exercises", "bench_exercises.py"))
+
+
 def run_extensions(scale: float) -> dict:
+    """Other benchmarks in bench/: each module's run(scale) -> dict lands under its name in bench.json."""
     out = {}
-    path = ROOT / "bench" / "bench_kv.py"
-    if path.exists():
-        spec = importlib.util.spec_from_file_location("bench_kv", path)
+    for name, file in EXTENSIONS:
+        path = ROOT / "bench" / file
+        if not path.exists():
+            continue
+        spec = importlib.util.spec_from_file_location(path.stem, path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         if hasattr(mod, "run"):
             t = time.perf_counter()
             res = mod.run(scale)
-            out["kv"] = res if isinstance(res, dict) else {"result": res}
-            print(f"bench_kv.run({scale}) took {time.perf_counter() - t:.1f} s")
+            out[name] = res if isinstance(res, dict) else {"result": res}
+            print(f"{path.stem}.run({scale}) took {time.perf_counter() - t:.1f} s")
     return out
 
 
@@ -244,9 +250,10 @@ def main(argv=None) -> int:
     raw, gz = result["dist_bytes"]["raw"], result["dist_bytes"]["gzip"]
     print("dist_bytes           " + ", ".join(f"{k} {raw[k] / 1e6:.2f} MB" for k in raw)
           + f"  (gzip total {gz['total'] / 1e6:.2f} MB)")
-    for k, v in result.get("kv", {}).items():
-        if isinstance(v, (int, float, str, bool)):  # nested figures are in bench.json
-            print(f"kv.{k:17s}  {v}")
+    for name, _file in EXTENSIONS:
+        for k, v in result.get(name, {}).items():
+            if isinstance(v, (int, float, str, bool)):  # nested figures are in bench.json
+                print(f"{name}.{k:17s}  {v}")
     if problems:
         print("browser problems:", problems)
     print(f"wrote {dist / 'bench.json'}")
