@@ -1068,23 +1068,11 @@ def _device_bytes(p: Placement, context: int, batch: int = 1) -> dict:
         # distinct experts touched by `batch` tokens, each routed to k of E experts
         e, k = m.n_expert, m.num_experts_per_tok
         frac = 1.0 - (1.0 - k / e) ** batch
-    kv_tok = [kv_bytes_per_token_layer(m, p.kv_type) * kv_layer_tokens(m, il, context) for il in range(m.n_layers)]
+    per_tok = kv_bytes_per_token_layer(m, p.kv_type)
+    kv_tok = [per_tok * kv_layer_tokens(m, il, context) for il in range(m.n_layers)]
     out = {"gpu_weights": 0.0, "gpu_kv": 0.0, "cpu_weights": 0.0, "cpu_kv": 0.0,
            "gpu_params": 0.0, "cpu_params": 0.0}
-    plan = quantize_plan(m, p.quant)
-    params = [0.0] * m.n_layers
-    exp_params = [0.0] * m.n_layers
-    out_params = 0.0
-    for r in plan:
-        if r["cls"] in ("token_embd",):
-            continue
-        if r["layer"] >= 0:
-            if r["cls"].endswith("_exps"):
-                exp_params[r["layer"]] += r["n_elements"] * m.num_experts_per_tok / max(1, m.n_expert)
-            else:
-                params[r["layer"]] += r["n_elements"]
-        else:
-            out_params += r["n_elements"]
+    params, exp_params, out_params = _layer_params(m, p.quant)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
@@ -1098,6 +1086,30 @@ def _device_bytes(p: Placement, context: int, batch: int = 1) -> dict:
     out[hd + "_weights"] += head
     out[hd + "_params"] += out_params
     return out
+
+
+_PARAM_CACHE: dict = {}
+
+
+def _layer_params(m: Model, quant) -> tuple:
+    """Per block: weights a token multiplies (experts scaled to the routed share), and the head's; cached."""
+    key = (m, quant)
+    if key not in _PARAM_CACHE:
+        params = [0.0] * m.n_layers
+        exp_params = [0.0] * m.n_layers
+        out_params = 0.0
+        for r in quantize_plan(m, quant):
+            if r["cls"] == "token_embd":
+                continue
+            if r["layer"] >= 0:
+                if r["cls"].endswith("_exps"):
+                    exp_params[r["layer"]] += r["n_elements"] * m.num_experts_per_tok / max(1, m.n_expert)
+                else:
+                    params[r["layer"]] += r["n_elements"]
+            else:
+                out_params += r["n_elements"]
+        _PARAM_CACHE[key] = (params, exp_params, out_params)
+    return _PARAM_CACHE[key]
 
 
 def _device_for(p: Placement, side: str) -> Device:
@@ -1192,7 +1204,6 @@ def prefill_steps(p: Placement, n_tokens: int, n_ubatch: int = N_UBATCH_DEFAULT,
 
     Each step: kind ('gpu', 'cpu', 'pcie'), ubatch index, tokens, bytes, flops, time_s."""
     m, mc = p.model, p.machine
-    b = _device_bytes(p, 0, batch=1)
     # prefill touches every expert: use all expert bytes/params, not the routed share
     w = _prefill_weights(p)
     steps = []
