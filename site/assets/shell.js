@@ -100,15 +100,26 @@ export function embedSnippet() {
 }
 
 function chartSVG() {
-  const svg = document.querySelector("#figure svg.chart");
-  if (!svg) return null;
-  const clone = svg.cloneNode(true);
-  // Colours come from CSS classes: carry the chart rules (light theme) into the file.
+  // A figure drawn as several SVGs (the three KV-manager grids) supplies one standalone SVG of the current
+  // state through the Python glue (figure module's download_svg, see site/py/main.py); others: the first chart.
+  let clone = null;
+  const own = typeof window.enginelab_download_svg === "function" ? window.enginelab_download_svg() : null;
+  if (own) {
+    clone = new DOMParser().parseFromString(String(own), "image/svg+xml").documentElement;
+  } else {
+    const svg = document.querySelector("#figure svg.chart");
+    if (!svg) return null;
+    clone = svg.cloneNode(true);
+  }
+  // Colours come from CSS classes: carry the chart rules (light theme) into the file, and all of the
+  // figure's own stylesheet.
   const rules = [];
+  const ownSheet = `fig-${html.dataset.figure}.css`;
   for (const sheet of document.styleSheets) {
     let list;
     try { list = sheet.cssRules; } catch (_) { continue; }
-    for (const r of list) if (r.selectorText && /(^|[\s,])\.(chart|seg|pool|bar-|legend|capacity|overflow|axis|mark)/.test(r.selectorText)) rules.push(r.cssText);
+    const mine = (sheet.href || "").endsWith(ownSheet);
+    for (const r of list) if (r.selectorText && (mine || /(^|[\s,])\.(chart|seg|pool|bar-|legend|capacity|overflow|axis|mark)/.test(r.selectorText))) rules.push(r.cssText);
   }
   const style = document.createElementNS("http://www.w3.org/2000/svg", "style");
   // resolve the theme's custom properties, so the file keeps its colours outside this page

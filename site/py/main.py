@@ -248,6 +248,8 @@ def main():
     app.start()
     setup_own_model(app)
     window.enginelab_app = create_proxy(app)  # for debugging in the console
+    if hasattr(fig, "download_svg"):  # one standalone SVG of the current state, for Download SVG (shell.js)
+        window.enginelab_download_svg = create_proxy(lambda *_: fig.download_svg(fig.compute(app.state)))
     import gc
     gc.freeze()  # boot-time objects never die: keep them out of every later collection's work
     html.dataset.ready = "true"

@@ -546,3 +546,8 @@ def frame_patch(data) -> dict:
         "text": text,
         "attrs": attrs,
     }
+
+
+def download_svg(data) -> str:
+    """What "Download SVG" saves: the three grids of the current frame in one file (sheet_svg)."""
+    return str(sheet_svg(data))
