@@ -138,3 +138,62 @@ def test_golden_svg(name, q):
         path.write_text(svg + "\n")
     assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
     assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Frame patches: the glue applies frame_patch(data) instead of a full render when the key matches
+# ---------------------------------------------------------------------------------------------------------
+def _element_span(html: str, id_: str) -> tuple[int, int, int, int]:
+    """(start of the start tag, start of the content, end of the content, end of the element) for id_."""
+    i = html.index(f' id="{id_}"')
+    lt = html.rindex("<", 0, i)
+    tag = re.match(r"<([a-zA-Z]+)", html[lt:]).group(1)
+    content = html.index(">", i) + 1
+    depth, pos = 1, content
+    opener = re.compile(rf"<{tag}[\s>/]|</{tag}>")
+    while depth:
+        m = opener.search(html, pos)
+        if m.group(0).startswith("</"):
+            depth -= 1
+        elif not html[m.start():html.index(">", m.start()) + 1].endswith("/>"):
+            depth += 1
+        pos = m.end()
+    return lt, content, m.start(), m.end()
+
+
+def apply_patch(html: str, patch: dict) -> str:
+    """What site/assets/patch.js's applyPatch does to the DOM, on the HTML text."""
+    from html import escape
+    assert re.search(rf'data-patch-key="{re.escape(patch["key"])}"', html)
+    for id_, inner in list(patch.get("html", {}).items()) + [(k, escape(v, quote=True)) for k, v in
+                                                            patch.get("text", {}).items()]:
+        _, a, b, _ = _element_span(html, id_)
+        html = html[:a] + inner + html[b:]
+    for id_, attrs in patch.get("attrs", {}).items():
+        lt, a, _, _ = _element_span(html, id_)
+        start = html[lt:a]
+        for k, v in attrs.items():
+            start, n = re.subn(rf' {k}="[^"]*"', f' {k}="{escape(v, quote=True)}"', start)
+            assert n == 1, (id_, k)
+        html = html[:lt] + start + html[a:]
+    return html
+
+
+@pytest.mark.parametrize("q", ["", "?warm=1", "?scenario=fits-24gb", "?scenario=apple-unified&warm=1",
+                               "?scenario=cpu-only"])
+def test_a_frame_patch_turns_any_frame_into_the_full_render_of_another(q):
+    s = state(q)
+    n = len(load.trace(s.scenario, s.warm))
+    frames = sorted({0, 1, 2, n // 2, n - 2, n - 1})
+    renders = {i: load.render(load.compute(s.replace(step=i))) for i in frames}
+    for a in frames:
+        for b in frames:
+            patch = load.frame_patch(load.compute(s.replace(step=b)))
+            assert apply_patch(renders[a], patch) == renders[b], (q, a, b)
+
+
+def test_patch_keys_separate_scenarios_and_launches():
+    keys = {load.patch_key(load.compute(state(f"?scenario={k}&warm={w}"))) for k in it.LOAD_SCENARIOS
+            for w in (0, 1)}
+    assert len(keys) == 2 * len(it.LOAD_SCENARIOS)
+    assert page.patch_view(load, state("?step=4"))["patch"].startswith('{"key":"load|split-16gb|0"')

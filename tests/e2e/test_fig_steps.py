@@ -90,8 +90,11 @@ def test_load_url_state_reproduces_the_frame_and_play_stops_at_the_end(page_at):
 def test_load_step_back_play_pause(page_at):
     page = page_at(LOAD)
     steps = it.load_scenario("split-16gb")
+    page.evaluate("document.getElementById('load-chart').__skeleton = true")
     page.click("[data-step-action=next]")
     wait_step(page, 1)
+    # the frame was patched into the same skeleton (frame_patch), not re-rendered
+    assert page.evaluate("document.getElementById('load-chart').__skeleton === true")
     assert query(page) == {"step": "1"} and page.input_value("#f-step") == "1"
     assert page.locator("#load-chart g.tier.lit").get_attribute("data-tier") == steps[1]["tier"]
     page.click("[data-step-action=back]")

@@ -254,7 +254,7 @@ def _boxes(data) -> Raw:
             active = t in cur_path and tiers[j + 1] in cur_path
             parts.append(el("path", d=f"M{ax + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 8}",
                             class_="link" + (" link-active" if active else "")))
-    return el("g", parts, class_="tiers")
+    return el("g", parts, class_="tiers", id_="load-boxes")
 
 
 def _static(data, name: str, build):
@@ -280,24 +280,29 @@ def _segments(data) -> Raw:
 
 
 def _strip(data) -> Raw:
-    """The whole launch on one time axis: a segment per step, coloured by tier; the future is dimmed and the
-    current step outlined."""
+    """The whole launch on one time axis: a segment per step, coloured by tier (built once per scenario); the
+    frame's part (in #load-strip-now) dims the future, outlines the current step and says the time so far."""
     total = data["total_s"] or 1.0
     x0, x1 = 8, W - 8
-    span = x1 - x0
-    segs = _static(data, "segments", _segments)
-    cx = x0 + span * data["elapsed_s"] / total
-    cur = data["step"]
-    cw = span * cur["seconds"] / total
     label_y = STRIP_Y - 8
     parts = [el("text", "Timeline, to scale", x=x0, y=label_y, class_="strip-title"),
              el("text", f"total {fmt.seconds(total)}", x=x1, y=label_y, class_="strip-total", text_anchor="end"),
-             el("rect", x=x0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), segs,
-             el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
-             el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-             el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
-             _edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18)]
+             el("rect", x=x0, y=STRIP_Y, width=x1 - x0, height=STRIP_H, class_="strip-track"),
+             _static(data, "segments", _segments), el("g", _strip_now(data), id_="load-strip-now")]
     return el("g", parts, class_="strip")
+
+
+def _strip_now(data) -> Raw:
+    total = data["total_s"] or 1.0
+    x0, x1 = 8, W - 8
+    span = x1 - x0
+    cx = x0 + span * data["elapsed_s"] / total
+    cw = span * data["step"]["seconds"] / total
+    return join([
+        el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
+        el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+        el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
+        _edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18)])
 
 
 def _edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
@@ -309,12 +314,15 @@ def _edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
     return el("text", text, x=cx, y=y, class_="strip-elapsed", text_anchor="middle")
 
 
-def _chart(data) -> Raw:
+def _chart_title(data) -> str:
     st = data["state"]
+    return (f"Loading {data['model'].name} on {data['machine'].name} "
+            f"({'warm' if st.warm else 'cold'}), step {data['index'] + 1} of {len(data['steps'])}")
+
+
+def _chart(data) -> Raw:
     h = STRIP_Y + STRIP_H + 26
-    return svg([_boxes(data), _strip(data)], width=W, height=h,
-               title=f"Loading {data['model'].name} on {data['machine'].name} "
-                     f"({'warm' if st.warm else 'cold'}), step {data['index'] + 1} of {len(data['steps'])}",
+    return svg([_boxes(data), _strip(data)], width=W, height=h, title=_chart_title(data),
                desc=describe(data), id_="load-chart", class_="chart load-chart")
 
 
@@ -341,7 +349,7 @@ def _step_list(data) -> Raw:
                               el("span", detail, class_="step-detail")],
                        class_=f"step step-{status} step-tier-{g['tier']}",
                        aria_current="step" if now else None))
-    return el("ol", rows, class_="step-list", aria_label="Launch steps")
+    return el("ol", rows, class_="step-list", aria_label="Launch steps", id_="load-steps")
 
 
 def _table(data) -> Raw:
@@ -357,11 +365,10 @@ def _table(data) -> Raw:
     return _static(data, "table", build)
 
 
-def render(data) -> str:
-    s = data["step"]
-    st = data["state"]
+def _readouts(data) -> Raw:
+    s, st = data["step"], data["state"]
     n = len(data["steps"])
-    readouts = el("dl", [
+    return el("dl", [
         _readout("step_index", data["index"], f"{data['index'] + 1} / {n}", "Step"),
         _readout("step_tier", s["tier"], TIER_NAMES[s["tier"]], "Tier"),
         _readout("step_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes"),
@@ -369,14 +376,48 @@ def render(data) -> str:
         _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Elapsed"),
         _readout("total_s", data["total_s"], fmt.seconds(data["total_s"]),
                  "Whole launch, warm" if st.warm else "Whole launch, cold"),
-    ], class_="readouts")
+    ], class_="readouts", id_="load-readouts")
+
+
+def _caption(data) -> Raw:
+    return el("p", [el("strong", f"Step {data['index'] + 1}: "), data["step"]["what"], "."], class_="step-caption",
+              id_="load-caption")
+
+
+def patch_key(data) -> str:
+    """Frames with the same key share one skeleton (the boxes, the timeline's segments, the table)."""
+    st = data["state"]
+    return f"load|{st.scenario}|{int(bool(st.warm))}"
+
+
+def _inner(part: Raw) -> str:
+    """The children of a built element (what a frame patch writes into it)."""
+    return part[part.index(">") + 1:part.rindex("<")]
+
+
+def frame_patch(data) -> dict:
+    """What differs between two frames of one scenario, for the glue's applyPatch (site/assets/patch.js): the
+    inner HTML of the parts that change, the chart's title and description, and the root's attributes. Applied
+    to any frame of the same scenario it gives exactly the full render of `data` (tests/test_fig_load.py)."""
+    return {
+        "key": patch_key(data),
+        "html": {"load-caption": _inner(_caption(data)), "load-readouts": _inner(_readouts(data)),
+                 "load-boxes": _inner(_boxes(data)), "load-strip-now": _strip_now(data),
+                 "load-steps": _inner(_step_list(data))},
+        "text": {"load-chart-title": _chart_title(data), "load-chart-desc": describe(data)},
+        "attrs": {"load-fig": {"data-step": str(data["index"]), "data-lit": data["lit"]}},
+    }
+
+
+def render(data) -> str:
+    st = data["state"]
     other = data["cold_total_s"] if st.warm else data["warm_total_s"]
-    caption = el("p", [el("strong", f"Step {data['index'] + 1}: "), s["what"], "."], class_="step-caption",
-                 aria_live="off")
     note = el("p", [
         f"A {'cold' if st.warm else 'warm'} launch of the same scenario takes {fmt.seconds(other)}. ",
         "Cold: every read of the file comes from the drive. Warm: the OS page cache still holds the file, so those "
         "reads come from RAM. Mapping the file reads nothing; the pages the CPU uses arrive on first touch."],
         class_="note")
-    return el("div", [caption, readouts, el("figure", [_chart(data)], class_="chart-wrap"), _step_list(data), note,
-                      _table(data)], class_="fig-load", data_step=str(data["index"]), data_lit=data["lit"])
+    return el("div", [_caption(data), _readouts(data), el("figure", [_chart(data)], class_="chart-wrap"),
+                      _step_list(data), note, _table(data)],
+              class_="fig-load", id_="load-fig", data_step=str(data["index"]), data_lit=data["lit"],
+              data_patch_key=patch_key(data))
