@@ -127,3 +127,19 @@ def test_golden_svg(name, q):
         path.write_text(svg + "\n")
     assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
     assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+
+
+@pytest.mark.parametrize("scenario", list(it.PHASE_SCENARIOS))
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_a_frame_patch_turns_any_frame_into_the_full_render_of_another(scenario, phase):
+    from test_fig_load import apply_patch
+    s = state(f"?scenario={scenario}&phase={phase}")
+    n = len(phases.trace(scenario, phase))
+    renders = {i: phases.render(phases.compute(s.replace(step=i))) for i in range(n)}
+    for a in range(n):
+        for b in range(n):
+            patch = phases.frame_patch(phases.compute(s.replace(step=b)))
+            assert apply_patch(renders[a], patch) == renders[b], (scenario, phase, a, b)
+    keys = {phases.patch_key(phases.compute(state(f"?scenario={k}&phase={p}"))) for k in it.PHASE_SCENARIOS
+            for p in ("prefill", "decode")}
+    assert len(keys) == 4

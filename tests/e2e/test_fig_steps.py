@@ -152,9 +152,11 @@ def test_phases_keyboard_steps_and_the_running_total_matches_perf_model(page_at)
     sc = it.PHASE_SCENARIOS["partial"]
     p = pm.place(sc["model"], sc["machine"], sc["quant"], sc["n_ctx"])
     total = pm.prefill_time(p, p.machine, sc["n_tokens"])["total_s"]
+    page.evaluate("document.getElementById('phases-chart').__skeleton = true")
     page.focus("#f-step")
     page.keyboard.press("ArrowRight")
     wait_step(page, 1)
+    assert page.evaluate("document.getElementById('phases-chart').__skeleton === true")  # patched in place
     r = readouts(page)
     assert query(page) == {"phase": "prefill", "step": "1"}
     assert r["stage_device"] == steps[1]["device"] == "pcie" and r["bound"] == "transfer"

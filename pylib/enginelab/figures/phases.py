@@ -181,7 +181,7 @@ def _boxes(data) -> Raw:
         parts.append(el("g", inner, class_=f"dev dev-{d['key']}" + (" lit" if lit else ""), data_device=d["key"]))
         if j < n - 1:
             parts.append(el("path", d=f"M{x + bw + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 6}", class_="link"))
-    return el("g", parts, class_="devices")
+    return el("g", parts, class_="devices", id_="phases-devices")
 
 
 def _gauge(data) -> Raw:
@@ -213,7 +213,7 @@ def _gauge(data) -> Raw:
     else:
         why = "no bytes read: the weights arrived over PCIe" if s["flops"] else "no arithmetic: a copy or overhead"
         parts.append(el("text", f"this stage: {why}", x=GX0, y=y + 36, class_="g-note"))
-    return el("g", parts, class_="gauge")
+    return el("g", parts, class_="gauge", id_="phases-gauge")
 
 
 def _static(data, name: str, build):
@@ -239,29 +239,37 @@ def _segments(data) -> Raw:
 
 
 def _strip(data) -> Raw:
-    total = data["trace_total_s"] or 1.0
+    """The phase on one time axis: a segment per stage, coloured by device (built once per scenario and phase);
+    the frame's part (in #phases-strip-now) dims the future, outlines the current stage, says the time so far."""
     span = GX1 - GX0
-    segs = _static(data, "segments", _segments)
-    cur = data["step"]
-    cx = GX0 + span * data["elapsed_s"] / total
-    cw = span * cur["seconds"] / total
     return el("g", [
         el("text", "Time, to scale", x=GX0, y=STRIP_Y - 8, class_="strip-title"),
         el("text", f"total {fmt.seconds(data['model_total_s'])}", x=GX1, y=STRIP_Y - 8, class_="strip-total",
            text_anchor="end"),
-        el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"), segs,
-        el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
-        el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-        _edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
+        el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"),
+        _static(data, "segments", _segments), el("g", _strip_now(data), id_="phases-strip-now"),
     ], class_="strip")
 
 
+def _strip_now(data) -> Raw:
+    total = data["trace_total_s"] or 1.0
+    span = GX1 - GX0
+    cx = GX0 + span * data["elapsed_s"] / total
+    cw = span * data["step"]["seconds"] / total
+    return join([
+        el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
+        el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+        _edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17)])
+
+
+def _chart_title(data) -> str:
+    return (f"{'Decode' if data['state'].phase == 'decode' else 'Prefill'}: {data['scenario']['label']}, "
+            f"stage {data['index'] + 1} of {len(data['steps'])}")
+
+
 def _chart(data) -> Raw:
-    st = data["state"]
     h = STRIP_Y + STRIP_H + 26
-    return svg([_boxes(data), _gauge(data), _strip(data)], width=W, height=h,
-               title=f"{'Decode' if st.phase == 'decode' else 'Prefill'}: {data['scenario']['label']}, "
-                     f"stage {data['index'] + 1} of {len(data['steps'])}",
+    return svg([_boxes(data), _gauge(data), _strip(data)], width=W, height=h, title=_chart_title(data),
                desc=describe(data), id_="phases-chart", class_="chart phases-chart")
 
 
@@ -283,7 +291,7 @@ def _stage_list(data) -> Raw:
                               el("span", s["what"], class_="step-what"), el("span", detail, class_="step-detail")],
                        class_=f"step step-{status} step-dev-{box_of(s)}", aria_current="step" if status == "now"
                        else None))
-    return el("ol", rows, class_="step-list", aria_label="Stages")
+    return el("ol", rows, class_="step-list", aria_label="Stages", id_="phases-steps")
 
 
 def _table(data) -> Raw:
@@ -303,11 +311,10 @@ def _table(data) -> Raw:
     return _static(data, "table", build)
 
 
-def render(data) -> str:
-    s, st = data["step"], data["state"]
+def _readouts(data) -> Raw:
+    s = data["step"]
     n = len(data["steps"])
-    ridge = next((d["ridge"] for d in data["devices"] if d["key"] == box_of(s)), None)
-    readouts = el("dl", [
+    return el("dl", [
         _readout("stage_index", data["index"], f"{data['index'] + 1} / {n}", "Stage"),
         _readout("stage_device", s["device"], DEVICE_NAMES[s["device"]], "Device"),
         _readout("stage_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes read"),
@@ -318,8 +325,19 @@ def render(data) -> str:
         _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Running total"),
         _readout("model_total_s", data["model_total_s"], fmt.seconds(data["model_total_s"]),
                  f"perf_model {data['model_fn']}"),
-    ], class_="readouts")
-    sc = data["scenario"]
+    ], class_="readouts", id_="phases-readouts")
+
+
+def _caption(data) -> Raw:
+    s = data["step"]
+    ridge = next((d["ridge"] for d in data["devices"] if d["key"] == box_of(s)), None)
+    ridge_txt = "" if ridge is None else f" The {DEVICE_NAMES[box_of(s)]}'s ridge point is {ridge:,.0f} FLOP/byte."
+    return el("p", [el("strong", f"Stage {data['index'] + 1}: "), s["what"], f" ({s['bound']}-bound).",
+                    ridge_txt], class_="step-caption", id_="phases-caption")
+
+
+def _why(data) -> Raw:
+    sc, st = data["scenario"], data["state"]
     if st.phase == "decode":
         why = (f"Decode at a context of {sc['context']:,} tokens: one token per pass, so each weight fetched "
                "serves one multiply-add. The intensity stays in single digits, far below every ridge: memory-bound. "
@@ -332,9 +350,35 @@ def render(data) -> str:
                f"tokens (-ub): one read of each weight serves every token of the micro-batch, so the intensity "
                f"is {span} FLOP per byte, past the ridge: compute-bound. With a partial offload, llama.cpp "
                "copies the CPU blocks' weights over PCIe once and runs their matmuls on the GPU (op offload).")
-    ridge_txt = "" if ridge is None else f" The {DEVICE_NAMES[box_of(s)]}'s ridge point is {ridge:,.0f} FLOP/byte."
-    caption = el("p", [el("strong", f"Stage {data['index'] + 1}: "), s["what"], f" ({s['bound']}-bound).",
-                       ridge_txt], class_="step-caption")
-    return el("div", [caption, readouts, el("figure", [_chart(data)], class_="chart-wrap"), _stage_list(data),
-                      el("p", why, class_="note"), _table(data)],
-              class_="fig-phases", data_step=str(data["index"]), data_lit=data["lit"])
+    return el("p", why, class_="note")
+
+
+def patch_key(data) -> str:
+    """Frames with the same key share one skeleton (the timeline's segments, the table, the notes)."""
+    return f"phases|{data['state'].scenario}|{data['state'].phase}"
+
+
+def _inner(part: Raw) -> str:
+    """The children of a built element (what a frame patch writes into it)."""
+    return part[part.index(">") + 1:part.rindex("<")]
+
+
+def frame_patch(data) -> dict:
+    """What differs between two stages of one scenario and phase, for the glue's applyPatch
+    (site/assets/patch.js). Applied to any frame with the same key it gives exactly the full render of `data`
+    (tests/test_fig_phases.py)."""
+    return {
+        "key": patch_key(data),
+        "html": {"phases-caption": _inner(_caption(data)), "phases-readouts": _inner(_readouts(data)),
+                 "phases-devices": _inner(_boxes(data)), "phases-gauge": _inner(_gauge(data)),
+                 "phases-strip-now": _strip_now(data), "phases-steps": _inner(_stage_list(data))},
+        "text": {"phases-chart-title": _chart_title(data), "phases-chart-desc": describe(data)},
+        "attrs": {"phases-fig": {"data-step": str(data["index"]), "data-lit": data["lit"]}},
+    }
+
+
+def render(data) -> str:
+    return el("div", [_caption(data), _readouts(data), el("figure", [_chart(data)], class_="chart-wrap"),
+                      _stage_list(data), _static(data, "why", _why), _table(data)],
+              class_="fig-phases", id_="phases-fig", data_step=str(data["index"]), data_lit=data["lit"],
+              data_patch_key=patch_key(data))
