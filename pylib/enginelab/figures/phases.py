@@ -41,9 +41,12 @@ _CACHE: dict = {}
 
 
 def scenario_placement(key: str):
-    sc = _it().PHASE_SCENARIOS[key]
-    pm = _pm()
-    return pm.place(sc["model"], sc["machine"], sc["quant"], sc["n_ctx"])
+    """perf_model.place for a scenario, memoised (a Placement is frozen)."""
+    ck = ("placement", key)
+    if ck not in _CACHE:
+        sc = _it().PHASE_SCENARIOS[key]
+        _CACHE[ck] = _pm().place(sc["model"], sc["machine"], sc["quant"], sc["n_ctx"])
+    return _CACHE[ck]
 
 
 def trace(scenario: str, phase: str) -> list:
