@@ -118,14 +118,14 @@ function chartSVG() {
   for (const sheet of document.styleSheets) {
     let list;
     try { list = sheet.cssRules; } catch (_) { continue; }
-    const mine = (sheet.href || "").endsWith(ownSheet);
+    const mine = own && (sheet.href || "").endsWith(ownSheet);
     for (const r of list) if (r.selectorText && (mine || /(^|[\s,])\.(chart|seg|pool|bar-|legend|capacity|overflow|axis|mark)/.test(r.selectorText))) rules.push(r.cssText);
   }
   const style = document.createElementNS("http://www.w3.org/2000/svg", "style");
   // resolve the theme's custom properties, so the file keeps its colours outside this page
   const root = getComputedStyle(document.documentElement);
-  style.textContent = rules.join("\n").replace(/var\((--[\w-]+)\)/g,
-    (_, name) => root.getPropertyValue(name).trim() || "currentColor");
+  style.textContent = rules.join("\n").replace(/var\((--[\w-]+)\s*(?:,\s*([^()]*))?\)/g,
+    (_, name, fallback) => root.getPropertyValue(name).trim() || (fallback || "").trim() || "currentColor");
   clone.insertBefore(style, clone.firstChild);
   return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(clone);
 }

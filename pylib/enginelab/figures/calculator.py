@@ -282,7 +282,7 @@ def _readout(name: str, value, text: str, label: str, unit: str = "", how: str =
     return el("div", [el("dt", label),
                       el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
                                 el("span", unit, class_="unit") if unit else ""]),
-                      Raw(how)],
+                      el("div", Raw(how), id_=f"explain-{name}", class_="explain-slot")],
               class_=f"readout readout-{name}")
 
 
@@ -299,7 +299,7 @@ def _explain(data) -> dict:
 
 def _readouts(data) -> Raw:
     r, m = data["readouts"], data["model"]
-    how = _explain(data)
+    how = {} if DEFER_FINDINGS else _explain(data)   # deferred in the browser: see deferred_html
     fits = r["fits"]
     ngl = r["n_gpu_layers"]
     items = [
@@ -387,8 +387,11 @@ def findings_slot(data) -> Raw:
 
 
 def deferred_html(state) -> dict:
-    """{element id: inner HTML} that the glue fills in after a render (see DEFER_FINDINGS)."""
-    return {"calc-findings-body": findings_html(state)}
+    """{element id: inner HTML} that the glue fills in after a render (see DEFER_FINDINGS): the advisor's
+    findings and each readout's "how is this computed?"."""
+    out = {f"explain-{k}": v for k, v in _explain({"state": state, "error": None, "placement": True}).items()}
+    out["calc-findings-body"] = findings_html(state)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
