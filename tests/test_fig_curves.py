@@ -6,9 +6,7 @@ arithmetic, so a test fails if a figure draws anything the course modules would 
 from __future__ import annotations
 
 import math
-import os
 import re
-from pathlib import Path
 
 import inference_trace as it
 import perf_model as pm
@@ -16,17 +14,10 @@ import pytest
 
 from enginelab import chart
 from enginelab.figures import REGISTRY, decode_curve as dc, offload_curve as oc
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # by hand only; review the diff
+from goldens import golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
 
-def golden(name: str, text: str):
-    """Compare with tests/golden/<name>.svg byte for byte."""
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(text)
-    assert text == path.read_text(), f"{name}.svg changed (ENGINELAB_UPDATE_GOLDEN=1 to accept, then review)"
+
 
 
 def svg_of(html: str, chart_id: str) -> str:

@@ -3,24 +3,16 @@ state), links to the figures where each parameter matters, escaping, and golden 
 from __future__ import annotations
 
 import html as htmllib
-import os
 import re
-from pathlib import Path
 
 import pytest
 
 from enginelab import page
 from enginelab.figures import REGISTRY, engines as eg
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # by hand only; review the diff
+from goldens import golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
 
-def golden(name: str, text: str):
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(text)
-    assert text == path.read_text(), f"{name}.svg changed (ENGINELAB_UPDATE_GOLDEN=1 to accept, then review)"
+
 
 
 def state(q=""):

@@ -168,24 +168,18 @@ def test_invariants_every_model_and_gpu(model, machine):
 # =============================================================================================================
 # The serving-plan figure (enginelab/figures/serving_plan.py): readouts from the course module, rendering, goldens
 # =============================================================================================================
-import os as _os  # noqa: E402
-import re as _re  # noqa: E402
-from pathlib import Path as _Path  # noqa: E402
 
 from enginelab import page  # noqa: E402
 from enginelab.figures import REGISTRY  # noqa: E402
 from enginelab.figures import serving_plan as fsp  # noqa: E402
-
-GOLDEN = _Path(__file__).parent / "golden"
-UPDATE = _os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
+from goldens import golden as _golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
 
 def golden(name: str, text: str):
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(text + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert text + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    _golden(name, text, newline=True)
+
+
+
 
 
 def test_figure_registered_with_the_contract():

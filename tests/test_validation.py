@@ -178,24 +178,14 @@ def test_bad_input_raises_clear_valueerror(text, match):
 # =============================================================================================================
 # The validation figure (enginelab/figures/validation.py): readouts from the course module, rendering, goldens
 # =============================================================================================================
-import os as _os  # noqa: E402
 import re as _re  # noqa: E402
-from pathlib import Path as _Path  # noqa: E402
 
 from enginelab import page  # noqa: E402
 from enginelab.figures import REGISTRY  # noqa: E402
 from enginelab.figures import validation as fval  # noqa: E402
 
-GOLDEN = _Path(__file__).parent / "golden"
-UPDATE = _os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
-def golden(name: str, text: str):
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(text + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert text + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
 
 
 def test_figure_registered_with_the_contract():
@@ -261,6 +251,11 @@ def test_validation_golden(name, q):
 from enginelab import explain as _explain  # noqa: E402
 from enginelab import fmt as _fmt  # noqa: E402
 from enginelab.figures import calculator as _calc  # noqa: E402
+from goldens import golden as _golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
+
+
+def golden(name: str, text: str):
+    _golden(name, text, newline=True)
 
 
 @pytest.mark.parametrize("q", ["", "?ngl=65", "?machine=cpu-ddr5", "?machine=m4max&model=llama-3.1-70b",
