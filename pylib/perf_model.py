@@ -1484,10 +1484,8 @@ def gguf_filename(model, quant) -> str:
 def llama_server_command(p: Placement, n_parallel=None, flash_attn: str = "on") -> str:
     """The llama-server invocation that asks for placement p (explicit flags, so --fit changes nothing)."""
     parts = ["llama-server", "-m", gguf_filename(p.model, p.quant), "-c", str(p.n_ctx)]
-    parts += ["-ngl", "auto" if p.auto and p.machine.gpu is not None else str(p.n_gpu_layers)] \
-        if p.machine.gpu is not None else ["-ngl", "0"]
-    if p.auto and p.machine.gpu is not None:
-        parts[-1] = str(p.n_gpu_layers)   # what --fit would pick, written out
+    # -ngl written out (with auto, the number --fit picks), so the command reproduces this placement
+    parts += ["-ngl", str(p.n_gpu_layers if p.machine.gpu is not None else 0)]
     if p.kv_type != "f16":
         parts += ["-ctk", p.kv_type, "-ctv", p.kv_type]
     if p.kv_type != "f16" or flash_attn != "auto":
