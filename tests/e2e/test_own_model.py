@@ -17,6 +17,12 @@ from enginelab import custom  # noqa: E402
 from enginelab.figures import calculator  # noqa: E402
 
 PAGE = "figures/calculator.html"
+# files written for the drop tests: MID's tensor data (~60 MB) is larger than the first slice the page reads,
+# so a passing test shows the weights were never read; TINY (~1 MB) is small enough to hand over in a drop event
+MID = {"model_type": "llama", "num_hidden_layers": 8, "hidden_size": 1024, "intermediate_size": 2816,
+       "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 8192}
+TINY = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 512,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 4096}
 CFG = {"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "intermediate_size": 18944,
        "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "max_position_embeddings": 32768,
        "tie_word_embeddings": False, "_name_or_path": "my-org/my-7b", "torch_dtype": "bfloat16"}
@@ -74,7 +80,7 @@ def test_config_json_and_custom_machine(page_at):
 
 
 def test_dropped_gguf_uses_the_files_tensors(page_at, tmp_path):
-    m = pm.model_from_hf_config(CFG, name="unused")
+    m = pm.model_from_hf_config(MID, name="unused")
     path = tmp_path / "mine.gguf"
     _write(path, m, "Q5_K_M")
     page = page_at(PAGE)
@@ -87,7 +93,7 @@ def test_dropped_gguf_uses_the_files_tensors(page_at, tmp_path):
     page.set_input_files("#gguf-file", str(path))
     page.wait_for_function("document.querySelector('#f-model').value === 'gguf'", timeout=30_000)
     status = page.locator("#own-status").text_content()
-    assert "28 layers" in status and re.search(r"read [\d,]+ of [\d,]+ bytes", status)
+    assert "8 layers" in status and re.search(r"read [\d,]+ of [\d,]+ bytes", status)
     read, size = (int(x.replace(",", "")) for x in re.search(r"read ([\d,]+) of ([\d,]+)", status).groups())
     assert read <= custom.GGUF_FIRST_SLICE < size     # the weights were never read
     fm = pm.model_from_gguf(path.read_bytes()[:read])
@@ -117,3 +123,26 @@ def test_findings_apply_and_undo(page_at):
     page.wait_for_function(f"document.querySelector('[data-readout=decode_tok_s]').dataset.value === '{before['decode_tok_s']}'")
     # every readout explains itself
     assert page.locator("[data-explain]").count() >= 7
+
+
+def test_gguf_dropped_on_the_drop_zone(page_at, tmp_path):
+    m = pm.model_from_hf_config(TINY, name="unused")
+    path = tmp_path / "dropped.gguf"
+    _write(path, m, "Q4_K_M")
+    data = list(path.read_bytes())
+    page = page_at(PAGE)
+    page.locator("#own-model summary").click()
+    # a real drop: a DataTransfer holding a File, dispatched on the drop zone
+    page.evaluate("""(bytes) => {
+        const dt = new DataTransfer();
+        dt.items.add(new File([new Uint8Array(bytes)], "dropped.gguf", {type: "application/octet-stream"}));
+        const zone = document.getElementById("gguf-drop");
+        zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: dt, bubbles: true, cancelable: true}));
+        zone.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
+    }""", data)
+    page.wait_for_function("document.querySelector('#f-model').value === 'gguf'", timeout=30_000)
+    ctx = int(page.locator("#f-ctx").input_value())
+    assert ctx == 4096        # the page clamped n_ctx to the file's context_length
+    p = pm.place(pm.model_from_gguf(path.read_bytes()), pm.MACHINES["rtx4060ti"], None, n_ctx=ctx)
+    assert int(readouts(page)["n_gpu_layers"]) == p.n_gpu_layers
+    assert close(readouts(page)["vram_gb"], p.gpu_total / pm.GB)
