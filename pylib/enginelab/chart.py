@@ -197,13 +197,16 @@ class Frame:
 # ---------------------------------------------------------------------------------------------------------
 # Page bits shared by the chart figures
 # ---------------------------------------------------------------------------------------------------------
-def readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
-    """One computed number: <output data-readout=name data-value=raw> (the DESIGN.md contract)."""
+def readout(name: str, value, text: str, label: str, unit: str = "", extra=None) -> Raw:
+    """One computed number: <output data-readout=name data-value=raw> (the DESIGN.md contract).
+    `extra`: markup after the number (the calculator's "how is this computed?" slot)."""
     from . import fmt
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
-              class_=f"readout readout-{name}")
+    children = [el("dt", label),
+                el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
+                          el("span", unit, class_="unit") if unit else ""])]
+    if extra is not None:
+        children.append(extra)
+    return el("div", children, class_=f"readout readout-{name}")
 
 
 def presets(spec, items, label: str = "Try this") -> Raw:

@@ -16,8 +16,9 @@ import json
 
 from .. import fmt
 from ..state import Choice, Float, Int, Spec
-from ..svg import Raw, data_details, el, join, svg, table
+from ..svg import Raw, data_details, el, svg, table
 from . import calculator
+from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "advisor"
 TITLE = "Bottleneck advisor"
@@ -279,11 +280,6 @@ def _gains_table(data) -> Raw:
           fmt.rate(c.after["decode_tok_s"]), f"{c.after['vram_gb']:.2f}"] for c in rows]))
 
 
-def _readout(name, value, text, label, unit="") -> Raw:
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
-              class_=f"readout readout-{name}")
 
 
 def _advisor_readouts(data) -> Raw:

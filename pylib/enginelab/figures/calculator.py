@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 
 from .. import fmt
-from .. import custom
+from .. import chart, custom
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -279,11 +279,8 @@ def _bar_chart(data) -> Raw:
 
 
 def _readout(name: str, value, text: str, label: str, unit: str = "", how: str = "") -> Raw:
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""]),
-                      el("div", Raw(how), id_=f"explain-{name}", class_="explain-slot")],
-              class_=f"readout readout-{name}")
+    return chart.readout(name, value, text, label, unit,
+                         extra=el("div", Raw(how), id_=f"explain-{name}", class_="explain-slot"))
 
 
 def _explain(data) -> dict:

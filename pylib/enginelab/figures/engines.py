@@ -9,7 +9,6 @@ The figure part is a small map: for each engine, how many of the parameters show
 """
 from __future__ import annotations
 
-from .. import chart
 from ..state import Bool, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .. import fmt
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
+from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "load"
 TITLE = "Model load, step by step"
@@ -326,11 +327,6 @@ def _chart(data) -> Raw:
                desc=describe(data), id_="load-chart", class_="chart load-chart")
 
 
-def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
-              class_=f"readout readout-{name}")
 
 
 def _step_list(data) -> Raw:

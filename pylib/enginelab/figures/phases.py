@@ -17,6 +17,7 @@ from .. import fmt
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
 from .load import _edge_label
+from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "phases"
 TITLE = "Prefill and decode on the hardware"
@@ -276,11 +277,6 @@ def _chart(data) -> Raw:
                desc=describe(data), id_="phases-chart", class_="chart phases-chart")
 
 
-def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
-              class_=f"readout readout-{name}")
 
 
 def _stage_list(data) -> Raw:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import fmt
 from ..state import Bool, Choice, Float, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
+from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "serving-plan"
 TITLE = "vLLM and SGLang memory planner"
@@ -250,11 +251,6 @@ def _bar(data) -> Raw:
                id_="serving-plan-chart", class_="chart serving-plan-chart")
 
 
-def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
-              class_=f"readout readout-{name}")
 
 
 def _n(v, digits=0) -> str:

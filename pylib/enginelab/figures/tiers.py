@@ -16,6 +16,7 @@ import math
 from .. import fmt
 from ..state import Choice, Spec
 from ..svg import Raw, data_details, el, svg, table
+from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "tiers"
 TITLE = "Memory tiers"
@@ -247,11 +248,6 @@ def _chart(data) -> Raw:
                desc=describe(data), id_="tiers-chart", class_="chart tiers-chart")
 
 
-def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
-              class_=f"readout readout-{name}")
 
 
 def _table(data) -> Raw:

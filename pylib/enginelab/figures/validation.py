@@ -11,6 +11,7 @@ import math
 from .. import fmt
 from ..state import Choice, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
+from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "validation"
 TITLE = "How good are these estimates?"
@@ -253,11 +254,6 @@ def _chart(data) -> Raw:
               class_="validation-grid")
 
 
-def _readout(name: str, value, text: str, label: str, unit: str = "") -> Raw:
-    return el("div", [el("dt", label),
-                      el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                                el("span", unit, class_="unit") if unit else ""])],
-              class_=f"readout readout-{name}")
 
 
 def _readouts(data) -> Raw:
