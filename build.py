@@ -226,8 +226,13 @@ def project_meta() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
+PACKAGE_DATA = ("*.csv", "*.json")   # data files shipped inside packages (read with importlib.resources)
+
+
 def wheel_sources() -> list[tuple[str, Path]]:
-    """(archive name, file) for every file the wheel ships, per pyproject's wheel packages list."""
+    """(archive name, file) for every file the wheel ships, per pyproject's wheel packages list: modules,
+    packages' modules and their data files (symlinks, as in pylib/enginelab/data/, are followed). A listed
+    path that is missing fails the build: a wheel without one of its modules must never ship."""
     packages = project_meta()["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
     out = []
     for entry in packages:
@@ -235,10 +240,16 @@ def wheel_sources() -> list[tuple[str, Path]]:
         if p.is_file():
             out.append((p.name, p))
         elif p.is_dir():
-            for f in sorted(p.rglob("*.py")):
-                if "__pycache__" not in f.parts:
-                    out.append((f.relative_to(p.parent).as_posix(), f))
-        # a listed module a colleague has not committed yet is simply not shipped
+            files = [f for f in p.rglob("*.py")]
+            files += [f for pattern in PACKAGE_DATA for f in p.rglob(pattern)]
+            for f in sorted(set(files)):
+                if "__pycache__" in f.parts:
+                    continue
+                if not f.exists():
+                    raise SystemExit(f"build: {f.relative_to(ROOT)} is a broken link (listed under {entry})")
+                out.append((f.relative_to(p.parent).as_posix(), f))
+        else:
+            raise SystemExit(f"build: pyproject.toml lists {entry} for the wheel, and it does not exist")
     return out
 
 

@@ -8,7 +8,7 @@ import math
 import perf_model as pm
 import pytest
 
-import advisor as A
+from enginelab import advisor as A
 
 # ---------------------------------------------------------------------------------------------------------
 # An independent re-check: a state dict -> perf_model, without going through the advisor's own evaluate()
@@ -442,7 +442,7 @@ def test_pure_stdlib_import():
     from pathlib import Path
     pylib = Path(__file__).resolve().parents[1] / "pylib"
     r = subprocess.run([sys.executable, "-E", "-s", "-S", "-c",
-                        f"import sys; sys.path.insert(0, {str(pylib)!r}); import advisor; "
+                        f"import sys; sys.path.insert(0, {str(pylib)!r}); import enginelab.advisor; "
                         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'js', 'pyscript')))"],
                        capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"

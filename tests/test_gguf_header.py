@@ -21,8 +21,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pylib"))
 
-import gguf_header as gh  # noqa: E402
-from gguf_header import (  # noqa: E402
+from enginelab import gguf_header as gh  # noqa: E402
+from enginelab.gguf_header import (  # noqa: E402
     GGML_TYPES, GGUFError, GGUFLimitError, GGUFTruncated, read_gguf,
 )
 

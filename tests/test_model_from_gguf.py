@@ -68,7 +68,7 @@ def test_plan_is_the_files_types(tmp_path, tiny, quant):
 
 def test_only_the_header_is_needed(tmp_path, tiny):
     data = _file(tmp_path, tiny, "Q4_K_M")
-    import gguf_header
+    from enginelab import gguf_header
     head = gguf_header.read_gguf(data)
     cut = data[:head.data_offset]                      # no tensor data at all
     m = pm.model_from_gguf(cut)

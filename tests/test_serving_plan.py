@@ -7,7 +7,7 @@ import re
 import perf_model as pm
 import pytest
 
-import serving_plan as sp
+from enginelab import serving_plan as sp
 
 GiB = 1 << 30
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import perf_model as pm
 import pytest
 
-import validation as v
-import validation_data
+from enginelab import validation as v
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,20 +57,19 @@ def test_every_row_has_a_source_and_numbers():
     assert "https://github.com/ggml-org/llama.cpp/discussions/4167" in sources and len(sources) >= 2
 
 
-def test_embedded_module_matches_the_csv():
-    spec = importlib.util.spec_from_file_location("mk", ROOT / "data" / "make_validation_data.py")
-    mk = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mk)
-    assert list(validation_data.ROWS) == mk.rows()
-    assert (ROOT / "pylib" / "validation_data.py").read_text() == mk.render(mk.rows())
+def test_packaged_csv_is_the_data_file():
+    # the wheel ships data/llama_bench.csv as enginelab/data/llama_bench.csv (package data, a symlink here)
+    from importlib import resources
+    packaged = resources.files("enginelab.data").joinpath("llama_bench.csv").read_text(encoding="utf-8")
+    assert packaged == (ROOT / "data" / "llama_bench.csv").read_text(encoding="utf-8")
+    assert len(v.dataset_rows()) == packaged.count("\n") - 1
 
 
 def test_apple_rows_match_the_shared_transcription():
-    shared = Path("/work/shared/data/llama-bench-apple-silicon.csv")
-    if not shared.exists():   # only on the project machine; the embedded copy is checked above
-        return
+    # data/llama-bench-apple-silicon.csv: the project's shared transcription of discussion #4167
+    shared = ROOT / "data" / "llama-bench-apple-silicon.csv"
     want = {(r["device"], r["quant"]): (r["pp_tps"], r["tg_tps"]) for r in csv.DictReader(open(shared))}
-    got = {(r["device"], r["quant"]): (r["pp_tps"], r["tg_tps"]) for r in validation_data.ROWS
+    got = {(r["device"], r["quant"]): (r["pp_tps"], r["tg_tps"]) for r in v.dataset_rows()
            if r["backend"] == "Metal"}
     assert got == want
 
@@ -85,7 +83,7 @@ def test_llama2_7b_shape_and_sizes():
 
 
 def test_prediction_is_perf_model_decode_and_prefill():
-    r = next(r for r in validation_data.ROWS if r["device"] == "Apple M2 Max (38-core GPU)" and r["quant"] == "Q4_0")
+    r = next(r for r in v.dataset_rows() if r["device"] == "Apple M2 Max (38-core GPU)" and r["quant"] == "Q4_0")
     p = v.predictions([r])[0]
     mc = v.machine_for(r["device"], 400)
     pl = pm.place(v.MODELS["llama-2-7b"], mc, "Q4_0", n_ctx=1024, n_gpu_layers=33)
@@ -104,9 +102,9 @@ def test_median_errors_are_computed_from_the_data():
     pp = sorted(abs(p["pp_predicted"] / p["pp_measured"] - 1) for p in preds)
     assert s["decode_mape"] == statistics.median(tg)
     assert s["prefill_mape"] == statistics.median(pp)
-    assert s["n_tg"] == len(tg) == len(validation_data.ROWS) - 1 and s["n_pp"] == len(validation_data.ROWS)
+    assert s["n_tg"] == len(tg) == len(v.dataset_rows()) - 1 and s["n_pp"] == len(v.dataset_rows())
     # a tg512 row is estimated at 256 tokens of context
-    r = next(r for r in validation_data.ROWS if r["tg_test"] == "tg512")
+    r = next(r for r in v.dataset_rows() if r["tg_test"] == "tg512")
     p = v.predictions([r])[0]
     mc = v.machine_for(r["device"], float(r["mem_bandwidth_GBps"]))
     pl = pm.place(v.MODELS["llama-3-8b"], mc, r["quant"], n_ctx=1024, n_gpu_layers=33)
@@ -114,7 +112,7 @@ def test_median_errors_are_computed_from_the_data():
     # per device: the breakdown covers every row once
     assert sum(d["n_pp"] for d in s["by_device"].values()) == len(preds)
     # changing one measurement changes the summary (nothing is hard-coded)
-    rows = [dict(r) for r in validation_data.ROWS]
+    rows = [dict(r) for r in v.dataset_rows()]
     for r in rows:
         r["tg_tps"] = str(float(r["tg_tps"]) * 2) if r["tg_tps"] else ""
     assert v.summary(v.predictions(rows))["decode_mape"] != s["decode_mape"]
@@ -211,7 +209,7 @@ def test_validation_readouts_come_from_the_summary():
                              "n_measurements": s["n_tg"] + s["n_pp"], "paste_rows": None}
     html = fval.render(d)
     assert html.count('<svg') == 4 and html.count('role="img"') == 4
-    assert html.count("<circle") >= 2 * len(v.validation_data.ROWS) - 1
+    assert html.count("<circle") >= 2 * len(v.dataset_rows()) - 1
     assert f"{round(s['decode_mape'] * 100)}%" in fval.describe(d)
 
 

@@ -34,7 +34,7 @@ def gguf_slice_plan(data: bytes, file_size: int | None = None) -> tuple[str, obj
     Returns ("model", Model) when the slice held the whole header, or ("more", n_bytes) when the caller
     should read the first n_bytes of the file and call again. Raises ValueError for a file that is not a
     usable GGUF (bad magic, hostile counts, a header over GGUF_MAX_HEADER, a file cut short)."""
-    import gguf_header   # only when a file is dropped: keeps the calculator's start-up import small
+    from . import gguf_header   # only when a file is dropped: keeps the calculator's start-up import small
     try:
         header = gguf_header.read_gguf(bytes(data), max_header_bytes=GGUF_MAX_HEADER, file_size=file_size)
     except gguf_header.GGUFTruncated as e:

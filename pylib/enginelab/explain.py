@@ -11,15 +11,13 @@ readout it explains. Names: n_gpu_layers, vram_gb, ram_gb, decode_tok_s, prefill
 """
 from __future__ import annotations
 
+import perf_model as pm
+
 from . import fmt
 from .svg import Raw, el
 
 NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
 
-
-def _pm():
-    import perf_model
-    return perf_model
 
 
 def _box(name: str, formula: str, inputs: list, result: str, note: str = "") -> Raw:
@@ -38,7 +36,6 @@ def _gb(b) -> str:
 
 def explain(state) -> dict:
     """{readout: html} for the calculator state (see the module docstring)."""
-    pm = _pm()
     from .figures import calculator   # resolves your own config.json, GGUF file or machine too
     sd = state.as_dict() if hasattr(state, "as_dict") else dict(vars(state))
     model, mc = calculator._model(sd), calculator._machine(sd)

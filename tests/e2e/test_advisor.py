@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlsplit
 import perf_model as pm
 import pytest
 
-import advisor as A
+from enginelab import advisor as A
 
 from .harness import readouts, wait_ready
 

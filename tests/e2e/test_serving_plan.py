@@ -6,7 +6,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-import serving_plan as sp
+from enginelab import serving_plan as sp
 
 from .harness import readouts
 

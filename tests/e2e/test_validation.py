@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import validation as v
+from enginelab import validation as v
 
 from .harness import readouts
 

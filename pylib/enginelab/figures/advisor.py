@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import json
 
+import perf_model as pm
+
 from .. import fmt
 from ..state import Choice, Float, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
 from . import calculator
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from .. import advisor as adv
 
 ID = "advisor"
 TITLE = "Bottleneck advisor"
@@ -29,14 +32,6 @@ READOUTS = ("advice_count", "advisor_decode_tok_s", "aggregate_tok_s")
 CALC_KEYS = tuple(f.key for f in calculator.SPEC.fields)
 
 
-def _adv():
-    import advisor  # the course module, at the wheel's top level
-    return advisor
-
-
-def _pm():
-    import perf_model
-    return perf_model
 
 
 _PARAMS: dict = {}
@@ -44,7 +39,7 @@ _PARAMS: dict = {}
 
 def _params(key: str) -> int:
     if key not in _PARAMS:
-        _PARAMS[key] = _pm().MODELS[key].total_params()
+        _PARAMS[key] = pm.MODELS[key].total_params()
     return _PARAMS[key]
 
 
@@ -52,14 +47,14 @@ def _draft_options(partial):
     """Catalog models under 0.6x the target's parameters: the candidates for a draft."""
     size = _params(partial["model"])
     opts = [("none", "none")]
-    for k, m in _pm().MODELS.items():
+    for k, m in pm.MODELS.items():
         if k != partial["model"] and _params(k) < 0.6 * size:
             opts.append((k, m.name))
     return opts
 
 
 def _goal_options(partial):
-    return [("none", "none")] + list(_adv().GOALS.items())
+    return [("none", "none")] + list(adv.GOALS.items())
 
 
 SPEC = Spec(ID, list(calculator.SPEC.fields) + [
@@ -119,7 +114,6 @@ def _state_dict(state) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 def compute(state) -> dict:
     state = _as_state(state)
-    adv, pm = _adv(), _pm()
     calc_state, _ = calculator.SPEC.coerce({k: getattr(state, k) for k in CALC_KEYS})
     data = {"state": state, "calc": calculator.compute(calc_state), "error": None, "findings": [],
             "outcome": None, "recipe": None, "lora": None, "spec": None, "notes": []}
@@ -335,13 +329,13 @@ def _recipe_block(data) -> Raw:
     apply = {k: v for k, v in r.state.items() if k in SPEC.by_key and k != "goal"}
     changed = {k: v for k, v in apply.items() if str(v) != SPEC.by_key[k].encode(getattr(s, k))}
     return el("section", [
-        el("h2", f"Recipe: {_adv().GOALS[r.goal]}"),
+        el("h2", f"Recipe: {adv.GOALS[r.goal]}"),
         el("p", [f"Engine: {r.engine}. "], class_="note"),
         el("ul", [el("li", e) for e in r.explanations], class_="recipe-steps"),
         el("div", [el("pre", el("code", r.command, id_="recipe-command")),
                    el("button", "Copy command", type="button", class_="copy", data_copy_target="#recipe-command")],
            class_="command"),
-        _apply_button(changed, "Use this configuration", _adv().GOALS[r.goal]) if changed
+        _apply_button(changed, "Use this configuration", adv.GOALS[r.goal]) if changed
         else el("p", "The calculator already holds this configuration.", class_="note", data_recipe_applied="true"),
     ], class_="advisor-recipe", data_goal=r.goal)
 

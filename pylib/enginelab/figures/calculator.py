@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import shlex
 
+import perf_model as pm
+
 from .. import fmt
 from .. import chart, custom
 from ..state import Choice, Float, Int, Spec, Text
@@ -21,10 +23,6 @@ LEDE = ("Pick a model, a machine, a quantization, a KV-cache type and a context 
 
 READOUTS = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
 
-
-def _pm():
-    import perf_model  # the course module, at the wheel's top level
-    return perf_model
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -40,20 +38,20 @@ def _model(partial):
     key = partial["model"]
     if key == "custom":
         m = custom.config_model(partial.get("cfg", ""))
-        return m if m is not None else _pm().MODELS[CATALOG_DEFAULT_MODEL]
+        return m if m is not None else pm.MODELS[CATALOG_DEFAULT_MODEL]
     if key == "gguf" and custom.dropped_model() is not None:
         return custom.dropped_model()
-    return _pm().MODELS[key]
+    return pm.MODELS[key]
 
 
 def _machine(partial):
     if partial["machine"] == "custom":
         return custom.machine_from_state(partial)
-    return _pm().MACHINES[partial["machine"]]
+    return pm.MACHINES[partial["machine"]]
 
 
 def _model_options(partial):
-    opts = [(k, m.name) for k, m in _pm().MODELS.items() if k not in custom.RESERVED_KEYS]
+    opts = [(k, m.name) for k, m in pm.MODELS.items() if k not in custom.RESERVED_KEYS]
     opts.append(("custom", "Your config.json (paste it below)"))
     if custom.dropped_model() is not None:
         opts.append(("gguf", f"{custom.dropped_model().name} (your GGUF file)"))
@@ -61,7 +59,7 @@ def _model_options(partial):
 
 
 def _machine_options(partial):
-    return [(k, m.name) for k, m in _pm().MACHINES.items() if k != "custom"] + [("custom", "Your machine (enter it below)")]
+    return [(k, m.name) for k, m in pm.MACHINES.items() if k != "custom"] + [("custom", "Your machine (enter it below)")]
 
 
 def _max_ngl(partial) -> int:
@@ -91,10 +89,10 @@ SPEC = Spec(ID, [
 ] + [Float(key, label, default=d, min=lo, max=hi, step=0.1, visible=_is_custom_machine)
      for key, label, d, lo, hi in custom.MACHINE_FIELDS] + [
     Choice("quant", "Quantization", default="Q4_K_M",
-           options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS], visible=lambda p: p.get("model") != "gguf",
+           options=lambda p: [(q, q) for q in pm.QUANT_PRESETS], visible=lambda p: p.get("model") != "gguf",
            help="A dropped GGUF file uses its own tensor types."),
     Choice("kv", "KV cache type (-ctk/-ctv)", default="f16",
-           options=lambda p: [(k, k) for k in _pm().KV_TYPES]),
+           options=lambda p: [(k, k) for k in pm.KV_TYPES]),
     Int("ctx", "Context, n_ctx (-c)", default=8192, min=CTX_MIN, max=_ctx_max, step=256,
         help="Tokens of KV cache allocated at startup."),
     Int("ngl", "GPU layers (-ngl)", default="auto", auto="auto", min=0, max=_max_ngl,
@@ -116,7 +114,7 @@ def default_state():
 # ---------------------------------------------------------------------------------------------------------
 def command_line(state, placement=None, model=None) -> str:
     """The llama-server invocation for these settings (the GGUF file name is illustrative)."""
-    m = model if model is not None else _pm().MODELS[state.model]
+    m = model if model is not None else pm.MODELS[state.model]
     args = ["llama-server", "-m", f"{m.name.replace(' ', '-')}-{state.quant}.gguf", "-c", str(state.ctx)]
     if state.ngl != "auto":
         args += ["-ngl", str(state.ngl)]
@@ -129,7 +127,6 @@ def command_line(state, placement=None, model=None) -> str:
 
 
 def compute(state) -> dict:
-    pm = _pm()
     partial = state.as_dict() if hasattr(state, "as_dict") else dict(vars(state))
     model = _model(partial)
     machine = _machine(partial)

@@ -8,6 +8,9 @@ line is the first context at which the KV bytes read per token reach the weight 
 """
 from __future__ import annotations
 
+import inference_trace as it
+import perf_model as pm
+
 from .. import chart, fmt
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
@@ -22,18 +25,10 @@ N_SAMPLES = 32          # segments along the context axis (the curve is smooth; 
 TABLE_EVERY = 4         # data-table rows: every 4th sample
 
 
-def _pm():
-    import perf_model
-    return perf_model
-
-
-def _it():
-    import inference_trace
-    return inference_trace
 
 
 def _model(p):
-    return _pm().MODELS[p["model"]]
+    return pm.MODELS[p["model"]]
 
 
 def _kv_key(kv: str) -> str:
@@ -43,15 +38,15 @@ def _kv_key(kv: str) -> str:
 KV_ON = ("f16", "q8_0", "q4_0")   # shown by default
 
 SPEC = Spec(ID, [
-    Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in _pm().MODELS.items()]),
+    Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
     Choice("machine", "Machine", default="rtx4090",
-           options=lambda p: [(k, m.name) for k, m in _pm().MACHINES.items()]),
-    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+           options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]),
+    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
     Int("ctx", "Context, n_ctx (-c)", step=1024, min=CTX_MIN,
         default=lambda p: min(65536, max(CTX_MIN, _model(p).max_position_embeddings)),
         max=lambda p: min(CTX_MAX, max(CTX_MIN, _model(p).max_position_embeddings)),
         help="The cache allocated, and the right end of the curve."),
-] + [Bool(_kv_key(k), f"KV {k}", default=k in KV_ON) for k in _pm().KV_TYPES])
+] + [Bool(_kv_key(k), f"KV {k}", default=k in KV_ON) for k in pm.KV_TYPES])
 
 KV_FIELDS = [f.key for f in SPEC.fields if f.key.startswith("kv_")]
 
@@ -76,7 +71,6 @@ def controls(state) -> str:
 def kv_equals_weights_context(model, kv_type: str, weight_bytes: float, limit: int = 1 << 24):
     """The first context (tokens) at which the KV cache read per token is at least `weight_bytes`, or None
     if it never gets there below `limit` (sliding-window layers stop growing at their window)."""
-    pm = _pm()
     if pm.kv_cache_bytes(model, limit, kv_type) < weight_bytes:
         return None
     lo, hi = 0, limit      # kv(lo) < W <= kv(hi); kv is nondecreasing in the context
@@ -94,7 +88,6 @@ def contexts(n_ctx: int) -> list:
 
 
 def compute(state) -> dict:
-    pm, it = _pm(), _it()
     model, mc = pm.MODELS[state.model], pm.MACHINES[state.machine]
     chosen = [k for k in pm.KV_TYPES if getattr(state, _kv_key(k))]
     data = {"state": state, "model": model, "machine": mc, "lines": [], "error": None, "contexts": contexts(state.ctx)}

@@ -17,6 +17,8 @@ workload, capacity or policy change.
 """
 from __future__ import annotations
 
+import kv_managers as kvm
+
 from .. import fmt
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, esc, join, table
@@ -64,14 +66,10 @@ LEGEND = [  # (class, label), in reading order
 ]
 
 
-def _kv():
-    import kv_managers
-    return kv_managers
-
 
 def _preset_capacity(workload: str) -> int:
     cap = WORKLOADS[workload][1]
-    return _kv().RADIX_LOSES_CAPACITY if cap is None else cap
+    return kvm.RADIX_LOSES_CAPACITY if cap is None else cap
 
 
 def _capacity(partial) -> int:
@@ -91,7 +89,7 @@ _SIM_CACHE: dict = {}
 
 
 def workload_requests(workload: str) -> list:
-    kv = _kv()
+    kv = kvm
     if workload == "chat":
         return kv.chat_workload()
     if workload == "radix-loses":
@@ -107,7 +105,7 @@ def simulation(workload: str, capacity: int, policy: str) -> dict:
     hit = _SIM_CACHE.get(key)
     if hit is not None:
         return hit
-    kv = _kv()
+    kv = kvm
     reqs = workload_requests(workload)
     managers = {"slots": kv.SlotManager(capacity), "paged": kv.PagedManager(capacity),
                 "radix": kv.RadixManager(capacity, schedule_policy=policy)}

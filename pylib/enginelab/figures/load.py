@@ -9,6 +9,9 @@ State: scenario, warm, step (the frame; STEP_FIELD, so the page gets Back / Play
 """
 from __future__ import annotations
 
+import inference_trace as it
+import perf_model as pm
+
 from .. import fmt
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
@@ -25,14 +28,6 @@ TIER_NAMES = {"drive": "NVMe drive", "ram": "RAM / page cache", "pcie": "PCIe li
 BOX_NAMES = {"drive": "NVMe drive", "ram": "RAM", "pcie": "PCIe link", "vram": "GPU VRAM", "unified": "Unified mem."}
 
 
-def _it():
-    import inference_trace
-    return inference_trace
-
-
-def _pm():
-    import perf_model
-    return perf_model
 
 
 _TRACE_CACHE: dict = {}
@@ -42,7 +37,7 @@ def trace(scenario: str, warm: bool) -> list:
     """inference_trace.load_scenario, memoised (the trace is pure; stepping re-renders many frames)."""
     key = (scenario, bool(warm))
     if key not in _TRACE_CACHE:
-        _TRACE_CACHE[key] = _it().load_scenario(scenario, warm=bool(warm))
+        _TRACE_CACHE[key] = it.load_scenario(scenario, warm=bool(warm))
     return _TRACE_CACHE[key]
 
 
@@ -52,7 +47,7 @@ def _n_steps(partial) -> int:
 
 SPEC = Spec(ID, [
     Choice("scenario", "Scenario", default="split-16gb",
-           options=lambda p: [(k, v["label"]) for k, v in _it().LOAD_SCENARIOS.items()]),
+           options=lambda p: [(k, v["label"]) for k, v in it.LOAD_SCENARIOS.items()]),
     Bool("warm", "Warm launch (file already in the page cache)", default=False,
          help="Off: a cold launch reads the file from the drive."),
     Int("step", "Step", default=0, min=0, max=lambda p: _n_steps(p) - 1, widget="range",
@@ -149,7 +144,6 @@ def groups(steps: list) -> list[dict]:
 
 
 def compute(state) -> dict:
-    it, pm = _it(), _pm()
     sc = it.LOAD_SCENARIOS[state.scenario]
     steps = trace(state.scenario, state.warm)
     cold = trace(state.scenario, False)
@@ -183,8 +177,8 @@ def compute(state) -> dict:
 def _file_bytes(scenario: str) -> int:
     key = ("file", scenario)
     if key not in _TRACE_CACHE:
-        sc = _it().LOAD_SCENARIOS[scenario]
-        _TRACE_CACHE[key] = _pm().file_bytes(sc["model"], sc["quant"])
+        sc = it.LOAD_SCENARIOS[scenario]
+        _TRACE_CACHE[key] = pm.file_bytes(sc["model"], sc["quant"])
     return _TRACE_CACHE[key]
 
 

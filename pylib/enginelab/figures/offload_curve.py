@@ -7,6 +7,8 @@ points past it are drawn as the allocation failures llama.cpp would report. This
 """
 from __future__ import annotations
 
+import perf_model as pm
+
 from .. import chart, fmt
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
@@ -19,21 +21,17 @@ LEDE = ("Each layer moved to the GPU is read at VRAM speed instead of RAM speed.
 CTX_MIN, CTX_MAX = 256, 1 << 20
 
 
-def _pm():
-    import perf_model
-    return perf_model
-
 
 def _model(p):
-    return _pm().MODELS[p["model"]]
+    return pm.MODELS[p["model"]]
 
 
 SPEC = Spec(ID, [
-    Choice("model", "Model", default="qwen2.5-14b", options=lambda p: [(k, m.name) for k, m in _pm().MODELS.items()]),
+    Choice("model", "Model", default="qwen2.5-14b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
     Choice("machine", "Machine", default="rtx3060",
-           options=lambda p: [(k, m.name) for k, m in _pm().MACHINES.items()]),
-    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
-    Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in _pm().KV_TYPES]),
+           options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]),
+    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+    Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
     Int("ctx", "Context, n_ctx (-c)", default=16384, min=CTX_MIN, step=256,
         max=lambda p: min(CTX_MAX, max(CTX_MIN, _model(p).max_position_embeddings)),
         help="KV cache allocated at startup: it competes with layers for VRAM."),
@@ -50,7 +48,6 @@ def default_state():
 # Compute
 # ---------------------------------------------------------------------------------------------------------
 def compute(state) -> dict:
-    pm = _pm()
     model, mc = pm.MODELS[state.model], pm.MACHINES[state.machine]
     kw = dict(n_ctx=state.ctx, kv_type=state.kv)
     data = {"state": state, "model": model, "machine": mc, "error": None, "points": [], "auto": None,

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import math
 
+import inference_trace as it
+import perf_model as pm
+
 from .. import fmt
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
@@ -28,14 +31,6 @@ PHASES = (("prefill", "Prefill (the prompt)"), ("decode", "Decode (one token)"))
 DEVICE_NAMES = {"gpu": "GPU", "cpu": "CPU", "pcie": "PCIe link", "host": "CPU (host)"}
 
 
-def _it():
-    import inference_trace
-    return inference_trace
-
-
-def _pm():
-    import perf_model
-    return perf_model
 
 
 _CACHE: dict = {}
@@ -45,8 +40,8 @@ def scenario_placement(key: str):
     """perf_model.place for a scenario, memoised (a Placement is frozen)."""
     ck = ("placement", key)
     if ck not in _CACHE:
-        sc = _it().PHASE_SCENARIOS[key]
-        _CACHE[ck] = _pm().place(sc["model"], sc["machine"], sc["quant"], sc["n_ctx"])
+        sc = it.PHASE_SCENARIOS[key]
+        _CACHE[ck] = pm.place(sc["model"], sc["machine"], sc["quant"], sc["n_ctx"])
     return _CACHE[ck]
 
 
@@ -54,7 +49,7 @@ def trace(scenario: str, phase: str) -> list:
     """inference_trace.phase_scenario, memoised (pure; stepping re-renders many frames)."""
     key = (scenario, phase)
     if key not in _CACHE:
-        _CACHE[key] = _it().phase_scenario(scenario, phase)
+        _CACHE[key] = it.phase_scenario(scenario, phase)
     return _CACHE[key]
 
 
@@ -62,8 +57,7 @@ def model_total(scenario: str, phase: str) -> float:
     """perf_model's own time for the phase: decode_step_time(...)['total_s'] or prefill_time(...)['total_s']."""
     key = ("total", scenario, phase)
     if key not in _CACHE:
-        pm = _pm()
-        sc = _it().PHASE_SCENARIOS[scenario]
+        sc = it.PHASE_SCENARIOS[scenario]
         p = scenario_placement(scenario)
         if phase == "decode":
             _CACHE[key] = pm.decode_step_time(p, p.machine, context=sc["context"])["total_s"]
@@ -74,7 +68,7 @@ def model_total(scenario: str, phase: str) -> float:
 
 SPEC = Spec(ID, [
     Choice("scenario", "Scenario", default="partial",
-           options=lambda p: [(k, v["label"]) for k, v in _it().PHASE_SCENARIOS.items()]),
+           options=lambda p: [(k, v["label"]) for k, v in it.PHASE_SCENARIOS.items()]),
     Choice("phase", "Phase", default="decode", options=lambda p: list(PHASES)),
     Int("step", "Stage", default=0, min=0, max=lambda p: len(trace(p["scenario"], p["phase"])) - 1,
         widget="range", help="Drag, or use Back, Play and Step."),
@@ -95,7 +89,6 @@ def box_of(step: dict) -> str:
 
 
 def compute(state) -> dict:
-    pm, it = _pm(), _it()
     sc = it.PHASE_SCENARIOS[state.scenario]
     steps = trace(state.scenario, state.phase)
     i = min(max(state.step, 0), len(steps) - 1)

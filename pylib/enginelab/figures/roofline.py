@@ -8,6 +8,8 @@ Device objects of perf_model.MACHINES. This module only arranges and draws them.
 """
 from __future__ import annotations
 
+import perf_model as pm
+
 from .. import chart, fmt, page
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
@@ -22,10 +24,6 @@ NO_MODEL = "none"
 NO_VS = "none"
 
 
-def _pm():
-    import perf_model
-    return perf_model
-
 
 def device_of(machine):
     """The device whose roofline matters for a machine: its GPU, or the CPU with its RAM."""
@@ -38,7 +36,7 @@ def _machine_label(key, mc) -> str:
 
 
 def _machines():
-    return [(k, _machine_label(k, mc)) for k, mc in _pm().MACHINES.items()]
+    return [(k, _machine_label(k, mc)) for k, mc in pm.MACHINES.items()]
 
 
 def _also_key(mkey: str) -> str:
@@ -49,15 +47,15 @@ def _also_key(mkey: str) -> str:
 SPEC = Spec(ID, [
     Choice("machine", "Device", default="rtx4090", options=lambda p: _machines(),
            help="Its ridge point and operating point are marked."),
-    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
     Choice("model", "Bits per weight from", default="llama-3.1-8b",
            options=lambda p: [(NO_MODEL, "the ggml block type alone")]
-           + [(k, f"{m.name} (effective bpw)") for k, m in _pm().MODELS.items()],
+           + [(k, f"{m.name} (effective bpw)") for k, m in pm.MODELS.items()],
            help="A model gives the file's average bpw (Q4_K_M mixes in Q6_K tensors)."),
     Int("batch", "Batch (tokens per weight read)", default=1, min=1, max=MAX_BATCH, widget="number",
         help="Decode streams sharing one pass, or a prefill micro-batch."),
     Choice("vs", "Compare with quantization", default=NO_VS,
-           options=lambda p: [(NO_VS, "none")] + [(q, q) for q in _pm().QUANT_PRESETS]),
+           options=lambda p: [(NO_VS, "none")] + [(q, q) for q in pm.QUANT_PRESETS]),
 ] + [Bool(_also_key(k), label, default=False, visible=lambda p, k=k: p["machine"] != k)  # not the device itself
      for k, label in _machines()])
 
@@ -82,13 +80,11 @@ def controls(state) -> str:
 # Compute
 # ---------------------------------------------------------------------------------------------------------
 def _bpw(state) -> float:
-    pm = _pm()
     model = None if state.model == NO_MODEL else pm.MODELS[state.model]
     return pm.quant_bpw(state.quant, model)
 
 
 def compute(state) -> dict:
-    pm = _pm()
     model = None if state.model == NO_MODEL else pm.MODELS[state.model]
     mc = pm.MACHINES[state.machine]
     dev = device_of(mc)
@@ -237,7 +233,6 @@ def _query(**kw) -> str:
 
 def presets() -> list:
     """The module's three "Try this" questions as (label, query string, hint)."""
-    pm = _pm()
     rb3060 = round(pm.ridge_batch(pm.MACHINES["rtx3060"].gpu, "Q4_K_M", pm.MODELS["llama-3.1-8b"]))
     return [
         ("1 · RTX 3060 + Q4_K_M: its ridge batch", _query(machine="rtx3060", quant="Q4_K_M", batch=rb3060),
@@ -259,7 +254,7 @@ def _table(data) -> Raw:
     rows = []
     for dv in data["devices"]:
         d, r = dv["device"], dv["op"]
-        rows.append([d.name + (" (approx.)" if d.approx else ""), f"{d.fp16_tflops:g}", f"{d.bandwidth_gbs:g}",
+        rows.append([d.name + (" (fitted)" if getattr(d, "fitted", False) else " (approx.)" if d.approx else ""), f"{d.fp16_tflops:g}", f"{d.bandwidth_gbs:g}",
                      f"{r['ridge_intensity']:.3g}", str(round(dv["ridge_batch"])),
                      f"{r['attainable_flops'] / 1e12:.3g}", fmt.pct(r["utilization"], 1), r["bound"]])
     if data["vs"]:
@@ -274,5 +269,6 @@ def render(data) -> str:
     return el("div", [_presets(data), _readouts(data),
                       el("figure", _chart(data), class_="chart-wrap"),
                       el("p", ["Intensity I = 16 × batch / bpw. Attainable = min(peak, I × bandwidth). "
-                               "Compute peaks marked approx. are estimates, not vendor figures."], class_="note"),
+                               "Compute peaks marked approx. are estimates, and those marked fitted were fitted to the module's "
+                               "prefill numbers: neither is a vendor figure."], class_="note"),
                       _table(data)], class_="roofline")

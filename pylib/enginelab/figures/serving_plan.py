@@ -6,10 +6,13 @@ GPU's memory, the start-up log lines, the command line and a data table.
 """
 from __future__ import annotations
 
+import perf_model as pm
+
 from .. import fmt
 from ..state import Bool, Choice, Float, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from .. import serving_plan as sp
 
 ID = "serving-plan"
 TITLE = "vLLM and SGLang memory planner"
@@ -21,21 +24,13 @@ VLLM_READOUTS = ("gpu_kv_cache_tokens", "max_concurrency", "num_gpu_blocks", "av
 SGLANG_READOUTS = ("max_total_num_tokens", "max_running_requests", "mem_fraction_static", "kv_pool_gib", "fits")
 
 
-def _sp():
-    import serving_plan  # the course-side module, at the wheel's top level
-    return serving_plan
-
-
-def _pm():
-    import perf_model
-    return perf_model
 
 
 # ---------------------------------------------------------------------------------------------------------
 # State
 # ---------------------------------------------------------------------------------------------------------
 def _model(partial):
-    return _pm().MODELS[partial["model"]]
+    return pm.MODELS[partial["model"]]
 
 
 def _is(engine):
@@ -48,11 +43,11 @@ SPEC = Spec(ID, [
     Choice("engine", "Engine", default="vllm", options=[("vllm", "vLLM (vllm serve)"),
                                                         ("sglang", "SGLang (sglang.launch_server)")]),
     Choice("model", "Model", default="llama-3.1-8b",
-           options=lambda p: [(k, m.name) for k, m in _pm().MODELS.items()]),
+           options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
     Choice("machine", "GPU", default="rtx4090",
-           options=lambda p: [(k, m.gpu.name) for k, m in _sp().serving_machines().items()]),
+           options=lambda p: [(k, m.gpu.name) for k, m in sp.serving_machines().items()]),
     Choice("weights", "Checkpoint weights", default="bf16",
-           options=lambda p: [(k, v[0]) for k, v in _sp().WEIGHT_DTYPES.items()]),
+           options=lambda p: [(k, v[0]) for k, v in sp.WEIGHT_DTYPES.items()]),
     Int("ctx", "Context (--max-model-len / --context-length)", default=8192, min=16,
         max=lambda p: _model(p).max_position_embeddings, step=1024,
         help="Longest request, prompt plus output, in tokens."),
@@ -83,7 +78,6 @@ def default_state():
 # Compute
 # ---------------------------------------------------------------------------------------------------------
 def compute(state) -> dict:
-    sp = _sp()
     data = {"state": state, "engine": state.engine, "plan": None, "error": None}
     try:
         if state.engine == "vllm":
@@ -306,7 +300,6 @@ def _table(data) -> Raw:
 
 def render(data) -> str:
     s = data["state"]
-    sp = _sp()
     if data["error"]:
         return el("div", [el("div", [el("strong", "Cannot plan these settings: "), data["error"]],
                              class_="alert alert-error", role="alert"), _readouts(data)],

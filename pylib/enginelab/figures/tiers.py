@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import perf_model as pm
+
 from .. import fmt
 from ..state import Choice, Spec
 from ..svg import Raw, data_details, el, svg, table
@@ -29,18 +31,14 @@ TIER_NAMES = {"drive": "NVMe drive", "ram": "System RAM", "pcie": "PCIe link", "
               "unified": "Unified memory"}
 
 
-def _pm():
-    import perf_model
-    return perf_model
-
 
 SPEC = Spec(ID, [
     Choice("machine", "Machine", default="rtx4090",
-           options=lambda p: [(k, m.name) for k, m in _pm().MACHINES.items()]),
+           options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]),
     Choice("model", "Model", default="llama-3.1-8b",
-           options=lambda p: [(k, m.name) for k, m in _pm().MODELS.items()]),
+           options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
     Choice("quant", "Quantization", default="Q4_K_M",
-           options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+           options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
 ])
 
 
@@ -55,7 +53,6 @@ def weights_read_per_token(model, machine, quant) -> float:
     """Weight bytes one decode token reads (context 0), from perf_model.decode_step_time's accounting.
 
     The sum over devices does not depend on where the layers are placed, so any placement gives it."""
-    pm = _pm()
     p = pm.place(model, machine, quant, n_ctx=4096)
     d = pm.decode_step_time(p, p.machine, context=0)
     return d["gpu_weight_bytes"] + d["cpu_weight_bytes"]
@@ -63,7 +60,6 @@ def weights_read_per_token(model, machine, quant) -> float:
 
 def machine_tiers(mc) -> list[dict]:
     """The five tiers, each with present/absent, device name, capacity (bytes or None) and bandwidth (B/s)."""
-    pm = _pm()
     discrete = mc.gpu is not None and not mc.unified
     rows = [
         {"key": "drive", "present": True, "device": f"NVMe, {mc.drive_gbs:g} GB/s sequential read",
@@ -90,7 +86,6 @@ def machine_tiers(mc) -> list[dict]:
 
 
 def compute(state) -> dict:
-    pm = _pm()
     mc = pm.MACHINES[state.machine]
     model = pm.MODELS[state.model]
     nbytes = weights_read_per_token(model, mc, state.quant)
@@ -205,7 +200,6 @@ def _panel(y0: float, title: str, axis: LogAxis, rows: list, tick_text, unit_not
 
 
 def _chart(data) -> Raw:
-    pm = _pm()
     tiers = data["tiers"]
     present = [t for t in tiers if t["present"]]
     caps = [t["capacity"] / pm.GB for t in present if t["capacity"]] + [data["file_bytes"] / pm.GB]
@@ -251,7 +245,6 @@ def _chart(data) -> Raw:
 
 
 def _table(data) -> Raw:
-    pm = _pm()
     header = ["Tier", "Device", "Capacity", "Bandwidth (GB/s)", "Holds the model file", "Time per token",
               "tok/s"]
     rows = []

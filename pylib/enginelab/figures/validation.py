@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import math
 
+import perf_model as pm
+
 from .. import fmt
 from ..state import Choice, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from .. import validation as val
 
 ID = "validation"
 TITLE = "How good are these estimates?"
@@ -26,14 +29,6 @@ PLACEHOLDER = ("| model | size | params | backend | ngl | test | t/s |\n"
                "(or the JSON of llama-bench -o json)")
 
 
-def _v():
-    import validation  # the course-side module
-    return validation
-
-
-def _pm():
-    import perf_model
-    return perf_model
 
 
 def _fam_class(family: str) -> str:
@@ -41,7 +36,7 @@ def _fam_class(family: str) -> str:
 
 
 def _machine_options(p):
-    v, pm = _v(), _pm()
+    v = val
     own = [(k, m.name) for k, m in pm.MACHINES.items()]
     ds = [(k, m.name + " (dataset)") for k, m in v.dataset_machines().items()]
     return own + ds
@@ -53,9 +48,9 @@ SPEC = Spec(ID, [
     Text("bench", "Your llama-bench output", default="", max_len=20000, rows=7, placeholder=PLACEHOLDER,
          help="Paste the table llama-bench prints (-o md, the default) or its -o json output."),
     Choice("model", "Your model", default="llama-2-7b",
-           options=lambda p: [(k, m.name) for k, m in _v().all_models().items()]),
+           options=lambda p: [(k, m.name) for k, m in val.all_models().items()]),
     Choice("quant", "Quant (if the table does not name one)", default="Q4_0",
-           options=lambda p: [(q, q) for q in _pm().QUANT_PRESETS]),
+           options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
     Choice("machine", "Your machine", default="rtx4090", options=_machine_options),
 ])
 
@@ -68,14 +63,14 @@ def default_state():
 # Compute
 # ---------------------------------------------------------------------------------------------------------
 def _machine(key):
-    pm, v = _pm(), _v()
+    v = val
     if key in pm.MACHINES:
         return pm.MACHINES[key]
     return v.dataset_machines()[key]
 
 
 def compute(state) -> dict:
-    v = _v()
+    v = val
     preds = v.predictions()
     summ = v.summary(preds)
     data = {"state": state, "preds": preds, "summary": summ, "paste": None, "paste_error": None}

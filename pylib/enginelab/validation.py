@@ -25,8 +25,21 @@ import math
 import re
 from dataclasses import replace
 
+import csv
+import io
+from importlib import resources
+
 import perf_model as pm
-import validation_data
+
+_CACHE: dict = {}
+
+
+def dataset_rows() -> tuple:
+    """The published llama-bench rows (data/llama_bench.csv, shipped in the wheel as package data)."""
+    if "rows" not in _CACHE:
+        text = resources.files("enginelab.data").joinpath("llama_bench.csv").read_text(encoding="utf-8")
+        _CACHE["rows"] = tuple(csv.DictReader(io.StringIO(text)))
+    return _CACHE["rows"]
 
 # ---------------------------------------------------------------------------
 # 1. Models and devices
@@ -129,14 +142,13 @@ def _num(s) -> float | None:
     return float(s) if s else None
 
 
-_CACHE: dict = {}
 
 
 def predictions(rows=None) -> list:
     """Every dataset row with our two estimates and their errors (the dataset's own are computed once)."""
     if rows is None:
         if "predictions" not in _CACHE:
-            _CACHE["predictions"] = predictions(validation_data.ROWS)
+            _CACHE["predictions"] = predictions(dataset_rows())
         return [dict(p) for p in _CACHE["predictions"]]
     out = []
     for r in rows:
@@ -420,7 +432,7 @@ def dataset_machines() -> dict:
     if "machines" in _CACHE:
         return dict(_CACHE["machines"])
     out = {}
-    for r in validation_data.ROWS:
+    for r in dataset_rows():
         key = re.sub(r"[^a-z0-9]+", "-", r["device"].lower()).strip("-")
         if key not in out:
             out[key] = machine_for(r["device"], float(r["mem_bandwidth_GBps"]))

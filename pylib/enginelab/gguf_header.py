@@ -41,6 +41,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from .ggml import GGML_TYPES_BY_ID, QK_K, REMOVED_GGML_TYPES, GGMLType
+
 __all__ = [
     "GGMLTypeInfo",
     "GGML_TYPES",
@@ -86,90 +88,12 @@ MAX_NESTED_ARRAYS = 1 << 16
 # 2. The ggml tensor types: id, name, weights per block, bytes per block
 # ---------------------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class GGMLTypeInfo:
-    """One entry of ggml's `type_traits` table (ggml/src/ggml.c).
-
-    Quantized types store weights in blocks: `block_size` weights packed into `type_size` bytes
-    (the `sizeof(block_...)` of the struct in ggml-common.h). Plain types have block_size 1.
-    """
-
-    type_id: int  # the value of `enum ggml_type` (ggml.h), as written in each GGUF tensor info
-    name: str  # as in gguf-py's GGMLQuantizationType (ggml.c spells them in lower case: "q4_K")
-    block_size: int  # ggml.c `blck_size`: weights per block
-    type_size: int  # ggml.c `type_size`: bytes per block
-
-    @property
-    def bits_per_weight(self) -> float:
-        return 8 * self.type_size / self.block_size
-
-    @property
-    def is_quantized(self) -> bool:
-        return self.block_size > 1
-
-    def row_bytes(self, n_per_row: int) -> int:
-        """ggml_row_size(): bytes for one row of `n_per_row` weights (must be whole blocks)."""
-        if n_per_row % self.block_size:
-            raise ValueError(f"{self.name} stores blocks of {self.block_size} weights; "
-                             f"a row of {n_per_row} is not a whole number of blocks")
-        return n_per_row // self.block_size * self.type_size
-
-
-QK_K = 256  # ggml-common.h: weights per super-block of the K-quants and most IQ types
-
-_TYPE_ROWS = (
-    # id  name       block  bytes per block, from the struct in ggml-common.h
-    (0, "F32", 1, 4),
-    (1, "F16", 1, 2),
-    (2, "Q4_0", 32, 2 + 16),  # block_q4_0: ggml_half d; uint8_t qs[QK4_0/2]
-    (3, "Q4_1", 32, 2 + 2 + 16),  # block_q4_1: d, m; qs[16]
-    # ids 4 and 5 were Q4_2 and Q4_3, removed from ggml
-    (6, "Q5_0", 32, 2 + 4 + 16),  # block_q5_0: d; qh[4] (5th bits); qs[16]
-    (7, "Q5_1", 32, 2 + 2 + 4 + 16),  # block_q5_1: d, m; qh[4]; qs[16]
-    (8, "Q8_0", 32, 2 + 32),  # block_q8_0: d; int8 qs[32]
-    (9, "Q8_1", 32, 2 + 2 + 32),  # block_q8_1: d, s; qs[32] -> 36 (gguf-py still says 40, from when d, s were
-    #                             float; Q8_1 is only an intermediate for dot products, never stored in files)
-    (10, "Q2_K", QK_K, QK_K // 16 + QK_K // 4 + 2 + 2),  # block_q2_K: scales[16]; qs[64]; d, dmin -> 84
-    (11, "Q3_K", QK_K, QK_K // 8 + QK_K // 4 + 12 + 2),  # block_q3_K: hmask[32]; qs[64]; scales[12]; d -> 110
-    (12, "Q4_K", QK_K, 2 + 2 + 12 + QK_K // 2),  # block_q4_K: d, dmin; scales[12]; qs[128] -> 144
-    (13, "Q5_K", QK_K, 2 + 2 + 12 + QK_K // 8 + QK_K // 2),  # block_q5_K: + qh[32] -> 176
-    (14, "Q6_K", QK_K, QK_K // 2 + QK_K // 4 + QK_K // 16 + 2),  # block_q6_K: ql[128]; qh[64]; scales[16]; d -> 210
-    (15, "Q8_K", QK_K, 4 + QK_K + QK_K // 16 * 2),  # block_q8_K: float d; qs[256]; int16 bsums[16] -> 292
-    (16, "IQ2_XXS", QK_K, 2 + QK_K // 8 * 2),  # block_iq2_xxs: d; uint16 qs[32] -> 66
-    (17, "IQ2_XS", QK_K, 2 + QK_K // 8 * 2 + QK_K // 32),  # block_iq2_xs: + scales[8] -> 74
-    (18, "IQ3_XXS", QK_K, 2 + 3 * (QK_K // 8)),  # block_iq3_xxs: d; qs[96] -> 98
-    (19, "IQ1_S", QK_K, 2 + QK_K // 8 + QK_K // 16),  # block_iq1_s: d; qs[32]; uint16 qh[8] -> 50
-    (20, "IQ4_NL", 32, 2 + 16),  # block_iq4_nl: d; qs[QK4_NL/2]
-    (21, "IQ3_S", QK_K, 2 + 13 * (QK_K // 32) + QK_K // 64),  # block_iq3_s: d; qs[64]; qh[8]; signs[32]; scales[4]
-    (22, "IQ2_S", QK_K, 2 + QK_K // 4 + QK_K // 16),  # block_iq2_s: d; qs[64]; qh[8]; scales[8] -> 82
-    (23, "IQ4_XS", QK_K, 2 + 2 + QK_K // 64 + QK_K // 2),  # block_iq4_xs: d; scales_h; scales_l[4]; qs[128] -> 136
-    (24, "I8", 1, 1),
-    (25, "I16", 1, 2),
-    (26, "I32", 1, 4),
-    (27, "I64", 1, 8),
-    (28, "F64", 1, 8),
-    (29, "IQ1_M", QK_K, QK_K // 8 + QK_K // 16 + QK_K // 32),  # block_iq1_m: qs[32]; qh[16]; scales[8] -> 56
-    (30, "BF16", 1, 2),
-    # ids 31-33 (Q4_0_4_4, Q4_0_4_8, Q4_0_8_8) were removed from GGUF files: Q4_0 is now repacked at load time
-    (34, "TQ1_0", QK_K, (QK_K - 4 * QK_K // 64) // 5 + QK_K // 64 + 2),  # block_tq1_0: qs[48]; qh[4]; d -> 54
-    (35, "TQ2_0", QK_K, QK_K // 4 + 2),  # block_tq2_0: qs[64]; d -> 66
-    # ids 36-38 (IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8) were removed the same way
-    (39, "MXFP4", 32, 1 + 16),  # block_mxfp4: uint8 e (E8M0 scale); qs[16] (E2M1 nibbles) -> 17, used by gpt-oss
-    # Newer types: some ggml.h versions still end at MXFP4 = 39 (GGML_TYPE_COUNT = 40); these are in later
-    # ggml.h / ggml.c type_traits / ggml-common.h:
-    (40, "NVFP4", 64, 64 // 16 + 64 // 2),  # block_nvfp4: uint8 d[4] (UE4M3, one per 16 weights); qs[32] -> 36
-    (41, "Q1_0", 128, 2 + 128 // 8),  # block_q1_0: d; qs[16] (one bit per weight) -> 18
-    (42, "Q2_0", 64, 2 + 64 // 4),  # block_q2_0: d; qs[16] (two bits per weight) -> 18; not yet in gguf-py 0.19
-)
-
-GGML_TYPES: dict[int, GGMLTypeInfo] = {row[0]: GGMLTypeInfo(*row) for row in _TYPE_ROWS}
+# The table is enginelab.ggml's (one table for the reader and the size model); the names here are the
+# reader's public API.
+GGMLTypeInfo = GGMLType
+GGML_TYPES: dict[int, GGMLType] = GGML_TYPES_BY_ID          # by id, as a file names them
 GGML_TYPE_IDS: dict[str, int] = {info.name: type_id for type_id, info in GGML_TYPES.items()}
-
-# ids that ggml once used and then removed; a file using them is from an old or odd converter
-_REMOVED_GGML_TYPES = {
-    4: "Q4_2", 5: "Q4_3", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8",
-    36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8",
-}
+_REMOVED_GGML_TYPES = REMOVED_GGML_TYPES
 
 
 def tensor_n_bytes(shape: tuple[int, ...] | list[int], ggml_type: int) -> int:

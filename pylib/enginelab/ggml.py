@@ -1,0 +1,358 @@
+"""ggml's block types and llama-quantize's per-tensor rules.
+
+This module owns three things the rest of the library builds on:
+
+* the ggml types: how many weights a block holds and how many bytes it takes, from the block structs in
+  ggml/src/ggml-common.h (bits per weight follow: Q8_0 is 32 int8 + one fp16 scale = 34 bytes -> 8.5 bpw);
+* `Tensor`: one tensor of a GGUF file, with its GGUF name, ggml shape and role (its "class");
+* llama-quantize's presets (Q4_K_M, Q6_K, ...): which ggml type each tensor gets, following
+  llama_tensor_get_type in src/llama-quant.cpp, and `quantize_plan`, the per-tensor result.
+
+It imports nothing of ours: perf_model (sizes, placement) and gguf_header (reading files) import it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _check(cond: bool, arg: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"{arg}: {msg}")
+
+
+# ---------------------------------------------------------------------------
+# 1. ggml block types
+# ---------------------------------------------------------------------------
+# A quantized tensor is stored in blocks of `block_size` weights taking
+# `type_size` bytes (ggml.c type_traits; gguf-py GGML_QUANT_SIZES).
+# bpw = 8 * type_size / block_size.
+
+@dataclass(frozen=True)
+class GGMLType:
+    type_id: int        # the value of `enum ggml_type` (ggml.h), as written in each GGUF tensor info
+    name: str           # as in gguf-py's GGMLQuantizationType (ggml.c spells them in lower case: "q4_K")
+    block_size: int     # ggml.c `blck_size`: weights per block
+    type_size: int      # ggml.c `type_size`: bytes per block
+
+    @property
+    def bpw(self) -> float:
+        """Bits per weight."""
+        return 8.0 * self.type_size / self.block_size
+
+    bits_per_weight = bpw
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.block_size > 1
+
+    def row_bytes(self, n_per_row: int) -> int:
+        """ggml_row_size(): bytes for one row of `n_per_row` weights (must be whole blocks)."""
+        if n_per_row % self.block_size:
+            raise ValueError(f"{self.name} stores blocks of {self.block_size} weights; "
+                             f"a row of {n_per_row} is not a whole number of blocks")
+        return n_per_row // self.block_size * self.type_size
+
+
+QK_K = 256  # ggml-common.h: weights per super-block of the K-quants and most IQ types
+
+_TYPE_ROWS = (
+    # id  name       block  bytes per block, from the struct in ggml-common.h
+    (0, "F32", 1, 4),
+    (1, "F16", 1, 2),
+    (2, "Q4_0", 32, 2 + 16),  # block_q4_0: ggml_half d; uint8_t qs[QK4_0/2]
+    (3, "Q4_1", 32, 2 + 2 + 16),  # block_q4_1: d, m; qs[16]
+    # ids 4 and 5 were Q4_2 and Q4_3, removed from ggml
+    (6, "Q5_0", 32, 2 + 4 + 16),  # block_q5_0: d; qh[4] (5th bits); qs[16]
+    (7, "Q5_1", 32, 2 + 2 + 4 + 16),  # block_q5_1: d, m; qh[4]; qs[16]
+    (8, "Q8_0", 32, 2 + 32),  # block_q8_0: d; int8 qs[32]
+    (9, "Q8_1", 32, 2 + 2 + 32),  # block_q8_1: d, s; qs[32] -> 36 (gguf-py still says 40, from when d, s were
+    #                             float; Q8_1 is only an intermediate for dot products, never stored in files)
+    (10, "Q2_K", QK_K, QK_K // 16 + QK_K // 4 + 2 + 2),  # block_q2_K: scales[16]; qs[64]; d, dmin -> 84
+    (11, "Q3_K", QK_K, QK_K // 8 + QK_K // 4 + 12 + 2),  # block_q3_K: hmask[32]; qs[64]; scales[12]; d -> 110
+    (12, "Q4_K", QK_K, 2 + 2 + 12 + QK_K // 2),  # block_q4_K: d, dmin; scales[12]; qs[128] -> 144
+    (13, "Q5_K", QK_K, 2 + 2 + 12 + QK_K // 8 + QK_K // 2),  # block_q5_K: + qh[32] -> 176
+    (14, "Q6_K", QK_K, QK_K // 2 + QK_K // 4 + QK_K // 16 + 2),  # block_q6_K: ql[128]; qh[64]; scales[16]; d -> 210
+    (15, "Q8_K", QK_K, 4 + QK_K + QK_K // 16 * 2),  # block_q8_K: float d; qs[256]; int16 bsums[16] -> 292
+    (16, "IQ2_XXS", QK_K, 2 + QK_K // 8 * 2),  # block_iq2_xxs: d; uint16 qs[32] -> 66
+    (17, "IQ2_XS", QK_K, 2 + QK_K // 8 * 2 + QK_K // 32),  # block_iq2_xs: + scales[8] -> 74
+    (18, "IQ3_XXS", QK_K, 2 + 3 * (QK_K // 8)),  # block_iq3_xxs: d; qs[96] -> 98
+    (19, "IQ1_S", QK_K, 2 + QK_K // 8 + QK_K // 16),  # block_iq1_s: d; qs[32]; uint16 qh[8] -> 50
+    (20, "IQ4_NL", 32, 2 + 16),  # block_iq4_nl: d; qs[QK4_NL/2]
+    (21, "IQ3_S", QK_K, 2 + 13 * (QK_K // 32) + QK_K // 64),  # block_iq3_s: d; qs[64]; qh[8]; signs[32]; scales[4]
+    (22, "IQ2_S", QK_K, 2 + QK_K // 4 + QK_K // 16),  # block_iq2_s: d; qs[64]; qh[8]; scales[8] -> 82
+    (23, "IQ4_XS", QK_K, 2 + 2 + QK_K // 64 + QK_K // 2),  # block_iq4_xs: d; scales_h; scales_l[4]; qs[128] -> 136
+    (24, "I8", 1, 1),
+    (25, "I16", 1, 2),
+    (26, "I32", 1, 4),
+    (27, "I64", 1, 8),
+    (28, "F64", 1, 8),
+    (29, "IQ1_M", QK_K, QK_K // 8 + QK_K // 16 + QK_K // 32),  # block_iq1_m: qs[32]; qh[16]; scales[8] -> 56
+    (30, "BF16", 1, 2),
+    # ids 31-33 (Q4_0_4_4, Q4_0_4_8, Q4_0_8_8) were removed from GGUF files: Q4_0 is now repacked at load time
+    (34, "TQ1_0", QK_K, (QK_K - 4 * QK_K // 64) // 5 + QK_K // 64 + 2),  # block_tq1_0: qs[48]; qh[4]; d -> 54
+    (35, "TQ2_0", QK_K, QK_K // 4 + 2),  # block_tq2_0: qs[64]; d -> 66
+    # ids 36-38 (IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8) were removed the same way
+    (39, "MXFP4", 32, 1 + 16),  # block_mxfp4: uint8 e (E8M0 scale); qs[16] (E2M1 nibbles) -> 17, used by gpt-oss
+    # Newer types: some ggml.h versions still end at MXFP4 = 39 (GGML_TYPE_COUNT = 40); these are in later
+    # ggml.h / ggml.c type_traits / ggml-common.h:
+    (40, "NVFP4", 64, 64 // 16 + 64 // 2),  # block_nvfp4: uint8 d[4] (UE4M3, one per 16 weights); qs[32] -> 36
+    (41, "Q1_0", 128, 2 + 128 // 8),  # block_q1_0: d; qs[16] (one bit per weight) -> 18
+    (42, "Q2_0", 64, 2 + 64 // 4),  # block_q2_0: d; qs[16] (two bits per weight) -> 18; not yet in gguf-py 0.19
+)
+
+GGML_TYPES_BY_ID: dict[int, GGMLType] = {row[0]: GGMLType(*row) for row in _TYPE_ROWS}
+GGML_TYPES: dict[str, GGMLType] = {t.name: t for t in GGML_TYPES_BY_ID.values()}
+
+# ids that ggml once used and then removed; a file using them is from an old or odd converter
+REMOVED_GGML_TYPES = {
+    4: "Q4_2", 5: "Q4_3", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8",
+    36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8",
+}
+
+
+def ggml_type(name: str) -> GGMLType:
+    """A ggml type by name (case-insensitive), or ValueError naming the known ones."""
+    key = str(name).upper()
+    _check(key in GGML_TYPES, "ggml_type", f"unknown type {name!r}; allowed: {', '.join(GGML_TYPES)}")
+    return GGML_TYPES[key]
+
+
+# ---------------------------------------------------------------------------
+# 2. GGUF tensors
+# ---------------------------------------------------------------------------
+# convert_hf_to_gguf.py writes each weight under a GGUF name (llama-arch.cpp),
+# with ggml's dimension order: ne[0] is the row length (the input features of a
+# matmul), ne[1] the rows, ne[2] the experts.
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str                 # GGUF name, e.g. "blk.7.attn_v.weight"
+    ne: tuple                 # ggml dims, ne[0] = row length
+    cls: str                  # tensor class: attn_q, ffn_down_exps, token_embd, norm, ...
+    layer: int                # block index, -1 for non-block tensors
+    src_type: str = "F16"     # type in an unquantized (F16/BF16) GGUF: norms and biases are F32
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.ne:
+            n *= d
+        return n
+
+
+def weight_order(t: Tensor):
+    # llama_model_loader::weights_map is sorted by block number, then by name
+    # (weight_name_comparer), and llama-quantize walks it in that order, which is
+    # what its per-layer counters (i_attention_wv, ...) count.
+    return (t.layer, t.name)
+
+# ---------------------------------------------------------------------------
+# 3. llama-quantize presets
+# ---------------------------------------------------------------------------
+# A preset (llama_ftype) has a default ggml type, and llama_tensor_get_type in
+# src/llama-quant.cpp moves some tensors to other types by their role, their
+# layer and the model's shape.  The rules below follow that function line by
+# line for the presets listed in QUANT_PRESETS.
+#
+# Naming: the module prints plain "Q3_K" and "Q2_K" rows that store every
+# quantizable tensor in that one ggml type (3.44 and 2.63 bpw for Llama 3.1 8B),
+# so those two names mean the plain types here.  llama-quantize's own "Q2_K"
+# mix is available as "Q2_K_MIX"; its "Q3_K" is only an alias of Q3_K_M.
+
+# preset -> default ggml type (llama_ftype_get_default_type)
+_FTYPE_DEFAULT = {
+    "F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q6_K": "Q6_K",
+    "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
+    "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K", "Q4_0": "Q4_0", "Q4_1": "Q4_1",
+    "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS",
+    "Q3_K_L": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K",
+    "Q2_K_MIX": "Q2_K", "Q2_K_S": "Q2_K", "MXFP4_MOE": "MXFP4",
+}
+# names that store every quantizable tensor in one ggml type (llama-quantize --pure)
+_PURE = {"Q3_K": "Q3_K", "Q2_K": "Q2_K", "Q4_K": "Q4_K", "Q5_K": "Q5_K"}
+
+QUANT_PRESETS = ["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q4_0",
+                 "IQ4_XS", "IQ4_NL", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q3_K", "Q2_K_MIX", "Q2_K"]
+ALL_QUANTS = QUANT_PRESETS + [q for q in list(_FTYPE_DEFAULT) + list(_PURE) if q not in QUANT_PRESETS]
+
+
+def check_quant(quant: str) -> str:
+    """The preset or pure-type name, or ValueError naming the allowed ones."""
+    _check(isinstance(quant, str) and (quant in _FTYPE_DEFAULT or quant in _PURE), "quant",
+           f"unknown quantization {quant!r}; allowed: {', '.join(ALL_QUANTS)}")
+    return quant
+
+
+def main_type(quant: str) -> str:
+    """The ggml type most tensors of a preset (or pure name) get: Q4_K for Q4_K_M."""
+    q = check_quant(quant)
+    return _PURE.get(q) or _FTYPE_DEFAULT[q]
+
+
+def _use_more_bits(i_layer: int, n_layers: int) -> bool:
+    # llama-quant.cpp use_more_bits: the first and last eighth, and every third layer between.
+    # C++ integer division and modulo: (i - n/8) % 3 is negative-safe here since i >= n/8.
+    a = n_layers // 8
+    return i_layer < a or i_layer >= 7 * n_layers // 8 or (i_layer - a) % 3 == 2
+
+
+def _is_70b(model) -> bool:
+    # llama-model.cpp sets LLM_TYPE_70B for 80-layer Llama and Qwen2 models.
+    return model.model_type in ("llama", "qwen2") and model.num_hidden_layers == 80
+
+
+def _allows_quantization(t: Tensor) -> bool:
+    # tensor_allows_quantization: 2-D and 3-D weights only; no norms, no router.
+    return (len(t.ne) >= 2 and t.name.endswith("weight") and "_norm.weight" not in t.name
+            and "ffn_gate_inp.weight" not in t.name)
+
+
+def _fallback(t: Tensor, typ: str) -> str:
+    # tensor_type_fallback: a row that is not a multiple of the block size cannot
+    # use that type; llama-quantize picks a 32-weight type instead.
+    bs = GGML_TYPES[typ].block_size
+    if t.ne[0] % bs == 0:
+        return typ
+    alt = {"IQ1_S": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ2_XXS": "IQ4_NL", "IQ2_XS": "IQ4_NL",
+           "IQ2_S": "IQ4_NL", "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL",
+           "Q2_K": "Q4_0", "Q3_K": "Q4_0", "TQ1_0": "Q4_0", "TQ2_0": "Q4_0",
+           "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}.get(typ, "F16")
+    if t.ne[0] % GGML_TYPES[alt].block_size:
+        alt = "F16"
+    return alt
+
+
+def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tied: bool) -> str:
+    """llama_tensor_get_type_impl for the K-quant and legacy presets."""
+    new = default
+    n_expert = model.n_expert
+    gqa = model.n_gqa
+    cls = t.cls
+    if cls == "output" or (tied and cls == "token_embd"):
+        # the output head (and a tied embedding, which is the same matrix) gets Q6_K
+        if ftype == "MXFP4_MOE" or t.ne[0] % GGML_TYPES[new].block_size:
+            return "Q8_0"
+        return new if new == "Q8_0" else "Q6_K"
+    if ftype == "MXFP4_MOE":
+        return "MXFP4" if len(t.ne) > 2 and t.ne[2] > 1 else "Q8_0"
+    if cls == "token_embd":
+        return new
+    if cls in ("attn_v", "attn_qkv"):
+        i, n = counters["i_attention_wv"], counters["n_attention_wv"]
+        if ftype == "Q2_K_MIX":
+            new = "Q4_K" if gqa >= 4 else "Q3_K"
+        elif ftype == "Q2_K_S" and gqa >= 4:
+            new = "Q4_K"
+        elif ftype == "IQ3_M":
+            new = "Q4_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if i < 2 else "Q4_K"
+        elif ftype == "Q3_K_L":
+            new = "Q5_K"
+        elif ftype in ("IQ4_NL", "IQ4_XS") and gqa >= 4:
+            new = "Q5_K"
+        elif ftype in ("Q4_K_M", "Q5_K_M") and _use_more_bits(i, n):
+            new = "Q6_K"
+        elif ftype == "Q4_K_S" and i < 4:
+            new = "Q5_K"
+        if _is_70b(model) and new in ("Q3_K", "Q4_K"):
+            new = "Q5_K"   # 8 heads share attn_v in the 70B: more bits cost little
+        if n_expert == 8:
+            new = "Q8_0"
+        counters["i_attention_wv"] += 1
+        # (llama-quant.cpp also has an ATTENTION_QKV branch after this one, but
+        # category_is_attn_v() already routes fused qkv here, so it never runs.)
+        return new
+    if cls == "attn_k":
+        return "Q8_0" if n_expert == 8 else new
+    if cls in ("ffn_down", "ffn_down_exps"):
+        # the layer index: a counter for dense models, the tensor name for MoE
+        il = t.layer if n_expert > 1 else counters["i_ffn_down"]
+        n = counters["n_ffn_down"]
+        if ftype == "Q2_K_MIX":
+            new = "Q3_K"
+        elif ftype == "Q2_K_S":
+            if il < n // 8:
+                new = "Q4_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if il < n // 16 else "Q4_K"   # the Q3_K branch is Falcon-only
+        elif ftype == "Q3_K_L":
+            new = "Q5_K"
+        elif ftype == "Q4_K_M":
+            if _use_more_bits(il, n):
+                new = "Q6_K"
+        elif il < n // 8 and ftype in ("IQ4_NL", "IQ4_XS"):
+            new = "Q5_K"     # without an imatrix
+        elif ftype == "Q5_K_M" and _use_more_bits(il, n):
+            new = "Q6_K"
+        elif ftype == "Q4_K_S" and il < n // 8:
+            new = "Q5_K"
+        counters["i_ffn_down"] += 1
+        return new
+    if cls == "attn_output":
+        if n_expert == 8:
+            if ftype in ("Q2_K_MIX", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ4_XS"):
+                new = "Q5_K"
+        else:
+            new = {"Q2_K_MIX": "Q3_K", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K"}.get(ftype, new)
+        return new
+    return new
+
+
+# ---------------------------------------------------------------------------
+# 4. The plan: every tensor's type and bytes
+# ---------------------------------------------------------------------------
+
+def tensor_bytes(t: Tensor, typ: str) -> int:
+    g = GGML_TYPES[typ]
+    rows = t.n_elements // t.ne[0]
+    return rows * (-(-t.ne[0] // g.block_size)) * g.type_size
+
+
+_PLAN_CACHE: dict = {}
+
+
+def quantize_plan(model, quant) -> list:
+    """One row per tensor: GGUF name, ggml type, element count and bytes.
+
+    `model` is a perf_model.Model (anything with its fields and tensors()). Types follow llama-quantize's
+    per-tensor rules (above) for a preset, or
+    one type for every quantizable tensor for the plain names Q2_K/Q3_K/Q4_K/Q5_K.
+    A model read from a GGUF header returns the file's own types for quant=None.
+    """
+    if quant is None and model.gguf_tensors:
+        key = (model, None)
+    else:
+        quant = check_quant(quant)
+        key = (model, quant)
+    if key in _PLAN_CACHE:
+        return _PLAN_CACHE[key]
+    tensors = model.tensors()
+    rows = []
+    if quant is None:
+        for t in tensors:
+            rows.append(_row(t, t.src_type))
+    else:
+        tied = not any(t.cls == "output" for t in tensors)
+        counters = {"i_attention_wv": 0, "i_ffn_down": 0,
+                    "n_attention_wv": sum(1 for t in tensors if t.cls in ("attn_v", "attn_qkv")),
+                    "n_ffn_down": model.num_hidden_layers}
+        pure = quant in _PURE
+        default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
+        for t in tensors:
+            if not _allows_quantization(t):
+                typ = t.src_type                  # norms, biases, the router: kept as converted (F32)
+            elif default in ("F16", "BF16", "F32"):
+                typ = default                   # not a quantized type: no per-tensor rules
+            elif pure:
+                typ = _fallback(t, default)
+            else:
+                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied))
+            rows.append(_row(t, typ))
+    _PLAN_CACHE[key] = rows
+    return rows
+
+
+def _row(t: Tensor, typ: str) -> dict:
+    return {"name": t.name, "type": typ, "n_elements": t.n_elements, "bytes": tensor_bytes(t, typ),
+            "cls": t.cls, "layer": t.layer, "ne": t.ne}
