@@ -54,7 +54,6 @@ tensor in that one ggml type; llama-quantize's Q2_K mix is "Q2_K_MIX".
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 # What moved out of this file, re-exported so `from perf_model import ...` keeps working:
@@ -924,7 +923,6 @@ def prefill_time(placement: Placement, machine=None, n_tokens: int = 512, n_ubat
     _check(isinstance(n_tokens, int) and n_tokens > 0, "n_tokens", f"must be a positive integer, got {n_tokens!r}")
     ub = p.n_ubatch if n_ubatch is None else n_ubatch
     _check(isinstance(ub, int) and ub >= 1, "n_ubatch", f"must be a positive integer, got {ub!r}")
-    m = p.model
     steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload)
     total = sum(s["time_s"] for s in steps)
     parts: dict = {}

@@ -201,7 +201,7 @@ def gguf_filename(model, quant) -> str:
     return f"{base}-{quant or 'model'}.gguf"
 
 
-def llama_server_command(p: Placement, n_parallel=None, flash_attn: str = "on") -> str:
+def llama_server_command(p, n_parallel=None, flash_attn: str = "on") -> str:
     """The llama-server invocation that asks for placement p (explicit flags, so --fit changes nothing)."""
     parts = ["llama-server", "-m", gguf_filename(p.model, p.quant), "-c", str(p.n_ctx)]
     # -ngl written out (with auto, the number --fit picks), so the command reproduces this placement

@@ -79,7 +79,7 @@ def explain(state) -> dict:
 
     # -- vram_gb / ram_gb ----------------------------------------------------------------------------------
     gl = p.gpu_layers
-    cb = pm.compute_buffer_bytes(model, p.n_ubatch)
+    pm.compute_buffer_bytes(model, p.n_ubatch)
     out["vram_gb"] = _box(
         "vram_gb", "VRAM = weights of the GPU layers (+ output head) + KV of the GPU layers + compute buffer",
         [("Weights on the GPU", _gb(p.gpu_weights) + f" ({gl} blocks{', output head' if p.output_on_gpu else ''})"),

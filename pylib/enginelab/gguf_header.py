@@ -41,7 +41,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from .ggml import GGML_TYPES_BY_ID, QK_K, REMOVED_GGML_TYPES, GGMLType
+from .ggml import GGML_TYPES_BY_ID, REMOVED_GGML_TYPES, GGMLType
 
 __all__ = [
     "GGMLTypeInfo",

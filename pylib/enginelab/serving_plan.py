@@ -32,7 +32,6 @@ tokens.
 """
 from __future__ import annotations
 
-import math
 import re
 
 import perf_model as pm

@@ -122,7 +122,7 @@ def _chart(data) -> Raw:
               chart.axis(y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}",
                          label="Decode tok/s", label_pos=(8, fr.y0 - 16))]
     ok = [(x(p["ngl"]), y(p["tok_s"])) for p in pts if p["fits"]]
-    fits_prefix = [p for p in pts if p["fits"]]
+    [p for p in pts if p["fits"]]
     parts.append(el("path", d=chart.path_d(ok), class_="curve curve-fits"))
     # the failing tail, joined to the last point that fits
     tail = [p for p in pts if not p["fits"] and (lim is None or p["ngl"] > lim)]

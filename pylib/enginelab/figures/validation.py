@@ -264,7 +264,7 @@ def _readouts(data) -> Raw:
 
 
 def _paste_block(data) -> Raw:
-    s = data["state"]
+    data["state"]
     if data["paste_error"]:
         return el("div", [el("strong", "Could not read your llama-bench output: "), data["paste_error"]],
                   class_="alert alert-error paste-error", role="alert", data_paste_error="true")
