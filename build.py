@@ -3,7 +3,7 @@
 
     python3 build.py                  build dist/ (the static site)
     python3 build.py serve [--port N] build, then serve dist/ on 127.0.0.1 (default port 8000)
-    python3 build.py test             set up .venv + a Chromium, build, run pytest (unit + browser)
+    python3 build.py test             set up .venv + a Chromium, lint (ruff), build, run pytest (unit + browser)
     python3 build.py bench            measure load time, interaction latency and dist size
 
 What a build does, in order:
@@ -16,6 +16,7 @@ What a build does, in order:
    state by the same Python render functions the browser runs.
 4. Check that nothing in dist/ would make a browser fetch anything outside the site.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,10 +56,16 @@ NPM_PINS = {
 }
 PYPI_PINS = {
     # name: (version, wheel file name, sha256 of the wheel on PyPI)
-    "micropip": ("0.11.1", "micropip-0.11.1-py3-none-any.whl",
-                 "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3"),
-    "packaging": ("26.1", "packaging-26.1-py3-none-any.whl",
-                  "5d9c0669c6285e491e0ced2eee587eaf67b670d94a19e94e3984a481aba6802f"),
+    "micropip": (
+        "0.11.1",
+        "micropip-0.11.1-py3-none-any.whl",
+        "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3",
+    ),
+    "packaging": (
+        "26.1",
+        "packaging-26.1-py3-none-any.whl",
+        "5d9c0669c6285e491e0ced2eee587eaf67b670d94a19e94e3984a481aba6802f",
+    ),
 }
 # Files of the pyodide npm package that a page needs (the rest are docs, typings, source maps, a UMD
 # build and a REPL page).
@@ -73,8 +80,7 @@ VENDOR_URL_ALLOW = {
     "https://cdn.jsdelivr.net/pyodide/v${U}/full/": "pyodide default indexURL (unused: loaded locally)",
     # PyScript's default interpreters; our config sets "interpreter": ".../pyodide/pyodide.mjs".
     "https://cdn.jsdelivr.net/pyodide/v${e}/full/pyodide.mjs": "PyScript default Pyodide (overridden by config)",
-    "https://cdn.jsdelivr.net/npm/@micropython/micropython-webassembly-pyscript@${e}/micropython.mjs":
-        "PyScript default MicroPython (we use no mpy scripts)",
+    "https://cdn.jsdelivr.net/npm/@micropython/micropython-webassembly-pyscript@${e}/micropython.mjs": "PyScript default MicroPython (we use no mpy scripts)",
     # MicroPython's mip index, only used by <script type="mpy"> package installs.
     "https://micropython.org/pi/v2": "MicroPython mip index (no mpy scripts)",
     # Used to expand "github:" package specs; we list no packages.
@@ -90,8 +96,13 @@ VENDOR_URL_ALLOW = {
     "http://0.0.0.0": "PyScript dev-server redirect check",
 }
 # XML namespaces look like URLs but are identifiers.
-NAMESPACE_URLS = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink", "http://www.w3.org/1999/xhtml",
-                  "http://www.w3.org/XML/1998/namespace", "http://www.w3.org/2000/xmlns/"}
+NAMESPACE_URLS = {
+    "http://www.w3.org/2000/svg",
+    "http://www.w3.org/1999/xlink",
+    "http://www.w3.org/1999/xhtml",
+    "http://www.w3.org/XML/1998/namespace",
+    "http://www.w3.org/2000/xmlns/",
+}
 
 
 def log(*a):
@@ -124,8 +135,12 @@ def fetch_npm(name: str, version: str, sha: str) -> Path:
     dest.unlink(missing_ok=True)
     if shutil.which("npm"):
         log(f"npm pack {name}@{version}")
-        subprocess.run(["npm", "pack", f"{name}@{version}", "--pack-destination", str(CACHE)],
-                       check=True, stdout=subprocess.DEVNULL, cwd=CACHE)
+        subprocess.run(
+            ["npm", "pack", f"{name}@{version}", "--pack-destination", str(CACHE)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd=CACHE,
+        )
     else:  # no Node.js here: the registry's tarball URL is what npm itself downloads
         base = name.split("/")[-1]
         url = f"https://registry.npmjs.org/{name}/-/{base}-{version}.tgz"
@@ -147,14 +162,30 @@ def fetch_wheel(name: str, version: str, filename: str, sha: str) -> Path:
         return dest
     dest.unlink(missing_ok=True)
     log(f"pip download {name}=={version}")
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                        "--python-version", "3.14", "-d", str(CACHE), f"{name}=={version}"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.14",
+            "-d",
+            str(CACHE),
+            f"{name}=={version}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if r.returncode != 0 or not dest.exists():
         # pip missing or too old: ask PyPI's Simple API (PEP 691, JSON) for the file's URL
         log(f"pip download failed ({r.stderr.strip()[-200:]}); trying PyPI's Simple API")
-        req = urllib.request.Request(f"https://pypi.org/simple/{name}/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        req = urllib.request.Request(
+            f"https://pypi.org/simple/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+        )
         with urllib.request.urlopen(req, timeout=60) as resp:
             meta = json.load(resp)
         url = next(u["url"] for u in meta["files"] if u["filename"] == filename)
@@ -208,9 +239,9 @@ def vendor(out: Path) -> dict:
     ps = out / "pyscript"
     with tarfile.open(tgz, "r:gz") as t:
         for m in t.getmembers():
-            rel = m.name[len("package/"):]
+            rel = m.name[len("package/") :]
             if m.isfile() and rel.startswith("dist/") and not rel.endswith(".map"):
-                dest = ps / rel[len("dist/"):]
+                dest = ps / rel[len("dist/") :]
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(t.extractfile(m).read())
         lic = t.extractfile("package/LICENSE")
@@ -226,7 +257,7 @@ def project_meta() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
-PACKAGE_DATA = ("*.csv", "*.json")   # data files shipped inside packages (read with importlib.resources)
+PACKAGE_DATA = ("*.csv", "*.json")  # data files shipped inside packages (read with importlib.resources)
 
 
 def wheel_sources() -> list[tuple[str, Path]]:
@@ -259,11 +290,19 @@ def build_wheel(out_dir: Path) -> Path:
     fname = f"{name}-{version}-py3-none-any.whl"
     dist_info = f"{name}-{version}.dist-info"
     files = [(arc, f.read_bytes()) for arc, f in wheel_sources()]
-    files.append((f"{dist_info}/METADATA",
-                  f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {meta['description']}\n"
-                  f"Requires-Python: {meta['requires-python']}\n".encode()))
-    files.append((f"{dist_info}/WHEEL",
-                  b"Wheel-Version: 1.0\nGenerator: enginelab build.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n"))
+    files.append(
+        (
+            f"{dist_info}/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {meta['description']}\n"
+            f"Requires-Python: {meta['requires-python']}\n".encode(),
+        )
+    )
+    files.append(
+        (
+            f"{dist_info}/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: enginelab build.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+    )
     record = []
     for arc, data in files:
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -289,6 +328,7 @@ def _import_app():
     if str(PYLIB) not in sys.path:
         sys.path.insert(0, str(PYLIB))
     import enginelab.figures as figures
+
     return figures
 
 
@@ -308,6 +348,7 @@ def pyscript_config(root: str, wheel_name: str) -> dict:
 def render_page(fig, root: str, embed_path: str, wheel_name: str, page_name: str) -> str:
     """One figure page from the shared template, pre-rendered for fig's default state."""
     from enginelab import page
+
     tpl = string.Template((SITE / "templates" / "figure.html").read_text())
     parts = page.prerender(fig)
     return tpl.substitute(
@@ -343,8 +384,7 @@ def build_pages(out: Path, wheel_name: str) -> list[str]:
         for path, root, embed in targets:
             path.parent.mkdir(parents=True, exist_ok=True)
             name = path.stem
-            (path.parent / f"{name}.json").write_text(
-                json.dumps(pyscript_config(root, wheel_name), indent=1) + "\n")
+            (path.parent / f"{name}.json").write_text(json.dumps(pyscript_config(root, wheel_name), indent=1) + "\n")
             path.write_text(render_page(fig, root, embed, wheel_name, name))
             written.append(path.relative_to(out).as_posix())
     return written
@@ -356,17 +396,21 @@ def build_companion_pages(out: Path) -> list[str]:
     site/templates/companion.html and enginelab.companion."""
     figures = _import_app()
     from enginelab import companion, page
+
     tpl = string.Template((SITE / "templates" / "companion.html").read_text())
     have = set(figures.REGISTRY)
     static = {fid: page.prerender(fig)["figure"] for fid, fig in figures.REGISTRY.items()}
     css = "".join(figure_css_link(fid, "") for fid in figures.REGISTRY)
-    (out / "index.html").write_text(tpl.substitute(
-        root="", title=html.escape(companion.TITLE), figure_css=css,
-        body=companion.companion_body(have, static)))
+    (out / "index.html").write_text(
+        tpl.substitute(
+            root="", title=html.escape(companion.TITLE), figure_css=css, body=companion.companion_body(have, static)
+        )
+    )
     entries = [(fid, fig.TITLE, getattr(fig, "LEDE", "")) for fid, fig in figures.REGISTRY.items()]
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    (out / "figures" / "index.html").write_text(tpl.substitute(
-        root="../", title="All figures", figure_css="", body=companion.index_body(entries)))
+    (out / "figures" / "index.html").write_text(
+        tpl.substitute(root="../", title="All figures", figure_css="", body=companion.index_body(entries))
+    )
     return ["index.html", "figures/index.html"]
 
 
@@ -380,10 +424,12 @@ def build_exercises_page(out: Path, wheel_name: str) -> list[str]:
         return []
     _import_app()
     from enginelab import exercises
+
     config = {**pyscript_config("", wheel_name), "sync_main_only": True}
     (out / "exercises.json").write_text(json.dumps(config, indent=1) + "\n")
-    page = string.Template(tpl.read_text()).substitute(root="", config="./exercises.json",
-                                                       cells=exercises.render_cells())
+    page = string.Template(tpl.read_text()).substitute(
+        root="", config="./exercises.json", cells=exercises.render_cells()
+    )
     (out / "exercises.html").write_text(page)
     return ["exercises.html"]
 
@@ -422,19 +468,22 @@ def copy_site(out: Path):
     for sub in ("assets", "py"):
         src = SITE / sub
         if src.is_dir():
-            shutil.copytree(src, out / sub, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(src, out / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 4. Offline check
 # ---------------------------------------------------------------------------------------------------------
 URL_RE = re.compile(r"""(?:https?:)?//[A-Za-z0-9$\{][^\s"'`()<>\\]*""")
-HTML_FETCH_ATTR = re.compile(r"""<(script|link|img|iframe|source|video|audio|embed|object|track|image|use)\b[^>]*?"""
-                             r"""\b(src|href|data|poster|srcset|xlink:href)\s*=\s*["']?\s*((?:https?:)?//[^"'\s>]+)""",
-                             re.I)
+HTML_FETCH_ATTR = re.compile(
+    r"""<(script|link|img|iframe|source|video|audio|embed|object|track|image|use)\b[^>]*?"""
+    r"""\b(src|href|data|poster|srcset|xlink:href)\s*=\s*["']?\s*((?:https?:)?//[^"'\s>]+)""",
+    re.I,
+)
 CSS_URL = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])\s*((?:https?:)?//[^"')\s]+)""", re.I)
-JS_IMPORT = re.compile(r"""(?:\bimport\s*\(?\s*|\bfrom\s*|\bfetch\s*\(\s*|importScripts\s*\(\s*)["'`]((?:https?:)?//[^"'`]+)""")
+JS_IMPORT = re.compile(
+    r"""(?:\bimport\s*\(?\s*|\bfrom\s*|\bfetch\s*\(\s*|importScripts\s*\(\s*)["'`]((?:https?:)?//[^"'`]+)"""
+)
 
 
 def offline_problems(out: Path) -> list[str]:
@@ -494,8 +543,11 @@ def offline_problems(out: Path) -> list[str]:
                 interp = data.get("interpreter")
                 if not interp or "//" in interp:
                     problems.append(f"{rel}: PyScript interpreter is {interp!r} (must be the local pyodide.mjs)")
-                for src in list(data.get("files", {})) + list(data.get("packages", [])) + \
-                        list(data.get("js_modules", {}).get("main", {})):
+                for src in (
+                    list(data.get("files", {}))
+                    + list(data.get("packages", []))
+                    + list(data.get("js_modules", {}).get("main", {}))
+                ):
                     if "//" in src or src.startswith(("http", "github:")):
                         problems.append(f"{rel}: PyScript fetches {src}")
                     elif not src.startswith("{") and not (f.parent / src).resolve().exists():
@@ -533,7 +585,7 @@ def build(out: Path = DIST) -> dict:
     old_bench = out / "bench.json"
     if old_bench.exists():
         shutil.copy2(old_bench, tmp / "bench.json")
-    for attempt in range(5):
+    for _attempt in range(5):
         shutil.rmtree(out, ignore_errors=True)
         try:
             tmp.rename(out)
@@ -550,10 +602,18 @@ def build(out: Path = DIST) -> dict:
 # serve
 # ---------------------------------------------------------------------------------------------------------
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
-                      ".json": "application/json", ".whl": "application/zip", ".zip": "application/zip",
-                      ".svg": "image/svg+xml", ".py": "text/plain; charset=utf-8", ".css": "text/css"}
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".js": "text/javascript",
+        ".wasm": "application/wasm",
+        ".json": "application/json",
+        ".whl": "application/zip",
+        ".zip": "application/zip",
+        ".svg": "image/svg+xml",
+        ".py": "text/plain; charset=utf-8",
+        ".css": "text/css",
+    }
     quiet = False
 
     def log_message(self, fmt, *args):
@@ -576,6 +636,7 @@ def make_server(directory: Path = DIST, port: int = 0, quiet: bool = True) -> ht
 
     def factory(*a, **kw):
         return handler(*a, directory=str(directory), **kw)
+
     return _Server(("127.0.0.1", port), factory)
 
 
@@ -610,8 +671,12 @@ def ensure_venv() -> Path:
         subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *deps], check=True)
         stamp.write_text(want)
     # pylib/ on the venv's path: the same effect as an editable install, without a build backend
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(site) / "enginelab-dev.pth").write_text(f"{PYLIB}\n")
     return py
 
@@ -639,8 +704,21 @@ def find_chromium(install: bool = True) -> str | None:
     return None
 
 
+LINT_PATHS = ["pylib", "site/py", "tests", "bench", "build.py"]
+
+
+def lint(py: Path) -> int:
+    """Ruff (configured in pyproject.toml): the linter, then the formatter in check mode."""
+    rc = 0
+    for args in (["check"], ["format", "--check"]):
+        log("ruff " + " ".join(args))
+        rc |= subprocess.run([str(py), "-m", "ruff", *args, *LINT_PATHS], cwd=ROOT).returncode
+    return rc
+
+
 def test(pytest_args: list[str]) -> int:
     py = ensure_venv()
+    lint_rc = lint(py)
     chromium = find_chromium()
     if not chromium:
         print("build: no Chromium found and none could be installed; browser tests will fail", file=sys.stderr)
@@ -649,7 +727,10 @@ def test(pytest_args: list[str]) -> int:
     if chromium:
         env["ENGINELAB_CHROMIUM"] = chromium
     log(f"pytest (chromium: {chromium})")
-    return subprocess.run([str(py), "-m", "pytest", *pytest_args], cwd=ROOT, env=env).returncode
+    rc = subprocess.run([str(py), "-m", "pytest", *pytest_args], cwd=ROOT, env=env).returncode
+    if lint_rc:
+        print("build: ruff found problems (see above); fix them or run `.venv/bin/ruff format`", file=sys.stderr)
+    return rc or lint_rc
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -662,8 +743,18 @@ def bench(args) -> int:
         raise SystemExit("bench: no Chromium")
     build()
     env = {**os.environ, "ENGINELAB_CHROMIUM": chromium}
-    cmd = [str(py), str(ROOT / "tests" / "e2e" / "bench.py"), "--dist", str(DIST), "--runs", str(args.runs),
-           "--changes", str(args.changes), "--scale", str(args.scale)]
+    cmd = [
+        str(py),
+        str(ROOT / "tests" / "e2e" / "bench.py"),
+        "--dist",
+        str(DIST),
+        "--runs",
+        str(args.runs),
+        "--changes",
+        str(args.changes),
+        "--scale",
+        str(args.scale),
+    ]
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 

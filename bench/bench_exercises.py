@@ -14,6 +14,7 @@ close to the rest). Target: cell_ms median under 200 ms.
 
 `run(scale=1.0) -> dict` is the hook for `build.py bench`; scale multiplies the number of runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,9 +100,11 @@ def main(argv=None) -> int:
         os.environ["ENGINELAB_CHROMIUM"] = "/usr/bin/chromium"
     r = run(args.scale, Path(args.dist) if args.dist else None)
     print(json.dumps(r, indent=1))
-    print(f"exercise 2 cell: median {r['cell_ms_median']:.0f} ms (max {r['cell_ms_max']:.0f}, first "
-          f"{r['first_cell_ms']:.0f}; Python alone {r['python_ms_median']:.0f} ms) over {r['runs']} runs; "
-          f"target < {TARGET_MS:.0f} ms: {'met' if r['meets_target'] else 'MISSED'}")
+    print(
+        f"exercise 2 cell: median {r['cell_ms_median']:.0f} ms (max {r['cell_ms_max']:.0f}, first "
+        f"{r['first_cell_ms']:.0f}; Python alone {r['python_ms_median']:.0f} ms) over {r['runs']} runs; "
+        f"target < {TARGET_MS:.0f} ms: {'met' if r['meets_target'] else 'MISSED'}"
+    )
     return 0 if r["meets_target"] and not r["wrong_results"] and not r["browser_problems"] else 1
 
 

@@ -34,8 +34,17 @@ from kv_managers import PagedManager, RadixManager, SlotManager, agent_workload,
 POOL_TOKENS = 1 << 20
 BASE_REQUESTS = 1_000
 SEED = 0
-WORKLOAD = dict(system_tokens=256, tool_tokens=512, n_toolsets=4, turns=(2, 6), msg_tokens=(32, 128),
-                reply_tokens=(16, 48), branch_prob=0.25, think=(0, 4), session_gap=2.0)
+WORKLOAD = dict(
+    system_tokens=256,
+    tool_tokens=512,
+    n_toolsets=4,
+    turns=(2, 6),
+    msg_tokens=(32, 128),
+    reply_tokens=(16, 48),
+    branch_prob=0.25,
+    think=(0, 4),
+    session_gap=2.0,
+)
 MANAGERS = {
     "slots": lambda: SlotManager(POOL_TOKENS, track_cells=False),
     "paged": lambda: PagedManager(POOL_TOKENS, track_cells=False),
@@ -55,11 +64,20 @@ def _time_one(name: str, reqs: list, repeats: int) -> dict:
         if t1 - t0 < dt:
             dt, wall = t1 - t0, w1 - w0
     tokens = s["prompt_tokens"] + s["decode_tokens"]
-    return {"seconds": dt, "wall_seconds": wall, "tokens": tokens, "tokens_per_s": tokens / dt if dt else float("inf"),
-            "prefill_computed": s["prefill_computed"], "prompt_tokens": s["prompt_tokens"],
-            "prefill_saved_frac": s["prefill_saved_frac"], "peak_concurrency": s["peak_concurrency"],
-            "preemptions": s["preemptions"], "steps": s["steps"], "finished": s["finished"],
-            "rejected": len(s["rejected"])}
+    return {
+        "seconds": dt,
+        "wall_seconds": wall,
+        "tokens": tokens,
+        "tokens_per_s": tokens / dt if dt else float("inf"),
+        "prefill_computed": s["prefill_computed"],
+        "prompt_tokens": s["prompt_tokens"],
+        "prefill_saved_frac": s["prefill_saved_frac"],
+        "peak_concurrency": s["peak_concurrency"],
+        "preemptions": s["preemptions"],
+        "steps": s["steps"],
+        "finished": s["finished"],
+        "rejected": len(s["rejected"]),
+    }
 
 
 def run(scale: float = 1.0, repeats: int = 3) -> dict:
@@ -70,8 +88,7 @@ def run(scale: float = 1.0, repeats: int = 3) -> dict:
     n10 = 10 * n1
     w1 = agent_workload(n1, seed=SEED, **WORKLOAD)
     w10 = agent_workload(n10, seed=SEED, **WORKLOAD)
-    out = {"pool_tokens": POOL_TOKENS, "requests": {"1x": n1, "10x": n10}, "workload": dict(WORKLOAD),
-           "managers": {}}
+    out = {"pool_tokens": POOL_TOKENS, "requests": {"1x": n1, "10x": n10}, "workload": dict(WORKLOAD), "managers": {}}
     for name in MANAGERS:
         r1 = _time_one(name, w1, repeats)
         r10 = _time_one(name, w10, repeats)
@@ -88,16 +105,22 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="runs per measurement; the fastest counts")
     args = ap.parse_args(argv)
     res = run(args.scale, args.repeats)
-    print(f"pool {res['pool_tokens']:,} tokens; workloads of {res['requests']['1x']:,} and "
-          f"{res['requests']['10x']:,} requests (seed {SEED})")
+    print(
+        f"pool {res['pool_tokens']:,} tokens; workloads of {res['requests']['1x']:,} and "
+        f"{res['requests']['10x']:,} requests (seed {SEED})"
+    )
     for name, m in res["managers"].items():
         a, b = m["1x"], m["10x"]
-        print(f"{name:6s} 1x {a['seconds']:6.2f} s {a['tokens_per_s']:10,.0f} tok/s | 10x {b['seconds']:6.2f} s "
-              f"{b['tokens_per_s']:10,.0f} tok/s | 10x/1x time {m['time_ratio']:5.2f}x | "
-              f"prefill saved {b['prefill_saved_frac']:.0%}, peak concurrency {b['peak_concurrency']}, "
-              f"preemptions {b['preemptions']}")
-    print(f"max 10x/1x time ratio {res['max_time_ratio']:.2f}x (target <= {res['target_time_ratio']:.0f}x): "
-          f"{'ok' if res['ok'] else 'OVER'}")
+        print(
+            f"{name:6s} 1x {a['seconds']:6.2f} s {a['tokens_per_s']:10,.0f} tok/s | 10x {b['seconds']:6.2f} s "
+            f"{b['tokens_per_s']:10,.0f} tok/s | 10x/1x time {m['time_ratio']:5.2f}x | "
+            f"prefill saved {b['prefill_saved_frac']:.0%}, peak concurrency {b['peak_concurrency']}, "
+            f"preemptions {b['preemptions']}"
+        )
+    print(
+        f"max 10x/1x time ratio {res['max_time_ratio']:.2f}x (target <= {res['target_time_ratio']:.0f}x): "
+        f"{'ok' if res['ok'] else 'OVER'}"
+    )
     return 0 if res["ok"] else 1
 
 

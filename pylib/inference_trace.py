@@ -17,6 +17,7 @@ Tiers: "drive" (NVMe), "ram" (system RAM, also the OS page cache), "pcie"
 
 Pure Python, standard library only.
 """
+
 from __future__ import annotations
 
 import perf_model as pm
@@ -25,20 +26,54 @@ TIERS = ("drive", "ram", "pcie", "vram", "unified")
 
 # The module's four loading scenarios and its two phase scenarios, as presets.
 LOAD_SCENARIOS = {
-    "fits-24gb": {"label": "8B model, fits on a 24 GB GPU", "model": "llama-3.1-8b", "machine": "rtx4090",
-                  "quant": "Q4_K_M", "n_ctx": 8192},
-    "split-16gb": {"label": "32B model split between a 16 GB GPU and RAM", "model": "qwen2.5-32b",
-                   "machine": "rtx4060ti", "quant": "Q4_K_M", "n_ctx": 8192},
-    "apple-unified": {"label": "8B model on Apple unified memory", "model": "llama-3.1-8b", "machine": "m4pro",
-                      "quant": "Q4_K_M", "n_ctx": 8192},
-    "cpu-only": {"label": "8B model, CPU only", "model": "llama-3.1-8b", "machine": "cpu-ddr5",
-                 "quant": "Q4_K_M", "n_ctx": 8192},
+    "fits-24gb": {
+        "label": "8B model, fits on a 24 GB GPU",
+        "model": "llama-3.1-8b",
+        "machine": "rtx4090",
+        "quant": "Q4_K_M",
+        "n_ctx": 8192,
+    },
+    "split-16gb": {
+        "label": "32B model split between a 16 GB GPU and RAM",
+        "model": "qwen2.5-32b",
+        "machine": "rtx4060ti",
+        "quant": "Q4_K_M",
+        "n_ctx": 8192,
+    },
+    "apple-unified": {
+        "label": "8B model on Apple unified memory",
+        "model": "llama-3.1-8b",
+        "machine": "m4pro",
+        "quant": "Q4_K_M",
+        "n_ctx": 8192,
+    },
+    "cpu-only": {
+        "label": "8B model, CPU only",
+        "model": "llama-3.1-8b",
+        "machine": "cpu-ddr5",
+        "quant": "Q4_K_M",
+        "n_ctx": 8192,
+    },
 }
 PHASE_SCENARIOS = {
-    "fits": {"label": "8B model that fits on the GPU", "model": "llama-3.1-8b", "machine": "rtx4060ti",
-             "quant": "Q4_K_M", "n_ctx": 8192, "n_tokens": 2000, "context": 2000},
-    "partial": {"label": "32B model, partial offload", "model": "qwen2.5-32b", "machine": "rtx4060ti",
-                "quant": "Q4_K_M", "n_ctx": 8192, "n_tokens": 2000, "context": 2000},
+    "fits": {
+        "label": "8B model that fits on the GPU",
+        "model": "llama-3.1-8b",
+        "machine": "rtx4060ti",
+        "quant": "Q4_K_M",
+        "n_ctx": 8192,
+        "n_tokens": 2000,
+        "context": 2000,
+    },
+    "partial": {
+        "label": "32B model, partial offload",
+        "model": "qwen2.5-32b",
+        "machine": "rtx4060ti",
+        "quant": "Q4_K_M",
+        "n_ctx": 8192,
+        "n_tokens": 2000,
+        "context": 2000,
+    },
 }
 
 
@@ -55,6 +90,7 @@ def _step(what: str, tier: str, nbytes: float, seconds: float, **extra) -> dict:
 # ---------------------------------------------------------------------------
 # Loading a model
 # ---------------------------------------------------------------------------
+
 
 def _block_bytes(p: pm.Placement) -> tuple:
     """Bytes per block on the GPU and in RAM, and the head/embedding bytes (from quantize_plan)."""
@@ -77,8 +113,16 @@ def _block_bytes(p: pm.Placement) -> tuple:
     return gpu, cpu, head, embd
 
 
-def load_trace(model, machine, quant: str = "Q4_K_M", n_ctx: int = 8192, kv_type: str = "f16",
-               n_gpu_layers=None, warm: bool = False, n_cpu_moe: int = 0) -> list:
+def load_trace(
+    model,
+    machine,
+    quant: str = "Q4_K_M",
+    n_ctx: int = 8192,
+    kv_type: str = "f16",
+    n_gpu_layers=None,
+    warm: bool = False,
+    n_cpu_moe: int = 0,
+) -> list:
     """The steps of a llama.cpp launch, in order (see the module docstring).
 
     Cold: the file comes from the drive.  Warm (a second launch): the OS page
@@ -90,16 +134,32 @@ def load_trace(model, machine, quant: str = "Q4_K_M", n_ctx: int = 8192, kv_type
     p = pm.place(model, machine, quant, n_ctx, kv_type, n_gpu_layers=n_gpu_layers, n_cpu_moe=n_cpu_moe)
     m, mc = p.model, p.machine
     ram_bw = mc.ram.bandwidth
-    file_bw = ram_bw if warm else mc.drive_gbs * pm.GB     # page cache or NVMe
+    file_bw = ram_bw if warm else mc.drive_gbs * pm.GB  # page cache or NVMe
     src = "page cache" if warm else "drive"
     file_tier = "ram" if warm else "drive"
     steps = []
     head_bytes = pm.gguf_metadata_bytes(m)
-    steps.append(_step("Read the GGUF header: metadata, tokenizer, tensor table", file_tier, head_bytes,
-                       head_bytes / file_bw, source=src, reads_file=True))
+    steps.append(
+        _step(
+            "Read the GGUF header: metadata, tokenizer, tensor table",
+            file_tier,
+            head_bytes,
+            head_bytes / file_bw,
+            source=src,
+            reads_file=True,
+        )
+    )
     total_file = pm.file_bytes(m, quant)
-    steps.append(_step("mmap the whole file: addressable, nothing read yet", "ram", 0.0, 0.0,
-                       mapped_bytes=total_file, reads_file=False))
+    steps.append(
+        _step(
+            "mmap the whole file: addressable, nothing read yet",
+            "ram",
+            0.0,
+            0.0,
+            mapped_bytes=total_file,
+            reads_file=False,
+        )
+    )
     gpu, cpu, head, embd = _block_bytes(p)
     if mc.gpu is not None and not mc.unified:
         link = mc.pcie
@@ -108,27 +168,74 @@ def load_trace(model, machine, quant: str = "Q4_K_M", n_ctx: int = 8192, kv_type
                 continue
             # read from the file and copy to VRAM: bounded by the slower of the two
             t = gpu[il] / min(file_bw, link)
-            steps.append(_step(f"Upload block {il} to VRAM ({src} -> PCIe -> VRAM)", "pcie", gpu[il], t,
-                               source=src, reads_file=True, layer=il, via=file_tier,
-                               file_read_s=gpu[il] / file_bw, link_s=gpu[il] / link))
+            steps.append(
+                _step(
+                    f"Upload block {il} to VRAM ({src} -> PCIe -> VRAM)",
+                    "pcie",
+                    gpu[il],
+                    t,
+                    source=src,
+                    reads_file=True,
+                    layer=il,
+                    via=file_tier,
+                    file_read_s=gpu[il] / file_bw,
+                    link_s=gpu[il] / link,
+                )
+            )
         if p.output_on_gpu:
             t = head / min(file_bw, link)
-            steps.append(_step("Upload the output head to VRAM", "pcie", head, t, source=src, reads_file=True,
-                               layer=m.n_layers, via=file_tier, file_read_s=head / file_bw, link_s=head / link))
+            steps.append(
+                _step(
+                    "Upload the output head to VRAM",
+                    "pcie",
+                    head,
+                    t,
+                    source=src,
+                    reads_file=True,
+                    layer=m.n_layers,
+                    via=file_tier,
+                    file_read_s=head / file_bw,
+                    link_s=head / link,
+                )
+            )
     kv_tier = "unified" if mc.unified else "vram"
     if p.gpu_kv > 0:
         # llama.cpp allocates the cache for all n_ctx cells and clears it (a memset)
         dev = mc.gpu
-        steps.append(_step(f"Allocate and clear the KV cache of the GPU blocks ({n_ctx} cells, {kv_type})",
-                           kv_tier, p.gpu_kv, p.gpu_kv / dev.bandwidth, reads_file=False))
+        steps.append(
+            _step(
+                f"Allocate and clear the KV cache of the GPU blocks ({n_ctx} cells, {kv_type})",
+                kv_tier,
+                p.gpu_kv,
+                p.gpu_kv / dev.bandwidth,
+                reads_file=False,
+            )
+        )
     if p.cpu_kv > 0:
-        steps.append(_step(f"Allocate and clear the KV cache of the CPU blocks ({n_ctx} cells, {kv_type})",
-                           "unified" if mc.unified else "ram", p.cpu_kv, p.cpu_kv / ram_bw, reads_file=False))
+        steps.append(
+            _step(
+                f"Allocate and clear the KV cache of the CPU blocks ({n_ctx} cells, {kv_type})",
+                "unified" if mc.unified else "ram",
+                p.cpu_kv,
+                p.cpu_kv / ram_bw,
+                reads_file=False,
+            )
+        )
     if p.gpu_compute > 0:
-        steps.append(_step("Reserve the GPU compute buffer (one -ub micro-batch of activations)", kv_tier,
-                           p.gpu_compute, 0.0, reads_file=False))
-    steps.append(_step("Reserve the host compute buffer", "unified" if mc.unified else "ram", p.cpu_compute, 0.0,
-                       reads_file=False))
+        steps.append(
+            _step(
+                "Reserve the GPU compute buffer (one -ub micro-batch of activations)",
+                kv_tier,
+                p.gpu_compute,
+                0.0,
+                reads_file=False,
+            )
+        )
+    steps.append(
+        _step(
+            "Reserve the host compute buffer", "unified" if mc.unified else "ram", p.cpu_compute, 0.0, reads_file=False
+        )
+    )
     # First token: the pages the CPU (or the Metal GPU, which uses the mapping in
     # place) touches are read on first use: lazily, from the drive when cold.
     lazy = sum(cpu) + embd + (0.0 if (p.output_on_gpu and not mc.unified) else head)
@@ -136,12 +243,28 @@ def load_trace(model, machine, quant: str = "Q4_K_M", n_ctx: int = 8192, kv_type
         lazy += sum(gpu)
     lazy_tier = "unified" if mc.unified else "ram"
     if lazy > 0:
-        steps.append(_step(f"Page in the weights used in place on first touch ({src})", file_tier, lazy,
-                           lazy / file_bw, source=src, reads_file=True, lands_in=lazy_tier))
+        steps.append(
+            _step(
+                f"Page in the weights used in place on first touch ({src})",
+                file_tier,
+                lazy,
+                lazy / file_bw,
+                source=src,
+                reads_file=True,
+                lands_in=lazy_tier,
+            )
+        )
     d = pm.decode_step_time(p, mc, context=0)
     first_tier = "unified" if mc.unified else ("vram" if p.gpu_layers and d["gpu_s"] >= d["cpu_s"] else "ram")
-    steps.append(_step("First token: one forward pass over every weight", first_tier,
-                       d["gpu_bytes"] + d["cpu_bytes"], d["total_s"], reads_file=False))
+    steps.append(
+        _step(
+            "First token: one forward pass over every weight",
+            first_tier,
+            d["gpu_bytes"] + d["cpu_bytes"],
+            d["total_s"],
+            reads_file=False,
+        )
+    )
     t = 0.0
     for i, s in enumerate(steps):
         s["index"] = i
@@ -160,6 +283,7 @@ def load_scenario(key: str, warm: bool = False) -> list:
 # ---------------------------------------------------------------------------
 # Prefill and decode, stage by stage
 # ---------------------------------------------------------------------------
+
 
 def _runs(p: pm.Placement) -> list:
     """Contiguous runs of blocks on one device: [(device, first, last), ...]."""
@@ -209,14 +333,26 @@ def _decode_stages(p: pm.Placement, context: int, batch: int) -> list:
     for dev, a, b in _runs(p):
         rng = range(a, b + 1)
         kvb = sum(kv_layer * pm.kv_layer_tokens(m, il, context) for il in rng) * batch
-        stages.append({"stage": "attention", "device": dev, "layers": (a, b),
-                       "weight_bytes": sum(attn_w[il] for il in rng), "kv_bytes": kvb,
-                       "flops": 2.0 * sum(attn_p[il] for il in rng) * batch
-                       + per_attn * sum(pm.kv_layer_tokens(m, il, context) for il in rng) * batch})
+        stages.append(
+            {
+                "stage": "attention",
+                "device": dev,
+                "layers": (a, b),
+                "weight_bytes": sum(attn_w[il] for il in rng),
+                "kv_bytes": kvb,
+                "flops": 2.0 * sum(attn_p[il] for il in rng) * batch
+                + per_attn * sum(pm.kv_layer_tokens(m, il, context) for il in rng) * batch,
+            }
+        )
         dense_dev, exp_dev = dev, dev
-        ffn = {"stage": "ffn", "device": dev, "layers": (a, b),
-               "weight_bytes": sum(ffn_w[il] for il in rng), "kv_bytes": 0.0,
-               "flops": 2.0 * sum(ffn_p[il] for il in rng) * batch}
+        ffn = {
+            "stage": "ffn",
+            "device": dev,
+            "layers": (a, b),
+            "weight_bytes": sum(ffn_w[il] for il in rng),
+            "kv_bytes": 0.0,
+            "flops": 2.0 * sum(ffn_p[il] for il in rng) * batch,
+        }
         moe_gpu = sum(exp_w[il] for il in rng if il >= p.n_cpu_moe)
         moe_cpu = sum(exp_w[il] for il in rng if il < p.n_cpu_moe)
         pg = sum(exp_p[il] for il in rng if il >= p.n_cpu_moe)
@@ -226,20 +362,37 @@ def _decode_stages(p: pm.Placement, context: int, batch: int) -> list:
             ffn["flops"] += 2.0 * pg * batch
             stages.append(ffn)
             if moe_cpu:
-                stages.append({"stage": "experts (--n-cpu-moe)", "device": "cpu", "layers": (a, b),
-                               "weight_bytes": moe_cpu, "kv_bytes": 0.0, "flops": 2.0 * pc * batch})
+                stages.append(
+                    {
+                        "stage": "experts (--n-cpu-moe)",
+                        "device": "cpu",
+                        "layers": (a, b),
+                        "weight_bytes": moe_cpu,
+                        "kv_bytes": 0.0,
+                        "flops": 2.0 * pc * batch,
+                    }
+                )
         else:
             ffn["weight_bytes"] += moe_gpu + moe_cpu
             ffn["flops"] += 2.0 * (pg + pc) * batch
             stages.append(ffn)
         del dense_dev, exp_dev
-    stages.append({"stage": "output head", "device": "gpu" if p.output_on_gpu else "cpu", "layers": None,
-                   "weight_bytes": head_b, "kv_bytes": 0.0, "flops": 2.0 * head_p * batch})
+    stages.append(
+        {
+            "stage": "output head",
+            "device": "gpu" if p.output_on_gpu else "cpu",
+            "layers": None,
+            "weight_bytes": head_b,
+            "kv_bytes": 0.0,
+            "flops": 2.0 * head_p * batch,
+        }
+    )
     return stages
 
 
-def phase_trace(placement: pm.Placement, machine=None, phase: str = "decode", n_tokens: int = 512,
-                context: int = 0, batch: int = 1) -> list:
+def phase_trace(
+    placement: pm.Placement, machine=None, phase: str = "decode", n_tokens: int = 512, context: int = 0, batch: int = 1
+) -> list:
     """One phase as steps, each one stage on one device.
 
     Each step: what, device, tier, bytes, flops, intensity (FLOP/byte), bound
@@ -290,18 +443,41 @@ def _decode_trace(p: pm.Placement, mc: pm.Machine, context: int, batch: int) -> 
             share = key(s) / tot if tot else 0.0
             layers = s["layers"]
             where = f"blocks {layers[0]}-{layers[1]}" if layers else ""
-            name = (mc.gpu.name if dev == "gpu" else mc.ram.name)
-            steps.append({"what": f"{s['stage']} {where}".strip(), "stage": s["stage"], "device": dev,
-                          "device_name": name, "tier": _tier(mc, dev), "layers": layers,
-                          "bytes": s["weight_bytes"] + s["kv_bytes"], "weight_bytes": s["weight_bytes"],
-                          "kv_bytes": s["kv_bytes"], "flops": s["flops"], "bound": bound,
-                          "seconds": dev_s * share})
+            name = mc.gpu.name if dev == "gpu" else mc.ram.name
+            steps.append(
+                {
+                    "what": f"{s['stage']} {where}".strip(),
+                    "stage": s["stage"],
+                    "device": dev,
+                    "device_name": name,
+                    "tier": _tier(mc, dev),
+                    "layers": layers,
+                    "bytes": s["weight_bytes"] + s["kv_bytes"],
+                    "weight_bytes": s["weight_bytes"],
+                    "kv_bytes": s["kv_bytes"],
+                    "flops": s["flops"],
+                    "bound": bound,
+                    "seconds": dev_s * share,
+                }
+            )
     # keep the forward order: stages by first layer, output head last
-    steps.sort(key=lambda s: (s["layers"][0] if s["layers"] else 10 ** 9, 0 if s["stage"] == "attention" else 1))
-    steps.append({"what": "launch, sync and sampling overhead", "stage": "overhead", "device": "host",
-                  "device_name": "", "tier": "ram" if not mc.unified else "unified", "layers": None,
-                  "bytes": 0.0, "weight_bytes": 0.0, "kv_bytes": 0.0, "flops": 0.0, "bound": "latency",
-                  "seconds": d["overhead_s"]})
+    steps.sort(key=lambda s: (s["layers"][0] if s["layers"] else 10**9, 0 if s["stage"] == "attention" else 1))
+    steps.append(
+        {
+            "what": "launch, sync and sampling overhead",
+            "stage": "overhead",
+            "device": "host",
+            "device_name": "",
+            "tier": "ram" if not mc.unified else "unified",
+            "layers": None,
+            "bytes": 0.0,
+            "weight_bytes": 0.0,
+            "kv_bytes": 0.0,
+            "flops": 0.0,
+            "bound": "latency",
+            "seconds": d["overhead_s"],
+        }
+    )
     return steps
 
 
@@ -319,9 +495,23 @@ def _prefill_trace(p: pm.Placement, mc: pm.Machine, n_tokens: int) -> list:
             what = f"micro-batch {s['ubatch']}: {'GPU' if kind == 'gpu' else 'CPU'} blocks ({s['tokens']} tokens)"
             tier, dev = _tier(mc, kind), kind
             bound = "compute" if s.get("compute_s", 0) >= s.get("mem_s", 0) else "memory"
-        steps.append({"what": what, "stage": kind, "device": dev, "tier": tier, "ubatch": s["ubatch"],
-                      "tokens": s["tokens"], "bytes": s["bytes"], "weight_bytes": s["bytes"], "kv_bytes": 0.0,
-                      "flops": s["flops"], "bound": bound, "seconds": s["time_s"], "layers": None})
+        steps.append(
+            {
+                "what": what,
+                "stage": kind,
+                "device": dev,
+                "tier": tier,
+                "ubatch": s["ubatch"],
+                "tokens": s["tokens"],
+                "bytes": s["bytes"],
+                "weight_bytes": s["bytes"],
+                "kv_bytes": 0.0,
+                "flops": s["flops"],
+                "bound": bound,
+                "seconds": s["time_s"],
+                "layers": None,
+            }
+        )
     return steps
 
 
@@ -337,6 +527,7 @@ def phase_scenario(key: str, phase: str) -> list:
 # Decode speed against context
 # ---------------------------------------------------------------------------
 
+
 def decode_curve(placement: pm.Placement, machine=None, contexts=(0, 4096, 16384, 32768)) -> list:
     """Decode tok/s at each context length: [{'context', 'tok_s', 'kv_bytes', 'weight_bytes', ...}]."""
     if not isinstance(placement, pm.Placement):
@@ -351,7 +542,14 @@ def decode_curve(placement: pm.Placement, machine=None, contexts=(0, 4096, 16384
         if not isinstance(c, int) or isinstance(c, bool) or c < 0 or c > placement.n_ctx:
             raise _err("contexts", f"each context must be an integer from 0 to n_ctx={placement.n_ctx}, got {c!r}")
         d = pm.decode_step_time(placement, mc, context=c)
-        out.append({"context": c, "tok_s": d["tok_per_s"], "total_s": d["total_s"], "cpu_share": d["cpu_share"],
-                    "kv_bytes": d["gpu_kv_bytes"] + d["cpu_kv_bytes"],
-                    "weight_bytes": d["gpu_weight_bytes"] + d["cpu_weight_bytes"]})
+        out.append(
+            {
+                "context": c,
+                "tok_s": d["tok_per_s"],
+                "total_s": d["total_s"],
+                "cpu_share": d["cpu_share"],
+                "kv_bytes": d["gpu_kv_bytes"] + d["cpu_kv_bytes"],
+                "weight_bytes": d["gpu_weight_bytes"] + d["cpu_weight_bytes"],
+            }
+        )
     return out

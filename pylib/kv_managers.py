@@ -86,12 +86,21 @@ from __future__ import annotations
 import heapq
 import random
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 __all__ = [
-    "Request", "SlotManager", "PagedManager", "RadixManager", "simulate", "compare",
-    "chat_workload", "radix_loses_workload", "agent_workload", "CELL_CODES", "RADIX_LOSES_CAPACITY",
+    "Request",
+    "SlotManager",
+    "PagedManager",
+    "RadixManager",
+    "simulate",
+    "compare",
+    "chat_workload",
+    "radix_loses_workload",
+    "agent_workload",
+    "CELL_CODES",
+    "RADIX_LOSES_CAPACITY",
     "AGENT_FIGURE_PRESET",
 ]
 
@@ -99,6 +108,7 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------------------------
 # 1. Requests
 # ----------------------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Request:
@@ -113,12 +123,13 @@ class Request:
              a user cannot send turn 2 before reading reply 1 (None for a first turn)
     think    for a follow-up: steps between the previous turn finishing and this one arriving (0 = the same step)
     """
+
     rid: int
     arrival: int
     prompt: Sequence[int]
-    reply: Union[Sequence[int], int]
+    reply: Sequence[int] | int
     session: str = ""
-    follows: Optional[int] = None
+    follows: int | None = None
     think: int = 0
 
     def reply_tokens(self) -> tuple:
@@ -130,8 +141,18 @@ class Request:
 
 class _Live:
     """The simulator's per-request state (managers read .tokens / .rid / .remaining)."""
-    __slots__ = ("req", "rid", "reply", "tokens", "n_generated", "admitted_step", "prefilled_step", "order",
-                 "queued_in_decode")
+
+    __slots__ = (
+        "req",
+        "rid",
+        "reply",
+        "tokens",
+        "n_generated",
+        "admitted_step",
+        "prefilled_step",
+        "order",
+        "queued_in_decode",
+    )
 
     def __init__(self, req: Request):
         self.req = req
@@ -141,11 +162,11 @@ class _Live:
         self.n_generated = 0
         self.admitted_step = -1
         self.prefilled_step = -1
-        self.order = 0                  # admission counter, for "most recently admitted"
-        self.queued_in_decode = -1      # step in which it was released by its previous turn finishing
+        self.order = 0  # admission counter, for "most recently admitted"
+        self.queued_in_decode = -1  # step in which it was released by its previous turn finishing
 
     @property
-    def remaining(self) -> int:         # reply tokens still to be decoded
+    def remaining(self) -> int:  # reply tokens still to be decoded
         return len(self.reply) - self.n_generated
 
 
@@ -156,7 +177,7 @@ def _common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
         return n
     lo = 0
     step = 64
-    while lo + step <= n and list(a[lo:lo + step]) == list(b[lo:lo + step]):
+    while lo + step <= n and list(a[lo : lo + step]) == list(b[lo : lo + step]):
         lo += step
     while lo < n and a[lo] == b[lo]:
         lo += 1
@@ -169,9 +190,17 @@ def _common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 
 CELL_CODES = {
-    ".": "free", "c": "cached", "r": "reused", "p": "prefilled", "d": "decoded", "a": "allocated",
-    "R": "reused this step", "P": "prefilled this step", "D": "decoded this step",
-    "E": "evicted this step", "X": "freed by preemption this step",
+    ".": "free",
+    "c": "cached",
+    "r": "reused",
+    "p": "prefilled",
+    "d": "decoded",
+    "a": "allocated",
+    "R": "reused this step",
+    "P": "prefilled this step",
+    "D": "decoded this step",
+    "E": "evicted this step",
+    "X": "freed by preemption this step",
 }
 _FREE, _CACHED, _ALLOC = ord("."), ord("c"), ord("a")
 _REUSED, _PREFILL, _DECODE = ord("R"), ord("P"), ord("D")
@@ -189,7 +218,7 @@ class _CellMap:
         self.state = bytearray(b"." * capacity) if enabled else bytearray()
         self.touched: list = []
 
-    def set(self, cells, code: int, owner: Optional[int] = None) -> None:
+    def set(self, cells, code: int, owner: int | None = None) -> None:
         if not self.enabled:
             return
         st, ow = self.state, self.owner
@@ -225,15 +254,16 @@ class _CellMap:
 # follow-up that lands in the same slot only computes the tokens after the common prefix (cache_prompt).
 # ----------------------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Slot:
     id: int
     tokens: list = field(default_factory=list)  # cached sequence (slot.prompt.tokens)
-    cells: list = field(default_factory=list)   # the cell of each cached token
-    rid: Optional[int] = None                   # running request, None when idle
-    last_rid: int = -1                          # the request whose KV the slot holds
+    cells: list = field(default_factory=list)  # the cell of each cached token
+    rid: int | None = None  # running request, None when idle
+    last_rid: int = -1  # the request whose KV the slot holds
     t_last_used: int = -1
-    idle_from: int = 0                          # first step at which this slot can take a task
+    idle_from: int = 0  # first step at which this slot can take a task
 
 
 class SlotManager:
@@ -246,8 +276,13 @@ class SlotManager:
 
     name = "slots"
 
-    def __init__(self, capacity_tokens: int, n_parallel: Optional[int] = None,
-                 slot_prompt_similarity: float = 0.1, track_cells: bool = True):
+    def __init__(
+        self,
+        capacity_tokens: int,
+        n_parallel: int | None = None,
+        slot_prompt_similarity: float = 0.1,
+        track_cells: bool = True,
+    ):
         self.capacity = capacity_tokens
         self.kv_unified = n_parallel is None
         self.n_parallel = 4 if n_parallel is None else n_parallel
@@ -284,7 +319,7 @@ class SlotManager:
         return (w for w in waiting if w.queued_in_decode != step)
 
     # --- get_available_slot (tools/server): the most similar idle slot, else the least recently used one ---
-    def _pick_slot(self, tokens: list, step: int) -> Optional[_Slot]:
+    def _pick_slot(self, tokens: list, step: int) -> _Slot | None:
         idle = [s for s in self.slots if s.rid is None and s.idle_from <= step]
         if not idle:
             return None
@@ -380,8 +415,7 @@ class SlotManager:
             for c in f:
                 assert c not in seen, f"cell {c} both free and owned"
                 seen.add(c)
-        assert len(seen) == self.capacity - (0 if self.kv_unified else self.capacity % self.n_parallel), \
-            "cells lost"
+        assert len(seen) == self.capacity - (0 if self.kv_unified else self.capacity % self.n_parallel), "cells lost"
         assert all(r >= 0 for r in self.reserved), "negative reservation"
         for k, f in enumerate(self._free):
             assert len(f) >= self.reserved[k], "reservation exceeds free cells"
@@ -399,13 +433,15 @@ class SlotManager:
 # a new request hits is "touched": ref_cnt += 1 and, if it was free, it leaves the queue.
 # ----------------------------------------------------------------------------------------------------------------
 
+
 class PagedManager:
     """vLLM paged blocks with automatic prefix caching, FCFS, preemption by recomputation."""
 
     name = "paged"
 
-    def __init__(self, capacity_tokens: int, block_size: int = 16, enable_prefix_caching: bool = True,
-                 track_cells: bool = True):
+    def __init__(
+        self, capacity_tokens: int, block_size: int = 16, enable_prefix_caching: bool = True, track_cells: bool = True
+    ):
         self.capacity = capacity_tokens
         self.block_size = block_size
         self.num_gpu_blocks = capacity_tokens // block_size
@@ -414,9 +450,9 @@ class PagedManager:
         self.block_hash: list = [None] * self.num_gpu_blocks
         self.free_block_queue: OrderedDict = OrderedDict((b, None) for b in range(self.num_gpu_blocks))
         self.cached_block_hash_to_block: dict = {}
-        self.req_to_blocks: dict = {}   # rid -> block table
-        self._hashes: dict = {}         # rid -> block hashes of its full blocks so far
-        self._n_cached: dict = {}       # rid -> how many of its blocks are registered in the cache
+        self.req_to_blocks: dict = {}  # rid -> block table
+        self._hashes: dict = {}  # rid -> block hashes of its full blocks so far
+        self._n_cached: dict = {}  # rid -> how many of its blocks are registered in the cache
         self._preempted_step = -1
         self._step = 0
         self._n_free_clean = self.num_gpu_blocks  # blocks in free_block_queue without a block_hash
@@ -435,7 +471,7 @@ class PagedManager:
         # a step that had to preempt (`if not preempted_reqs:`), so freed blocks are not handed straight back.
         return iter(()) if self._preempted_step == step else iter(waiting)
 
-    def _cells(self, block: int, lo: int = 0, hi: Optional[int] = None):
+    def _cells(self, block: int, lo: int = 0, hi: int | None = None):
         base = block * self.block_size
         return range(base + lo, base + (self.block_size if hi is None else hi))
 
@@ -445,7 +481,7 @@ class PagedManager:
         bs, toks = self.block_size, live.tokens
         parent = hs[-1] if hs else None
         for i in range(len(hs), len(toks) // bs):
-            parent = hash((parent, tuple(toks[i * bs:(i + 1) * bs])))
+            parent = hash((parent, tuple(toks[i * bs : (i + 1) * bs])))
             hs.append(parent)
         return hs
 
@@ -459,8 +495,13 @@ class PagedManager:
             if self.cached_block_hash_to_block.get(h) == b:
                 del self.cached_block_hash_to_block[h]
             self.block_hash[b] = None
-            self.events.append({"type": "evict", "rid": self.cells.owner[b * self.block_size]
-                                if self.cells.enabled else -1, "cells": self.block_size})
+            self.events.append(
+                {
+                    "type": "evict",
+                    "rid": self.cells.owner[b * self.block_size] if self.cells.enabled else -1,
+                    "cells": self.block_size,
+                }
+            )
             self.cells.set(self._cells(b), _EVICT)
         self.ref_cnt[b] = 1
         return b
@@ -614,17 +655,18 @@ class PagedManager:
 # O(log n) per leaf and no step scans the whole tree.
 # ----------------------------------------------------------------------------------------------------------------
 
+
 class TreeNode:
     __slots__ = ("children", "parent", "key", "value", "lock_ref", "last_access_time", "owner")
 
     def __init__(self, parent=None, key=(), value=None):
-        self.children: dict = {}      # first token of the child's key -> child
+        self.children: dict = {}  # first token of the child's key -> child
         self.parent = parent
-        self.key = key                # tuple of token ids on the edge into this node
-        self.value = value or []      # the cell of each token in key
+        self.key = key  # tuple of token ids on the edge into this node
+        self.value = value or []  # the cell of each token in key
         self.lock_ref = 0
         self.last_access_time = 0
-        self.owner = -1               # request that inserted it (for events)
+        self.owner = -1  # request that inserted it (for events)
 
 
 class RadixManager:
@@ -639,16 +681,16 @@ class RadixManager:
         self.capacity = capacity_tokens
         self.schedule_policy = schedule_policy
         self.root = TreeNode()
-        self.root.lock_ref = 1                        # the root is never evicted
+        self.root.lock_ref = 1  # the root is never evicted
         self._free = list(range(capacity_tokens - 1, -1, -1))
         self.evictable_size_ = 0
         self.protected_size_ = 0
-        self.reserved = 0                             # reply tokens running requests may still decode
+        self.reserved = 0  # reply tokens running requests may still decode
         self._clock = 0
-        self._heap: list = []                         # (last_access_time, seq, node) of evictable leaves
+        self._heap: list = []  # (last_access_time, seq, node) of evictable leaves
         self._seq = 0
-        self._req: dict = {}                          # rid -> [cells, locked node, n cells in the tree]
-        self._to_insert: list = []                    # prefilled in this step, inserted at the next one
+        self._req: dict = {}  # rid -> [cells, locked node, n cells in the tree]
+        self._to_insert: list = []  # prefilled in this step, inserted at the next one
         self.cells = _CellMap(capacity_tokens, track_cells)
         self.events: list = []
 
@@ -697,8 +739,8 @@ class RadixManager:
             if child is None:
                 break
             n = len(child.key)
-            if key[i:i + n] != child.key:  # whole-edge compare first (C speed); find the split point if it fails
-                n = _common_prefix_len(child.key, key[i:i + n])  # >= 1: children are keyed by their first token
+            if key[i : i + n] != child.key:  # whole-edge compare first (C speed); find the split point if it fails
+                n = _common_prefix_len(child.key, key[i : i + n])  # >= 1: children are keyed by their first token
                 if not split:
                     cells.extend(child.value[:n])
                     break
@@ -728,8 +770,8 @@ class RadixManager:
             if child is None:
                 break
             n = len(child.key)
-            if key[i:i + n] != child.key:
-                n = _common_prefix_len(child.key, key[i:i + n])
+            if key[i : i + n] != child.key:
+                n = _common_prefix_len(child.key, key[i : i + n])
                 child = self._split_node(child, n)
             child.last_access_time = now
             self._push_if_evictable(child)
@@ -769,7 +811,7 @@ class RadixManager:
         evicted = 0
         while evicted < num_tokens and self._heap:
             t, _, node = heapq.heappop(self._heap)
-            if (node.parent is None or node.children or node.lock_ref > 0 or t != node.last_access_time):
+            if node.parent is None or node.children or node.lock_ref > 0 or t != node.last_access_time:
                 continue  # stale entry: the node was deleted, grew children, got locked or was touched since
             self._free.extend(reversed(node.value))
             self.cells.set(node.value, _EVICT)
@@ -870,8 +912,9 @@ class RadixManager:
             if node is not self.root:
                 assert node.lock_ref >= 0, "negative lock_ref"
                 assert len(node.key) == len(node.value) > 0, "node key/value mismatch"
-                assert node.lock_ref >= max((c.lock_ref for c in node.children.values()), default=0), \
+                assert node.lock_ref >= max((c.lock_ref for c in node.children.values()), default=0), (
                     "a child is locked more than its parent"
+                )
                 if node.lock_ref:
                     protected += len(node.key)
                 else:
@@ -902,8 +945,10 @@ class RadixManager:
 # 6. simulate: the step loop shared by all managers
 # ----------------------------------------------------------------------------------------------------------------
 
-def simulate(manager, requests: Sequence[Request], record_frames: bool = True, check: bool = False,
-             max_steps: int = 10_000_000) -> dict:
+
+def simulate(
+    manager, requests: Sequence[Request], record_frames: bool = True, check: bool = False, max_steps: int = 10_000_000
+) -> dict:
     """Run `requests` through `manager` step by step (see the module docstring for the step and the frames).
 
     Returns {"summary": {...}, "frames": [...], "requests": {rid: {...}}}. check=True calls
@@ -917,11 +962,11 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
     if len({r.rid for r in reqs}) != len(reqs):
         raise ValueError("request ids must be unique")
     by_rid = {r.rid: r for r in reqs}
-    pending: list = []          # heap of (arrival, rid) not yet arrived
-    blocked: dict = {}          # rid of an unfinished turn -> turns that follow it
-    finished: dict = {}         # rid -> finish step
-    rejected: dict = {}         # rid -> reason
-    info: dict = {}             # rid -> per-request record
+    pending: list = []  # heap of (arrival, rid) not yet arrived
+    blocked: dict = {}  # rid of an unfinished turn -> turns that follow it
+    finished: dict = {}  # rid -> finish step
+    rejected: dict = {}  # rid -> reason
+    info: dict = {}  # rid -> per-request record
     for r in reqs:
         if r.follows is not None and r.follows not in by_rid:
             raise ValueError(f"request {r.rid} follows unknown request {r.follows}")
@@ -930,8 +975,8 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
         else:
             blocked.setdefault(r.follows, []).append(r.rid)
     heapq.heapify(pending)
-    waiting: deque = deque()    # arrived, not admitted: _Live, in queue order
-    running: list = []          # admitted, in admission order
+    waiting: deque = deque()  # arrived, not admitted: _Live, in queue order
+    running: list = []  # admitted, in admission order
     frames: list = []
     prefill_computed = cache_hit_tokens = peak_concurrency = peak_cells = preemptions = 0
     n_admitted = 0
@@ -987,7 +1032,7 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
                 for v in victims:
                     if v is live:
                         live.tokens.pop()
-                    v.tokens = list(v.req.prompt) + list(v.reply[:v.n_generated])
+                    v.tokens = list(v.req.prompt) + list(v.reply[: v.n_generated])
                     v.prefilled_step = -1
                 waiting.extendleft(sorted(victims, key=lambda v: -v.order))  # back to the front, oldest first
                 if live in victims:
@@ -1016,8 +1061,9 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
             admitted.append(live)
             prefill_computed += computed
             cache_hit_tokens += reused
-            rec = info.setdefault(live.rid, {"arrival": live.req.arrival, "admitted": step, "reused": 0,
-                                             "computed": 0, "preempted": 0})
+            rec = info.setdefault(
+                live.rid, {"arrival": live.req.arrival, "admitted": step, "reused": 0, "computed": 0, "preempted": 0}
+            )
             rec["reused"] += reused
             rec["computed"] += computed
             events.append({"type": "admit", "rid": live.rid, "reused": reused, "computed": computed})
@@ -1035,11 +1081,17 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
             manager.check_invariants()
             assert manager.cells_used() <= manager.capacity, "capacity exceeded"
         if record_frames:
-            frames.append({"step": step, "state": manager.cells.state.decode("ascii"),
-                           "owner": list(manager.cells.owner), "running": [r.rid for r in running],
-                           "waiting": [r.rid for r in waiting], "events": events})
-        if waiting and not running and not admitted and not any(e["type"] in ("finish", "preempt")
-                                                                 for e in events):
+            frames.append(
+                {
+                    "step": step,
+                    "state": manager.cells.state.decode("ascii"),
+                    "owner": list(manager.cells.owner),
+                    "running": [r.rid for r in running],
+                    "waiting": [r.rid for r in waiting],
+                    "events": events,
+                }
+            )
+        if waiting and not running and not admitted and not any(e["type"] in ("finish", "preempt") for e in events):
             # nothing runs and the head of the queue still does not fit: it never will
             for live in list(waiting):
                 waiting.remove(live)
@@ -1062,8 +1114,9 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
         "steps": step,
         "finished": len(finished),
         "rejected": dict(rejected),
-        "decode_tokens": sum(by_rid[rid].reply if isinstance(by_rid[rid].reply, int) else len(by_rid[rid].reply)
-                             for rid in finished),
+        "decode_tokens": sum(
+            by_rid[rid].reply if isinstance(by_rid[rid].reply, int) else len(by_rid[rid].reply) for rid in finished
+        ),
     }
     return {"summary": summary, "frames": frames, "requests": info}
 
@@ -1074,13 +1127,20 @@ def simulate(manager, requests: Sequence[Request], record_frames: bool = True, c
 
 SYSTEM_PROMPT_TOKENS = 48
 
+
 def _ids(base: int, n: int) -> tuple:
     return tuple(range(base, base + n))
 
 
-def chat_workload(first_msg=(10, 6, 6, 6), first_reply=(14, 22, 22, 22), second_msg=(9, 46, 56, 21),
-                  second_reply=(8, 27, 9, 22), first_arrival=(0, 1, 5, 5), think=(40, 0, 0, 0),
-                  system_tokens: int = SYSTEM_PROMPT_TOKENS) -> list:
+def chat_workload(
+    first_msg=(10, 6, 6, 6),
+    first_reply=(14, 22, 22, 22),
+    second_msg=(9, 46, 56, 21),
+    second_reply=(8, 27, 9, 22),
+    first_arrival=(0, 1, 5, 5),
+    think=(40, 0, 0, 0),
+    system_tokens: int = SYSTEM_PROMPT_TOKENS,
+) -> list:
     """The module's chat workload: four users, two turns each, one shared 48-token system prompt.
 
     Turn 1 of user u (request 2u):    system + message_u                          arrives at first_arrival[u]
@@ -1121,23 +1181,35 @@ def chat_workload(first_msg=(10, 6, 6, 6), first_reply=(14, 22, 22, 22), second_
         rep2 = _ids(1000 * (u + 1) + 300, second_reply[u])
         p1 = system + msg1
         reqs.append(Request(rid=2 * u, arrival=first_arrival[u], prompt=p1, reply=rep1, session=f"user{u}"))
-        reqs.append(Request(rid=2 * u + 1, arrival=first_arrival[u], prompt=p1 + rep1 + msg2, reply=rep2,
-                            session=f"user{u}", follows=2 * u, think=think[u]))
+        reqs.append(
+            Request(
+                rid=2 * u + 1,
+                arrival=first_arrival[u],
+                prompt=p1 + rep1 + msg2,
+                reply=rep2,
+                session=f"user{u}",
+                follows=2 * u,
+                think=think[u],
+            )
+        )
     return reqs
 
 
-def compare(capacity_tokens: int = 384, workload: Optional[Sequence[Request]] = None,
-            record_frames: bool = True) -> dict:
+def compare(capacity_tokens: int = 384, workload: Sequence[Request] | None = None, record_frames: bool = True) -> dict:
     """Run one workload (default: chat_workload()) through the three managers on equal pools:
     llama.cpp slots with the automatic n_parallel (4, unified), vLLM paged blocks (block_size 16, prefix caching),
     SGLang radix (schedule_policy "fcfs", its default). Returns {"slots": run, "paged": run, "radix": run}."""
     reqs = list(workload) if workload is not None else chat_workload()
-    managers = {"slots": SlotManager(capacity_tokens), "paged": PagedManager(capacity_tokens),
-                "radix": RadixManager(capacity_tokens)}
+    managers = {
+        "slots": SlotManager(capacity_tokens),
+        "paged": PagedManager(capacity_tokens),
+        "radix": RadixManager(capacity_tokens),
+    }
     return {name: simulate(m, reqs, record_frames=record_frames) for name, m in managers.items()}
 
 
 RADIX_LOSES_CAPACITY = 192
+
 
 def radix_loses_workload() -> list:
     """Exercise 3: a workload on which RadixManager(192, schedule_policy="lpm") computes more prefill tokens (336)
@@ -1161,22 +1233,43 @@ def radix_loses_workload() -> list:
     computes no more than paged.
     """
     P, Q = _ids(10_000, 96), _ids(20_000, 64)
-    reqs = [Request(0, 0, Q + _ids(30_000, 8), 4, "warm-q"), Request(1, 0, P + _ids(31_000, 8), 4, "warm-p"),
-            Request(2, 8, Q + _ids(40_000, 24), 8, "q")]
+    reqs = [
+        Request(0, 0, Q + _ids(30_000, 8), 4, "warm-q"),
+        Request(1, 0, P + _ids(31_000, 8), 4, "warm-p"),
+        Request(2, 8, Q + _ids(40_000, 24), 8, "q"),
+    ]
     for i in range(3):
         reqs.append(Request(3 + i, 8, P + _ids(41_000 + 100 * i, 24), 8, f"p{i}"))
     return reqs
 
 
 # The figure's agent preset: 16 requests on 384 cells; all three managers evict, paged preempts once.
-AGENT_FIGURE_PRESET = dict(n_requests=16, seed=2, system_tokens=32, tool_tokens=48, n_toolsets=2, turns=(2, 4),
-                           msg_tokens=(4, 16), reply_tokens=(4, 12), session_gap=3.0)
+AGENT_FIGURE_PRESET = dict(
+    n_requests=16,
+    seed=2,
+    system_tokens=32,
+    tool_tokens=48,
+    n_toolsets=2,
+    turns=(2, 4),
+    msg_tokens=(4, 16),
+    reply_tokens=(4, 12),
+    session_gap=3.0,
+)
 
 
-def agent_workload(n_requests: int = 1000, seed: int = 0, system_tokens: int = 256, tool_tokens: int = 512,
-                   n_toolsets: int = 4, turns: tuple = (2, 6), msg_tokens: tuple = (16, 64),
-                   reply_tokens: tuple = (8, 32), branch_prob: float = 0.25, think: tuple = (0, 4),
-                   session_gap: float = 2.0) -> list:
+def agent_workload(
+    n_requests: int = 1000,
+    seed: int = 0,
+    system_tokens: int = 256,
+    tool_tokens: int = 512,
+    n_toolsets: int = 4,
+    turns: tuple = (2, 6),
+    msg_tokens: tuple = (16, 64),
+    reply_tokens: tuple = (8, 32),
+    branch_prob: float = 0.25,
+    think: tuple = (0, 4),
+    session_gap: float = 2.0,
+) -> list:
     """A seeded multi-turn agent workload: `n_requests` requests from agent sessions.
 
     Every prompt starts with one system prompt (system_tokens) followed by one of n_toolsets tool-definition
@@ -1206,7 +1299,7 @@ def agent_workload(n_requests: int = 1000, seed: int = 0, system_tokens: int = 2
         n_turns = min(rng.randint(*turns), n_requests - len(reqs))
         base = system + toolsets[rng.randrange(n_toolsets)]
         history: list = []  # (rid, prompt, reply) of this session's turns
-        for j in range(n_turns):
+        for _j in range(n_turns):
             msg = fresh(rng.randint(*msg_tokens))
             reply = fresh(rng.randint(*reply_tokens))
             rid = len(reqs)

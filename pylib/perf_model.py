@@ -52,6 +52,7 @@ defined, with the range of values that reproduces the module's printed lines:
 Names: the module's plain "Q2_K" and "Q3_K" rows store every quantizable
 tensor in that one ggml type; llama-quantize's Q2_K mix is "Q2_K_MIX".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -59,23 +60,42 @@ from dataclasses import dataclass, replace
 # What moved out of this file, re-exported so `from perf_model import ...` keeps working:
 #   enginelab.ggml       ggml block types, GGUF tensors, llama-quantize presets and rules
 #   enginelab.engine_io  llama.cpp's defaults, config.json / GGUF header import, the llama-server command line
-from enginelab.engine_io import (FIT_CTX_DEFAULT, FIT_TARGET_MIB, N_BATCH_DEFAULT, N_UBATCH_DEFAULT,  # noqa: F401
-                                 OP_OFFLOAD_MIN_BATCH, SWA_ALTERNATE, gguf_fields, gguf_filename,
-                                 hf_config_fields, llama_server_command)
-from enginelab.ggml import (ALL_QUANTS, GGML_TYPES, GGML_TYPES_BY_ID, QUANT_PRESETS, GGMLType,  # noqa: F401
-                            Tensor, check_quant, ggml_type, main_type, weight_order)
+from enginelab.engine_io import (  # noqa: F401
+    FIT_CTX_DEFAULT,
+    FIT_TARGET_MIB,
+    N_BATCH_DEFAULT,
+    N_UBATCH_DEFAULT,
+    OP_OFFLOAD_MIN_BATCH,
+    SWA_ALTERNATE,
+    gguf_fields,
+    gguf_filename,
+    hf_config_fields,
+    llama_server_command,
+)
+from enginelab.ggml import (  # noqa: F401
+    ALL_QUANTS,
+    GGML_TYPES,
+    GGML_TYPES_BY_ID,
+    QUANT_PRESETS,
+    GGMLType,
+    Tensor,
+    check_quant,
+    ggml_type,
+    main_type,
+    weight_order,
+)
 from enginelab.ggml import quantize_plan as _ggml_quantize_plan
 
 # ---------------------------------------------------------------------------
 # 1. Units and the module's constants
 # ---------------------------------------------------------------------------
-GB = 1e9            # decimal gigabyte: file sizes, VRAM bars, bandwidths (GB/s)
-GiB = 1 << 30       # binary gibibyte: what llama.cpp's logs print as "GiB"
+GB = 1e9  # decimal gigabyte: file sizes, VRAM bars, bandwidths (GB/s)
+GiB = 1 << 30  # binary gibibyte: what llama.cpp's logs print as "GiB"
 MiB = 1 << 20
 KiB = 1 << 10
 
-ETA_DECODE = 0.7    # the module's assumption: fraction of peak memory bandwidth decode kernels reach
-ETA_PREFILL = 0.5   # the module's assumption: fraction of peak FP16 tensor FLOP/s prefill matmuls reach
+ETA_DECODE = 0.7  # the module's assumption: fraction of peak memory bandwidth decode kernels reach
+ETA_PREFILL = 0.5  # the module's assumption: fraction of peak FP16 tensor FLOP/s prefill matmuls reach
 # Fitted to the module's printed decode numbers (50.4-50.8 us reproduces every digit): a fixed cost per
 # decode step, in seconds.  Not a measurement; the measured profile replaces it with a per-backend cost.
 DECODE_OVERHEAD_S = 50.5e-6
@@ -94,33 +114,35 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 # their GGUF names, with ggml's dimension order: ne[0] is the row length (the
 # input features of a matmul), ne[1] the rows, ne[2] the experts.
 
+
 @dataclass(frozen=True)
 class Model:
     """A transformer's shape, in Hugging Face config.json terms."""
+
     name: str
-    model_type: str                       # config.json "model_type": llama, qwen2, qwen3_moe, ...
+    model_type: str  # config.json "model_type": llama, qwen2, qwen3_moe, ...
     num_hidden_layers: int
     hidden_size: int
     intermediate_size: int
     num_attention_heads: int
     num_key_value_heads: int
     vocab_size: int
-    head_dim: int = 0                     # 0: hidden_size // num_attention_heads
+    head_dim: int = 0  # 0: hidden_size // num_attention_heads
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 4096
-    num_local_experts: int = 0            # routed experts (Mixtral: num_local_experts, Qwen: num_experts)
+    num_local_experts: int = 0  # routed experts (Mixtral: num_local_experts, Qwen: num_experts)
     num_experts_per_tok: int = 0
-    moe_intermediate_size: int = 0        # per-expert FFN width (0: intermediate_size)
+    moe_intermediate_size: int = 0  # per-expert FFN width (0: intermediate_size)
     shared_expert_intermediate_size: int = 0
-    sliding_window: int = 0               # tokens a sliding-window layer attends to
-    sliding_window_pattern: tuple = ()    # per-layer True where the layer uses the window
-    attention_bias: bool = False          # q/k/v projections carry biases (Qwen2)
-    qk_norm: bool = False                 # per-head RMSNorm on q and k (Qwen3)
-    rope_freqs: bool = False              # llama3-style rope scaling ships a rope_freqs tensor
-    source: str = ""                      # where the numbers come from
+    sliding_window: int = 0  # tokens a sliding-window layer attends to
+    sliding_window_pattern: tuple = ()  # per-layer True where the layer uses the window
+    attention_bias: bool = False  # q/k/v projections carry biases (Qwen2)
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    rope_freqs: bool = False  # llama3-style rope scaling ships a rope_freqs tensor
+    source: str = ""  # where the numbers come from
     key: str = ""
-    tokenizer: str = "llama3"             # tokenizer family: sizes the GGUF metadata
-    gguf_tensors: tuple = ()              # real tensors from a GGUF header (model_from_gguf)
+    tokenizer: str = "llama3"  # tokenizer family: sizes the GGUF metadata
+    gguf_tensors: tuple = ()  # real tensors from a GGUF header (model_from_gguf)
 
     # -- derived shapes ---------------------------------------------------
     @property
@@ -198,17 +220,23 @@ def _tensor_inventory(m: Model) -> list:
             L.append(Tensor(p + "attn_v.weight", (h, kv_out), "attn_v", il))
         L.append(Tensor(p + "attn_output.weight", (q_out, h), "attn_output", il))
         if m.attention_bias:
-            L += [Tensor(p + "attn_q.bias", (q_out,), "bias", il, "F32"),
-                  Tensor(p + "attn_k.bias", (kv_out,), "bias", il, "F32"),
-                  Tensor(p + "attn_v.bias", (kv_out,), "bias", il, "F32")]
+            L += [
+                Tensor(p + "attn_q.bias", (q_out,), "bias", il, "F32"),
+                Tensor(p + "attn_k.bias", (kv_out,), "bias", il, "F32"),
+                Tensor(p + "attn_v.bias", (kv_out,), "bias", il, "F32"),
+            ]
             if mt == "gpt_oss":
                 L.append(Tensor(p + "attn_output.bias", (h,), "bias", il, "F32"))
         if m.qk_norm:
-            L += [Tensor(p + "attn_q_norm.weight", (d,), "norm", il, "F32"),
-                  Tensor(p + "attn_k_norm.weight", (d,), "norm", il, "F32")]
+            L += [
+                Tensor(p + "attn_q_norm.weight", (d,), "norm", il, "F32"),
+                Tensor(p + "attn_k_norm.weight", (d,), "norm", il, "F32"),
+            ]
         if mt == "gemma2":
-            L += [Tensor(p + "post_attention_norm.weight", (h,), "norm", il, "F32"),
-                  Tensor(p + "post_ffw_norm.weight", (h,), "norm", il, "F32")]
+            L += [
+                Tensor(p + "post_attention_norm.weight", (h,), "norm", il, "F32"),
+                Tensor(p + "post_ffw_norm.weight", (h,), "norm", il, "F32"),
+            ]
         if mt == "gpt_oss":
             L.append(Tensor(p + "attn_sinks.weight", (m.num_attention_heads,), "norm", il, "F32"))
             L.append(Tensor(p + "post_attention_norm.weight", (h,), "norm", il, "F32"))
@@ -219,35 +247,44 @@ def _tensor_inventory(m: Model) -> list:
             L.append(Tensor(p + "ffn_gate_inp.weight", (h, e), "ffn_gate_inp", il, "F32"))
             if mt == "gpt_oss":
                 L.append(Tensor(p + "ffn_gate_inp.bias", (e,), "bias", il, "F32"))
-            L += [Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il),
-                  Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il),
-                  Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il)]
+            L += [
+                Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il),
+                Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il),
+                Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il),
+            ]
             if mt == "gpt_oss":
-                L += [Tensor(p + "ffn_gate_exps.bias", (f, e), "bias", il, "F32"),
-                      Tensor(p + "ffn_up_exps.bias", (f, e), "bias", il, "F32"),
-                      Tensor(p + "ffn_down_exps.bias", (h, e), "bias", il, "F32")]
+                L += [
+                    Tensor(p + "ffn_gate_exps.bias", (f, e), "bias", il, "F32"),
+                    Tensor(p + "ffn_up_exps.bias", (f, e), "bias", il, "F32"),
+                    Tensor(p + "ffn_down_exps.bias", (h, e), "bias", il, "F32"),
+                ]
             if m.shared_expert_intermediate_size:
                 s = m.shared_expert_intermediate_size
-                L += [Tensor(p + "ffn_gate_inp_shexp.weight", (h,), "norm", il, "F32"),
-                      Tensor(p + "ffn_gate_shexp.weight", (h, s), "ffn_gate", il),
-                      Tensor(p + "ffn_up_shexp.weight", (h, s), "ffn_up", il),
-                      Tensor(p + "ffn_down_shexp.weight", (s, h), "ffn_down", il)]
+                L += [
+                    Tensor(p + "ffn_gate_inp_shexp.weight", (h,), "norm", il, "F32"),
+                    Tensor(p + "ffn_gate_shexp.weight", (h, s), "ffn_gate", il),
+                    Tensor(p + "ffn_up_shexp.weight", (h, s), "ffn_up", il),
+                    Tensor(p + "ffn_down_shexp.weight", (s, h), "ffn_down", il),
+                ]
         elif mt == "phi3":
             f = m.intermediate_size
-            L += [Tensor(p + "ffn_up.weight", (h, 2 * f), "ffn_up", il),   # gate and up fused
-                  Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il)]
+            L += [
+                Tensor(p + "ffn_up.weight", (h, 2 * f), "ffn_up", il),  # gate and up fused
+                Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
+            ]
         else:
             f = m.intermediate_size
-            L += [Tensor(p + "ffn_gate.weight", (h, f), "ffn_gate", il),
-                  Tensor(p + "ffn_up.weight", (h, f), "ffn_up", il),
-                  Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il)]
+            L += [
+                Tensor(p + "ffn_gate.weight", (h, f), "ffn_gate", il),
+                Tensor(p + "ffn_up.weight", (h, f), "ffn_up", il),
+                Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
+            ]
         ts += L
     return ts
 
 
 def _hf(repo: str) -> str:
     return f"https://huggingface.co/{repo}/blob/main/config.json"
-
 
 
 MODELS: dict[str, Model] = {}
@@ -258,80 +295,277 @@ def _add(key: str, **kw) -> None:
 
 
 # Every number below is the model's config.json on Hugging Face (source= link).
-_add("llama-3.2-1b", name="Llama 3.2 1B", model_type="llama", num_hidden_layers=16, hidden_size=2048,
-     intermediate_size=8192, num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
-     tie_word_embeddings=True, max_position_embeddings=131072, rope_freqs=True,
-     source=_hf("meta-llama/Llama-3.2-1B-Instruct"))
-_add("llama-3.2-3b", name="Llama 3.2 3B", model_type="llama", num_hidden_layers=28, hidden_size=3072,
-     intermediate_size=8192, num_attention_heads=24, num_key_value_heads=8, head_dim=128, vocab_size=128256,
-     tie_word_embeddings=True, max_position_embeddings=131072, rope_freqs=True,
-     source=_hf("meta-llama/Llama-3.2-3B-Instruct"))
-_add("llama-3.1-8b", name="Llama 3.1 8B", model_type="llama", num_hidden_layers=32, hidden_size=4096,
-     intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256,
-     max_position_embeddings=131072, rope_freqs=True, source=_hf("meta-llama/Llama-3.1-8B-Instruct"))
-_add("llama-3.1-70b", name="Llama 3.1 70B", model_type="llama", num_hidden_layers=80, hidden_size=8192,
-     intermediate_size=28672, num_attention_heads=64, num_key_value_heads=8, head_dim=128, vocab_size=128256,
-     max_position_embeddings=131072, rope_freqs=True, source=_hf("meta-llama/Llama-3.1-70B-Instruct"))
-_add("qwen2.5-0.5b", name="Qwen2.5 0.5B", model_type="qwen2", num_hidden_layers=24, hidden_size=896,
-     intermediate_size=4864, num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
-     tie_word_embeddings=True, max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
-     source=_hf("Qwen/Qwen2.5-0.5B-Instruct"))
-_add("qwen2.5-7b", name="Qwen2.5 7B", model_type="qwen2", num_hidden_layers=28, hidden_size=3584,
-     intermediate_size=18944, num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
-     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
-     source=_hf("Qwen/Qwen2.5-7B-Instruct"))
-_add("qwen2.5-14b", name="Qwen2.5 14B", model_type="qwen2", num_hidden_layers=48, hidden_size=5120,
-     intermediate_size=13824, num_attention_heads=40, num_key_value_heads=8, vocab_size=152064,
-     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
-     source=_hf("Qwen/Qwen2.5-14B-Instruct"))
-_add("qwen2.5-32b", name="Qwen2.5 32B", model_type="qwen2", num_hidden_layers=64, hidden_size=5120,
-     intermediate_size=27648, num_attention_heads=40, num_key_value_heads=8, vocab_size=152064,
-     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
-     source=_hf("Qwen/Qwen2.5-32B-Instruct"))
-_add("qwen2.5-72b", name="Qwen2.5 72B", model_type="qwen2", num_hidden_layers=80, hidden_size=8192,
-     intermediate_size=29568, num_attention_heads=64, num_key_value_heads=8, vocab_size=152064,
-     max_position_embeddings=32768, attention_bias=True, tokenizer="qwen2",
-     source=_hf("Qwen/Qwen2.5-72B-Instruct"))
-_add("mistral-7b-v0.3", name="Mistral 7B v0.3", model_type="mistral", num_hidden_layers=32, hidden_size=4096,
-     intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8, vocab_size=32768,
-     max_position_embeddings=32768, tokenizer="spm", source=_hf("mistralai/Mistral-7B-Instruct-v0.3"))
-_add("gemma-2-9b", name="Gemma 2 9B", model_type="gemma2", num_hidden_layers=42, hidden_size=3584,
-     intermediate_size=14336, num_attention_heads=16, num_key_value_heads=8, head_dim=256, vocab_size=256000,
-     tie_word_embeddings=True, max_position_embeddings=8192, sliding_window=4096,
-     sliding_window_pattern=SWA_ALTERNATE, tokenizer="gemma", source=_hf("google/gemma-2-9b-it"))
-_add("qwen3-8b", name="Qwen3 8B", model_type="qwen3", num_hidden_layers=36, hidden_size=4096,
-     intermediate_size=12288, num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-     max_position_embeddings=40960, qk_norm=True, tokenizer="qwen2", source=_hf("Qwen/Qwen3-8B"))
-_add("qwen3-30b-a3b", name="Qwen3 30B-A3B", model_type="qwen3_moe", num_hidden_layers=48, hidden_size=2048,
-     intermediate_size=6144, num_attention_heads=32, num_key_value_heads=4, head_dim=128, vocab_size=151936,
-     max_position_embeddings=40960, num_local_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
-     qk_norm=True, tokenizer="qwen2", source=_hf("Qwen/Qwen3-30B-A3B"))
-_add("mixtral-8x7b", name="Mixtral 8x7B", model_type="mixtral", num_hidden_layers=32, hidden_size=4096,
-     intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
-     max_position_embeddings=32768, num_local_experts=8, num_experts_per_tok=2, tokenizer="spm",
-     source=_hf("mistralai/Mixtral-8x7B-Instruct-v0.1"))
-_add("gpt-oss-20b", name="gpt-oss 20B", model_type="gpt_oss", num_hidden_layers=24, hidden_size=2880,
-     intermediate_size=2880, num_attention_heads=64, num_key_value_heads=8, head_dim=64, vocab_size=201088,
-     max_position_embeddings=131072, num_local_experts=32, num_experts_per_tok=4, sliding_window=128,
-     sliding_window_pattern=SWA_ALTERNATE, attention_bias=True, tokenizer="o200k",
-     source=_hf("openai/gpt-oss-20b"))
-_add("phi-3-mini", name="Phi-3 mini 3.8B", model_type="phi3", num_hidden_layers=32, hidden_size=3072,
-     intermediate_size=8192, num_attention_heads=32, num_key_value_heads=32, vocab_size=32064,
-     max_position_embeddings=4096, tokenizer="spm", source=_hf("microsoft/Phi-3-mini-4k-instruct"))
+_add(
+    "llama-3.2-1b",
+    name="Llama 3.2 1B",
+    model_type="llama",
+    num_hidden_layers=16,
+    hidden_size=2048,
+    intermediate_size=8192,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=64,
+    vocab_size=128256,
+    tie_word_embeddings=True,
+    max_position_embeddings=131072,
+    rope_freqs=True,
+    source=_hf("meta-llama/Llama-3.2-1B-Instruct"),
+)
+_add(
+    "llama-3.2-3b",
+    name="Llama 3.2 3B",
+    model_type="llama",
+    num_hidden_layers=28,
+    hidden_size=3072,
+    intermediate_size=8192,
+    num_attention_heads=24,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=128256,
+    tie_word_embeddings=True,
+    max_position_embeddings=131072,
+    rope_freqs=True,
+    source=_hf("meta-llama/Llama-3.2-3B-Instruct"),
+)
+_add(
+    "llama-3.1-8b",
+    name="Llama 3.1 8B",
+    model_type="llama",
+    num_hidden_layers=32,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=128256,
+    max_position_embeddings=131072,
+    rope_freqs=True,
+    source=_hf("meta-llama/Llama-3.1-8B-Instruct"),
+)
+_add(
+    "llama-3.1-70b",
+    name="Llama 3.1 70B",
+    model_type="llama",
+    num_hidden_layers=80,
+    hidden_size=8192,
+    intermediate_size=28672,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=128256,
+    max_position_embeddings=131072,
+    rope_freqs=True,
+    source=_hf("meta-llama/Llama-3.1-70B-Instruct"),
+)
+_add(
+    "qwen2.5-0.5b",
+    name="Qwen2.5 0.5B",
+    model_type="qwen2",
+    num_hidden_layers=24,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+    tie_word_embeddings=True,
+    max_position_embeddings=32768,
+    attention_bias=True,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen2.5-0.5B-Instruct"),
+)
+_add(
+    "qwen2.5-7b",
+    name="Qwen2.5 7B",
+    model_type="qwen2",
+    num_hidden_layers=28,
+    hidden_size=3584,
+    intermediate_size=18944,
+    num_attention_heads=28,
+    num_key_value_heads=4,
+    vocab_size=152064,
+    max_position_embeddings=32768,
+    attention_bias=True,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen2.5-7B-Instruct"),
+)
+_add(
+    "qwen2.5-14b",
+    name="Qwen2.5 14B",
+    model_type="qwen2",
+    num_hidden_layers=48,
+    hidden_size=5120,
+    intermediate_size=13824,
+    num_attention_heads=40,
+    num_key_value_heads=8,
+    vocab_size=152064,
+    max_position_embeddings=32768,
+    attention_bias=True,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen2.5-14B-Instruct"),
+)
+_add(
+    "qwen2.5-32b",
+    name="Qwen2.5 32B",
+    model_type="qwen2",
+    num_hidden_layers=64,
+    hidden_size=5120,
+    intermediate_size=27648,
+    num_attention_heads=40,
+    num_key_value_heads=8,
+    vocab_size=152064,
+    max_position_embeddings=32768,
+    attention_bias=True,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen2.5-32B-Instruct"),
+)
+_add(
+    "qwen2.5-72b",
+    name="Qwen2.5 72B",
+    model_type="qwen2",
+    num_hidden_layers=80,
+    hidden_size=8192,
+    intermediate_size=29568,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    vocab_size=152064,
+    max_position_embeddings=32768,
+    attention_bias=True,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen2.5-72B-Instruct"),
+)
+_add(
+    "mistral-7b-v0.3",
+    name="Mistral 7B v0.3",
+    model_type="mistral",
+    num_hidden_layers=32,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=32768,
+    max_position_embeddings=32768,
+    tokenizer="spm",
+    source=_hf("mistralai/Mistral-7B-Instruct-v0.3"),
+)
+_add(
+    "gemma-2-9b",
+    name="Gemma 2 9B",
+    model_type="gemma2",
+    num_hidden_layers=42,
+    hidden_size=3584,
+    intermediate_size=14336,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=256,
+    vocab_size=256000,
+    tie_word_embeddings=True,
+    max_position_embeddings=8192,
+    sliding_window=4096,
+    sliding_window_pattern=SWA_ALTERNATE,
+    tokenizer="gemma",
+    source=_hf("google/gemma-2-9b-it"),
+)
+_add(
+    "qwen3-8b",
+    name="Qwen3 8B",
+    model_type="qwen3",
+    num_hidden_layers=36,
+    hidden_size=4096,
+    intermediate_size=12288,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=151936,
+    max_position_embeddings=40960,
+    qk_norm=True,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen3-8B"),
+)
+_add(
+    "qwen3-30b-a3b",
+    name="Qwen3 30B-A3B",
+    model_type="qwen3_moe",
+    num_hidden_layers=48,
+    hidden_size=2048,
+    intermediate_size=6144,
+    num_attention_heads=32,
+    num_key_value_heads=4,
+    head_dim=128,
+    vocab_size=151936,
+    max_position_embeddings=40960,
+    num_local_experts=128,
+    num_experts_per_tok=8,
+    moe_intermediate_size=768,
+    qk_norm=True,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen3-30B-A3B"),
+)
+_add(
+    "mixtral-8x7b",
+    name="Mixtral 8x7B",
+    model_type="mixtral",
+    num_hidden_layers=32,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=32000,
+    max_position_embeddings=32768,
+    num_local_experts=8,
+    num_experts_per_tok=2,
+    tokenizer="spm",
+    source=_hf("mistralai/Mixtral-8x7B-Instruct-v0.1"),
+)
+_add(
+    "gpt-oss-20b",
+    name="gpt-oss 20B",
+    model_type="gpt_oss",
+    num_hidden_layers=24,
+    hidden_size=2880,
+    intermediate_size=2880,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    head_dim=64,
+    vocab_size=201088,
+    max_position_embeddings=131072,
+    num_local_experts=32,
+    num_experts_per_tok=4,
+    sliding_window=128,
+    sliding_window_pattern=SWA_ALTERNATE,
+    attention_bias=True,
+    tokenizer="o200k",
+    source=_hf("openai/gpt-oss-20b"),
+)
+_add(
+    "phi-3-mini",
+    name="Phi-3 mini 3.8B",
+    model_type="phi3",
+    num_hidden_layers=32,
+    hidden_size=3072,
+    intermediate_size=8192,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    vocab_size=32064,
+    max_position_embeddings=4096,
+    tokenizer="spm",
+    source=_hf("microsoft/Phi-3-mini-4k-instruct"),
+)
 
 
 def get_model(model) -> Model:
     """A Model, or the key of one in MODELS."""
     if isinstance(model, Model):
         return model
-    _check(isinstance(model, str) and model in MODELS, "model",
-           f"unknown model {model!r}; allowed: {', '.join(MODELS)}")
+    _check(
+        isinstance(model, str) and model in MODELS, "model", f"unknown model {model!r}; allowed: {', '.join(MODELS)}"
+    )
     return MODELS[model]
 
 
 # ---------------------------------------------------------------------------
 # 3. Sizes
 # ---------------------------------------------------------------------------
+
 
 def quantize_plan(model, quant) -> list:
     """One row per tensor: GGUF name, ggml type, element count and bytes (enginelab.ggml.quantize_plan).
@@ -378,7 +612,7 @@ def gguf_metadata_bytes(model) -> int:
     chars, scores, merges, mchars = _TOKENIZER_META.get(model.tokenizer, _TOKENIZER_META["llama3"])
     v = model.vocab_size
     tok = v * (8 + chars) + v * 4 + (v * 4 if scores else 0) + merges * (8 + mchars)
-    kv = 4096 + 8 * 1024    # hyperparameters, chat template (a few KiB)
+    kv = 4096 + 8 * 1024  # hyperparameters, chat template (a few KiB)
     table = sum(len(t.name) + 8 + 4 + 8 * len(t.ne) + 4 + 8 for t in model.tensors())
     return int(tok + kv + table)
 
@@ -404,8 +638,11 @@ KV_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
 
 def _kv_type(kv_type: str) -> GGMLType:
-    _check(isinstance(kv_type, str) and kv_type.lower() in KV_TYPES, "kv_type",
-           f"unknown KV cache type {kv_type!r}; allowed: {', '.join(KV_TYPES)}")
+    _check(
+        isinstance(kv_type, str) and kv_type.lower() in KV_TYPES,
+        "kv_type",
+        f"unknown KV cache type {kv_type!r}; allowed: {', '.join(KV_TYPES)}",
+    )
     return GGML_TYPES[kv_type.upper()]
 
 
@@ -444,16 +681,18 @@ def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> floa
 # 5. Devices and machines
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Device:
     """One memory + compute device: a GPU, or the CPU with its system RAM."""
+
     name: str
-    mem_gb: float           # capacity, decimal GB (see the module docstring)
-    bandwidth_gbs: float    # peak memory bandwidth, GB/s
-    fp16_tflops: float      # peak dense FP16 matmul throughput (tensor cores, FP32 accumulate)
+    mem_gb: float  # capacity, decimal GB (see the module docstring)
+    bandwidth_gbs: float  # peak memory bandwidth, GB/s
+    fp16_tflops: float  # peak dense FP16 matmul throughput (tensor cores, FP32 accumulate)
     source: str = ""
-    approx: bool = False    # True where a figure is our approximation, not a vendor spec
-    fitted: bool = False    # True where a figure was fitted to the module's printed numbers
+    approx: bool = False  # True where a figure is our approximation, not a vendor spec
+    fitted: bool = False  # True where a figure was fitted to the module's printed numbers
 
     @property
     def mem_bytes(self) -> float:
@@ -475,13 +714,14 @@ class Machine:
     For Apple silicon, `unified=True`: the GPU device *is* the unified memory,
     and the GPU may use `gpu_share` of it (macOS's recommendedMaxWorkingSetSize,
     about 75% on the larger configurations)."""
+
     name: str
     gpu: Device | None
     ram: Device
     pcie_gbs: float = 0.0
     unified: bool = False
     gpu_share: float = 0.75
-    drive_gbs: float = 5.0       # NVMe sequential read, GB/s (PCIe 4.0 drive)
+    drive_gbs: float = 5.0  # NVMe sequential read, GB/s (PCIe 4.0 drive)
     key: str = ""
 
     @property
@@ -490,30 +730,75 @@ class Machine:
 
 
 # System RAM.  Dual-channel peak = 2 channels * 8 bytes * MT/s.
-DDR4_DUAL = Device("DDR4-3200 dual channel", 64, 51.2, 1.0,
-                   source="JEDEC DDR4-3200: 3200 MT/s x 8 B x 2 channels = 51.2 GB/s",
-                   approx=True)   # CPU FLOP/s: ~1 TFLOP/s FP32 AVX2 on 8 cores (approximation)
-DDR5_DUAL = Device("DDR5-5600 dual channel", 64, 89.6, 1.5,
-                   source="JEDEC DDR5-5600: 5600 MT/s x 8 B x 2 channels = 89.6 GB/s",
-                   approx=True)   # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 (approximation)
+DDR4_DUAL = Device(
+    "DDR4-3200 dual channel",
+    64,
+    51.2,
+    1.0,
+    source="JEDEC DDR4-3200: 3200 MT/s x 8 B x 2 channels = 51.2 GB/s",
+    approx=True,
+)  # CPU FLOP/s: ~1 TFLOP/s FP32 AVX2 on 8 cores (approximation)
+DDR5_DUAL = Device(
+    "DDR5-5600 dual channel",
+    64,
+    89.6,
+    1.5,
+    source="JEDEC DDR5-5600: 5600 MT/s x 8 B x 2 channels = 89.6 GB/s",
+    approx=True,
+)  # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 (approximation)
 
 _NV = "https://www.nvidia.com/en-us/geforce/graphics-cards/"
 # The RTX 3060's and RTX 4060 Ti's FP16 figures were fitted to the module's prefill column (28.15-28.21 and
 # 51.74-51.77 TFLOP/s reproduce it), not taken from a datasheet.
-RTX_3060 = Device("RTX 3060", 12, 360, 28.2, fitted=True,
-                  source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module")
-RTX_4060_TI = Device("RTX 4060 Ti 16GB", 16, 288, 51.75, fitted=True,
-                     source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module")
-RTX_3090 = Device("RTX 3090", 24, 936, 71.0,
-                  source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.)")
-RTX_4090 = Device("RTX 4090", 24, 1008, 165.2,
-                  source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.)")
-RTX_5090 = Device("RTX 5090", 32, 1792, 209.5,
-                  source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.)")
-M4_PRO = Device("M4 Pro (48 GB)", 48, 273, 8.5, approx=True,
-                source="https://www.apple.com/macbook-pro/specs/ (273 GB/s); GPU TFLOP/s approximated")
-M4_MAX = Device("M4 Max 40-core (128 GB)", 128, 546, 17.0, approx=True,
-                source="https://www.apple.com/macbook-pro/specs/ (546 GB/s); GPU TFLOP/s approximated")
+RTX_3060 = Device(
+    "RTX 3060",
+    12,
+    360,
+    28.2,
+    fitted=True,
+    source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module",
+)
+RTX_4060_TI = Device(
+    "RTX 4060 Ti 16GB",
+    16,
+    288,
+    51.75,
+    fitted=True,
+    source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module",
+)
+RTX_3090 = Device(
+    "RTX 3090", 24, 936, 71.0, source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.)"
+)
+RTX_4090 = Device(
+    "RTX 4090",
+    24,
+    1008,
+    165.2,
+    source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.)",
+)
+RTX_5090 = Device(
+    "RTX 5090",
+    32,
+    1792,
+    209.5,
+    source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.)",
+)
+M4_PRO = Device(
+    "M4 Pro (48 GB)",
+    48,
+    273,
+    8.5,
+    approx=True,
+    source="https://www.apple.com/macbook-pro/specs/ (273 GB/s); GPU TFLOP/s approximated",
+)
+M4_MAX = Device(
+    "M4 Max 40-core (128 GB)",
+    128,
+    546,
+    17.0,
+    approx=True,
+    source="https://www.apple.com/macbook-pro/specs/ (546 GB/s); GPU TFLOP/s approximated",
+)
 
 
 def _ram(gb: float, base: Device = DDR5_DUAL) -> Device:
@@ -526,10 +811,22 @@ MACHINES: dict[str, Machine] = {
     "rtx3090": Machine("RTX 3090 24 GB + DDR4", RTX_3090, _ram(64, DDR4_DUAL), 31.5, key="rtx3090"),
     "rtx4090": Machine("RTX 4090 24 GB + DDR5", RTX_4090, _ram(64), 31.5, key="rtx4090"),
     "rtx5090": Machine("RTX 5090 32 GB + DDR5", RTX_5090, _ram(96), 63.0, key="rtx5090"),
-    "m4pro": Machine("MacBook Pro M4 Pro 48 GB", M4_PRO, replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0),
-                     0.0, unified=True, key="m4pro"),
-    "m4max": Machine("MacBook Pro M4 Max 128 GB", M4_MAX, replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5),
-                     0.0, unified=True, key="m4max"),
+    "m4pro": Machine(
+        "MacBook Pro M4 Pro 48 GB",
+        M4_PRO,
+        replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0),
+        0.0,
+        unified=True,
+        key="m4pro",
+    ),
+    "m4max": Machine(
+        "MacBook Pro M4 Max 128 GB",
+        M4_MAX,
+        replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5),
+        0.0,
+        unified=True,
+        key="m4max",
+    ),
     "cpu-ddr5": Machine("CPU only, DDR5-5600 dual channel", None, _ram(64), 0.0, key="cpu-ddr5"),
 }
 # PCIe: 4.0 x16 = 31.5 GB/s per direction, 4.0 x8 (RTX 4060 Ti) = 15.75, 5.0 x16 = 63.0.
@@ -538,8 +835,11 @@ MACHINES: dict[str, Machine] = {
 def get_machine(machine) -> Machine:
     if isinstance(machine, Machine):
         return machine
-    _check(isinstance(machine, str) and machine in MACHINES, "machine",
-           f"unknown machine {machine!r}; allowed: {', '.join(MACHINES)}")
+    _check(
+        isinstance(machine, str) and machine in MACHINES,
+        "machine",
+        f"unknown machine {machine!r}; allowed: {', '.join(MACHINES)}",
+    )
     return MACHINES[machine]
 
 
@@ -565,6 +865,7 @@ def get_machine(machine) -> Machine:
 # given; if it does not fit, the Placement says so (fits=False, error=...) the
 # way llama.cpp's allocation would fail, instead of raising.
 
+
 @dataclass(frozen=True)
 class Placement:
     model: Model
@@ -574,8 +875,8 @@ class Placement:
     kv_type: str
     n_gpu_layers: int
     n_cpu_moe: int
-    auto: bool                   # ngl chosen by --fit
-    layer_device: tuple          # per block: "gpu" or "cpu"
+    auto: bool  # ngl chosen by --fit
+    layer_device: tuple  # per block: "gpu" or "cpu"
     output_on_gpu: bool
     gpu_weights: float
     gpu_kv: float
@@ -583,14 +884,14 @@ class Placement:
     cpu_weights: float
     cpu_kv: float
     cpu_compute: float
-    gpu_capacity: float          # bytes llama.cpp may use on the GPU (0 without one)
+    gpu_capacity: float  # bytes llama.cpp may use on the GPU (0 without one)
     cpu_capacity: float
     fit_margin: float
     n_ubatch: int = N_UBATCH_DEFAULT
     fits: bool = True
     error: str | None = None
     requested_bytes: float = 0.0  # what the failing device needs
-    free_bytes: float = 0.0       # what it has free (capacity less the margin on a GPU)
+    free_bytes: float = 0.0  # what it has free (capacity less the margin on a GPU)
     overflow_bytes: float = 0.0
     failing_device: str = ""
 
@@ -615,10 +916,33 @@ class Placement:
         return self.n_gpu_layers >= self.model.num_hidden_layers + 1
 
     def as_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in (
-            "quant", "n_ctx", "kv_type", "n_gpu_layers", "n_cpu_moe", "auto", "gpu_weights", "gpu_kv",
-            "gpu_compute", "gpu_total", "cpu_weights", "cpu_kv", "cpu_compute", "cpu_total", "gpu_capacity",
-            "cpu_capacity", "fit_margin", "fits", "error", "requested_bytes", "free_bytes", "overflow_bytes")}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "quant",
+                "n_ctx",
+                "kv_type",
+                "n_gpu_layers",
+                "n_cpu_moe",
+                "auto",
+                "gpu_weights",
+                "gpu_kv",
+                "gpu_compute",
+                "gpu_total",
+                "cpu_weights",
+                "cpu_kv",
+                "cpu_compute",
+                "cpu_total",
+                "gpu_capacity",
+                "cpu_capacity",
+                "fit_margin",
+                "fits",
+                "error",
+                "requested_bytes",
+                "free_bytes",
+                "overflow_bytes",
+            )
+        }
         out["model"] = self.model.name
         out["machine"] = self.machine.name
         return out
@@ -672,21 +996,38 @@ def _gpu_capacity(machine: Machine) -> float:
     return machine.gpu.mem_bytes
 
 
-def place(model, machine, quant: str = "Q4_K_M", n_ctx: int = 4096, kv_type: str = "f16",
-          n_gpu_layers=None, n_cpu_moe: int = 0, n_ubatch: int = N_UBATCH_DEFAULT,
-          fit_target_mib: float = FIT_TARGET_MIB) -> Placement:
+def place(
+    model,
+    machine,
+    quant: str = "Q4_K_M",
+    n_ctx: int = 4096,
+    kv_type: str = "f16",
+    n_gpu_layers=None,
+    n_cpu_moe: int = 0,
+    n_ubatch: int = N_UBATCH_DEFAULT,
+    fit_target_mib: float = FIT_TARGET_MIB,
+) -> Placement:
     """Place a model on a machine the way llama.cpp would (see the section comment)."""
     model, machine = get_model(model), get_machine(machine)
     if quant is not None or not model.gguf_tensors:
         check_quant(quant)
     _kv_type(kv_type)
-    _check(isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0, "n_ctx",
-           f"context length must be a positive integer, got {n_ctx!r}")
+    _check(
+        isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0,
+        "n_ctx",
+        f"context length must be a positive integer, got {n_ctx!r}",
+    )
     n = model.num_hidden_layers
-    _check(n_gpu_layers is None or (isinstance(n_gpu_layers, int) and 0 <= n_gpu_layers <= n + 1),
-           "n_gpu_layers", f"must be None (auto) or an integer from 0 to {n + 1}, got {n_gpu_layers!r}")
-    _check(isinstance(n_cpu_moe, int) and 0 <= n_cpu_moe <= n, "n_cpu_moe",
-           f"must be an integer from 0 to {n}, got {n_cpu_moe!r}")
+    _check(
+        n_gpu_layers is None or (isinstance(n_gpu_layers, int) and 0 <= n_gpu_layers <= n + 1),
+        "n_gpu_layers",
+        f"must be None (auto) or an integer from 0 to {n + 1}, got {n_gpu_layers!r}",
+    )
+    _check(
+        isinstance(n_cpu_moe, int) and 0 <= n_cpu_moe <= n,
+        "n_cpu_moe",
+        f"must be an integer from 0 to {n}, got {n_cpu_moe!r}",
+    )
     _check(isinstance(n_ubatch, int) and n_ubatch >= 1, "n_ubatch", f"must be a positive integer, got {n_ubatch!r}")
     if n_cpu_moe and not model.is_moe:
         n_cpu_moe = 0
@@ -724,19 +1065,39 @@ def place(model, machine, quant: str = "Q4_K_M", n_ctx: int = 4096, kv_type: str
         # The GPU runs every micro-batch matmul (op offload included), so its
         # buffer holds the logits; the host keeps a small staging buffer.
         gc = compute_buffer_bytes(model, n_ubatch) if any_gpu else 0.0
-        cc = (compute_buffer_bytes(model, n_ubatch) if not any_gpu
-              else 4.0 * n_ubatch * 2 * model.hidden_size)
+        cc = compute_buffer_bytes(model, n_ubatch) if not any_gpu else 4.0 * n_ubatch * 2 * model.hidden_size
         if machine.unified:
             # one pool of memory: the CPU side shares it too
             cap_cpu_eff = machine.ram.mem_bytes
         else:
             cap_cpu_eff = cap_cpu
-        p = Placement(model, machine, quant, n_ctx, kv_type, ngl, n_cpu_moe, n_gpu_layers is None, on_gpu,
-                      out_gpu, gw, gk, gc, cw, ck, cc, cap_gpu, cap_cpu_eff, margin, n_ubatch)
+        p = Placement(
+            model,
+            machine,
+            quant,
+            n_ctx,
+            kv_type,
+            ngl,
+            n_cpu_moe,
+            n_gpu_layers is None,
+            on_gpu,
+            out_gpu,
+            gw,
+            gk,
+            gc,
+            cw,
+            ck,
+            cc,
+            cap_gpu,
+            cap_cpu_eff,
+            margin,
+            n_ubatch,
+        )
         return _check_fit(p)
 
     if n_gpu_layers is not None or machine.gpu is None:
         return build(n_gpu_layers or 0)
+
     # --fit: the largest ngl whose GPU total keeps the margin free.  GPU bytes
     # grow with ngl (tested), so a binary search finds it.
     def ok(ngl: int) -> bool:
@@ -745,7 +1106,7 @@ def place(model, machine, quant: str = "Q4_K_M", n_ctx: int = 4096, kv_type: str
     if ok(n + 1):
         best = n + 1
     else:
-        lo, hi = 0, n + 1          # ok(lo) assumed (0 layers: only nothing on the GPU), not ok(hi)
+        lo, hi = 0, n + 1  # ok(lo) assumed (0 layers: only nothing on the GPU), not ok(hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if ok(mid):
@@ -775,10 +1136,19 @@ def _check_fit(p: Placement) -> Placement:
 
 
 def _fail(p: Placement, dev: str, need: float, free: float) -> Placement:
-    msg = (f"would fail to allocate on {dev}: needs {need / GB:.2f} GB, {max(free, 0) / GB:.2f} GB free "
-           f"(over by {(need - free) / GB:.2f} GB)")
-    return replace(p, fits=False, error=msg, requested_bytes=need, free_bytes=max(free, 0.0),
-                   overflow_bytes=need - free, failing_device=dev)
+    msg = (
+        f"would fail to allocate on {dev}: needs {need / GB:.2f} GB, {max(free, 0) / GB:.2f} GB free "
+        f"(over by {(need - free) / GB:.2f} GB)"
+    )
+    return replace(
+        p,
+        fits=False,
+        error=msg,
+        requested_bytes=need,
+        free_bytes=max(free, 0.0),
+        overflow_bytes=need - free,
+        failing_device=dev,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -793,6 +1163,7 @@ def _fail(p: Placement, dev: str, need: float, free: float) -> Placement:
 # per pass, each sequence's KV once, and the matmul FLOPs grow with B: a device
 # takes the longer of its memory time and its compute time (the roofline).
 
+
 def _device_bytes(p: Placement, context: int, batch: int = 1) -> dict:
     """Bytes each device reads for one decode pass, split into weights and KV."""
     m = p.model
@@ -804,8 +1175,7 @@ def _device_bytes(p: Placement, context: int, batch: int = 1) -> dict:
         frac = 1.0 - (1.0 - k / e) ** batch
     per_tok = kv_bytes_per_token_layer(m, p.kv_type)
     kv_tok = [per_tok * kv_layer_tokens(m, il, context) for il in range(m.n_layers)]
-    out = {"gpu_weights": 0.0, "gpu_kv": 0.0, "cpu_weights": 0.0, "cpu_kv": 0.0,
-           "gpu_params": 0.0, "cpu_params": 0.0}
+    out = {"gpu_weights": 0.0, "gpu_kv": 0.0, "cpu_weights": 0.0, "cpu_kv": 0.0, "gpu_params": 0.0, "cpu_params": 0.0}
     params, exp_params, out_params = _layer_params(m, p.quant)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
@@ -915,8 +1285,14 @@ def _attn_flops_decode(p: Placement, side: str, context: int) -> float:
 ETA_PCIE = 0.93
 
 
-def prefill_time(placement: Placement, machine=None, n_tokens: int = 512, n_ubatch=None,
-                 n_batch: int = N_BATCH_DEFAULT, op_offload: bool = True) -> dict:
+def prefill_time(
+    placement: Placement,
+    machine=None,
+    n_tokens: int = 512,
+    n_ubatch=None,
+    n_batch: int = N_BATCH_DEFAULT,
+    op_offload: bool = True,
+) -> dict:
     """Time to process a prompt of n_tokens; returns total_s, tok_per_s and its parts."""
     p = placement
     machine = p.machine if machine is None else get_machine(machine)
@@ -928,13 +1304,25 @@ def prefill_time(placement: Placement, machine=None, n_tokens: int = 512, n_ubat
     parts: dict = {}
     for s in steps:
         parts[s["kind"]] = parts.get(s["kind"], 0.0) + s["time_s"]
-    return {"n_tokens": n_tokens, "n_ubatch": ub, "total_s": total, "tok_per_s": n_tokens / total,
-            "parts_s": parts, "n_micro_batches": -(-n_tokens // ub),
-            "flops": sum(s["flops"] for s in steps), "steps": steps}
+    return {
+        "n_tokens": n_tokens,
+        "n_ubatch": ub,
+        "total_s": total,
+        "tok_per_s": n_tokens / total,
+        "parts_s": parts,
+        "n_micro_batches": -(-n_tokens // ub),
+        "flops": sum(s["flops"] for s in steps),
+        "steps": steps,
+    }
 
 
-def prefill_steps(p: Placement, n_tokens: int, n_ubatch: int = N_UBATCH_DEFAULT,
-                  n_batch: int = N_BATCH_DEFAULT, op_offload: bool = True) -> list:
+def prefill_steps(
+    p: Placement,
+    n_tokens: int,
+    n_ubatch: int = N_UBATCH_DEFAULT,
+    n_batch: int = N_BATCH_DEFAULT,
+    op_offload: bool = True,
+) -> list:
     """The prefill as a list of timed steps (one per micro-batch and device, plus PCIe copies).
 
     Each step: kind ('gpu', 'cpu', 'pcie'), ubatch index, tokens, bytes, flops, time_s."""
@@ -957,8 +1345,11 @@ def prefill_steps(p: Placement, n_tokens: int, n_ubatch: int = N_UBATCH_DEFAULT,
             params = w[side + "_params"]
             byts = w[side + "_bytes"]
             # causal attention: the token at position q compares itself with q keys
-            attn = sum(per_layer_attn * _causal_pairs(m, il, start, done) for il in range(m.n_layers)
-                       if p.layer_device[il] == side)
+            attn = sum(
+                per_layer_attn * _causal_pairs(m, il, start, done)
+                for il in range(m.n_layers)
+                if p.layer_device[il] == side
+            )
             flops = 2.0 * params * u + attn
             if flops == 0:
                 continue
@@ -967,18 +1358,47 @@ def prefill_steps(p: Placement, n_tokens: int, n_ubatch: int = N_UBATCH_DEFAULT,
                 # then the GPU does their arithmetic.
                 if start % n_batch == 0:
                     t_x = byts / (ETA_PCIE * mc.pcie)
-                    steps.append({"kind": "pcie", "ubatch": i, "tokens": u, "bytes": byts, "flops": 0.0,
-                                  "time_s": t_x, "device": "PCIe"})
+                    steps.append(
+                        {
+                            "kind": "pcie",
+                            "ubatch": i,
+                            "tokens": u,
+                            "bytes": byts,
+                            "flops": 0.0,
+                            "time_s": t_x,
+                            "device": "PCIe",
+                        }
+                    )
                 dev = mc.gpu
                 t = flops / (ETA_PREFILL * dev.flops)
-                steps.append({"kind": "gpu_offload", "ubatch": i, "tokens": u, "bytes": 0.0, "flops": flops,
-                              "time_s": t, "device": dev.name})
+                steps.append(
+                    {
+                        "kind": "gpu_offload",
+                        "ubatch": i,
+                        "tokens": u,
+                        "bytes": 0.0,
+                        "flops": flops,
+                        "time_s": t,
+                        "device": dev.name,
+                    }
+                )
                 continue
             dev = _device_for(p, side)
             t_c = flops / (ETA_PREFILL * dev.flops)
             t_m = byts / (ETA_PREFILL * dev.bandwidth)
-            steps.append({"kind": side, "ubatch": i, "tokens": u, "bytes": byts, "flops": flops,
-                          "time_s": t_c + t_m, "compute_s": t_c, "mem_s": t_m, "device": dev.name})
+            steps.append(
+                {
+                    "kind": side,
+                    "ubatch": i,
+                    "tokens": u,
+                    "bytes": byts,
+                    "flops": flops,
+                    "time_s": t_c + t_m,
+                    "compute_s": t_c,
+                    "mem_s": t_m,
+                    "device": dev.name,
+                }
+            )
         i += 1
     return steps
 
@@ -1017,6 +1437,7 @@ def _prefill_weights(p: Placement) -> dict:
 # throughput is min(peak, I * bandwidth); the ridge point I* = peak / bandwidth,
 # and the batch that reaches it is B* = I* * bpw / 16.
 
+
 def quant_bpw(quant, model=None) -> float:
     """Bits per weight of a quant: a number passes through; a name gives the
     model's effective bpw when a model is given, else its main ggml type's bpw."""
@@ -1039,11 +1460,18 @@ def roofline(device: Device, bpw, batch: int = 1) -> dict:
     intensity = 16.0 * batch / bpw
     ridge = device.flops / device.bandwidth
     attainable = min(device.flops, intensity * device.bandwidth)
-    return {"batch": batch, "bpw": bpw, "intensity": intensity, "ridge_intensity": ridge,
-            "attainable_flops": attainable, "peak_flops": device.flops, "bandwidth": device.bandwidth,
-            "utilization": attainable / device.flops,
-            "bound": "memory" if intensity < ridge else "compute",
-            "ridge_batch": ridge * bpw / 16.0}
+    return {
+        "batch": batch,
+        "bpw": bpw,
+        "intensity": intensity,
+        "ridge_intensity": ridge,
+        "attainable_flops": attainable,
+        "peak_flops": device.flops,
+        "bandwidth": device.bandwidth,
+        "utilization": attainable / device.flops,
+        "bound": "memory" if intensity < ridge else "compute",
+        "ridge_batch": ridge * bpw / 16.0,
+    }
 
 
 def ridge_batch(device: Device, quant="Q4_K_M", model=None) -> float:
@@ -1055,6 +1483,7 @@ def ridge_batch(device: Device, quant="Q4_K_M", model=None) -> float:
 # 9. Models from a Hugging Face config.json or a GGUF header
 # ---------------------------------------------------------------------------
 # enginelab.engine_io reads the file into Model fields (and says which field is wrong); these two build it.
+
 
 def model_from_hf_config(config: dict, name=None) -> Model:
     """A Model from a Hugging Face config.json (as a dict).

@@ -1,6 +1,7 @@
 """Golden SVG files: a figure's render compared byte for byte with tests/golden/<name>.svg.
 
 After an intended change, regenerate by hand with ENGINELAB_UPDATE_GOLDEN=1 and review the diff (never in CI)."""
+
 import os
 from pathlib import Path
 

@@ -1,20 +1,30 @@
 """advisor: one triggering setup per row of the module's bottleneck table, every suggested change re-checked
 against perf_model called here directly, a healthy setup with no advice, LoRA sizes by hand, and the
 speculative-decoding limits in closed form."""
+
 from __future__ import annotations
 
-import math
-
-import perf_model as pm
 import pytest
 
+import perf_model as pm
 from enginelab import advisor as A
 
 # ---------------------------------------------------------------------------------------------------------
 # An independent re-check: a state dict -> perf_model, without going through the advisor's own evaluate()
 # ---------------------------------------------------------------------------------------------------------
-BASE = {"quant": "Q4_K_M", "kv": "f16", "ctx": 8192, "ngl": "auto", "tokens": 2000, "n_cpu_moe": 0,
-        "threads": "auto", "np": 1, "users": 1, "ub": 512, "b": 2048}
+BASE = {
+    "quant": "Q4_K_M",
+    "kv": "f16",
+    "ctx": 8192,
+    "ngl": "auto",
+    "tokens": 2000,
+    "n_cpu_moe": 0,
+    "threads": "auto",
+    "np": 1,
+    "users": 1,
+    "ub": 512,
+    "b": 2048,
+}
 
 
 def st(**kw) -> dict:
@@ -34,9 +44,16 @@ def by_hand_thread_factor(t, p=8):
 def recheck(state: dict) -> dict:
     """What perf_model says for a state: placement, decode (threads applied), prefill, aggregate."""
     mc = pm.MACHINES[state["machine"]]
-    p = pm.place(pm.MODELS[state["model"]], mc, state["quant"], n_ctx=state["ctx"], kv_type=state["kv"],
-                 n_gpu_layers=None if state["ngl"] == "auto" else state["ngl"], n_cpu_moe=state["n_cpu_moe"],
-                 n_ubatch=state["ub"])
+    p = pm.place(
+        pm.MODELS[state["model"]],
+        mc,
+        state["quant"],
+        n_ctx=state["ctx"],
+        kv_type=state["kv"],
+        n_gpu_layers=None if state["ngl"] == "auto" else state["ngl"],
+        n_cpu_moe=state["n_cpu_moe"],
+        n_ubatch=state["ub"],
+    )
     out = {"fits": p.fits, "n_gpu_layers": p.n_gpu_layers, "gpu_layers": p.gpu_layers, "vram": p.gpu_total}
     if not p.fits:
         return out | {"decode_tok_s": None, "prefill_tok_s": None, "aggregate_tok_s": None}
@@ -45,6 +62,7 @@ def recheck(state: dict) -> dict:
     def tok_s(batch):
         d = pm.decode_step_time(p, mc, context=state["tokens"], batch=batch)
         return batch / (d["gpu_s"] + d["cpu_s"] * f + d["overhead_s"])
+
     active = max(1, min(state["users"], state["np"], state["ctx"] // state["tokens"]))
     pre = pm.prefill_time(p, mc, n_tokens=state["tokens"], n_batch=max(state["b"], state["ub"]))
     return out | {"decode_tok_s": tok_s(1), "prefill_tok_s": pre["tok_per_s"], "aggregate_tok_s": tok_s(active)}
@@ -72,9 +90,9 @@ def check_changes(state: dict, finding) -> list:
         b = before[c.metric] or 0.0
         assert c.before[c.metric] == (pytest.approx(b, rel=1e-12) if before[c.metric] is not None else None)
         assert c.gain == pytest.approx(want_after - b, rel=1e-9), c.title
-        assert c.gain > 0, c.title                                  # sign: every suggestion helps
-        assert want_after >= b * A.MIN_GAIN, c.title                # size: by at least 1%
-        assert c.flags.get("llama.cpp"), c.title                    # names the exact llama.cpp flags
+        assert c.gain > 0, c.title  # sign: every suggestion helps
+        assert want_after >= b * A.MIN_GAIN, c.title  # size: by at least 1%
+        assert c.flags.get("llama.cpp"), c.title  # names the exact llama.cpp flags
         assert "→" in c.effect, c.effect
         gains.append(c.gain)
     assert gains == sorted(gains, reverse=True), "changes not ranked by gain"
@@ -120,7 +138,7 @@ def test_partial_offload_qwen32b_on_4060ti():
     check_changes(state, f)
     kv = change(f, "-ctk q8_0")
     assert kv.apply == {"kv": "q8_0"} and kv.flags["llama.cpp"] == "-ctk q8_0 -ctv q8_0 -fa on"
-    assert kv.after["gpu_layers"] - kv.before["gpu_layers"] == 2          # 44 -> 46 layers
+    assert kv.after["gpu_layers"] - kv.before["gpu_layers"] == 2  # 44 -> 46 layers
     assert kv.effect.startswith("+2 layers on GPU, 5.8 tok/s → 6.1 tok/s")
     c = change(f, "-c 4096")
     assert c.apply == {"ctx": 4096} and c.flags["vLLM"] == "--max-model-len 4096"
@@ -132,7 +150,7 @@ def test_partial_offload_moe_suggests_n_cpu_moe():
     state = st(model="qwen3-30b-a3b", machine="rtx3060")
     f = findings(state)["partial_offload"]
     check_changes(state, f)
-    top = f.changes[0]                                       # the biggest gain on an MoE model
+    top = f.changes[0]  # the biggest gain on an MoE model
     assert top.apply["ngl"] == 49 and top.title == f"-ngl 49 --n-cpu-moe {top.apply['n_cpu_moe']}"
     n = top.apply["n_cpu_moe"]
     # it is the smallest --n-cpu-moe that loads with every layer on the GPU
@@ -148,17 +166,19 @@ def test_kv_competes_qwen14b_on_3060_at_32k():
     state = st(model="qwen2.5-14b", machine="rtx3060", ctx=32768)
     f = findings(state)["kv_competes"]
     m = pm.MODELS["qwen2.5-14b"]
-    kv = 2 * 48 * 8 * 128 * 2 * 32768                       # bytes, by hand: 2 * L * n_kv * d_head * 2 B * n_ctx
+    kv = 2 * 48 * 8 * 128 * 2 * 32768  # bytes, by hand: 2 * L * n_kv * d_head * 2 B * n_ctx
     assert f.evidence["kv_bytes"] == kv == pm.kv_cache_bytes(m, 32768, "f16")
     assert f.evidence["kv_to_weights"] == pytest.approx(kv / pm.weight_bytes(m, "Q4_K_M")["total"])
     check_changes(state, f)
     q8 = change(f, "-ctk q8_0")
-    assert q8.after["gpu_layers"] - q8.before["gpu_layers"] == 9            # 35 -> 44 layers
-    assert (q8.before["decode_tok_s"], q8.after["decode_tok_s"]) == (pytest.approx(9.45, abs=0.01),
-                                                                      pytest.approx(14.88, abs=0.01))
+    assert q8.after["gpu_layers"] - q8.before["gpu_layers"] == 9  # 35 -> 44 layers
+    assert (q8.before["decode_tok_s"], q8.after["decode_tok_s"]) == (
+        pytest.approx(9.45, abs=0.01),
+        pytest.approx(14.88, abs=0.01),
+    )
     ctx = change(f, "-c ")
     assert ctx.after["gpu_layers"] == 48 and "fits entirely on the GPU" in ctx.effect
-    assert ctx.gain > q8.gain                                # the module's question: which bought more?
+    assert ctx.gain > q8.gain  # the module's question: which bought more?
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -168,7 +188,7 @@ def test_long_context_kv_rivals_weights():
     state = st(model="llama-3.1-8b", machine="rtx4090", ctx=65536, tokens=32768)
     f = findings(state)["kv_overflow_long_context"]
     ev = f.evidence
-    assert ev["kv_bytes_per_token_read"] == 131072 * 32768            # 128 KiB per token of context, by hand
+    assert ev["kv_bytes_per_token_read"] == 131072 * 32768  # 128 KiB per token of context, by hand
     assert ev["kv_to_weights"] > A.KV_LONG_CONTEXT_SHARE
     assert f"{ev['tok_s_at_0']:.1f}" == "151.6" and f"{ev['tok_s_now']:.1f}" == "78.9"
     check_changes(state, f)
@@ -185,7 +205,7 @@ def test_long_context_suggests_a_model_with_fewer_kv_heads():
     check_changes(state, f)
     c = change(f, "Llama 3.1 8B → Qwen2.5 7B")
     assert c.apply == {"model": "qwen2.5-7b"}
-    assert pm.kv_bytes_per_token("qwen2.5-7b") == 2 * 28 * 4 * 128 * 2 <= 0.75 * 131072   # 56 KiB vs 128 KiB
+    assert pm.kv_bytes_per_token("qwen2.5-7b") == 2 * 28 * 4 * 128 * 2 <= 0.75 * 131072  # 56 KiB vs 128 KiB
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -198,13 +218,13 @@ def test_prefill_bound_by_pcie_70b_on_4090():
     pre = pm.prefill_time(p, n_tokens=8000)
     assert f.evidence["pcie_s"] == pytest.approx(pre["parts_s"]["pcie"], rel=1e-12)
     assert f.evidence["pcie_share"] >= A.PCIE_PREFILL_SHARE
-    assert f.evidence["pcie_copies"] == 4                         # one per 2048-token logical batch (-b)
+    assert f.evidence["pcie_copies"] == 4  # one per 2048-token logical batch (-b)
     assert f.evidence["no_op_offload_tok_s"] < pre["tok_per_s"] / 10
     changes = check_changes(state, f)
     assert all(c.metric == "prefill_tok_s" for c in changes)
     ub = change(f, "-b 8192 -ub 2048")
     assert ub.apply == {"ub": 2048, "b": 8192}
-    assert ub.after["gpu_layers"] < ub.before["gpu_layers"]      # the trade-off is shown: VRAM for the buffer
+    assert ub.after["gpu_layers"] < ub.before["gpu_layers"]  # the trade-off is shown: VRAM for the buffer
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -213,16 +233,16 @@ def test_prefill_bound_by_pcie_70b_on_4090():
 def test_over_ask_forced_ngl():
     state = st(model="qwen2.5-32b", machine="rtx4060ti", ngl=65)
     fs = A.advise_state(state)
-    assert fs[0].cause == "over_ask"                              # a setup that does not load comes first
+    assert fs[0].cause == "over_ask"  # a setup that does not load comes first
     f = fs[0]
     p = pm.place("qwen2.5-32b", "rtx4060ti", "Q4_K_M", n_ctx=8192, n_gpu_layers=65)
     assert not p.fits and f.evidence["overflow_bytes"] == p.overflow_bytes > 0
-    assert any("shared system memory" in t for t in f.evidence_text)            # the module's Windows row
-    changes = check_changes(state, f)                             # before = does not load: every gain = tok/s
+    assert any("shared system memory" in t for t in f.evidence_text)  # the module's Windows row
+    changes = check_changes(state, f)  # before = does not load: every gain = tok/s
     assert all(c.before["decode_tok_s"] is None for c in changes)
     auto = change(f, "-ngl auto")
     assert auto.after["n_gpu_layers"] == 44
-    for c in changes:   # -ngl 65 cannot load at >= 3 bpw: every change hands -ngl back to --fit
+    for c in changes:  # -ngl 65 cannot load at >= 3 bpw: every change hands -ngl back to --fit
         assert c.apply["ngl"] == "auto" and "-ngl auto" in c.flags["llama.cpp"]
 
 
@@ -239,7 +259,7 @@ def test_over_ask_ram_on_cpu_only():
     state = st(model="llama-3.1-70b", machine="cpu-ddr5", quant="Q8_0")
     f = findings(state)["over_ask"]
     assert f.evidence["failing_device"] == "RAM"
-    assert any("pages weights from the drive" in t for t in f.evidence_text)   # the module's "disk busy" row
+    assert any("pages weights from the drive" in t for t in f.evidence_text)  # the module's "disk busy" row
     check_changes(state, f)
     assert all(c.apply.get("quant") for c in f.changes)
 
@@ -264,7 +284,7 @@ def test_too_many_threads_cpu_only():
     assert c.apply == {"threads": 8} and c.flags["llama.cpp"].startswith("-t 8")
     p = pm.place("llama-3.1-8b", "cpu-ddr5", "Q4_K_M", n_ctx=8192)
     d = pm.decode_step_time(p, context=2000)
-    assert c.after["decode_tok_s"] == pytest.approx(d["tok_per_s"], rel=1e-12)   # the default -t is the baseline
+    assert c.after["decode_tok_s"] == pytest.approx(d["tok_per_s"], rel=1e-12)  # the default -t is the baseline
     assert c.before["decode_tok_s"] == pytest.approx(1 / (1.4 * d["cpu_s"] + d["overhead_s"]), rel=1e-12)
 
 
@@ -282,7 +302,7 @@ def test_concurrency_cap_slots():
         assert "--max-num-seqs" in c.flags["vLLM"] and "--max-running-requests 8" in c.flags["SGLang"]
     p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=8192)
     one = pm.decode_step_time(p, context=2000)["tok_per_s"]
-    assert f.changes[-1].after["aggregate_tok_s"] > 4 * one       # memory-bound: a batch of 8 nearly free
+    assert f.changes[-1].after["aggregate_tok_s"] > 4 * one  # memory-bound: a batch of 8 nearly free
 
 
 def test_concurrency_cap_kv_pool():
@@ -319,16 +339,19 @@ def test_bad_input_names_the_field():
 # ---------------------------------------------------------------------------------------------------------
 # Recipes
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("goal,model,machine,used", [
-    ("one_user_fits", "llama-3.1-8b", "rtx4060ti", "one_user_fits"),
-    ("one_user_too_big", "qwen2.5-32b", "rtx4060ti", "one_user_too_big"),
-    ("one_user_too_big", "qwen3-30b-a3b", "rtx3060", "one_user_too_big"),
-    ("apple", "llama-3.1-70b", "m4max", "apple"),
-    ("cpu_only", "llama-3.1-8b", "cpu-ddr5", "cpu_only"),
-    ("several_users", "llama-3.1-8b", "rtx4090", "several_users"),
-    ("one_user_fits", "qwen2.5-32b", "rtx4060ti", "one_user_too_big"),   # does not fit: says so, switches
-    ("apple", "llama-3.1-8b", "rtx4090", "one_user_fits"),
-])
+@pytest.mark.parametrize(
+    "goal,model,machine,used",
+    [
+        ("one_user_fits", "llama-3.1-8b", "rtx4060ti", "one_user_fits"),
+        ("one_user_too_big", "qwen2.5-32b", "rtx4060ti", "one_user_too_big"),
+        ("one_user_too_big", "qwen3-30b-a3b", "rtx3060", "one_user_too_big"),
+        ("apple", "llama-3.1-70b", "m4max", "apple"),
+        ("cpu_only", "llama-3.1-8b", "cpu-ddr5", "cpu_only"),
+        ("several_users", "llama-3.1-8b", "rtx4090", "several_users"),
+        ("one_user_fits", "qwen2.5-32b", "rtx4060ti", "one_user_too_big"),  # does not fit: says so, switches
+        ("apple", "llama-3.1-8b", "rtx4090", "one_user_fits"),
+    ],
+)
 def test_recipes_fill_a_state_perf_model_agrees_with(goal, model, machine, used):
     r = A.recipe(goal, model, machine)
     assert r.goal == used
@@ -338,7 +361,7 @@ def test_recipes_fill_a_state_perf_model_agrees_with(goal, model, machine, used)
     assert got["fits"]
     assert r.outcome["decode_tok_s"] == pytest.approx(got["decode_tok_s"], rel=1e-12)
     numbered = [e for e in r.explanations if any(ch.isdigit() for ch in e)]
-    assert len(numbered) >= 2 and len(numbered) >= len(r.explanations) - 1   # at most one plain remark
+    assert len(numbered) >= 2 and len(numbered) >= len(r.explanations) - 1  # at most one plain remark
     if used != goal:
         assert A.GOALS[used] in r.explanations[0]
     # the first numbers quoted are perf_model's
@@ -362,9 +385,9 @@ def test_recipe_rejects_unknown_goal():
 # ---------------------------------------------------------------------------------------------------------
 def test_lora_memory_rank16_qkvo_llama8b_by_hand():
     c = A.lora_cost("llama-3.1-8b", 16)
-    q = 16 * (4096 + 4096)          # A: 16 x 4096, B: 4096 x 16
-    k = 16 * (4096 + 1024)          # 8 KV heads x 128 = 1024 outputs
-    per_layer = q + k + k + q       # q, k, v, o
+    q = 16 * (4096 + 4096)  # A: 16 x 4096, B: 4096 x 16
+    k = 16 * (4096 + 1024)  # 8 KV heads x 128 = 1024 outputs
+    per_layer = q + k + k + q  # q, k, v, o
     assert per_layer == 425_984
     assert c["params_per_layer"] == per_layer
     assert c["params"] == per_layer * 32 == 13_631_488
@@ -379,8 +402,13 @@ def test_lora_memory_rank16_qkvo_llama8b_by_hand():
 
 def test_lora_decode_cost_and_when_adapters_win():
     p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=8192)
-    c = A.lora_cost("llama-3.1-8b", 64, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                         "down_proj"), placement=p, n_adapters=1)
+    c = A.lora_cost(
+        "llama-3.1-8b",
+        64,
+        ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        placement=p,
+        n_adapters=1,
+    )
     d = pm.decode_step_time(p, context=2000)
     # adapter bytes at the GPU's effective bandwidth (perf_model's bytes / memory time)
     assert c["extra_decode_s"] == pytest.approx(c["bytes"] * d["gpu_mem_s"] / d["gpu_bytes"], rel=1e-12)
@@ -402,8 +430,8 @@ def test_expected_tokens_closed_form_limits(n):
     assert A.expected_tokens(0.0, n) == 1.0
     assert A.expected_tokens(1.0, n) == n + 1
     a = 0.6
-    assert A.expected_tokens(a, n) == pytest.approx(sum(a ** i for i in range(n + 1)), rel=1e-12)
-    assert A.expected_tokens(0.999999, n) == pytest.approx(n + 1, rel=1e-4)   # continuous at a -> 1
+    assert A.expected_tokens(a, n) == pytest.approx(sum(a**i for i in range(n + 1)), rel=1e-12)
+    assert A.expected_tokens(0.999999, n) == pytest.approx(n + 1, rel=1e-4)  # continuous at a -> 1
 
 
 def test_speculative_timing_from_perf_model():
@@ -412,12 +440,12 @@ def test_speculative_timing_from_perf_model():
     lo, hi = A.speculative(p, "llama-3.2-1b", 0.0, n), A.speculative(p, "llama-3.2-1b", 1.0, n)
     dp = pm.place("llama-3.2-1b", "rtx4060ti", "Q4_K_M", n_ctx=8192)
     t_d = pm.decode_step_time(dp, context=2000)["total_s"]
-    assert lo["target_gpu_layers_with_draft"] == 32            # 8B + 1B both fit: the target keeps its layers
+    assert lo["target_gpu_layers_with_draft"] == 32  # 8B + 1B both fit: the target keeps its layers
     t_v = pm.decode_step_time(p, context=2000, batch=n + 1)["total_s"]
     assert lo["expected_tokens"] == 1 and hi["expected_tokens"] == n + 1
     assert lo["tok_s"] == pytest.approx(1 / (n * t_d + t_v), rel=1e-12)
     assert hi["tok_s"] == pytest.approx((n + 1) / (n * t_d + t_v), rel=1e-12)
-    assert lo["speedup"] < 1 < hi["speedup"]                    # acceptance 0: drafting only costs
+    assert lo["speedup"] < 1 < hi["speedup"]  # acceptance 0: drafting only costs
     be = A.speculative(p, "llama-3.2-1b", lo["break_even_acceptance"], n)
     assert be["tok_s"] == pytest.approx(be["baseline_tok_s"], rel=1e-6)
     assert "--spec-draft-n-max 3" in lo["flags"]["llama.cpp"] and "-md " in lo["flags"]["llama.cpp"]
@@ -440,11 +468,22 @@ def test_pure_stdlib_import():
     import subprocess
     import sys
     from pathlib import Path
+
     pylib = Path(__file__).resolve().parents[1] / "pylib"
-    r = subprocess.run([sys.executable, "-E", "-s", "-S", "-c",
-                        f"import sys; sys.path.insert(0, {str(pylib)!r}); import enginelab.advisor; "
-                        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'js', 'pyscript')))"],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-E",
+            "-s",
+            "-S",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(pylib)!r}); import enginelab.advisor; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'js', 'pyscript')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert r.stdout.strip() == "[]"
 
 
@@ -512,7 +551,7 @@ def test_findings_html_alone_and_the_healthy_case():
     assert 'data-findings="0"' in healthy and "Nothing to fix" in healthy and "data-set-state" not in healthy
     sick = F.findings_html("?model=qwen2.5-14b&machine=rtx3060&ctx=32768")
     assert 'data-cause="partial_offload"' in sick and 'data-cause="kv_competes"' in sick
-    assert '{&quot;kv&quot;:&quot;q8_0&quot;}' in sick
+    assert "{&quot;kv&quot;:&quot;q8_0&quot;}" in sick
 
 
 def test_recipe_lora_and_speculative_panels():
@@ -522,8 +561,8 @@ def test_recipe_lora_and_speculative_panels():
     r = A.recipe("one_user_fits", "llama-3.1-8b", "rtx4060ti", "Q4_K_M", context=2000, users=2, tokens=2000)
     assert data["recipe"].state == r.state
     use = [b for b in buttons(html) if "ctx" in b]
-    assert use == [{"ctx": 4096, "ngl": 33}]                     # only what differs from the current state
-    assert 'data-lora-bytes="27262976"' in html                  # rank 16 on q,k,v,o of the 8B, by hand above
+    assert use == [{"ctx": 4096, "ngl": 33}]  # only what differs from the current state
+    assert 'data-lora-bytes="27262976"' in html  # rank 16 on q,k,v,o of the 8B, by hand above
     sp = A.speculative(data["outcome"].placement, "llama-3.2-1b", 0.7, 3, context=2000)
     assert f'data-spec-tok-s="{sp["tok_s"]!r}"' in html
     assert 'id="spec-chart"' in html and "--spec-draft-n-max 3" in html
@@ -538,16 +577,23 @@ def test_bad_query_values_never_crash():
     assert "<b>x</b>" not in html
 
 
-@pytest.mark.parametrize("q", ["?machine=cpu-ddr5&threads=16", "?model=qwen3-30b-a3b&machine=rtx3060&users=4&np=2",
-                               "?machine=m4max&model=llama-3.1-70b&goal=apple", "?goal=several_users&users=8",
-                               "?model=llama-3.1-70b&machine=rtx4090&tokens=8000&ctx=16384&goal=one_user_too_big",
-                               "?model=qwen2.5-32b&draft=qwen2.5-14b&lora_rank=128&lora_targets=all"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        "?machine=cpu-ddr5&threads=16",
+        "?model=qwen3-30b-a3b&machine=rtx3060&users=4&np=2",
+        "?machine=m4max&model=llama-3.1-70b&goal=apple",
+        "?goal=several_users&users=8",
+        "?model=llama-3.1-70b&machine=rtx4090&tokens=8000&ctx=16384&goal=one_user_too_big",
+        "?model=qwen2.5-32b&draft=qwen2.5-14b&lora_rank=128&lora_targets=all",
+    ],
+)
 def test_pages_render_for_many_states(q):
     s = fstate(q)
     v = _page.view(F, s)
     assert "What holds this setup back" in v["figure"] and v["summary"]
     for a in buttons(v["figure"]):
-        assert F.SPEC.coerce({**s.as_dict(), **a})[1] == []     # every button holds a valid state change
+        assert F.SPEC.coerce({**s.as_dict(), **a})[1] == []  # every button holds a valid state change
 
 
 def _golden(name: str, text: str):
@@ -586,7 +632,7 @@ def test_unified_memory_partial_offload_does_not_time_pcie():
 
 
 def test_recipe_when_nothing_loads_at_the_asked_quant():
-    r = A.recipe("one_user_too_big", "qwen2.5-72b", "rtx3060", quant="Q8_0")     # 77 GB of weights, 12 + 32 GB
+    r = A.recipe("one_user_too_big", "qwen2.5-72b", "rtx3060", quant="Q8_0")  # 77 GB of weights, 12 + 32 GB
     assert "does not load" in r.explanations[0]
     assert r.outcome["fits"] is True or "Pick a smaller model" in r.explanations[0]
 
@@ -594,8 +640,8 @@ def test_recipe_when_nothing_loads_at_the_asked_quant():
 def test_findings_html_for_the_calculators_state():
     cs = calculator.SPEC.from_query("?model=llama-3.1-70b&machine=rtx4090&ctx=16384&tokens=8000")[0]
     html = F.findings_html(cs, apply_keys=[f.key for f in calculator.SPEC.fields])
-    assert 'data-cause="pp_bound_by_pcie"' in html                      # its -ub/-b change needs keys the
-    assert "(set it on the advisor page)" in html                       # calculator does not have
+    assert 'data-cause="pp_bound_by_pcie"' in html  # its -ub/-b change needs keys the
+    assert "(set it on the advisor page)" in html  # calculator does not have
     for a in buttons(html):
         assert set(a) <= set(calculator.SPEC.by_key)
         assert calculator.SPEC.coerce({**cs.as_dict(), **a})[1] == []

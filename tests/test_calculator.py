@@ -1,15 +1,17 @@
 """The calculator figure in CPython: numbers straight from perf_model, rendering, golden SVGs."""
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-import perf_model as pm
 import pytest
 
+import perf_model as pm
 from enginelab import page
-from enginelab.figures import REGISTRY, calculator as calc
+from enginelab.figures import REGISTRY
+from enginelab.figures import calculator as calc
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
@@ -29,24 +31,54 @@ def test_registry_and_contract():
 
 def test_default_state_is_the_module_listing_case():
     s = calc.default_state()
-    assert (s.model, s.machine, s.quant, s.kv, s.ctx, s.ngl, s.tokens, s.n_cpu_moe) == \
-        ("qwen2.5-32b", "rtx4060ti", "Q4_K_M", "f16", 8192, "auto", 2000, 0)
+    assert (s.model, s.machine, s.quant, s.kv, s.ctx, s.ngl, s.tokens, s.n_cpu_moe) == (
+        "qwen2.5-32b",
+        "rtx4060ti",
+        "Q4_K_M",
+        "f16",
+        8192,
+        "auto",
+        2000,
+        0,
+    )
 
 
-@pytest.mark.parametrize("q", ["", "?ngl=30", "?kv=q8_0&ctx=32768", "?machine=cpu-ddr5",
-                               "?model=qwen3-30b-a3b&n_cpu_moe=20", "?machine=m4max&model=llama-3.1-70b"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        "",
+        "?ngl=30",
+        "?kv=q8_0&ctx=32768",
+        "?machine=cpu-ddr5",
+        "?model=qwen3-30b-a3b&n_cpu_moe=20",
+        "?machine=m4max&model=llama-3.1-70b",
+    ],
+)
 def test_readouts_are_perf_models_numbers(q):
     s = state(q)
     d = calc.compute(s)
     mc = pm.MACHINES[s.machine]
-    p = pm.place(pm.MODELS[s.model], mc, s.quant, n_ctx=s.ctx, kv_type=s.kv,
-                 n_gpu_layers=None if s.ngl == "auto" else s.ngl, n_cpu_moe=s.n_cpu_moe)
+    p = pm.place(
+        pm.MODELS[s.model],
+        mc,
+        s.quant,
+        n_ctx=s.ctx,
+        kv_type=s.kv,
+        n_gpu_layers=None if s.ngl == "auto" else s.ngl,
+        n_cpu_moe=s.n_cpu_moe,
+    )
     dec = pm.decode_step_time(p, mc, context=s.tokens)
     pre = pm.prefill_time(p, mc, s.tokens)
     r = d["readouts"]
-    assert r == {"n_gpu_layers": p.n_gpu_layers, "vram_gb": p.gpu_total / pm.GB, "ram_gb": p.cpu_total / pm.GB,
-                 "decode_tok_s": dec["tok_per_s"], "prefill_tok_s": pre["tok_per_s"],
-                 "cpu_share": dec["cpu_s"] / dec["total_s"], "fits": True}
+    assert r == {
+        "n_gpu_layers": p.n_gpu_layers,
+        "vram_gb": p.gpu_total / pm.GB,
+        "ram_gb": p.cpu_total / pm.GB,
+        "decode_tok_s": dec["tok_per_s"],
+        "prefill_tok_s": pre["tok_per_s"],
+        "cpu_share": dec["cpu_s"] / dec["total_s"],
+        "fits": True,
+    }
     html = calc.render(d)
     for k in calc.READOUTS:
         assert f'data-readout="{k}"' in html
@@ -103,11 +135,12 @@ def test_render_is_pure_and_prerender_matches():
     assert calc.render(calc.compute(s)) == calc.render(calc.compute(s))
     pre = page.prerender(calc)
     assert pre["figure"] == calc.render(calc.compute(s))
-    assert 'data-field="n_cpu_moe"' in pre["controls"] and 'hidden' in pre["controls"]
+    assert 'data-field="n_cpu_moe"' in pre["controls"] and "hidden" in pre["controls"]
 
 
-@pytest.mark.parametrize("name, q", [("calculator", ""), ("calculator-overask", "?ngl=65"),
-                                     ("calculator-cpu", "?machine=cpu-ddr5")])
+@pytest.mark.parametrize(
+    "name, q", [("calculator", ""), ("calculator-overask", "?ngl=65"), ("calculator-cpu", "?machine=cpu-ddr5")]
+)
 def test_golden_svg(name, q):
     svg = calc._bar_chart(calc.compute(state(q)))
     path = GOLDEN / f"{name}.svg"

@@ -1,4 +1,5 @@
 """The companion page: every figure it embeds exists, and every try-this link is a valid state."""
+
 from urllib.parse import parse_qsl, urlparse
 
 from enginelab import companion
@@ -16,7 +17,7 @@ def test_try_links_are_valid_states_that_differ_from_the_default():
         for label, query in s["try"]:
             state, messages = fig.SPEC.from_query(query)
             assert messages == [], (s["figure"], label, messages)
-            if query:   # the link really changes the figure, and the state round-trips through the URL
+            if query:  # the link really changes the figure, and the state round-trips through the URL
                 assert state != fig.SPEC.default(), (s["figure"], label)
                 again, messages = fig.SPEC.from_query(fig.SPEC.to_query(state))
                 assert again == state and messages == []
@@ -27,10 +28,10 @@ def test_sections_show_the_static_figure_and_link_to_the_live_one():
     for s in companion.SECTIONS:
         fid = s["figure"]
         assert f'id="frame-{fid}"' in body and f"<svg id='pre-{fid}'>" in body
-        assert body.count(f'data-frame="frame-{fid}"') == len(s["try"]) + 1   # try links + "make live"
-        for label, query in s["try"]:
+        assert body.count(f'data-frame="frame-{fid}"') == len(s["try"]) + 1  # try links + "make live"
+        for _label, query in s["try"]:
             assert companion.figure_src(fid, query).replace("&", "&amp;") in body
-    assert "<script" not in body and "<iframe" not in body   # no Python boots until asked
+    assert "<script" not in body and "<iframe" not in body  # no Python boots until asked
     idx = str(companion.index_body([("a<b", "T<itle", "L&ede")]))
     assert "T&lt;itle" in idx and "L&amp;ede" in idx and "<b" not in idx.replace("<b>", "")
 
@@ -44,7 +45,9 @@ def test_embed_snippet_points_at_the_figure_page():
 
 def test_roofline_try_links_are_the_figures_own_presets():
     from urllib.parse import parse_qsl
+
     from enginelab.figures import roofline
+
     mine = [q for s in companion.SECTIONS if s["figure"] == "roofline" for _, q in s["try"]]
     theirs = [dict(parse_qsl(q.lstrip("?"))) for _, q, _ in roofline.presets()]
     for q in mine:

@@ -1,19 +1,29 @@
 """enginelab.custom: a GGUF read header-only in growing slices, a pasted config.json, a custom machine."""
+
 import json
 
 import pytest
+from test_model_from_gguf import _write  # tests/ is on sys.path (rootdir-relative imports)
 
 import perf_model as pm
 from enginelab import custom
 
-from test_model_from_gguf import _write  # tests/ is on sys.path (rootdir-relative imports)
-
 
 @pytest.fixture
 def gguf_bytes(tmp_path):
-    m = pm.model_from_hf_config({"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256,
-                                 "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-                                 "vocab_size": 1024, "max_position_embeddings": 4096}, name="tiny")
+    m = pm.model_from_hf_config(
+        {
+            "model_type": "llama",
+            "num_hidden_layers": 4,
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 1024,
+            "max_position_embeddings": 4096,
+        },
+        name="tiny",
+    )
     path = tmp_path / "tiny.gguf"
     _write(path, m, "Q4_K_M")
     return m, path.read_bytes()
@@ -27,9 +37,9 @@ def test_slices_grow_until_the_header_is_read(gguf_bytes):
         kind, value = custom.gguf_slice_plan(data[:n], file_size=size)
         if kind == "model":
             break
-        assert value > n          # always asks for more than it had
+        assert value > n  # always asks for more than it had
         n = value
-    assert reads >= 2 and n < size      # never needed the tensor data
+    assert reads >= 2 and n < size  # never needed the tensor data
     assert pm.weight_bytes(value, None)["total"] == pm.weight_bytes(m, "Q4_K_M")["total"]
     assert "4 layers" in custom.describe_gguf_model(value)
 
@@ -39,7 +49,7 @@ def test_bad_gguf_is_a_clear_value_error(gguf_bytes):
     with pytest.raises(ValueError, match="GGUF"):
         custom.gguf_slice_plan(b"GGML" + data[4:2000], file_size=len(data))
     with pytest.raises(ValueError, match="GGUF file"):
-        custom.gguf_slice_plan(data[:300], file_size=300)       # the file itself ends mid-header
+        custom.gguf_slice_plan(data[:300], file_size=300)  # the file itself ends mid-header
     with pytest.raises(ValueError):
         custom.model_from_gguf_bytes(b"")
 
@@ -56,11 +66,23 @@ def test_config_text_errors_name_the_problem():
 
 
 def test_compact_config_round_trips_to_the_same_model():
-    cfg = {"model_type": "gpt_oss", "num_hidden_layers": 24, "hidden_size": 2880, "intermediate_size": 2880,
-           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088,
-           "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128,
-           "layer_types": ["sliding_attention", "full_attention"] * 12, "torch_dtype": "bfloat16",
-           "architectures": ["GptOssForCausalLM"], "rope_scaling": {"rope_type": "yarn", "factor": 32.0}}
+    cfg = {
+        "model_type": "gpt_oss",
+        "num_hidden_layers": 24,
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "vocab_size": 201088,
+        "num_local_experts": 32,
+        "num_experts_per_tok": 4,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 12,
+        "torch_dtype": "bfloat16",
+        "architectures": ["GptOssForCausalLM"],
+        "rope_scaling": {"rope_type": "yarn", "factor": 32.0},
+    }
     text = json.dumps(cfg, indent=2)
     small = custom.compact_config(text)
     assert len(small) < len(text) / 2 and "torch_dtype" not in small

@@ -4,16 +4,17 @@ draw accessible, deterministic SVG.
 
 Expected numbers are derived here by hand or from perf_model directly, never from enginelab.exercises.
 """
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-import kv_managers as kvm
-import perf_model as pm
 import pytest
 
+import kv_managers as kvm
+import perf_model as pm
 from enginelab import exercises as ex
 from enginelab import plot
 
@@ -137,24 +138,36 @@ def test_ex1_wrong_answers():
 
 def test_ex1_accepts_reasonable_readings():
     # 16,000 tokens instead of 16,384 is inside kv_gb's 3%; the bound at 70% efficiency with KV is accepted too
-    r = run(1, with_lines(1, kv_gb="kv_cache_bytes(qwen32, 16000, 'f16') / GB",
-                          decode_upper_bound_tok_s="0.7 * 1792e9 / (weights + kv_gb * GB)"))
+    r = run(
+        1,
+        with_lines(
+            1,
+            kv_gb="kv_cache_bytes(qwen32, 16000, 'f16') / GB",
+            decode_upper_bound_tok_s="0.7 * 1792e9 / (weights + kv_gb * GB)",
+        ),
+    )
     assert r["verdict"] == "correct", r["hint"]
     # the whole file (header included) instead of the tensor bytes
-    r = run(1, with_lines(1, file_gb="pm_file_bytes(qwen32, 'Q5_K_M') / GB").replace(
-        "from perf_model import (", "from perf_model import file_bytes as pm_file_bytes\nfrom perf_model import ("))
+    r = run(
+        1,
+        "from perf_model import file_bytes as pm_file_bytes\n"
+        + with_lines(1, file_gb="pm_file_bytes(qwen32, 'Q5_K_M') / GB"),
+    )
     assert r["verdict"] == "correct", r["hint"]
 
 
 def test_ex2_wrong_answers():
     # decode at 100% of peak instead of the model's 70%
-    code = solution(2).replace('decode_step_time(p, context=context)["tok_per_s"]',
-                               '1 / ((1 / decode_step_time(p, context=context)["tok_per_s"] - 50.5e-6) * 0.7 + 50.5e-6)')
+    code = solution(2).replace(
+        'decode_step_time(p, context=context)["tok_per_s"]',
+        '1 / ((1 / decode_step_time(p, context=context)["tok_per_s"] - 50.5e-6) * 0.7 + 50.5e-6)',
+    )
     r = run(2, code)
     assert r["verdict"] == "not yet"
     h = not_yet(2, with_lines(2, tok_s="[t / 0.7 for t in tok_s]"), "70%", "-ngl 0")
-    ref = pm.decode_step_time(pm.place(pm.MODELS["qwen2.5-14b"], pm.MACHINES["rtx3060"], "Q4_K_M", n_ctx=8192,
-                                       n_gpu_layers=0))["tok_per_s"]
+    ref = pm.decode_step_time(
+        pm.place(pm.MODELS["qwen2.5-14b"], pm.MACHINES["rtx3060"], "Q4_K_M", n_ctx=8192, n_gpu_layers=0)
+    )["tok_per_s"]
     assert_no_answer(h, ref)
     not_yet(2, with_lines(2, tok_s="tok_s[1:] + [tok_s[-1]]"), "shifted")
     not_yet(2, with_lines(2, ngl_values="list(range(1, 50))"), "0 to 49")
@@ -218,18 +231,24 @@ def test_traceback_starts_in_the_learners_code():
 
 
 def test_errors_inside_the_library_keep_their_frames_and_message():
-    r = run(2, "from perf_model import MODELS, MACHINES, place\nplace(MODELS['qwen2.5-14b'], MACHINES['rtx3060'], "
-               "'Q4_K_M', n_gpu_layers=99)\n")
+    r = run(
+        2,
+        "from perf_model import MODELS, MACHINES, place\nplace(MODELS['qwen2.5-14b'], MACHINES['rtx3060'], "
+        "'Q4_K_M', n_gpu_layers=99)\n",
+    )
     assert "n_gpu_layers: must be None (auto) or an integer from 0 to 49" in r["error"]
     assert "perf_model.py" in r["error"] and "exercises.py" not in r["error"]
 
 
-@pytest.mark.parametrize("code,last", [
-    ("x = (\n", "SyntaxError: '(' was never closed"),
-    ("import sys\nsys.exit(3)\n", "SystemExit: 3"),
-    ("raise KeyboardInterrupt\n", "KeyboardInterrupt"),
-    ("def f():\n    return f()\nf()\n", "RecursionError: maximum recursion depth exceeded"),
-])
+@pytest.mark.parametrize(
+    "code,last",
+    [
+        ("x = (\n", "SyntaxError: '(' was never closed"),
+        ("import sys\nsys.exit(3)\n", "SystemExit: 3"),
+        ("raise KeyboardInterrupt\n", "KeyboardInterrupt"),
+        ("def f():\n    return f()\nf()\n", "RecursionError: maximum recursion depth exceeded"),
+    ],
+)
 def test_runner_survives(code, last):
     r = run(3, code)
     assert last in r["error"], r["error"]
@@ -250,17 +269,21 @@ def test_each_run_starts_from_a_fresh_namespace():
 
 
 def test_learner_cannot_change_the_reference():
-    code = ("import perf_model\nperf_model.decode_step_time = lambda *a, **k: {'tok_per_s': 1.0, 'gpu_bound': 'memory'}\n"
-            "knee_batch = 1\n")
+    code = (
+        "import perf_model\nperf_model.decode_step_time = lambda *a, **k: {'tok_per_s': 1.0, 'gpu_bound': 'memory'}\n"
+        "knee_batch = 1\n"
+    )
     r = run(4, code)
     assert r["verdict"] == "not yet" and "too early" in r["hint"]
 
 
 def test_a_cell_cannot_change_the_course_modules_for_later_cells():
     dst, models, gb = pm.decode_step_time, dict(pm.MODELS), pm.GB
-    code = ("import perf_model, kv_managers\nperf_model.decode_step_time = None\nperf_model.GB = 1\n"
-            "perf_model.MODELS['llama-3.1-8b'] = None\ndel perf_model.MODELS['qwen2.5-14b']\n"
-            "perf_model.EXTRA = 1\nkv_managers.simulate = print\n")
+    code = (
+        "import perf_model, kv_managers\nperf_model.decode_step_time = None\nperf_model.GB = 1\n"
+        "perf_model.MODELS['llama-3.1-8b'] = None\ndel perf_model.MODELS['qwen2.5-14b']\n"
+        "perf_model.EXTRA = 1\nkv_managers.simulate = print\n"
+    )
     run(3, code)
     assert pm.decode_step_time is dst and pm.GB == gb and pm.MODELS == models and not hasattr(pm, "EXTRA")
     assert kvm.simulate.__name__ == "simulate"
@@ -293,8 +316,9 @@ def test_render_cells():
 # plot
 # ---------------------------------------------------------------------------------------------------------
 def test_line_is_accessible_and_escaped():
-    s = plot.line([0, 1, 2], [3.0, 4.5, 6.0], title="A <b>&</b> chart", xlabel="-ngl", ylabel="tok/s",
-                  marks={"knee": 1})
+    s = plot.line(
+        [0, 1, 2], [3.0, 4.5, 6.0], title="A <b>&</b> chart", xlabel="-ngl", ylabel="tok/s", marks={"knee": 1}
+    )
     assert isinstance(s, str) and s.startswith("<svg ")
     assert 'role="img"' in s and "aria-labelledby=" in s
     assert "<title id=" in s and "A &lt;b&gt;&amp;&lt;/b&gt; chart" in s and "<b>" not in s
@@ -304,27 +328,42 @@ def test_line_is_accessible_and_escaped():
     assert s.count('class="plot-dot plot-s0"') == 3
     assert s.rows == [["0", "3"], ["1", "4.5"], ["2", "6"]] and s.header == ["-ngl", "tok/s"]
     assert "<table" in s.html() and "<details" in s.html()
-    assert plot.line([0, 1, 2], [3.0, 4.5, 6.0], title="A <b>&</b> chart", xlabel="-ngl", ylabel="tok/s",
-                     marks={"knee": 1}) == s  # same input, same bytes
+    assert (
+        plot.line(
+            [0, 1, 2], [3.0, 4.5, 6.0], title="A <b>&</b> chart", xlabel="-ngl", ylabel="tok/s", marks={"knee": 1}
+        )
+        == s
+    )  # same input, same bytes
 
 
 def test_line_several_series_and_log_axes():
-    s = plot.line([1, 10, 100], [[1, 2, 3], [2, 4, 8]], series=["f16", "q8_0"], title="t", xlabel="x",
-                  ylabel="y", log_x=True, log_y=True)
+    s = plot.line(
+        [1, 10, 100],
+        [[1, 2, 3], [2, 4, 8]],
+        series=["f16", "q8_0"],
+        title="t",
+        xlabel="x",
+        ylabel="y",
+        log_x=True,
+        log_y=True,
+    )
     assert 'class="plot-line plot-s1"' in s and "plot-legend" in s and ">q8_0<" in s
     assert s.header == ["x", "f16", "q8_0"]
 
 
-@pytest.mark.parametrize("kw,msg", [
-    (dict(xs=[1, 2], ys=[1]), "ys has 1 values but xs has 2"),
-    (dict(xs=[1, 2], ys=[1, float("nan")]), "ys[1] is nan"),
-    (dict(xs=[1, 2], ys=[1, "a"]), "ys[1] is 'a', not a number"),
-    (dict(xs=[0, 2], ys=[1, 2], log_x=True), "xs[0] is 0.0; a logarithmic axis needs values > 0"),
-    (dict(xs=[], ys=[]), "xs is empty"),
-    (dict(xs=[1], ys=[[1], [2]], series="one"), "series must be a list of 2 names"),
-    (dict(xs=[1], ys=[1], marks="knee"), "marks must be a dict"),
-    (dict(xs=5, ys=[1]), "xs must be a list of numbers, got int"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        (dict(xs=[1, 2], ys=[1]), "ys has 1 values but xs has 2"),
+        (dict(xs=[1, 2], ys=[1, float("nan")]), "ys[1] is nan"),
+        (dict(xs=[1, 2], ys=[1, "a"]), "ys[1] is 'a', not a number"),
+        (dict(xs=[0, 2], ys=[1, 2], log_x=True), "xs[0] is 0.0; a logarithmic axis needs values > 0"),
+        (dict(xs=[], ys=[]), "xs is empty"),
+        (dict(xs=[1], ys=[[1], [2]], series="one"), "series must be a list of 2 names"),
+        (dict(xs=[1], ys=[1], marks="knee"), "marks must be a dict"),
+        (dict(xs=5, ys=[1]), "xs must be a list of numbers, got int"),
+    ],
+)
 def test_line_rejects_bad_input_clearly(kw, msg):
     with pytest.raises(ValueError) as e:
         plot.line(title="t", xlabel="x", ylabel="y", **kw)
@@ -348,8 +387,14 @@ def test_capture_collects_only_inside_the_block():
 
 
 def test_golden_line_svg():
-    s = plot.line(list(range(0, 50, 7)), [4.2 + i * i * 0.01 for i in range(0, 50, 7)], title="Decode vs -ngl",
-                  xlabel="-ngl", ylabel="tok/s", marks={"full offload": 49})
+    s = plot.line(
+        list(range(0, 50, 7)),
+        [4.2 + i * i * 0.01 for i in range(0, 50, 7)],
+        title="Decode vs -ngl",
+        xlabel="-ngl",
+        ylabel="tok/s",
+        marks={"full offload": 49},
+    )
     path = GOLDEN / "plot-line.svg"
     if UPDATE:
         path.write_text(s + "\n")

@@ -3,21 +3,21 @@
 Expected numbers come from perf_model / inference_trace called here, never from the figure modules' own
 arithmetic, so a test fails if a figure draws anything the course modules would not compute.
 """
+
 from __future__ import annotations
 
 import math
 import re
 
-import inference_trace as it
-import perf_model as pm
 import pytest
-
-from enginelab import chart
-from enginelab.figures import REGISTRY, decode_curve as dc, offload_curve as oc
 from goldens import golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
-
-
+import inference_trace as it
+import perf_model as pm
+from enginelab import chart
+from enginelab.figures import REGISTRY
+from enginelab.figures import decode_curve as dc
+from enginelab.figures import offload_curve as oc
 
 
 def svg_of(html: str, chart_id: str) -> str:
@@ -32,7 +32,7 @@ def svg_of(html: str, chart_id: str) -> str:
 def test_linear_scale_maps_ends_and_middle_and_may_run_downwards():
     x = chart.LinearScale(0, 49, 60, 620)
     assert x(0) == 60 and x(49) == 620 and x(24.5) == pytest.approx(340)
-    y = chart.LinearScale(0, 30, 300, 20)      # SVG y grows down
+    y = chart.LinearScale(0, 30, 300, 20)  # SVG y grows down
     assert y(0) == 300 and y(30) == 20 and y(15) == pytest.approx(160)
 
 
@@ -52,7 +52,7 @@ def test_nice_ticks_are_round_and_inside_the_range():
     # token counts: power-of-two multiples of 1024
     assert chart.nice_ticks(0, 65536, 8, base=1024) == [i * 8192 for i in range(9)]
     assert chart.nice_ticks(0, 8192, 8, base=1024) == [i * 1024 for i in range(9)]
-    assert chart.nice_ticks(0, 2000, 8, base=1024) == [0, 1024]   # never a fraction of the unit
+    assert chart.nice_ticks(0, 2000, 8, base=1024) == [0, 1024]  # never a fraction of the unit
     with pytest.raises(ValueError):
         chart.nice_ticks(0, math.inf)
 
@@ -64,15 +64,22 @@ def test_log_ticks_are_decades_or_1_2_5_for_short_ranges():
 
 
 def test_si_labels():
-    assert [chart.si(v) for v in (0, 0.25, 3, 1500, 2e6, 1.65e14, 1e15)] == \
-        ["0", "0.25", "3", "1.5k", "2M", "165T", "1P"]
+    assert [chart.si(v) for v in (0, 0.25, 3, 1500, 2e6, 1.65e14, 1e15)] == [
+        "0",
+        "0.25",
+        "3",
+        "1.5k",
+        "2M",
+        "165T",
+        "1P",
+    ]
 
 
 def test_axis_draws_one_tick_and_label_per_tick_and_escapes_text():
     x = chart.LinearScale(0, 10, 50, 550)
     g = chart.axis(x, at=300, side="bottom", ticks=[0, 5, 10], fmt=str, label="a < b")
     assert g.count('class="tick"') == 3 and g.count('class="tick-label"') == 3
-    assert '>a &lt; b</text>' in g
+    assert ">a &lt; b</text>" in g
     assert 'x1="300"' in chart.axis(chart.LinearScale(0, 1, 300, 20), at=300, side="left", ticks=[0, 1])
     with pytest.raises(ValueError):
         chart.axis(x, at=0, side="top")
@@ -84,7 +91,7 @@ def test_path_d_and_label_spreading():
     ys = chart.spread_labels([100, 104, 106, 300], 14, 20, 320)
     s = sorted(ys)
     assert all(b - a >= 14 - 1e-9 for a, b in zip(s, s[1:]))
-    assert ys[3] == 300 and ys[0] == 100          # labels with room stay where they were wanted
+    assert ys[3] == 300 and ys[0] == 100  # labels with room stay where they were wanted
     # a stack that would run past the bottom is pushed back up inside [lo, hi]
     ys = chart.spread_labels([310, 312, 315], 14, 20, 320)
     assert max(ys) <= 320 and min(ys) >= 20 and sorted(ys) == [292, 306, 320]
@@ -102,16 +109,31 @@ def ostate(q=""):
 def test_offload_registered_and_defaults():
     assert REGISTRY["offload-curve"] is oc
     s = oc.default_state()
-    assert (s.model, s.machine, s.quant, s.kv, s.ctx, s.tokens) == ("qwen2.5-14b", "rtx3060", "Q4_K_M", "f16", 16384, 2000)
+    assert (s.model, s.machine, s.quant, s.kv, s.ctx, s.tokens) == (
+        "qwen2.5-14b",
+        "rtx3060",
+        "Q4_K_M",
+        "f16",
+        16384,
+        2000,
+    )
 
 
-@pytest.mark.parametrize("q", ["", "?ctx=8192", "?ctx=32768&kv=q8_0&tokens=30000",
-                               "?model=llama-3.1-70b&machine=rtx4090&ctx=8192", "?model=qwen3-30b-a3b&machine=m4pro"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        "",
+        "?ctx=8192",
+        "?ctx=32768&kv=q8_0&tokens=30000",
+        "?model=llama-3.1-70b&machine=rtx4090&ctx=8192",
+        "?model=qwen3-30b-a3b&machine=m4pro",
+    ],
+)
 def test_offload_points_are_decode_step_time_of_each_placement(q):
     s = ostate(q)
     d = oc.compute(s)
     m, mc = pm.MODELS[s.model], pm.MACHINES[s.machine]
-    assert [p["ngl"] for p in d["points"]] == list(range(m.n_layers + 2))    # 0 .. n_layers + 1
+    assert [p["ngl"] for p in d["points"]] == list(range(m.n_layers + 2))  # 0 .. n_layers + 1
     fitting = []
     for pt in d["points"]:
         p = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=s.kv, n_gpu_layers=pt["ngl"])
@@ -127,7 +149,7 @@ def test_offload_points_are_decode_step_time_of_each_placement(q):
     assert f'data-auto-ngl="{auto.n_gpu_layers}"' in svg
     for pt in d["points"]:
         mark = re.search(rf'<circle[^>]*data-ngl="{pt["ngl"]}"[^>]*>', svg).group(0)
-        assert ('pt-fail' in mark) == (not pt["fits"]) and f'data-fits="{str(pt["fits"]).lower()}"' in mark
+        assert ("pt-fail" in mark) == (not pt["fits"]) and f'data-fits="{str(pt["fits"]).lower()}"' in mark
     if max(fitting) < m.n_layers + 1:
         assert f'data-fit-limit="{max(fitting)}"' in svg and "would fail to allocate" in svg
     else:
@@ -144,7 +166,9 @@ def test_offload_module_facts():
     assert all(b > a for a, b in zip(t, t[1:]))
     assert (t[10] - t[0]) < (t[49] - t[39]) / 4
     # a longer context leaves room for fewer layers
-    assert oc.compute(ostate("?ctx=32768"))["readouts"]["fit_limit"] < 45 == oc.compute(ostate())["readouts"]["fit_limit"]
+    assert (
+        oc.compute(ostate("?ctx=32768"))["readouts"]["fit_limit"] < 45 == oc.compute(ostate())["readouts"]["fit_limit"]
+    )
 
 
 def test_offload_without_gpu_is_one_point_and_says_why():
@@ -156,10 +180,12 @@ def test_offload_without_gpu_is_one_point_and_says_why():
 def test_offload_bad_query():
     s, msgs = oc.SPEC.from_query("?ctx=abc&tokens=-5&kv=f8")
     assert (s.ctx, s.tokens, s.kv) == (16384, 0, "f16") and len(msgs) == 3
-    assert oc.SPEC.from_query("?model=phi-3-mini&ctx=16384")[0].ctx == 4096   # clamped to the model's length
+    assert oc.SPEC.from_query("?model=phi-3-mini&ctx=16384")[0].ctx == 4096  # clamped to the model's length
 
 
-@pytest.mark.parametrize("name,q", [("offload-curve", ""), ("offload-curve-70b", "?model=llama-3.1-70b&machine=rtx4090&ctx=8192")])
+@pytest.mark.parametrize(
+    "name,q", [("offload-curve", ""), ("offload-curve-70b", "?model=llama-3.1-70b&machine=rtx4090&ctx=8192")]
+)
 def test_offload_golden(name, q):
     golden(name, svg_of(oc.render(oc.compute(ostate(q))), "offload-chart"))
 
@@ -180,8 +206,15 @@ def test_decode_registered_and_defaults():
     assert [k for k in pm.KV_TYPES if getattr(s, "kv_" + k)] == ["f16", "q8_0", "q4_0"]
 
 
-@pytest.mark.parametrize("q", ["", "?model=gemma-2-9b&ctx=8192&kv_bf16=1&kv_q5_1=1",
-                               "?model=qwen2.5-14b&machine=rtx3060&ctx=32768", "?model=qwen3-30b-a3b&machine=m4max"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        "",
+        "?model=gemma-2-9b&ctx=8192&kv_bf16=1&kv_q5_1=1",
+        "?model=qwen2.5-14b&machine=rtx3060&ctx=32768",
+        "?model=qwen3-30b-a3b&machine=m4max",
+    ],
+)
 def test_decode_lines_are_decode_curve_of_a_placement_per_kv_type(q):
     s = dstate(q)
     d = dc.compute(s)

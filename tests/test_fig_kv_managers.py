@@ -1,5 +1,6 @@
 """The three-KV-managers figure in CPython: cells drawn from simulate's frames, counters summed from their events,
 the module's compare() numbers as the chat preset's final counters, frame patches equal to full renders; goldens."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import time
 from html import escape as html_escape
 from pathlib import Path
 
-import kv_managers as kv
 import pytest
 
+import kv_managers as kv
 from enginelab import page
 from enginelab.figures import REGISTRY
 from enginelab.figures import kv_managers as fig
@@ -74,15 +75,27 @@ def test_the_modules_compare_numbers_are_the_chat_presets_final_counters():
     assert {r0[f"{n}_computed"] for n in want} == {"58"}  # 48-token system prompt + user 0's 10-token message
 
 
-@pytest.mark.parametrize("q", ["", "?workload=radix-loses", "?workload=agent", "?workload=radix-loses&policy=fcfs",
-                               "?capacity=128", "?workload=agent&capacity=192&policy=lpm"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        "",
+        "?workload=radix-loses",
+        "?workload=agent",
+        "?workload=radix-loses&policy=fcfs",
+        "?capacity=128",
+        "?workload=agent&capacity=192&policy=lpm",
+    ],
+)
 def test_counters_at_the_last_step_match_simulates_summary(q):
     s = state(q)
     d0 = fig.compute(s)
     cap, pol = d0["capacity"], d0["policy"]
     reqs = fig.workload_requests(s.workload)
-    runs = {"slots": kv.simulate(kv.SlotManager(cap), reqs), "paged": kv.simulate(kv.PagedManager(cap), reqs),
-            "radix": kv.simulate(kv.RadixManager(cap, schedule_policy=pol), reqs)}
+    runs = {
+        "slots": kv.simulate(kv.SlotManager(cap), reqs),
+        "paged": kv.simulate(kv.PagedManager(cap), reqs),
+        "radix": kv.simulate(kv.RadixManager(cap, schedule_policy=pol), reqs),
+    }
     last = max(r["frames"][-1]["step"] for r in runs.values())
     assert d0["sim"]["last_step"] == last
     d = fig.compute(s.replace(step=last))
@@ -143,8 +156,13 @@ def test_live_counters_are_running_sums_of_the_events():
             now = len(f["running"]) + sum(1 for e in ev if e["type"] == "finish")
             peak = max(peak, now)
             p = fig.compute(s.replace(step=f["step"]))["panels"][name]
-            assert (p["computed"], p["reused"], p["preemptions"], p["concurrency"], p["peak"]) == \
-                (computed, reused, pre, now, peak)
+            assert (p["computed"], p["reused"], p["preemptions"], p["concurrency"], p["peak"]) == (
+                computed,
+                reused,
+                pre,
+                now,
+                peak,
+            )
             assert p["cells_used"] == sum(1 for c in f["state"] if c not in ".EX")
     # the agent preset: vLLM preempts once (AGENT_FIGURE_PRESET's comment), the others never
     assert [sim["per"][n]["live"][-1]["preemptions"] for n in fig.MANAGERS] == [0, 1, 0]
@@ -158,8 +176,9 @@ def test_idle_gaps_and_finished_managers_show_their_last_frame_settled():
     f = paged["frames"][paged["steps"].index(gap)]
     p = fig.compute(s.replace(step=gap + 1))["panels"]["paged"]
     assert not p["exact"] and p["concurrency"] == 0
-    assert p["codes"] == f["state"].replace("P", "p").replace("R", "r").replace("D", "d") \
-        .replace("E", ".").replace("X", ".")
+    assert p["codes"] == f["state"].replace("P", "p").replace("R", "r").replace("D", "d").replace("E", ".").replace(
+        "X", "."
+    )
     assert all(c.islower() or c == "." for c in p["codes"])
     # radix-loses: radix and paged finish at 24, slots runs to 40; at 40 the first two show their step-24 frame
     s2 = state("?workload=radix-loses&step=40")
@@ -219,10 +238,11 @@ def apply_patch(html: str, patch: dict) -> str:
     for gid, text in patch["classes"].items():
         classes = iter(text.split("|"))
         m = re.search(rf'(<g id="{gid}" class="cells">)(.*?)(</g>)', html)
-        body = RECT.sub(lambda r: r.group(0).replace(f'class="{r.group(4)}"', f'class="{next(classes)}"'),
-                        m.group(2))
+        body = RECT.sub(
+            lambda r, cs=classes: r.group(0).replace(f'class="{r.group(4)}"', f'class="{next(cs)}"'), m.group(2)
+        )
         assert next(classes, None) is None
-        html = html[:m.start(2)] + body + html[m.end(2):]
+        html = html[: m.start(2)] + body + html[m.end(2) :]
     parts = {**{eid: html_escape(t) for eid, t in patch.get("text", {}).items()}, **patch.get("html", {})}
     for eid, inner in parts.items():
         m = re.search(rf'(<(\w+)[^>]* id="{eid}"[^>]*>)', html)
@@ -234,10 +254,10 @@ def apply_patch(html: str, patch: dict) -> str:
             t = pat.search(html, i)
             depth += -1 if t.group(0).startswith("</") else 1
             i = t.end()
-        html = html[:start] + inner + html[t.start():]
+        html = html[:start] + inner + html[t.start() :]
     for eid, attrs in patch["attrs"].items():
         for k, v in attrs.items():
-            html = re.sub(rf'(id="{eid}"[^>]*? {k}=")[^"]*"', lambda m: m.group(1) + v + '"', html, count=1)
+            html = re.sub(rf'(id="{eid}"[^>]*? {k}=")[^"]*"', lambda m, v=v: m.group(1) + v + '"', html, count=1)
     return html
 
 
@@ -282,10 +302,16 @@ def test_render_is_pure_and_stepping_is_cheap():
     assert sorted(times)[31] < 0.008, f"{sorted(times)[31] * 1e3:.1f} ms per new frame (simulation {first:.3f} s)"
 
 
-@pytest.mark.parametrize("name, q", [("kv-managers", ""), ("kv-managers-middle", "?step=31"),
-                                     ("kv-managers-last", "?step=62"),
-                                     ("kv-managers-radix-loses", "?workload=radix-loses&step=10"),
-                                     ("kv-managers-agent", "?workload=agent&step=40")])
+@pytest.mark.parametrize(
+    "name, q",
+    [
+        ("kv-managers", ""),
+        ("kv-managers-middle", "?step=31"),
+        ("kv-managers-last", "?step=62"),
+        ("kv-managers-radix-loses", "?workload=radix-loses&step=10"),
+        ("kv-managers-agent", "?workload=agent&step=40"),
+    ],
+)
 def test_golden_svg(name, q):
     svg = fig.sheet_svg(fig.compute(state(q)))
     path = GOLDEN / f"{name}.svg"

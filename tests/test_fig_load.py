@@ -1,13 +1,14 @@
 """The model-load figure in CPython: every frame is inference_trace.load_trace's step, lit on its tier; goldens."""
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-import inference_trace as it
 import pytest
 
+import inference_trace as it
 from enginelab import page
 from enginelab.figures import REGISTRY, load
 
@@ -26,8 +27,7 @@ def test_registered_as_a_step_through_figure():
     assert load.STEP_FIELD == "step"
     f = load.SPEC.by_key["step"]
     assert f.kind == "int" and f.widget == "range"
-    assert set(load.SPEC.by_key["scenario"].options_for({})) == {(k, v["label"]) for k, v in
-                                                                 it.LOAD_SCENARIOS.items()}
+    assert set(load.SPEC.by_key["scenario"].options_for({})) == {(k, v["label"]) for k, v in it.LOAD_SCENARIOS.items()}
     controls = page.prerender(load)["controls"]
     assert 'type="range"' in controls and 'id="f-step"' in controls and 'max="51"' in controls
     for action in ("back", "play", "next"):
@@ -116,6 +116,7 @@ def test_accessible_chart_list_and_table():
 def test_render_is_pure_and_fast():
     import statistics
     import time
+
     s = state("?step=20")
     assert load.render(load.compute(s)) == load.render(load.compute(s))
     times = []
@@ -128,9 +129,16 @@ def test_render_is_pure_and_fast():
     assert statistics.median(times) < 0.016, f"{statistics.median(times) * 1e3:.1f} ms per frame"
 
 
-@pytest.mark.parametrize("name, q", [("load", ""), ("load-upload", "?step=20"), ("load-first-token", "?step=51"),
-                                     ("load-warm-pagein", "?warm=1&step=50"),
-                                     ("load-unified", "?scenario=apple-unified&step=2")])
+@pytest.mark.parametrize(
+    "name, q",
+    [
+        ("load", ""),
+        ("load-upload", "?step=20"),
+        ("load-first-token", "?step=51"),
+        ("load-warm-pagein", "?warm=1&step=50"),
+        ("load-unified", "?scenario=apple-unified&step=2"),
+    ],
+)
 def test_golden_svg(name, q):
     svg = load._chart(load.compute(state(q)))
     path = GOLDEN / f"{name}.svg"
@@ -155,7 +163,7 @@ def _element_span(html: str, id_: str) -> tuple[int, int, int, int]:
         m = opener.search(html, pos)
         if m.group(0).startswith("</"):
             depth -= 1
-        elif not html[m.start():html.index(">", m.start()) + 1].endswith("/>"):
+        elif not html[m.start() : html.index(">", m.start()) + 1].endswith("/>"):
             depth += 1
         pos = m.end()
     return lt, content, m.start(), m.end()
@@ -164,9 +172,11 @@ def _element_span(html: str, id_: str) -> tuple[int, int, int, int]:
 def apply_patch(html: str, patch: dict) -> str:
     """What site/assets/patch.js's applyPatch does to the DOM, on the HTML text."""
     from html import escape
+
     assert re.search(rf'data-patch-key="{re.escape(patch["key"])}"', html)
-    for id_, inner in list(patch.get("html", {}).items()) + [(k, escape(v, quote=True)) for k, v in
-                                                            patch.get("text", {}).items()]:
+    for id_, inner in list(patch.get("html", {}).items()) + [
+        (k, escape(v, quote=True)) for k, v in patch.get("text", {}).items()
+    ]:
         _, a, b, _ = _element_span(html, id_)
         html = html[:a] + inner + html[b:]
     for id_, attrs in patch.get("attrs", {}).items():
@@ -179,8 +189,9 @@ def apply_patch(html: str, patch: dict) -> str:
     return html
 
 
-@pytest.mark.parametrize("q", ["", "?warm=1", "?scenario=fits-24gb", "?scenario=apple-unified&warm=1",
-                               "?scenario=cpu-only"])
+@pytest.mark.parametrize(
+    "q", ["", "?warm=1", "?scenario=fits-24gb", "?scenario=apple-unified&warm=1", "?scenario=cpu-only"]
+)
 def test_a_frame_patch_turns_any_frame_into_the_full_render_of_another(q):
     s = state(q)
     n = len(load.trace(s.scenario, s.warm))
@@ -193,7 +204,6 @@ def test_a_frame_patch_turns_any_frame_into_the_full_render_of_another(q):
 
 
 def test_patch_keys_separate_scenarios_and_launches():
-    keys = {load.patch_key(load.compute(state(f"?scenario={k}&warm={w}"))) for k in it.LOAD_SCENARIOS
-            for w in (0, 1)}
+    keys = {load.patch_key(load.compute(state(f"?scenario={k}&warm={w}"))) for k in it.LOAD_SCENARIOS for w in (0, 1)}
     assert len(keys) == 2 * len(it.LOAD_SCENARIOS)
     assert page.patch_view(load, state("?step=4"))["patch"].startswith('{"key":"load|split-16gb|0"')

@@ -1,14 +1,15 @@
 """The prefill/decode figure in CPython: each frame is a phase_trace stage; the running total ends at perf_model's."""
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-import inference_trace as it
-import perf_model as pm
 import pytest
 
+import inference_trace as it
+import perf_model as pm
 from enginelab import page
 from enginelab.figures import REGISTRY, phases
 
@@ -68,7 +69,7 @@ def test_decode_is_memory_bound_and_prefill_compute_bound():
         pre = phases.compute(state(f"?scenario={sc}&phase=prefill"))["steps"]
         for st in dec:
             if st["flops"]:
-                assert st["bound"] == "memory" and st["intensity"] < 10   # ~2 FLOPs per ~0.6 byte
+                assert st["bound"] == "memory" and st["intensity"] < 10  # ~2 FLOPs per ~0.6 byte
         gpu_pre = [st for st in pre if st["stage"] == "gpu"]
         assert gpu_pre and all(st["bound"] == "compute" and st["intensity"] > 500 for st in gpu_pre)
 
@@ -116,10 +117,16 @@ def test_render_is_pure():
     assert page.prerender(phases)["figure"] == phases.render(phases.compute(phases.default_state()))
 
 
-@pytest.mark.parametrize("name, q", [("phases", ""), ("phases-decode-cpu", "?step=3"),
-                                     ("phases-decode-last", "?step=5"),
-                                     ("phases-prefill-pcie", "?phase=prefill&step=1"),
-                                     ("phases-prefill-fits", "?scenario=fits&phase=prefill&step=3")])
+@pytest.mark.parametrize(
+    "name, q",
+    [
+        ("phases", ""),
+        ("phases-decode-cpu", "?step=3"),
+        ("phases-decode-last", "?step=5"),
+        ("phases-prefill-pcie", "?phase=prefill&step=1"),
+        ("phases-prefill-fits", "?scenario=fits&phase=prefill&step=3"),
+    ],
+)
 def test_golden_svg(name, q):
     svg = phases._chart(phases.compute(state(q)))
     path = GOLDEN / f"{name}.svg"
@@ -133,6 +140,7 @@ def test_golden_svg(name, q):
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_a_frame_patch_turns_any_frame_into_the_full_render_of_another(scenario, phase):
     from test_fig_load import apply_patch
+
     s = state(f"?scenario={scenario}&phase={phase}")
     n = len(phases.trace(scenario, phase))
     renders = {i: phases.render(phases.compute(s.replace(step=i))) for i in range(n)}
@@ -140,6 +148,9 @@ def test_a_frame_patch_turns_any_frame_into_the_full_render_of_another(scenario,
         for b in range(n):
             patch = phases.frame_patch(phases.compute(s.replace(step=b)))
             assert apply_patch(renders[a], patch) == renders[b], (scenario, phase, a, b)
-    keys = {phases.patch_key(phases.compute(state(f"?scenario={k}&phase={p}"))) for k in it.PHASE_SCENARIOS
-            for p in ("prefill", "decode")}
+    keys = {
+        phases.patch_key(phases.compute(state(f"?scenario={k}&phase={p}")))
+        for k in it.PHASE_SCENARIOS
+        for p in ("prefill", "decode")
+    }
     assert len(keys) == 4

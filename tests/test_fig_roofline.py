@@ -1,19 +1,18 @@
 """The roofline figure in CPython: every number against perf_model.roofline / ridge_batch / quant_bpw called
 here, the module's "Try this" presets, overlays, bad input, and golden SVGs."""
+
 from __future__ import annotations
 
 import html as htmllib
 import re
 
-import perf_model as pm
 import pytest
-
-from enginelab import page
-from enginelab.figures import REGISTRY, roofline as rf
 from goldens import golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
-
-
+import perf_model as pm
+from enginelab import page
+from enginelab.figures import REGISTRY
+from enginelab.figures import roofline as rf
 
 
 def chart_svg(html: str) -> str:
@@ -43,8 +42,18 @@ def test_registered_and_contract():
     assert rf.SPEC.to_query(s) == ""
 
 
-@pytest.mark.parametrize("q", ["", "?batch=64", "?machine=rtx3060&batch=24", "?quant=F16", "?model=none",
-                               "?machine=cpu-ddr5&quant=Q8_0&batch=3", "?machine=m4max&model=qwen2.5-32b&batch=4096"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        "",
+        "?batch=64",
+        "?machine=rtx3060&batch=24",
+        "?quant=F16",
+        "?model=none",
+        "?machine=cpu-ddr5&quant=Q8_0&batch=3",
+        "?machine=m4max&model=qwen2.5-32b&batch=4096",
+    ],
+)
 def test_readouts_are_perf_models_roofline(q):
     s = state(q)
     d = rf.compute(s)
@@ -54,9 +63,16 @@ def test_readouts_are_perf_models_roofline(q):
     bpw = pm.quant_bpw(s.quant, model)
     r = pm.roofline(dev, bpw, s.batch)
     rb = pm.ridge_batch(dev, s.quant, model)
-    assert d["readouts"] == {"bpw": bpw, "intensity": r["intensity"], "attainable_tflops": r["attainable_flops"] / 1e12,
-                             "utilization": r["utilization"], "bound": r["bound"],
-                             "ridge_intensity": r["ridge_intensity"], "ridge_batch": rb, "intensity_ratio": None}
+    assert d["readouts"] == {
+        "bpw": bpw,
+        "intensity": r["intensity"],
+        "attainable_tflops": r["attainable_flops"] / 1e12,
+        "utilization": r["utilization"],
+        "bound": r["bound"],
+        "ridge_intensity": r["ridge_intensity"],
+        "ridge_batch": rb,
+        "intensity_ratio": None,
+    }
     html = rf.render(d)
     # the ridge batch shown, in the readout and on the chart, is round(ridge_batch(...))
     assert readout(html, "ridge_batch")[1] == str(round(rb))
@@ -81,8 +97,8 @@ def test_operating_point_moves_up_the_slope_with_the_batch_and_stops_at_the_roof
         cx = float(re.search(r'cx="([\d.]+)"', m.group(0)).group(1))
         cy = float(re.search(r'cy="([\d.]+)"', m.group(0)).group(1))
         xs.append(cx), ys.append(cy)
-    assert xs == sorted(xs) and len(set(xs)) == 5            # further right with every batch
-    assert ys[0] > ys[1] > ys[2]                              # climbing the slope (SVG y grows down)
+    assert xs == sorted(xs) and len(set(xs)) == 5  # further right with every batch
+    assert ys[0] > ys[1] > ys[2]  # climbing the slope (SVG y grows down)
     assert rf.compute(state("?batch=49"))["readouts"]["bound"] == "memory"
     assert rf.compute(state("?batch=51"))["readouts"]["bound"] == "compute"
 
@@ -109,9 +125,12 @@ def test_try_this_presets():
     # each preset is a button carrying the whole state (every field) for the page's set-state glue
     html = rf.render(rf.compute(rf.default_state()))
     import json
-    found = {htmllib.unescape(q): json.loads(htmllib.unescape(v)) for v, q in
-             re.findall(r'<button[^>]*data-set-state="([^"]+)" data-query="([^"]+)"', html)}
-    for label, q, _ in (p1, p2, p3):
+
+    found = {
+        htmllib.unescape(q): json.loads(htmllib.unescape(v))
+        for v, q in re.findall(r'<button[^>]*data-set-state="([^"]+)" data-query="([^"]+)"', html)
+    }
+    for _label, q, _ in (p1, p2, p3):
         s = state(q)
         assert found[q] == {f.key: f.encode(getattr(s, f.key)) for f in rf.SPEC.fields}
         assert rf.SPEC.from_form(found[q]) == (s, [])
@@ -126,7 +145,7 @@ def test_overlays_draw_one_roof_per_device():
     assert svg.count('class="ridge-dot') == len(pm.MACHINES)
     # an overlay of the primary device itself is not drawn twice
     svg = chart_svg(rf.render(rf.compute(state("?also_rtx4090=1"))))
-    assert len(re.findall(r'data-device=', svg)) == 1
+    assert len(re.findall(r"data-device=", svg)) == 1
 
 
 def test_bad_query_values_explain_and_fall_back():
@@ -144,7 +163,7 @@ def test_controls_group_the_overlay_checkboxes():
     # the chosen device's own overlay box is hidden (it is always drawn)
     assert re.search(r'<div class="field field-bool" data-field="also_rtx4090" data-sig="[^"]+" hidden>', html)
     assert html.count(" hidden>") == 1
-    assert '<legend>Overlay devices</legend>' in html
+    assert "<legend>Overlay devices</legend>" in html
     for f in rf.SPEC.fields:
         assert f'data-field="{f.key}"' in html
 
@@ -158,6 +177,8 @@ def test_accessible_chart_and_data_table():
     assert rows[:2] == ["RTX 4090", "M4 Max 40-core (128 GB) (approx.)"] and rows[2].startswith("RTX 4090 with F16")
 
 
-@pytest.mark.parametrize("name,q", [("roofline", ""), ("roofline-presets", "?machine=m4max&also_rtx4090=1&vs=F16&batch=8")])
+@pytest.mark.parametrize(
+    "name,q", [("roofline", ""), ("roofline-presets", "?machine=m4max&also_rtx4090=1&vs=F16&batch=8")]
+)
 def test_golden(name, q):
     golden(name, chart_svg(rf.render(rf.compute(state(q)))))

@@ -1,13 +1,14 @@
 """The memory-tiers figure in CPython: bytes per token from perf_model, times by hand, tiers per machine, goldens."""
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-import perf_model as pm
 import pytest
 
+import perf_model as pm
 from enginelab import page
 from enginelab.figures import REGISTRY, tiers
 
@@ -51,20 +52,23 @@ def test_token_time_is_bytes_over_seventy_percent_of_bandwidth():
     b = d["weights_read_bytes"]
     t = {x["key"]: x for x in d["tiers"]}
     assert d["eta"] == 0.7 == pm.ETA_DECODE
-    assert t["vram"]["token_s"] == pytest.approx(b / (0.7 * 1008e9))      # RTX 4090
-    assert t["ram"]["token_s"] == pytest.approx(b / (0.7 * 89.6e9))       # DDR5-5600 dual channel
-    assert t["pcie"]["token_s"] == pytest.approx(b / (0.7 * 31.5e9))      # PCIe 4.0 x16
-    assert t["drive"]["token_s"] == pytest.approx(b / (0.7 * 5e9))        # NVMe
-    assert f"{t['vram']['token_s'] * 1e3:.2f}" == "6.54"                   # 4.617 GB / 705.6 GB/s
+    assert t["vram"]["token_s"] == pytest.approx(b / (0.7 * 1008e9))  # RTX 4090
+    assert t["ram"]["token_s"] == pytest.approx(b / (0.7 * 89.6e9))  # DDR5-5600 dual channel
+    assert t["pcie"]["token_s"] == pytest.approx(b / (0.7 * 31.5e9))  # PCIe 4.0 x16
+    assert t["drive"]["token_s"] == pytest.approx(b / (0.7 * 5e9))  # NVMe
+    assert f"{t['vram']['token_s'] * 1e3:.2f}" == "6.54"  # 4.617 GB / 705.6 GB/s
     assert t["vram"]["token_s"] < t["ram"]["token_s"] < t["pcie"]["token_s"] < t["drive"]["token_s"]
     assert t["unified"]["token_s"] is None and not t["unified"]["present"]
 
 
-@pytest.mark.parametrize("machine, present", [
-    ("rtx4090", {"drive", "ram", "pcie", "vram"}),
-    ("m4pro", {"drive", "unified"}),
-    ("cpu-ddr5", {"drive", "ram"}),
-])
+@pytest.mark.parametrize(
+    "machine, present",
+    [
+        ("rtx4090", {"drive", "ram", "pcie", "vram"}),
+        ("m4pro", {"drive", "unified"}),
+        ("cpu-ddr5", {"drive", "ram"}),
+    ],
+)
 def test_tiers_present_follow_the_machine(machine, present):
     d = tiers.compute(state(f"?machine={machine}"))
     assert {t["key"] for t in d["tiers"] if t["present"]} == present
@@ -118,8 +122,10 @@ def test_render_is_pure_and_prerendered():
     assert "transport" not in page.prerender(tiers)["controls"]  # not an animated figure
 
 
-@pytest.mark.parametrize("name, q", [("tiers", ""), ("tiers-m4pro", "?machine=m4pro&model=qwen2.5-32b"),
-                                     ("tiers-cpu", "?machine=cpu-ddr5&quant=Q8_0")])
+@pytest.mark.parametrize(
+    "name, q",
+    [("tiers", ""), ("tiers-m4pro", "?machine=m4pro&model=qwen2.5-32b"), ("tiers-cpu", "?machine=cpu-ddr5&quant=Q8_0")],
+)
 def test_golden_svg(name, q):
     svg = tiers._chart(tiers.compute(state(q)))
     path = GOLDEN / f"{name}.svg"

@@ -23,7 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pylib"))
 
 from enginelab import gguf_header as gh  # noqa: E402
 from enginelab.gguf_header import (  # noqa: E402
-    GGML_TYPES, GGUFError, GGUFLimitError, GGUFTruncated, read_gguf,
+    GGML_TYPES,
+    GGUFError,
+    GGUFLimitError,
+    GGUFTruncated,
+    read_gguf,
 )
 
 gguf = pytest.importorskip("gguf")
@@ -39,6 +43,7 @@ VT = gguf.GGUFValueType
 # ---------------------------------------------------------------------------------------------------------------
 # Writing test files with gguf-py's GGUFWriter
 # ---------------------------------------------------------------------------------------------------------------
+
 
 def quant_tensor(ggml_type, *ggml_shape):
     """Raw bytes for a tensor of `ggml_type` with shape given in ggml order (ne0 = row length first).
@@ -73,10 +78,18 @@ def arch_kvs(arch, *, layers, embd, ff, heads, kv_heads, ctx, extra=()):
         (f"{arch}.block_count", layers, VT.UINT32, None),
         (f"{arch}.embedding_length", embd, VT.UINT32, None),
         (f"{arch}.feed_forward_length", ff, VT.UINT32, None),
-        (f"{arch}.attention.head_count", heads, VT.UINT32 if isinstance(heads, int) else VT.ARRAY,
-         None if isinstance(heads, int) else VT.INT32),
-        (f"{arch}.attention.head_count_kv", kv_heads, VT.UINT32 if isinstance(kv_heads, int) else VT.ARRAY,
-         None if isinstance(kv_heads, int) else VT.INT32),
+        (
+            f"{arch}.attention.head_count",
+            heads,
+            VT.UINT32 if isinstance(heads, int) else VT.ARRAY,
+            None if isinstance(heads, int) else VT.INT32,
+        ),
+        (
+            f"{arch}.attention.head_count_kv",
+            kv_heads,
+            VT.UINT32 if isinstance(kv_heads, int) else VT.ARRAY,
+            None if isinstance(kv_heads, int) else VT.INT32,
+        ),
         (f"{arch}.context_length", ctx, VT.UINT32, None),
         (f"{arch}.rope.freq_base", 1000000.0, VT.FLOAT32, None),
         (f"{arch}.attention.layer_norm_rms_epsilon", 1e-6, VT.FLOAT32, None),
@@ -122,8 +135,16 @@ def make_llama(path):
             (f"blk.{i}.ffn_norm.weight", f32(256), None),
         ]
     t += [("output_norm.weight", f32(256), None), ("output.weight", quant_tensor(Q.Q6_K, 256, 32), Q.Q6_K)]
-    kvs = arch_kvs("llama", layers=2, embd=256, ff=512, heads=8, kv_heads=2, ctx=8192,
-                   extra=[("llama.rope.dimension_count", 32, VT.UINT32, None)]) + vocab_kvs(32, "llama")
+    kvs = arch_kvs(
+        "llama",
+        layers=2,
+        embd=256,
+        ff=512,
+        heads=8,
+        kv_heads=2,
+        ctx=8192,
+        extra=[("llama.rope.dimension_count", 32, VT.UINT32, None)],
+    ) + vocab_kvs(32, "llama")
     return write_gguf(path, "llama", kvs, t)
 
 
@@ -158,13 +179,22 @@ def make_qwen3moe(path):
         ("blk.0.ffn_down_exps.weight", quant_tensor(Q.Q8_0, 64, 256, 8), Q.Q8_0),
         ("output.weight", quant_tensor(Q.Q6_K, 256, 40), Q.Q6_K),
     ]
-    kvs = arch_kvs("qwen3moe", layers=1, embd=256, ff=768, heads=4, kv_heads=1, ctx=40960, extra=[
-        ("qwen3moe.expert_count", 8, VT.UINT32, None),
-        ("qwen3moe.expert_used_count", 2, VT.UINT32, None),
-        ("qwen3moe.expert_feed_forward_length", 64, VT.UINT32, None),
-        ("qwen3moe.attention.key_length", 128, VT.UINT32, None),
-        ("qwen3moe.attention.value_length", 128, VT.UINT32, None),
-    ]) + vocab_kvs(40)
+    kvs = arch_kvs(
+        "qwen3moe",
+        layers=1,
+        embd=256,
+        ff=768,
+        heads=4,
+        kv_heads=1,
+        ctx=40960,
+        extra=[
+            ("qwen3moe.expert_count", 8, VT.UINT32, None),
+            ("qwen3moe.expert_used_count", 2, VT.UINT32, None),
+            ("qwen3moe.expert_feed_forward_length", 64, VT.UINT32, None),
+            ("qwen3moe.attention.key_length", 128, VT.UINT32, None),
+            ("qwen3moe.attention.value_length", 128, VT.UINT32, None),
+        ],
+    ) + vocab_kvs(40)
     return write_gguf(path, "qwen3moe", kvs, t)
 
 
@@ -179,23 +209,35 @@ def make_gpt_oss(path):
         ("blk.0.ffn_gate_inp.bias", f32(4), None),
         ("output.weight", quant_tensor(Q.Q8_0, 128, 24), Q.Q8_0),
     ]
-    kvs = arch_kvs("gpt-oss", layers=1, embd=128, ff=128, heads=4, kv_heads=1, ctx=131072, extra=[
-        ("gpt-oss.expert_count", 4, VT.UINT32, None),
-        ("gpt-oss.expert_used_count", 2, VT.UINT32, None),
-        ("gpt-oss.expert_feed_forward_length", 128, VT.UINT32, None),
-        ("gpt-oss.attention.key_length", 64, VT.UINT32, None),
-        ("gpt-oss.attention.value_length", 64, VT.UINT32, None),
-        ("gpt-oss.attention.sliding_window", 128, VT.UINT32, None),
-    ]) + vocab_kvs(24)
+    kvs = arch_kvs(
+        "gpt-oss",
+        layers=1,
+        embd=128,
+        ff=128,
+        heads=4,
+        kv_heads=1,
+        ctx=131072,
+        extra=[
+            ("gpt-oss.expert_count", 4, VT.UINT32, None),
+            ("gpt-oss.expert_used_count", 2, VT.UINT32, None),
+            ("gpt-oss.expert_feed_forward_length", 128, VT.UINT32, None),
+            ("gpt-oss.attention.key_length", 64, VT.UINT32, None),
+            ("gpt-oss.attention.value_length", 64, VT.UINT32, None),
+            ("gpt-oss.attention.sliding_window", 128, VT.UINT32, None),
+        ],
+    ) + vocab_kvs(24)
     return write_gguf(path, "gpt-oss", kvs, t)
 
 
 def make_hybrid(path):
     # per-layer head counts, as hybrid attention/recurrent models (LFM2, Jamba, ...) write them
-    t = [("token_embd.weight", f16(64, 16), None), ("blk.0.attn_q.weight", quant_tensor(Q.IQ3_S, 256, 64), Q.IQ3_S),
-         ("blk.1.shortconv.conv.weight", quant_tensor(Q.TQ2_0, 256, 64), Q.TQ2_0),
-         ("blk.2.ffn_up.weight", quant_tensor(Q.IQ1_M, 256, 8), Q.IQ1_M),
-         ("blk.3.ffn_up.weight", quant_tensor(Q.IQ2_S, 256, 8), Q.IQ2_S)]
+    t = [
+        ("token_embd.weight", f16(64, 16), None),
+        ("blk.0.attn_q.weight", quant_tensor(Q.IQ3_S, 256, 64), Q.IQ3_S),
+        ("blk.1.shortconv.conv.weight", quant_tensor(Q.TQ2_0, 256, 64), Q.TQ2_0),
+        ("blk.2.ffn_up.weight", quant_tensor(Q.IQ1_M, 256, 8), Q.IQ1_M),
+        ("blk.3.ffn_up.weight", quant_tensor(Q.IQ2_S, 256, 8), Q.IQ2_S),
+    ]
     kvs = arch_kvs("lfm2", layers=4, embd=64, ff=[128, 128, 256, 128], heads=4, kv_heads=[0, 2, 0, 2], ctx=4096)
     kvs[2] = ("lfm2.feed_forward_length", [128, 128, 256, 128], VT.ARRAY, VT.UINT32)
     return write_gguf(path, "lfm2", kvs, t)
@@ -209,41 +251,50 @@ def make_all_types(path, endianess=None):
         ("test.uint16", 65535, VT.UINT16, None),
         ("test.int16", -32768, VT.INT16, None),
         ("test.uint32", 2**32 - 1, VT.UINT32, None),
-        ("test.int32", -2**31, VT.INT32, None),
+        ("test.int32", -(2**31), VT.INT32, None),
         ("test.float32", 0.1, VT.FLOAT32, None),
         ("test.bool_true", True, VT.BOOL, None),
         ("test.bool_false", False, VT.BOOL, None),
         ("test.string", "héllo, wörld ✓ 日本語", VT.STRING, None),
         ("test.empty_string", "", VT.STRING, None),
         ("test.uint64", 2**64 - 1, VT.UINT64, None),
-        ("test.int64", -2**63, VT.INT64, None),
+        ("test.int64", -(2**63), VT.INT64, None),
         ("test.float64", math.pi, VT.FLOAT64, None),
         ("test.arr.uint8", [0, 1, 255], VT.ARRAY, VT.UINT8),
         ("test.arr.int8", [-128, 0, 127], VT.ARRAY, VT.INT8),
         ("test.arr.uint16", [0, 65535], VT.ARRAY, VT.UINT16),
         ("test.arr.int16", [-32768, 32767], VT.ARRAY, VT.INT16),
         ("test.arr.uint32", [0, 2**32 - 1], VT.ARRAY, VT.UINT32),
-        ("test.arr.int32", [-2**31, 2**31 - 1], VT.ARRAY, VT.INT32),
+        ("test.arr.int32", [-(2**31), 2**31 - 1], VT.ARRAY, VT.INT32),
         ("test.arr.float32", [0.5, -1.25, 3.0e38], VT.ARRAY, VT.FLOAT32),
         ("test.arr.bool", [True, False, True], VT.ARRAY, VT.BOOL),
         ("test.arr.string", ["a", "", "ü", "with space"], VT.ARRAY, VT.STRING),
         ("test.arr.uint64", [0, 2**64 - 1], VT.ARRAY, VT.UINT64),
-        ("test.arr.int64", [-2**63, 2**63 - 1], VT.ARRAY, VT.INT64),
+        ("test.arr.int64", [-(2**63), 2**63 - 1], VT.ARRAY, VT.INT64),
         ("test.arr.float64", [math.e, -0.0, 1e-300], VT.ARRAY, VT.FLOAT64),
         ("test.arr.nested_int", [[1, 2, 3], [4], [5, 6]], VT.ARRAY, None),
         ("test.arr.nested_str", [["x", "y"], ["z"]], VT.ARRAY, None),
     ]
     tensors = [
-        ("t.f32", f32(8, 2), None), ("t.f16", f16(8), None),
-        ("t.f64", np.zeros((3,), dtype=np.float64), None), ("t.i8", np.zeros((5,), dtype=np.int8), None),
-        ("t.i16", np.zeros((2, 3), dtype=np.int16), None), ("t.i32", np.zeros((7,), dtype=np.int32), None),
+        ("t.f32", f32(8, 2), None),
+        ("t.f16", f16(8), None),
+        ("t.f64", np.zeros((3,), dtype=np.float64), None),
+        ("t.i8", np.zeros((5,), dtype=np.int8), None),
+        ("t.i16", np.zeros((2, 3), dtype=np.int16), None),
+        ("t.i32", np.zeros((7,), dtype=np.int32), None),
         ("t.i64", np.zeros((1, 1, 2, 2), dtype=np.int64), None),
     ]
     return write_gguf(path, "test", kvs, tensors, endianess=endianess)
 
 
-MAKERS = {"llama": make_llama, "qwen2": make_qwen2, "qwen3moe": make_qwen3moe, "gpt-oss": make_gpt_oss,
-          "lfm2": make_hybrid, "all_types": make_all_types}
+MAKERS = {
+    "llama": make_llama,
+    "qwen2": make_qwen2,
+    "qwen3moe": make_qwen3moe,
+    "gpt-oss": make_gpt_oss,
+    "lfm2": make_hybrid,
+    "all_types": make_all_types,
+}
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +308,7 @@ def files(tmp_path_factory):
 # ---------------------------------------------------------------------------------------------------------------
 # Against the oracle
 # ---------------------------------------------------------------------------------------------------------------
+
 
 def flatten(value):
     if isinstance(value, list):
@@ -313,7 +365,7 @@ def test_matches_gguf_reader(files, name):
 def test_metadata_values_exact(files):
     h = read_gguf(files["all_types"])
     md = h.metadata
-    assert md["test.uint64"] == 2**64 - 1 and md["test.int64"] == -2**63
+    assert md["test.uint64"] == 2**64 - 1 and md["test.int64"] == -(2**63)
     assert md["test.float32"] == struct.unpack("<f", struct.pack("<f", 0.1))[0]  # float32, widened exactly
     assert md["test.bool_true"] is True and md["test.bool_false"] is False
     assert md["test.string"] == "héllo, wörld ✓ 日本語" and md["test.empty_string"] == ""
@@ -328,8 +380,9 @@ def test_big_endian_same_values(files):
     little, big = read_gguf(files["all_types"]), read_gguf(files["big_endian"])
     assert big.byte_order == "big" and little.byte_order == "little"
     assert big.metadata == little.metadata
-    assert [(t.name, t.shape, t.ggml_type) for t in big.tensors] == [(t.name, t.shape, t.ggml_type)
-                                                                     for t in little.tensors]
+    assert [(t.name, t.shape, t.ggml_type) for t in big.tensors] == [
+        (t.name, t.shape, t.ggml_type) for t in little.tensors
+    ]
 
 
 def test_sizes_by_hand(files):
@@ -366,8 +419,10 @@ def test_ggml_type_table_matches_gguf_py():
             assert (info.block_size, info.type_size, size) == (32, 36, 40)
             continue
         assert (info.block_size, info.type_size) == (block, size), qtype.name
-    required = ("F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1 Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K IQ2_XXS IQ2_XS IQ3_XXS IQ1_S "
-                "IQ4_NL IQ3_S IQ2_S IQ4_XS I8 I16 I32 I64 F64 IQ1_M BF16 TQ1_0 TQ2_0 MXFP4").split()
+    required = (
+        "F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1 Q2_K Q3_K Q4_K Q5_K Q6_K Q8_K IQ2_XXS IQ2_XS IQ3_XXS IQ1_S "
+        "IQ4_NL IQ3_S IQ2_S IQ4_XS I8 I16 I32 I64 F64 IQ1_M BF16 TQ1_0 TQ2_0 MXFP4"
+    ).split()
     assert all(name in gh.GGML_TYPE_IDS for name in required)
     # bits per weight, by hand: Q4_K 144*8/256 = 4.5, Q6_K 210*8/256 = 6.5625, Q8_0 34*8/32 = 8.5
     assert GGML_TYPES[12].bits_per_weight == 4.5 and GGML_TYPES[14].bits_per_weight == 6.5625
@@ -380,10 +435,18 @@ def test_ggml_type_table_matches_gguf_py():
 def test_hparams(files):
     hp = read_gguf(files["llama"]).hparams()
     assert hp == {
-        "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
-        "num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 8192,
-        "rope_theta": 1000000.0, "rms_norm_eps": pytest.approx(1e-6), "head_dim": 32,  # 256 / 8
-        "vocab_size": 32, "tie_word_embeddings": False,
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 8192,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": pytest.approx(1e-6),
+        "head_dim": 32,  # 256 / 8
+        "vocab_size": 32,
+        "tie_word_embeddings": False,
     }
     hp = read_gguf(files["qwen2"]).hparams()
     assert hp["tie_word_embeddings"] is True and hp["num_key_value_heads"] == 1 and hp["head_dim"] == 32
@@ -401,11 +464,19 @@ def test_hparams(files):
     assert hp["num_attention_heads"] == 4 and hp["head_dim"] == 16
     assert hp["vocab_size"] == 16  # no tokenizer: from token_embd.weight, (n_embd, n_vocab) in ggml order
     # per-layer arrays whose layers all agree come back as one number
-    data = (header(0, 3) + kv_raw("general.architecture", 8, gguf_str(b"x"))
-            + kv_raw("x.attention.head_count", 9, struct.pack("<IQ3i", 5, 3, 8, 8, 8))
-            + kv_raw("x.embedding_length", 4, struct.pack("<I", 512)))
-    assert read_gguf(data).hparams() == {"model_type": "x", "num_attention_heads": 8, "hidden_size": 512,
-                                         "num_key_value_heads": 8, "head_dim": 64}
+    data = (
+        header(0, 3)
+        + kv_raw("general.architecture", 8, gguf_str(b"x"))
+        + kv_raw("x.attention.head_count", 9, struct.pack("<IQ3i", 5, 3, 8, 8, 8))
+        + kv_raw("x.embedding_length", 4, struct.pack("<I", 512))
+    )
+    assert read_gguf(data).hparams() == {
+        "model_type": "x",
+        "num_attention_heads": 8,
+        "hidden_size": 512,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+    }
 
 
 def without_size(h):
@@ -484,6 +555,7 @@ def test_realistic_vocabulary_is_fast():
 # Hostile input: hand-built headers, one lie each
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def gguf_str(raw: bytes) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
@@ -497,8 +569,12 @@ def kv_raw(key, vtype, payload, key_raw=None) -> bytes:
 
 
 def tensor_raw(name, dims, ggml_type, offset=0, name_raw=None) -> bytes:
-    return (gguf_str(name_raw if name_raw is not None else name.encode()) + struct.pack("<I", len(dims))
-            + b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ggml_type, offset))
+    return (
+        gguf_str(name_raw if name_raw is not None else name.encode())
+        + struct.pack("<I", len(dims))
+        + b"".join(struct.pack("<Q", d) for d in dims)
+        + struct.pack("<IQ", ggml_type, offset)
+    )
 
 
 def one_tensor(dims, ggml_type, offset=0):
@@ -710,10 +786,15 @@ def test_not_bytes():
 # Fuzzing: mutate valid headers; only ValueError may escape, and every parse is quick
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def _seed_files(tmp_dir: Path) -> list[bytes]:
     seeds = []
-    makers = (("llama", make_llama), ("all_types", make_all_types), ("lfm2", make_hybrid),
-              ("big_endian", lambda p: make_all_types(p, endianess=gguf.GGUFEndian.BIG)))
+    makers = (
+        ("llama", make_llama),
+        ("all_types", make_all_types),
+        ("lfm2", make_hybrid),
+        ("big_endian", lambda p: make_all_types(p, endianess=gguf.GGUFEndian.BIG)),
+    )
     for name, make in makers:
         data = make(tmp_dir / f"seed_{name}.gguf").read_bytes()
         seeds.append(data[: read_gguf(data).data_offset + 64])  # the header and a little data
@@ -748,15 +829,15 @@ def mutate(data: bytes, ops) -> bytes:
         elif op[0] == "truncate":
             del buf[at:]
         elif op[0] == "splice64":
-            buf[at:at + 8] = struct.pack("<Q", op[2])
+            buf[at : at + 8] = struct.pack("<Q", op[2])
         elif op[0] == "splice32":
-            buf[at:at + 4] = struct.pack("<I", op[2])
+            buf[at : at + 4] = struct.pack("<I", op[2])
         elif op[0] == "byte":
             buf[at] = op[2]
         elif op[0] == "insert":
             buf[at:at] = op[2]
         elif op[0] == "delete":
-            del buf[at:at + op[2]]
+            del buf[at : at + op[2]]
     return bytes(buf)
 
 
@@ -767,10 +848,19 @@ def seeds(tmp_path_factory):
     return _SEEDS
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(seed_index=st.integers(0, 4), ops=st.lists(mutation, min_size=1, max_size=4),
-       as_file=st.booleans(), give_size=st.booleans())
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed_index=st.integers(0, 4),
+    ops=st.lists(mutation, min_size=1, max_size=4),
+    as_file=st.booleans(),
+    give_size=st.booleans(),
+)
 def test_fuzz_2000_mutations(seeds, seed_index, ops, as_file, give_size):
     data = mutate(seeds[seed_index], ops)
     source = io.BytesIO(data) if as_file else data
@@ -791,6 +881,8 @@ def test_fuzz_2000_mutations(seeds, seed_index, ops, as_file, give_size):
 def test_fuzz_count_report():
     """Runs after the fuzz test (file order): say how many inputs it tried."""
     if fuzz_stats["inputs"]:
-        print(f"\nfuzz: {fuzz_stats['inputs']} mutated headers, {fuzz_stats['parsed']} still parsed, "
-              f"slowest parse {fuzz_stats['max_seconds'] * 1000:.1f} ms")
+        print(
+            f"\nfuzz: {fuzz_stats['inputs']} mutated headers, {fuzz_stats['parsed']} still parsed, "
+            f"slowest parse {fuzz_stats['max_seconds'] * 1000:.1f} ms"
+        )
         assert fuzz_stats["inputs"] >= FUZZ_EXAMPLES * 0.9

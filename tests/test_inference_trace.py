@@ -1,4 +1,5 @@
 """inference_trace: steps add up to perf_model's totals; warm vs cold; the partial-offload story."""
+
 import pytest
 
 import inference_trace as it
@@ -11,8 +12,9 @@ def test_decode_steps_sum_to_decode_step_time(key, context):
     s = it.PHASE_SCENARIOS[key]
     p = pm.place(s["model"], s["machine"], s["quant"], s["n_ctx"])
     steps = it.phase_trace(p, p.machine, "decode", context=context)
-    assert sum(x["seconds"] for x in steps) == pytest.approx(pm.decode_step_time(p, p.machine, context)["total_s"],
-                                                             rel=1e-12)
+    assert sum(x["seconds"] for x in steps) == pytest.approx(
+        pm.decode_step_time(p, p.machine, context)["total_s"], rel=1e-12
+    )
     d = pm.decode_step_time(p, p.machine, context)
     assert sum(x["bytes"] for x in steps) == pytest.approx(d["gpu_bytes"] + d["cpu_bytes"], rel=1e-12)
 
@@ -31,7 +33,7 @@ def test_step_fields_and_bounds():
     steps = it.phase_scenario("fits", "prefill")
     for x in steps:
         assert {"what", "device", "tier", "bytes", "flops", "intensity", "bound", "seconds"} <= set(x)
-    assert all(x["bound"] == "compute" for x in steps)          # prefill: compute-bound
+    assert all(x["bound"] == "compute" for x in steps)  # prefill: compute-bound
     dec = it.phase_scenario("fits", "decode")
     assert all(x["bound"] in ("memory", "latency") for x in dec)  # decode: memory-bound
     assert max(x["intensity"] for x in dec if x["bytes"]) < 10
@@ -51,8 +53,9 @@ def test_partial_offload_cpu_dominates_decode():
 def test_warm_load_faster_only_by_drive_reads():
     for key in it.LOAD_SCENARIOS:
         cold, warm = it.load_scenario(key), it.load_scenario(key, warm=True)
-        assert [s["what"].replace("(drive", "(page cache").replace("drive ->", "page cache ->") for s in cold] == \
-            [s["what"] for s in warm]
+        assert [s["what"].replace("(drive", "(page cache").replace("drive ->", "page cache ->") for s in cold] == [
+            s["what"] for s in warm
+        ]
         assert warm[-1]["elapsed_s"] < cold[-1]["elapsed_s"]
         for c, w in zip(cold, warm):
             if not c["reads_file"]:
@@ -69,7 +72,7 @@ def test_load_partial_uploads_each_gpu_layer_over_pcie():
     assert len(ups) == p.gpu_layers
     assert sum(s["bytes"] for s in ups) == pytest.approx(p.gpu_weights)
     link = p.machine.pcie
-    for s in ups:   # bounded by the slower of drive (5 GB/s) and link (15.75 GB/s)
+    for s in ups:  # bounded by the slower of drive (5 GB/s) and link (15.75 GB/s)
         assert s["seconds"] == pytest.approx(s["bytes"] / min(p.machine.drive_gbs * 1e9, link))
     kv = [s for s in steps if "KV cache" in s["what"]]
     assert sum(s["bytes"] for s in kv) == pytest.approx(p.gpu_kv + p.cpu_kv)
@@ -92,17 +95,20 @@ def test_decode_curve_module_listing():
         assert [round(c["tok_s"], 1) for c in curve] == vals
 
 
-@pytest.mark.parametrize("call,arg", [
-    (lambda p: it.phase_trace(p, None, "generate"), "phase"),
-    (lambda p: it.phase_trace(p, None, "decode", context=-1), "context"),
-    (lambda p: it.phase_trace(p, None, "decode", context=10 ** 6), "context"),
-    (lambda p: it.phase_trace(p, None, "prefill", n_tokens=0), "n_tokens"),
-    (lambda p: it.decode_curve(p, None, [0, "x"]), "contexts"),
-    (lambda p: it.decode_curve("not a placement"), "placement"),
-    (lambda p: it.load_trace("llama-3.1-8b", "rtx4090", "Q4_K_M", 0), "n_ctx"),
-    (lambda p: it.load_trace("llama-3.1-8b", "rtx4090", "Q4_K_M", 4096, warm="yes"), "warm"),
-    (lambda p: it.load_scenario("nope"), "scenario"),
-])
+@pytest.mark.parametrize(
+    "call,arg",
+    [
+        (lambda p: it.phase_trace(p, None, "generate"), "phase"),
+        (lambda p: it.phase_trace(p, None, "decode", context=-1), "context"),
+        (lambda p: it.phase_trace(p, None, "decode", context=10**6), "context"),
+        (lambda p: it.phase_trace(p, None, "prefill", n_tokens=0), "n_tokens"),
+        (lambda p: it.decode_curve(p, None, [0, "x"]), "contexts"),
+        (lambda p: it.decode_curve("not a placement"), "placement"),
+        (lambda p: it.load_trace("llama-3.1-8b", "rtx4090", "Q4_K_M", 0), "n_ctx"),
+        (lambda p: it.load_trace("llama-3.1-8b", "rtx4090", "Q4_K_M", 4096, warm="yes"), "warm"),
+        (lambda p: it.load_scenario("nope"), "scenario"),
+    ],
+)
 def test_bad_arguments_named(call, arg):
     p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", 8192)
     with pytest.raises(ValueError, match=arg):

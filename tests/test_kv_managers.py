@@ -6,13 +6,24 @@ import os
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 
 from kv_managers import (  # noqa: E402
-    AGENT_FIGURE_PRESET, CELL_CODES, RADIX_LOSES_CAPACITY, PagedManager, RadixManager, Request, SlotManager, agent_workload,
-    chat_workload, compare, radix_loses_workload, simulate,
+    AGENT_FIGURE_PRESET,
+    CELL_CODES,
+    RADIX_LOSES_CAPACITY,
+    PagedManager,
+    RadixManager,
+    Request,
+    SlotManager,
+    agent_workload,
+    chat_workload,
+    compare,
+    radix_loses_workload,
+    simulate,
 )
 
 
@@ -21,6 +32,7 @@ def frame_at(run, step):
 
 
 # --- slots -------------------------------------------------------------------------------------------------------
+
 
 def test_slot_follow_up_reuses_its_own_slot():
     # explicit n_parallel=2 over 16 cells: slot 0 owns cells 0-7, slot 1 cells 8-15
@@ -34,8 +46,7 @@ def test_slot_follow_up_reuses_its_own_slot():
     assert frame_at(run, 2)["state"] == "cccccc" + "." * 10
     assert frame_at(run, 3)["state"] == "RRRRRRP" + "." * 9
     assert frame_at(run, 3)["owner"][:7] == [1] * 7
-    assert run["requests"][1] == {"arrival": 0, "admitted": 3, "reused": 6, "computed": 1, "preempted": 0,
-                                  "finish": 4}
+    assert run["requests"][1] == {"arrival": 0, "admitted": 3, "reused": 6, "computed": 1, "preempted": 0, "finish": 4}
     s = run["summary"]
     assert (s["prefill_computed"], s["cache_hit_tokens"], s["prompt_tokens"]) == (5, 6, 11)
 
@@ -70,11 +81,12 @@ def test_unified_slots_purge_idle_slot_when_full():
 
 # --- paged -------------------------------------------------------------------------------------------------------
 
+
 def test_paged_blocks_and_prefix_hit():
-    a = Request(0, 0, (1, 2, 3, 4, 5, 6), (7, 8), "a")          # 2 blocks of 4
-    b = Request(1, 5, (1, 2, 3, 4, 9, 9), 1, "b")               # shares the first block only
+    a = Request(0, 0, (1, 2, 3, 4, 5, 6), (7, 8), "a")  # 2 blocks of 4
+    b = Request(1, 5, (1, 2, 3, 4, 9, 9), 1, "b")  # shares the first block only
     run = simulate(PagedManager(16, block_size=4), [a, b], check=True)
-    assert frame_at(run, 0)["state"] == "PPPPPPaa" + "." * 8    # tail of the last block allocated, unwritten
+    assert frame_at(run, 0)["state"] == "PPPPPPaa" + "." * 8  # tail of the last block allocated, unwritten
     assert frame_at(run, 1)["state"] == "ppppppDa" + "." * 8
     # a finishes at step 2: both blocks are full and hashed, so both stay cached
     assert frame_at(run, 2)["state"] == "cccccccc" + "." * 8
@@ -115,6 +127,7 @@ def test_paged_preempts_most_recent_and_recomputes():
 
 # --- radix -------------------------------------------------------------------------------------------------------
 
+
 def test_radix_token_granular_match_and_split():
     a = Request(0, 0, (1, 2, 3, 4, 5), (6, 7), "a")
     b = Request(1, 5, (1, 2, 3, 9, 9), 1, "b")
@@ -138,8 +151,7 @@ def test_radix_lock_ref_pins_running_prefix_and_evicts_lru_leaf():
     c = Request(2, 4, (20, 21, 22, 23, 24), 3, "c")
     m = RadixManager(12)
     run = simulate(m, [a, b, c], check=True)
-    assert [e for e in frame_at(run, 4)["events"] if e["type"] == "evict"] == [{"type": "evict", "rid": 0,
-                                                                                "cells": 1}]
+    assert [e for e in frame_at(run, 4)["events"] if e["type"] == "evict"] == [{"type": "evict", "rid": 0, "cells": 1}]
     assert frame_at(run, 4)["state"].count("R") == 0 and frame_at(run, 4)["state"].count("P") == 5
     evicted = [e for f in run["frames"] for e in f["events"] if e["type"] == "evict"]
     assert {e["rid"] for e in evicted} == {0} and sum(e["cells"] for e in evicted) == 4
@@ -150,8 +162,8 @@ def test_radix_lock_ref_pins_running_prefix_and_evicts_lru_leaf():
 def test_radix_lpm_reorders_queue():
     shared = tuple(range(1, 11))
     warm = Request(0, 0, shared + (50,), 1, "w")
-    x = Request(1, 3, (90, 91, 92), 1, "x")          # arrives first, nothing cached
-    y = Request(2, 3, shared + (60,), 1, "y")        # arrives second, 10 tokens cached
+    x = Request(1, 3, (90, 91, 92), 1, "x")  # arrives first, nothing cached
+    y = Request(2, 3, shared + (60,), 1, "y")  # arrives second, 10 tokens cached
     for policy, first in (("fcfs", 1), ("lpm", 2)):
         run = simulate(RadixManager(64, schedule_policy=policy), [warm, x, y])
         admits = [e["rid"] for e in frame_at(run, 3)["events"] if e["type"] == "admit"]
@@ -195,7 +207,7 @@ def test_request_larger_than_pool_is_rejected(make):
 @pytest.mark.parametrize("make", MANAGERS)
 def test_oversized_follow_up_is_rejected_not_looped(make):
     # the first turn fits; its follow-up (arriving in the step the first one finishes) does not
-    a = Request(0, 0, tuple(range(1, 11)), 4, "u")                       # 14 tokens: fits every pool here
+    a = Request(0, 0, tuple(range(1, 11)), 4, "u")  # 14 tokens: fits every pool here
     b = Request(1, 0, tuple(range(1, 11)) + a.reply_tokens() + tuple(range(50, 70)), 2, "u", follows=0)  # 36
     s = simulate(make(32), [a, b], check=True, max_steps=1000)["summary"]
     assert s["finished"] == 1 and "at most" in s["rejected"][1]
@@ -209,15 +221,20 @@ def workloads(draw):
     for rid in range(n):
         if reqs and draw(st.booleans()):
             parent = reqs[draw(st.integers(0, len(reqs) - 1))]
-            prompt = tuple(parent.prompt) + tuple(parent.reply_tokens()) + tuple(
-                draw(st.lists(st.integers(200, 205), min_size=1, max_size=6)))
+            prompt = (
+                tuple(parent.prompt)
+                + tuple(parent.reply_tokens())
+                + tuple(draw(st.lists(st.integers(200, 205), min_size=1, max_size=6)))
+            )
             follows, think = parent.rid, draw(st.integers(0, 2))
         else:
-            prompt = draw(st.sampled_from(prefixes)) + tuple(draw(st.lists(st.integers(300, 310), min_size=1,
-                                                                             max_size=10)))
+            prompt = draw(st.sampled_from(prefixes)) + tuple(
+                draw(st.lists(st.integers(300, 310), min_size=1, max_size=10))
+            )
             follows, think = None, 0
-        reqs.append(Request(rid, draw(st.integers(0, 6)), prompt, draw(st.integers(1, 6)), f"s{rid % 3}",
-                            follows, think))
+        reqs.append(
+            Request(rid, draw(st.integers(0, 6)), prompt, draw(st.integers(1, 6)), f"s{rid % 3}", follows, think)
+        )
     return reqs
 
 
@@ -228,7 +245,7 @@ def test_invariants_hold_every_step(make, reqs, cap):
     m = make(cap)
     run = simulate(m, reqs, check=True, max_steps=5000)  # check: no cell owned twice, counts never negative...
     s = run["summary"]
-    assert s["finished"] + len(s["rejected"]) == len(reqs)   # every request finishes or is rejected...
+    assert s["finished"] + len(s["rejected"]) == len(reqs)  # every request finishes or is rejected...
     assert all(isinstance(r, str) and r for r in s["rejected"].values())  # ...with a reason
     assert s["peak_cells_used"] <= cap
     for f in run["frames"]:
@@ -239,10 +256,18 @@ def test_invariants_hold_every_step(make, reqs, cap):
 
 # --- the module's figures ----------------------------------------------------------------------------------------
 
+
 def test_compare_reproduces_the_module_listing():
     runs = compare(capacity_tokens=384)
-    got = {k: (r["summary"]["prefill_computed"], r["summary"]["prompt_tokens"], r["summary"]["peak_concurrency"],
-               r["summary"]["preemptions"]) for k, r in runs.items()}
+    got = {
+        k: (
+            r["summary"]["prefill_computed"],
+            r["summary"]["prompt_tokens"],
+            r["summary"]["peak_concurrency"],
+            r["summary"]["preemptions"],
+        )
+        for k, r in runs.items()
+    }
     assert list(runs) == ["slots", "paged", "radix"]
     assert got == {"slots": (376, 652, 4, 0), "paged": (268, 652, 5, 0), "radix": (208, 652, 5, 0)}
     assert [f"{r['summary']['prefill_saved_frac']:.0%}" for r in runs.values()] == ["42%", "59%", "68%"]
@@ -276,8 +301,9 @@ def test_exercise_3_radix_loses():
 def test_agent_workload_is_seeded_and_branches():
     a = agent_workload(60, seed=3)
     b = agent_workload(60, seed=3)
-    assert [(r.arrival, tuple(r.prompt), r.reply, r.follows) for r in a] == \
-           [(r.arrival, tuple(r.prompt), r.reply, r.follows) for r in b]
+    assert [(r.arrival, tuple(r.prompt), r.reply, r.follows) for r in a] == [
+        (r.arrival, tuple(r.prompt), r.reply, r.follows) for r in b
+    ]
     assert len(a) == 60
     by = {r.rid: r for r in a}
     children: dict = {}
@@ -285,15 +311,24 @@ def test_agent_workload_is_seeded_and_branches():
         if r.follows is not None:
             p = by[r.follows]
             assert r.follows < r.rid and r.session == p.session
-            assert tuple(r.prompt[:len(p.prompt) + len(p.reply)]) == tuple(p.prompt) + tuple(p.reply)
+            assert tuple(r.prompt[: len(p.prompt) + len(p.reply)]) == tuple(p.prompt) + tuple(p.reply)
             children[r.follows] = children.get(r.follows, 0) + 1
     assert max(children.values()) >= 2  # some turn has two continuations: a branch
     assert all(tuple(r.prompt[:256]) == tuple(range(1, 257)) for r in a)  # shared system prompt
 
 
 def test_agent_workload_small_pool_all_managers():
-    reqs = agent_workload(24, seed=1, system_tokens=32, tool_tokens=48, n_toolsets=2, turns=(2, 4),
-                          msg_tokens=(4, 16), reply_tokens=(4, 12), session_gap=3)
+    reqs = agent_workload(
+        24,
+        seed=1,
+        system_tokens=32,
+        tool_tokens=48,
+        n_toolsets=2,
+        turns=(2, 4),
+        msg_tokens=(4, 16),
+        reply_tokens=(4, 12),
+        session_gap=3,
+    )
     out = {}
     for make in (SlotManager, PagedManager, RadixManager):
         s = simulate(make(384), reqs, check=True)["summary"]

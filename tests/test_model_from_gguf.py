@@ -1,9 +1,9 @@
 """perf_model.model_from_gguf: a GGUF header (written by llama.cpp's own gguf package) becomes a Model
 whose per-tensor types and sizes are the file's."""
-import numpy as np
-import pytest
 
 import gguf  # llama.cpp's own gguf package: a test dependency (pyproject [test] extra)
+import numpy as np
+import pytest
 
 import perf_model as pm  # noqa: E402
 
@@ -26,10 +26,9 @@ def _write(path, model, quant, arch="llama"):
         ne = r["ne"]
         if r["type"] == "F32":
             w.add_tensor(r["name"], np.zeros(tuple(reversed(ne)), dtype=np.float32))
-        else:   # raw quantized rows, numpy order, as GGUFWriter takes them
+        else:  # raw quantized rows, numpy order, as GGUFWriter takes them
             row_bytes = ne[0] // t.block_size * t.type_size
-            w.add_tensor(r["name"], np.zeros((*reversed(ne[1:]), row_bytes), dtype=np.uint8),
-                         raw_dtype=Q[r["type"]])
+            w.add_tensor(r["name"], np.zeros((*reversed(ne[1:]), row_bytes), dtype=np.uint8), raw_dtype=Q[r["type"]])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -38,9 +37,19 @@ def _write(path, model, quant, arch="llama"):
 
 @pytest.fixture
 def tiny():
-    return pm.model_from_hf_config({"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256,
-                                    "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-                                    "vocab_size": 1024, "max_position_embeddings": 4096}, name="tiny")
+    return pm.model_from_hf_config(
+        {
+            "model_type": "llama",
+            "num_hidden_layers": 4,
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 1024,
+            "max_position_embeddings": 4096,
+        },
+        name="tiny",
+    )
 
 
 def _file(tmp_path, model, quant):
@@ -69,8 +78,9 @@ def test_plan_is_the_files_types(tmp_path, tiny, quant):
 def test_only_the_header_is_needed(tmp_path, tiny):
     data = _file(tmp_path, tiny, "Q4_K_M")
     from enginelab import gguf_header
+
     head = gguf_header.read_gguf(data)
-    cut = data[:head.data_offset]                      # no tensor data at all
+    cut = data[: head.data_offset]  # no tensor data at all
     m = pm.model_from_gguf(cut)
     assert pm.weight_bytes(m, None)["total"] == head.weights_bytes
 

@@ -1,12 +1,13 @@
 """serving_plan: vLLM's and SGLang's start-up arithmetic, checked by hand."""
+
 from __future__ import annotations
 
 import math
 import re
 
-import perf_model as pm
 import pytest
 
+import perf_model as pm
 from enginelab import serving_plan as sp
 
 GiB = 1 << 30
@@ -23,8 +24,13 @@ def test_llama31_8b_bf16_on_24gb_at_0_9_by_hand():
     # weights: 8,030,261,248 parameters (HF count) * 2 bytes
     assert p["weights"]["params"] == 8030261248
     assert p["weights_bytes"] == 2 * 8030261248
-    available = p["requested_bytes"] - p["weights_bytes"] - p["peak_activation_bytes"] - p["non_torch_bytes"] \
+    available = (
+        p["requested_bytes"]
+        - p["weights_bytes"]
+        - p["peak_activation_bytes"]
+        - p["non_torch_bytes"]
         - p["cudagraph_bytes"]
+    )
     assert p["available_kv_bytes"] == pytest.approx(available)
     # num_gpu_blocks = available // page_size // num_layers
     assert p["num_gpu_blocks"] == int(available // 65536 // 32)
@@ -32,14 +38,23 @@ def test_llama31_8b_bf16_on_24gb_at_0_9_by_hand():
     assert p["gpu_kv_cache_tokens"] == p["num_gpu_blocks"] * 16
     assert p["max_concurrency"] == pytest.approx(p["num_gpu_blocks"] / 512)
     assert sp.vllm_kv_log_line(p) == f"GPU KV cache size: {p['num_gpu_blocks'] * 16:,} tokens"
-    assert sp.vllm_concurrency_log_line(p) == \
-        f"Maximum concurrency for 8,192 tokens per request: {p['num_gpu_blocks'] / 512:.2f}x"
+    assert (
+        sp.vllm_concurrency_log_line(p)
+        == f"Maximum concurrency for 8,192 tokens per request: {p['num_gpu_blocks'] / 512:.2f}x"
+    )
     assert p["fits"] and p["error"] is None
     # KV pool + everything else never exceeds the requested budget
-    assert p["kv_cache_bytes"] + p["weights_bytes"] + p["peak_activation_bytes"] + p["non_torch_bytes"] \
-        + p["cudagraph_bytes"] <= p["requested_bytes"]
-    assert p["command"] == ("vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.9 "
-                            "--max-model-len 8192")
+    assert (
+        p["kv_cache_bytes"]
+        + p["weights_bytes"]
+        + p["peak_activation_bytes"]
+        + p["non_torch_bytes"]
+        + p["cudagraph_bytes"]
+        <= p["requested_bytes"]
+    )
+    assert p["command"] == (
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.9 --max-model-len 8192"
+    )
 
 
 def test_fp8_kv_doubles_tokens():
@@ -69,8 +84,10 @@ def test_oversized_max_model_len_errors_like_vllm():
     p = sp.vllm_plan("llama-3.1-8b", "rtx4090")
     assert p["max_model_len"] == 131072 and not p["fits"]
     assert p["needed_bytes"] == 131072 // 16 * 65536 * 32 == 16 * GiB
-    assert p["error"].startswith("ValueError: To serve at least one request with the models's max seq len "
-                                 "(131072), (16.00 GiB KV cache is needed")
+    assert p["error"].startswith(
+        "ValueError: To serve at least one request with the models's max seq len "
+        "(131072), (16.00 GiB KV cache is needed"
+    )
     est = int(re.search(r"estimated maximum model length is (\d+)", p["error"]).group(1))
     # the estimate is the largest length whose blocks fit: a multiple of block_size
     assert est % 16 == 0 and (est // 16) * 65536 * 32 <= p["available_kv_bytes"] < (est // 16 + 1) * 65536 * 32
@@ -87,8 +104,9 @@ def test_weights_larger_than_budget_and_startup_free_check():
     assert q["weights_bytes"] < p["weights_bytes"] / 3
     d = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=8192, other_processes_gib=2.0)
     assert not d["fits"] and "Free memory on device" in d["error"]
-    d2 = sp.vllm_plan("llama-3.1-8b", "rtx4090", max_model_len=8192, other_processes_gib=2.0,
-                      gpu_memory_utilization=0.85)
+    d2 = sp.vllm_plan(
+        "llama-3.1-8b", "rtx4090", max_model_len=8192, other_processes_gib=2.0, gpu_memory_utilization=0.85
+    )
     assert d2["fits"]
 
 
@@ -96,14 +114,14 @@ def test_quantized_weight_bytes_by_hand():
     w = sp.hf_weight_bytes("llama-3.1-8b", "awq")
     m = pm.MODELS["llama-3.1-8b"]
     lin = sum(t.n_elements for t in m.tensors() if t.layer >= 0 and len(t.ne) == 2)
-    groups = sum(t.n_elements // t.ne[0] * math.ceil(t.ne[0] / 128) for t in m.tensors()
-                 if t.layer >= 0 and len(t.ne) == 2)
+    groups = sum(
+        t.n_elements // t.ne[0] * math.ceil(t.ne[0] / 128) for t in m.tensors() if t.layer >= 0 and len(t.ne) == 2
+    )
     assert w["linear"] == 0.5 * lin + 2.5 * groups
     # embedding + lm_head + norms stay 16-bit
     assert w["other"] == 2 * (8030261248 - lin)
     f = sp.hf_weight_bytes("llama-3.1-8b", "fp8")
-    assert f["linear"] == lin + 4 * sum(t.n_elements // t.ne[0] for t in m.tensors()
-                                        if t.layer >= 0 and len(t.ne) == 2)
+    assert f["linear"] == lin + 4 * sum(t.n_elements // t.ne[0] for t in m.tensors() if t.layer >= 0 and len(t.ne) == 2)
 
 
 def test_sglang_default_fraction_and_pool_by_hand():
@@ -119,8 +137,9 @@ def test_sglang_default_fraction_and_pool_by_hand():
     assert s["max_total_num_tokens"] == tokens
     assert s["max_running_requests"] == min(min(max(int(tokens / 8192 * 512), 2048), 4096), tokens // 2)
     assert s["log_lines"][0].startswith(f"KV Cache is allocated. #tokens: {tokens}, K size: ")
-    assert s["command"] == ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
-                            "--context-length 8192")
+    assert s["command"] == (
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --context-length 8192"
+    )
     # 16 GB bucket: cuda_graph_max_bs 8 -> reserved 3728
     assert sp.sglang_mem_fraction_static(16 * GiB)["reserved_mib"] == 3728
 
@@ -157,8 +176,14 @@ def test_invariants_every_model_and_gpu(model, machine):
     assert p["num_gpu_blocks"] >= 0 and p["kv_cache_bytes"] <= max(p["available_kv_bytes"], 0)
     if p["fits"]:
         assert p["max_concurrency"] >= 1.0
-        assert p["kv_cache_bytes"] + p["weights_bytes"] + p["peak_activation_bytes"] + p["non_torch_bytes"] + \
-            p["cudagraph_bytes"] <= p["requested_bytes"] + 1
+        assert (
+            p["kv_cache_bytes"]
+            + p["weights_bytes"]
+            + p["peak_activation_bytes"]
+            + p["non_torch_bytes"]
+            + p["cudagraph_bytes"]
+            <= p["requested_bytes"] + 1
+        )
     s = sp.sglang_plan(model, machine, context_length=4096)
     if s["fits"]:
         assert s["weights_bytes"] + s["kv_cache_bytes"] <= s["static_bytes"]
@@ -169,17 +194,15 @@ def test_invariants_every_model_and_gpu(model, machine):
 # The serving-plan figure (enginelab/figures/serving_plan.py): readouts from the course module, rendering, goldens
 # =============================================================================================================
 
+from goldens import golden as _golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
+
 from enginelab import page  # noqa: E402
 from enginelab.figures import REGISTRY  # noqa: E402
 from enginelab.figures import serving_plan as fsp  # noqa: E402
-from goldens import golden as _golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
 
 def golden(name: str, text: str):
     _golden(name, text, newline=True)
-
-
-
 
 
 def test_figure_registered_with_the_contract():
@@ -195,9 +218,13 @@ def test_figure_registered_with_the_contract():
 def test_serving_plan_readouts_are_the_planners_numbers():
     d = fsp.compute(fsp.default_state())
     p = sp.vllm_plan("llama-3.1-8b", "rtx4090", "bf16", 0.92, 8192, 16, "auto", False, 256, 2048, 0.0)
-    assert d["readouts"] == {"gpu_kv_cache_tokens": p["gpu_kv_cache_tokens"], "max_concurrency": p["max_concurrency"],
-                             "num_gpu_blocks": p["num_gpu_blocks"], "available_kv_gib": p["available_kv_bytes"] / sp.GiB,
-                             "fits": True}
+    assert d["readouts"] == {
+        "gpu_kv_cache_tokens": p["gpu_kv_cache_tokens"],
+        "max_concurrency": p["max_concurrency"],
+        "num_gpu_blocks": p["num_gpu_blocks"],
+        "available_kv_gib": p["available_kv_bytes"] / sp.GiB,
+        "fits": True,
+    }
     html = fsp.render(d)
     for k in fsp.VLLM_READOUTS:
         assert f'data-readout="{k}"' in html
@@ -230,12 +257,11 @@ def test_serving_plan_errors_are_shown_not_raised():
     assert len(msgs) == 3 and s.util == 0.92 and s.block_size == "16" and s.engine == "vllm"
 
 
-@pytest.mark.parametrize("name, q", [("serving-plan", ""), ("serving-plan-sglang", "?engine=sglang"),
-                                     ("serving-plan-error", "?ctx=131072")])
+@pytest.mark.parametrize(
+    "name, q", [("serving-plan", ""), ("serving-plan-sglang", "?engine=sglang"), ("serving-plan-error", "?ctx=131072")]
+)
 def test_serving_plan_golden(name, q):
     golden(name, fsp._bar(fsp.compute(fsp.SPEC.from_query(q)[0])))
-
-
 
 
 def test_failed_start_draws_no_kv_pool():

@@ -1,24 +1,29 @@
 """enginelab.state: specs, validation that explains instead of raising, and the URL codec."""
+
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
-from hypothesis import given, settings, strategies as st_
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 
 from enginelab.state import Bool, Choice, Float, Int, Spec
 
 MODELS = {"small": 4, "big": 10}  # name -> n_layers
 
-SPEC = Spec("demo", [
-    Choice("model", "Model", default="small", options=[(k, k.title()) for k in MODELS]),
-    Int("ctx", "Context", default=4096, min=256, max=65536),
-    Int("ngl", "GPU layers", default="auto", auto="auto", min=0, max=lambda p: MODELS[p["model"]] + 1),
-    Int("tokens", "Tokens", default=2000, min=1, max=lambda p: p["ctx"]),
-    Float("eta", "Efficiency", default=0.7, min=0.1, max=1.0),
-    Bool("dark", "Dark", default=False),
-    Int("experts", "Experts", default=0, min=0, max=3, visible=lambda p: p["model"] == "big"),
-])
+SPEC = Spec(
+    "demo",
+    [
+        Choice("model", "Model", default="small", options=[(k, k.title()) for k in MODELS]),
+        Int("ctx", "Context", default=4096, min=256, max=65536),
+        Int("ngl", "GPU layers", default="auto", auto="auto", min=0, max=lambda p: MODELS[p["model"]] + 1),
+        Int("tokens", "Tokens", default=2000, min=1, max=lambda p: p["ctx"]),
+        Float("eta", "Efficiency", default=0.7, min=0.1, max=1.0),
+        Bool("dark", "Dark", default=False),
+        Int("experts", "Experts", default=0, min=0, max=3, visible=lambda p: p["model"] == "big"),
+    ],
+)
 
 
 def test_default_state_is_a_frozen_dataclass():
@@ -39,22 +44,30 @@ def test_query_round_trip_writes_only_non_default_keys():
     assert SPEC.from_query(q) == (s, [])
 
 
-@pytest.mark.parametrize("query, fragment, key, value", [
-    ("?model=huge", "'huge' is not one of small, big; using 'small'", "model", "small"),
-    ("?ctx=abc", "'abc' is not a whole number; allowed: 256 to 65536; using 4096", "ctx", 4096),
-    ("?ctx=1.5", "not a whole number", "ctx", 4096),
-    ("?ctx=100", "100 is below the minimum 256; using 256", "ctx", 256),
-    ("?ctx=1e9", "1000000000 is above the maximum 65536; using 65536", "ctx", 65536),
-    ("?ctx=inf", "not a whole number", "ctx", 4096),
-    ("?ngl=6", "6 is above the maximum 5", "ngl", 5),            # bound depends on the model
-    ("?ngl=AUTO", None, "ngl", "auto"),
-    ("?model=BIG", None, "model", "big"),                          # case forgiven
-    ("?eta=nan", "'nan' is not a number", "eta", 0.7),
-    ("?dark=maybe", "'maybe' is not on/off", "dark", False),
-    ("?nope=1", "Unknown setting 'nope' ignored", "model", "small"),
-    ("?ctx=512&tokens=1000", "1000 is above the maximum 512", "tokens", 512),  # bound from an earlier field
-    ("?ctx=300&tokens=x", "'x' is not a whole number; allowed: 1 to 300; using 300", "tokens", 300),  # fallback clamped
-])
+@pytest.mark.parametrize(
+    "query, fragment, key, value",
+    [
+        ("?model=huge", "'huge' is not one of small, big; using 'small'", "model", "small"),
+        ("?ctx=abc", "'abc' is not a whole number; allowed: 256 to 65536; using 4096", "ctx", 4096),
+        ("?ctx=1.5", "not a whole number", "ctx", 4096),
+        ("?ctx=100", "100 is below the minimum 256; using 256", "ctx", 256),
+        ("?ctx=1e9", "1000000000 is above the maximum 65536; using 65536", "ctx", 65536),
+        ("?ctx=inf", "not a whole number", "ctx", 4096),
+        ("?ngl=6", "6 is above the maximum 5", "ngl", 5),  # bound depends on the model
+        ("?ngl=AUTO", None, "ngl", "auto"),
+        ("?model=BIG", None, "model", "big"),  # case forgiven
+        ("?eta=nan", "'nan' is not a number", "eta", 0.7),
+        ("?dark=maybe", "'maybe' is not on/off", "dark", False),
+        ("?nope=1", "Unknown setting 'nope' ignored", "model", "small"),
+        ("?ctx=512&tokens=1000", "1000 is above the maximum 512", "tokens", 512),  # bound from an earlier field
+        (
+            "?ctx=300&tokens=x",
+            "'x' is not a whole number; allowed: 1 to 300; using 300",
+            "tokens",
+            300,
+        ),  # fallback clamped
+    ],
+)
 def test_bad_values_are_explained_and_replaced(query, fragment, key, value):
     s, msgs = SPEC.from_query(query)
     assert getattr(s, key) == value
@@ -92,8 +105,11 @@ def test_duplicate_keys_are_a_programming_error():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st_.dictionaries(st_.sampled_from(["model", "ctx", "ngl", "tokens", "eta", "dark", "experts", "zz"]),
-                        st_.text(max_size=12)))
+@given(
+    st_.dictionaries(
+        st_.sampled_from(["model", "ctx", "ngl", "tokens", "eta", "dark", "experts", "zz"]), st_.text(max_size=12)
+    )
+)
 def test_any_query_gives_a_valid_state_and_never_raises(raw):
     s, msgs = SPEC.from_query(raw)
     assert s.model in MODELS

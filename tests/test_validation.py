@@ -1,15 +1,15 @@
 """validation: the dataset, the predictions, the error summary and the llama-bench parser."""
+
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import statistics
 from pathlib import Path
 
-import perf_model as pm
 import pytest
 
+import perf_model as pm
 from enginelab import validation as v
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,14 +32,38 @@ MD_NEW = """\
 | llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | CUDA       |  99 |  1 |     pp512+tg128 |       500.00 ± 1.00 |
 """
 
-JSON = json.dumps([
-    {"build_commit": "8e672ef", "build_number": 1550, "model_filename": "llama-2-7b.Q8_0.gguf",
-     "model_type": "llama 7B Q8_0", "model_size": 7161089536, "model_n_params": 6738415616,
-     "backends": "CUDA", "n_gpu_layers": 99, "n_prompt": 512, "n_gen": 0, "avg_ts": 7664.0, "stddev_ts": 108.8},
-    {"build_commit": "8e672ef", "build_number": 1550, "model_filename": "llama-2-7b.Q8_0.gguf",
-     "model_type": "llama 7B Q8_0", "model_size": 7161089536, "model_n_params": 6738415616,
-     "backends": "CUDA", "n_gpu_layers": 99, "n_prompt": 0, "n_gen": 128, "avg_ts": 98.13, "stddev_ts": 0.07},
-])
+JSON = json.dumps(
+    [
+        {
+            "build_commit": "8e672ef",
+            "build_number": 1550,
+            "model_filename": "llama-2-7b.Q8_0.gguf",
+            "model_type": "llama 7B Q8_0",
+            "model_size": 7161089536,
+            "model_n_params": 6738415616,
+            "backends": "CUDA",
+            "n_gpu_layers": 99,
+            "n_prompt": 512,
+            "n_gen": 0,
+            "avg_ts": 7664.0,
+            "stddev_ts": 108.8,
+        },
+        {
+            "build_commit": "8e672ef",
+            "build_number": 1550,
+            "model_filename": "llama-2-7b.Q8_0.gguf",
+            "model_type": "llama 7B Q8_0",
+            "model_size": 7161089536,
+            "model_n_params": 6738415616,
+            "backends": "CUDA",
+            "n_gpu_layers": 99,
+            "n_prompt": 0,
+            "n_gen": 128,
+            "avg_ts": 98.13,
+            "stddev_ts": 0.07,
+        },
+    ]
+)
 
 
 # -- dataset -------------------------------------------------------------------------------------------------
@@ -60,6 +84,7 @@ def test_every_row_has_a_source_and_numbers():
 def test_packaged_csv_is_the_data_file():
     # the wheel ships data/llama_bench.csv as enginelab/data/llama_bench.csv (package data, a symlink here)
     from importlib import resources
+
     packaged = resources.files("enginelab.data").joinpath("llama_bench.csv").read_text(encoding="utf-8")
     assert packaged == (ROOT / "data" / "llama_bench.csv").read_text(encoding="utf-8")
     assert len(v.dataset_rows()) == packaged.count("\n") - 1
@@ -69,15 +94,14 @@ def test_apple_rows_match_the_shared_transcription():
     # data/llama-bench-apple-silicon.csv: the project's shared transcription of discussion #4167
     shared = ROOT / "data" / "llama-bench-apple-silicon.csv"
     want = {(r["device"], r["quant"]): (r["pp_tps"], r["tg_tps"]) for r in csv.DictReader(open(shared))}
-    got = {(r["device"], r["quant"]): (r["pp_tps"], r["tg_tps"]) for r in v.dataset_rows()
-           if r["backend"] == "Metal"}
+    got = {(r["device"], r["quant"]): (r["pp_tps"], r["tg_tps"]) for r in v.dataset_rows() if r["backend"] == "Metal"}
     assert got == want
 
 
 # -- predictions and errors ----------------------------------------------------------------------------------
 def test_llama2_7b_shape_and_sizes():
     m = v.MODELS["llama-2-7b"]
-    assert m.total_params() == 6738415616                      # llama-bench prints "6.74 B"
+    assert m.total_params() == 6738415616  # llama-bench prints "6.74 B"
     assert f"{pm.file_bytes(m, 'Q4_0') / pm.GiB:.2f}" == "3.56"  # "3.56 GiB" in the tables
     assert f"{pm.file_bytes(m, 'Q8_0') / pm.GiB:.2f}" == "6.67"
 
@@ -122,7 +146,9 @@ def test_median_errors_are_computed_from_the_data():
 def test_parse_markdown_old_and_new_formats():
     rows = v.parse_llama_bench(MD)
     assert [(r["test"], r["kind"], r["n"], r["tps"], r["stddev"], r["quant"], r["ngl"]) for r in rows] == [
-        ("pp512", "pp", 512, 540.15, 0.18, "Q4_0", 99), ("tg128", "tg", 128, 60.99, 0.05, "Q4_0", 99)]
+        ("pp512", "pp", 512, 540.15, 0.18, "Q4_0", 99),
+        ("tg128", "tg", 128, 60.99, 0.05, "Q4_0", 99),
+    ]
     assert rows[0]["params"] == 6.74e9 and rows[0]["backend"] == "Metal"
     new = v.parse_llama_bench(MD_NEW)
     assert [r["test"] for r in new] == ["pp512", "tg128", "pp512+tg128"]
@@ -131,8 +157,10 @@ def test_parse_markdown_old_and_new_formats():
 
 def test_parse_json_and_jsonl():
     rows = v.parse_llama_bench(JSON)
-    assert [(r["test"], r["tps"], r["quant"], r["ngl"]) for r in rows] == [("pp512", 7664.0, "Q8_0", 99),
-                                                                          ("tg128", 98.13, "Q8_0", 99)]
+    assert [(r["test"], r["tps"], r["quant"], r["ngl"]) for r in rows] == [
+        ("pp512", 7664.0, "Q8_0", 99),
+        ("tg128", 98.13, "Q8_0", 99),
+    ]
     jsonl = "\n".join(json.dumps(o) for o in json.loads(JSON))
     assert [r["tps"] for r in v.parse_llama_bench(jsonl)] == [7664.0, 98.13]
 
@@ -140,8 +168,9 @@ def test_parse_json_and_jsonl():
 def test_compare_puts_our_estimate_next_to_the_measurement():
     res = v.compare(MD, "llama-2-7b", "Q4_0", v.machine_for("Apple M2 Max (38-core GPU)", 400))
     tg = res["rows"][1]
-    assert tg["estimate_tps"] == v.estimate(v.MODELS["llama-2-7b"], v.machine_for("Apple M2 Max (38-core GPU)", 400),
-                                            "Q4_0", "tg128")
+    assert tg["estimate_tps"] == v.estimate(
+        v.MODELS["llama-2-7b"], v.machine_for("Apple M2 Max (38-core GPU)", 400), "Q4_0", "tg128"
+    )
     assert tg["error"] == tg["estimate_tps"] / 60.99 - 1 and tg["note"] == ""
     # a row of another model is flagged, combined tests are not estimated
     res2 = v.compare(MD_NEW, "llama-2-7b", "Q4_0", "rtx4090")
@@ -151,23 +180,26 @@ def test_compare_puts_our_estimate_next_to_the_measurement():
     assert res3["rows"][0]["note"] == "" and res3["rows"][0]["quant_used"] == "Q4_K_M"
 
 
-@pytest.mark.parametrize("text, match", [
-    ("", "empty"),
-    ("   \n  ", "empty"),
-    ("hello world", "no markdown table"),
-    ("| a | b |\n| - | - |\n| 1 | 2 |", "no table header"),
-    ("| model | test |\n| --- | --- |\n| llama 7B Q4_0 | pp512 |", "lacks column"),
-    ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 | fast |", "t/s"),
-    ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | warmup | 5.0 |", "test"),
-    ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 |", "cells"),
-    ("| model | test | t/s |\n| --- | --- | --- |", "no result rows"),
-    ("[1, 2]", "not an object"),
-    ("[]", "non-empty"),
-    ('[{"model_type": "llama 7B Q4_0"}]', "lacks n_prompt"),
-    ('[{"model_type": "x", "n_prompt": 512, "n_gen": 0, "avg_ts": -1}]', "avg_ts"),
-    ('{"model_type": "x", "n_prompt": 512, "n_gen": 0, "avg_ts": 5', "not valid JSON"),
-    ("x" * (v.MAX_INPUT_CHARS + 1), "at most"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "empty"),
+        ("   \n  ", "empty"),
+        ("hello world", "no markdown table"),
+        ("| a | b |\n| - | - |\n| 1 | 2 |", "no table header"),
+        ("| model | test |\n| --- | --- |\n| llama 7B Q4_0 | pp512 |", "lacks column"),
+        ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 | fast |", "t/s"),
+        ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | warmup | 5.0 |", "test"),
+        ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 |", "cells"),
+        ("| model | test | t/s |\n| --- | --- | --- |", "no result rows"),
+        ("[1, 2]", "not an object"),
+        ("[]", "non-empty"),
+        ('[{"model_type": "llama 7B Q4_0"}]', "lacks n_prompt"),
+        ('[{"model_type": "x", "n_prompt": 512, "n_gen": 0, "avg_ts": -1}]', "avg_ts"),
+        ('{"model_type": "x", "n_prompt": 512, "n_gen": 0, "avg_ts": 5', "not valid JSON"),
+        ("x" * (v.MAX_INPUT_CHARS + 1), "at most"),
+    ],
+)
 def test_bad_input_raises_clear_valueerror(text, match):
     with pytest.raises(ValueError, match=match):
         v.parse_llama_bench(text)
@@ -181,9 +213,6 @@ import re as _re  # noqa: E402
 from enginelab import page  # noqa: E402
 from enginelab.figures import REGISTRY  # noqa: E402
 from enginelab.figures import validation as fval  # noqa: E402
-
-
-
 
 
 def test_figure_registered_with_the_contract():
@@ -205,10 +234,14 @@ PASTE_MD = """| model | size | params | backend | ngl | test | t/s |
 def test_validation_readouts_come_from_the_summary():
     d = fval.compute(fval.default_state())
     s = v.summary()
-    assert d["readouts"] == {"decode_mape": s["decode_mape"], "prefill_mape": s["prefill_mape"],
-                             "n_measurements": s["n_tg"] + s["n_pp"], "paste_rows": None}
+    assert d["readouts"] == {
+        "decode_mape": s["decode_mape"],
+        "prefill_mape": s["prefill_mape"],
+        "n_measurements": s["n_tg"] + s["n_pp"],
+        "paste_rows": None,
+    }
     html = fval.render(d)
-    assert html.count('<svg') == 4 and html.count('role="img"') == 4
+    assert html.count("<svg") == 4 and html.count('role="img"') == 4
     assert html.count("<circle") >= 2 * len(v.dataset_rows()) - 1
     assert f"{round(s['decode_mape'] * 100)}%" in fval.describe(d)
 
@@ -220,8 +253,9 @@ def test_validation_paste_and_bad_paste():
     res = v.compare(PASTE_MD, "llama-2-7b", "Q4_0", "rtx4090")
     assert d["readouts"]["paste_rows"] == 2
     html = fval.render(d)
-    tr = _re.findall(r'<tr data-paste-row="(\d)" data-test="(\w+)" data-measured="([^"]*)" data-estimate="([^"]*)"',
-                    html)
+    tr = _re.findall(
+        r'<tr data-paste-row="(\d)" data-test="(\w+)" data-measured="([^"]*)" data-estimate="([^"]*)"', html
+    )
     assert tr == [(str(i), r["test"], repr(r["tps"]), repr(r["estimate_tps"])) for i, r in enumerate(res["rows"])]
     bad = fval.compute(fval.SPEC.from_form({"bench": "| model | test |\n|---|---|\n| x | pp512 |"})[0])
     assert bad["paste"] is None and "t/s" in bad["paste_error"]
@@ -246,18 +280,28 @@ def test_validation_golden(name, q):
 # =============================================================================================================
 # "How is this computed?" for every calculator readout (enginelab/explain.py)
 # =============================================================================================================
+from goldens import golden as _golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
+
 from enginelab import explain as _explain  # noqa: E402
 from enginelab import fmt as _fmt  # noqa: E402
 from enginelab.figures import calculator as _calc  # noqa: E402
-from goldens import golden as _golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
 
 def golden(name: str, text: str):
     _golden(name, text, newline=True)
 
 
-@pytest.mark.parametrize("q", ["", "?ngl=65", "?machine=cpu-ddr5", "?machine=m4max&model=llama-3.1-70b",
-                               "?model=qwen3-30b-a3b&n_cpu_moe=20", "?ngl=20&kv=q8_0"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        "",
+        "?ngl=65",
+        "?machine=cpu-ddr5",
+        "?machine=m4max&model=llama-3.1-70b",
+        "?model=qwen3-30b-a3b&n_cpu_moe=20",
+        "?ngl=20&kv=q8_0",
+    ],
+)
 def test_explain_covers_every_readout_and_agrees_with_it(q):
     s, msgs = _calc.SPEC.from_query(q)
     assert msgs == []
@@ -281,7 +325,8 @@ def test_explain_covers_every_readout_and_agrees_with_it(q):
 def test_explain_auto_ngl_shows_the_next_layer_does_not_fit():
     e = _explain.explain(_calc.default_state())["n_gpu_layers"]
     p = pm.place(pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_ctx=8192)
-    q = pm.place(pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_ctx=8192,
-                 n_gpu_layers=p.n_gpu_layers + 1)
+    q = pm.place(
+        pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_ctx=8192, n_gpu_layers=p.n_gpu_layers + 1
+    )
     assert f"GPU total at -ngl {p.n_gpu_layers + 1}" in e and _fmt.gb(q.gpu_total, 2) in e
     assert q.gpu_total + p.fit_margin > p.gpu_capacity >= p.gpu_total + p.fit_margin

@@ -13,6 +13,7 @@ Ticks: `nice_ticks(lo, hi, n)` gives round steps (1, 2, 2.5 or 5 times a power o
 two times base, e.g. base=1024 gives 4k, 8k, 16k steps for token counts); `log_ticks(lo, hi)` gives the powers of ten inside [lo, hi] (and 2x, 5x when
 there are few decades). `si(v)` formats a tick: 1500 -> "1.5k", 2e12 -> "2T".
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5, base: float = 1) -> list:
     out = []
     k = first
     while k * step <= hi * (1 + 1e-12) + 1e-12:
-        v = round(k * step, 10)   # no 0.6000000000000001
+        v = round(k * step, 10)  # no 0.6000000000000001
         out.append(int(v) if float(v).is_integer() else v)
         k += 1
     return out
@@ -60,7 +61,7 @@ def log_ticks(lo: float, hi: float) -> list:
     out = []
     for e in range(a, b + 1):
         for m in mults:
-            v = m * 10.0 ** e
+            v = m * 10.0**e
             if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
                 out.append(v)
     return out
@@ -118,8 +119,7 @@ class LogScale:
         return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
 
 
-def axis(scale, *, at: float, side: str, ticks=None, fmt=si, label: str = "", length: float = 5,
-         label_pos=None) -> Raw:
+def axis(scale, *, at: float, side: str, ticks=None, fmt=si, label: str = "", length: float = 5, label_pos=None) -> Raw:
     """An axis line with ticks and labels. side: 'bottom' or 'left'. `at` is the pixel where the axis sits
     (the y of a bottom axis, the x of a left axis)."""
     ticks = scale.ticks() if ticks is None else ticks
@@ -170,11 +170,12 @@ def path_d(points) -> str:
 class Frame:
     """The plot area inside a width x height chart with margins (left, top, right, bottom)."""
 
-    def __init__(self, width: float, height: float, left: float = 64, top: float = 28, right: float = 24,
-                 bottom: float = 48):
+    def __init__(
+        self, width: float, height: float, left: float = 64, top: float = 28, right: float = 24, bottom: float = 48
+    ):
         self.width, self.height = width, height
         self.x0, self.x1 = left, width - right
-        self.y0, self.y1 = top, height - bottom   # y0 top, y1 bottom
+        self.y0, self.y1 = top, height - bottom  # y0 top, y1 bottom
 
     def linear_x(self, d0, d1):
         return LinearScale(d0, d1, self.x0, self.x1)
@@ -190,8 +191,9 @@ class Frame:
 
     def clip(self, cid: str) -> Raw:
         """A clipPath of the plot area (use clip_path=f"url(#{cid})")."""
-        return el("clipPath", el("rect", x=self.x0, y=self.y0, width=self.x1 - self.x0, height=self.y1 - self.y0),
-                  id_=cid)
+        return el(
+            "clipPath", el("rect", x=self.x0, y=self.y0, width=self.x1 - self.x0, height=self.y1 - self.y0), id_=cid
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -201,9 +203,17 @@ def readout(name: str, value, text: str, label: str, unit: str = "", extra=None)
     """One computed number: <output data-readout=name data-value=raw> (the DESIGN.md contract).
     `extra`: markup after the number (the calculator's "how is this computed?" slot)."""
     from . import fmt
-    children = [el("dt", label),
-                el("dd", [el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                          el("span", unit, class_="unit") if unit else ""])]
+
+    children = [
+        el("dt", label),
+        el(
+            "dd",
+            [
+                el("output", text, data_readout=name, data_value=fmt.raw(value)),
+                el("span", unit, class_="unit") if unit else "",
+            ],
+        ),
+    ]
     if extra is not None:
         children.append(extra)
     return el("div", children, class_=f"readout readout-{name}")
@@ -217,15 +227,26 @@ def presets(spec, items, label: str = "Try this") -> Raw:
     reload. The values are the whole state the query stands for (every field), so a preset never inherits
     settings from the state it was clicked in. data-query holds the same state as a URL query."""
     import json
+
     buttons = []
     for text, query, title in items:
         state, _ = spec.from_query(query)
         values = {f.key: f.encode(getattr(state, f.key)) for f in spec.fields}
-        buttons.append(el("li", el("button", text, type="button", class_="preset", title=title or None,
-                                   data_set_state=json.dumps(values, separators=(",", ":")),
-                                   data_query=query or "?")))
-    return el("nav", [el("span", label, class_="presets-label"), el("ul", buttons)], class_="presets",
-              aria_label=label)
+        buttons.append(
+            el(
+                "li",
+                el(
+                    "button",
+                    text,
+                    type="button",
+                    class_="preset",
+                    title=title or None,
+                    data_set_state=json.dumps(values, separators=(",", ":")),
+                    data_query=query or "?",
+                ),
+            )
+        )
+    return el("nav", [el("span", label, class_="presets-label"), el("ul", buttons)], class_="presets", aria_label=label)
 
 
 def legend_swatch(cls: str, text: str) -> Raw:

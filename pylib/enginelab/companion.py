@@ -8,6 +8,7 @@ state in its query; with JavaScript on, companion.js opens them in the section's
 Every query used here is validated against the figure's Spec by the tests, so a renamed field cannot
 silently break a link.  Everything is built with svg.el, which escapes all text.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -101,12 +102,13 @@ SECTIONS = [
         ],
         "figure": "calculator",
         "try": [
-            ("Qwen2.5 14B, RTX 3060, 32k, f16 cache",
-             {"model": "qwen2.5-14b", "machine": "rtx3060", "ctx": "32768", "kv": "f16"}),
+            (
+                "Qwen2.5 14B, RTX 3060, 32k, f16 cache",
+                {"model": "qwen2.5-14b", "machine": "rtx3060", "ctx": "32768", "kv": "f16"},
+            ),
             ("… with a q8_0 cache", {"model": "qwen2.5-14b", "machine": "rtx3060", "ctx": "32768", "kv": "q8_0"}),
             ("… at 8k instead", {"model": "qwen2.5-14b", "machine": "rtx3060", "ctx": "8192", "kv": "f16"}),
-            ("Asking for too many layers",
-             {"model": "qwen2.5-32b", "machine": "rtx4060ti", "ngl": "65"}),
+            ("Asking for too many layers", {"model": "qwen2.5-32b", "machine": "rtx4060ti", "ngl": "65"}),
         ],
     },
     {
@@ -198,17 +200,26 @@ def figure_src(fig_id: str, query: dict | None = None, prefix: str = "figures/")
 def embed_snippet(fig_id: str, query: dict | None = None, base: str = "", title: str = "") -> str:
     """The iframe snippet a course page pastes (plus the tiny height listener it may add)."""
     src = base + figure_src(fig_id, query)
-    return (f'<iframe src="{src}" title="{title or fig_id}" loading="lazy" '
-            f'style="width:100%;border:0" height="640"></iframe>')
+    return (
+        f'<iframe src="{src}" title="{title or fig_id}" loading="lazy" '
+        f'style="width:100%;border:0" height="640"></iframe>'
+    )
 
 
 def _try_links(sec: dict, frame: str) -> Raw:
     if not sec["try"]:
         return Raw("")
-    items = [el("li", el("a", label, href=figure_src(sec["figure"], q), class_="try-link",
-                         data_frame=frame)) for label, q in sec["try"]]
-    return el("div", [el("p", "Try this:", class_="try-head"), el("ul", items, class_="try-list")],
-              class_="try", role="group", aria_label=f"Try this: {sec['heading']}")
+    items = [
+        el("li", el("a", label, href=figure_src(sec["figure"], q), class_="try-link", data_frame=frame))
+        for label, q in sec["try"]
+    ]
+    return el(
+        "div",
+        [el("p", "Try this:", class_="try-head"), el("ul", items, class_="try-list")],
+        class_="try",
+        role="group",
+        aria_label=f"Try this: {sec['heading']}",
+    )
 
 
 def sections(available: set | None = None) -> list[dict]:
@@ -220,35 +231,88 @@ def companion_body(available: set | None = None, prerendered: dict | None = None
     """available: the registered figure ids; prerendered: figure id -> its default figure HTML
     (page.prerender(fig)["figure"]: markup we built, inserted as it is)."""
     prerendered = prerendered or {}
-    parts = [el("header", [el("h1", TITLE), el("p", (
-        "This page follows the module on local inference engines: where a model's bytes live, how fast the "
-        "hardware moves them, and how llama.cpp, vLLM and SGLang manage memory. Each figure below is shown "
-        "for its default settings; make it live to change them, with Python running in your browser and no "
-        "network. A live figure keeps its settings in its URL."), class_="lede"),
-        el("p", [el("a", "Open the fit-and-speed calculator", href="calculator.html", class_="cta"),
-                 " · ", el("a", "Do the exercises", href="exercises.html", class_="cta")], class_="ctas"),
-        el("nav", el("ul", [el("li", el("a", s["heading"], href=f"#{s['id']}")) for s in sections(available)]
-                     + [el("li", el("a", "All figures and their embed snippets", href="figures/index.html")),
-                        el("li", el("a", "Exercises", href="exercises.html"))]),
-           aria_label="Contents", class_="toc")], class_="page-head")]
+    parts = [
+        el(
+            "header",
+            [
+                el("h1", TITLE),
+                el(
+                    "p",
+                    (
+                        "This page follows the module on local inference engines: where a model's bytes live, how fast the "
+                        "hardware moves them, and how llama.cpp, vLLM and SGLang manage memory. Each figure below is shown "
+                        "for its default settings; make it live to change them, with Python running in your browser and no "
+                        "network. A live figure keeps its settings in its URL."
+                    ),
+                    class_="lede",
+                ),
+                el(
+                    "p",
+                    [
+                        el("a", "Open the fit-and-speed calculator", href="calculator.html", class_="cta"),
+                        " · ",
+                        el("a", "Do the exercises", href="exercises.html", class_="cta"),
+                    ],
+                    class_="ctas",
+                ),
+                el(
+                    "nav",
+                    el(
+                        "ul",
+                        [el("li", el("a", s["heading"], href=f"#{s['id']}")) for s in sections(available)]
+                        + [
+                            el("li", el("a", "All figures and their embed snippets", href="figures/index.html")),
+                            el("li", el("a", "Exercises", href="exercises.html")),
+                        ],
+                    ),
+                    aria_label="Contents",
+                    class_="toc",
+                ),
+            ],
+            class_="page-head",
+        )
+    ]
     for s in sections(available):
         fid = s["figure"]
         frame = f"frame-{fid}"
-        slot = el("div", [
-            # trusted markup: page.prerender's output, built with svg.el from our own render functions
-            el("div", Raw(str(prerendered.get(fid, ""))), class_="static-figure", data_figure=fid),
-            el("p", [el("a", "Make this figure live", href=figure_src(fid), class_="go-live",
-                        data_frame=frame, data_src=figure_src(fid)),
-                     el("small", " (loads Python in the page: a few seconds the first time)")],
-               class_="live-row"),
-        ], class_="fig-slot", id_=frame)
-        parts.append(el("section", [
-            el("h2", s["heading"]),
-            join(el("p", t) for t in s["text"]),
-            _try_links(s, frame),
-            slot,
-            el("p", el("a", "Open this figure on its own page", href=figure_src(fid)), class_="open-link"),
-        ], id_=s["id"], class_="companion-section"))
+        slot = el(
+            "div",
+            [
+                # trusted markup: page.prerender's output, built with svg.el from our own render functions
+                el("div", Raw(str(prerendered.get(fid, ""))), class_="static-figure", data_figure=fid),
+                el(
+                    "p",
+                    [
+                        el(
+                            "a",
+                            "Make this figure live",
+                            href=figure_src(fid),
+                            class_="go-live",
+                            data_frame=frame,
+                            data_src=figure_src(fid),
+                        ),
+                        el("small", " (loads Python in the page: a few seconds the first time)"),
+                    ],
+                    class_="live-row",
+                ),
+            ],
+            class_="fig-slot",
+            id_=frame,
+        )
+        parts.append(
+            el(
+                "section",
+                [
+                    el("h2", s["heading"]),
+                    join(el("p", t) for t in s["text"]),
+                    _try_links(s, frame),
+                    slot,
+                    el("p", el("a", "Open this figure on its own page", href=figure_src(fid)), class_="open-link"),
+                ],
+                id_=s["id"],
+                class_="companion-section",
+            )
+        )
     return el("main", parts, class_="companion", id_="main")
 
 
@@ -257,15 +321,40 @@ def index_body(figures: list, base: str = "") -> Raw:
     rows = []
     for fid, title, lede in figures:
         snippet = embed_snippet(fid, base=base, title=title)
-        rows.append(el("li", [
-            el("h2", el("a", title, href=f"{fid}.html")),
-            el("p", lede),
-            el("label", f"Embed snippet for {title}", for_=f"snip-{fid}", class_="sr-only"),
-            el("textarea", snippet, id_=f"snip-{fid}", rows=2, readonly=True, class_="snippet"),
-        ], class_="figure-entry"))
-    return el("main", [el("header", [el("h1", "All figures"), el("p", (
-        "Every figure is a standalone page whose whole state is in its query string. Embed one with the "
-        "snippet below; it tells the host page its height with postMessage ({type: 'enginelab:height', "
-        "height}), so the host can size the frame."), class_="lede"),
-        el("p", el("a", "Back to the companion page", href="../index.html"))], class_="page-head"),
-        el("ul", rows, class_="figure-index")], class_="figure-index-page", id_="main")
+        rows.append(
+            el(
+                "li",
+                [
+                    el("h2", el("a", title, href=f"{fid}.html")),
+                    el("p", lede),
+                    el("label", f"Embed snippet for {title}", for_=f"snip-{fid}", class_="sr-only"),
+                    el("textarea", snippet, id_=f"snip-{fid}", rows=2, readonly=True, class_="snippet"),
+                ],
+                class_="figure-entry",
+            )
+        )
+    return el(
+        "main",
+        [
+            el(
+                "header",
+                [
+                    el("h1", "All figures"),
+                    el(
+                        "p",
+                        (
+                            "Every figure is a standalone page whose whole state is in its query string. Embed one with the "
+                            "snippet below; it tells the host page its height with postMessage ({type: 'enginelab:height', "
+                            "height}), so the host can size the frame."
+                        ),
+                        class_="lede",
+                    ),
+                    el("p", el("a", "Back to the companion page", href="../index.html")),
+                ],
+                class_="page-head",
+            ),
+            el("ul", rows, class_="figure-index"),
+        ],
+        class_="figure-index-page",
+        id_="main",
+    )

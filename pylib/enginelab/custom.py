@@ -13,6 +13,7 @@ good state.
 - A custom machine is a perf_model.Machine built from VRAM, bandwidth, TFLOP/s, RAM, RAM bandwidth and
   PCIe figures, each range-checked.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,8 @@ import json
 
 import perf_model as pm
 
-GGUF_FIRST_SLICE = 8 << 20        # bytes read first: enough for nearly every header (vocabularies ~2-8 MB)
-GGUF_MAX_HEADER = 256 << 20       # never read more than this, whatever the header claims
+GGUF_FIRST_SLICE = 8 << 20  # bytes read first: enough for nearly every header (vocabularies ~2-8 MB)
+GGUF_MAX_HEADER = 256 << 20  # never read more than this, whatever the header claims
 CONFIG_MAX_CHARS = 200_000
 
 
@@ -34,7 +35,8 @@ def gguf_slice_plan(data: bytes, file_size: int | None = None) -> tuple[str, obj
     Returns ("model", Model) when the slice held the whole header, or ("more", n_bytes) when the caller
     should read the first n_bytes of the file and call again. Raises ValueError for a file that is not a
     usable GGUF (bad magic, hostile counts, a header over GGUF_MAX_HEADER, a file cut short)."""
-    from . import gguf_header   # only when a file is dropped: keeps the calculator's start-up import small
+    from . import gguf_header  # only when a file is dropped: keeps the calculator's start-up import small
+
     try:
         header = gguf_header.read_gguf(bytes(data), max_header_bytes=GGUF_MAX_HEADER, file_size=file_size)
     except gguf_header.GGUFTruncated as e:
@@ -44,8 +46,9 @@ def gguf_slice_plan(data: bytes, file_size: int | None = None) -> tuple[str, obj
         if file_size is not None:
             want = min(want, file_size)
         if want > GGUF_MAX_HEADER or want <= len(data):
-            raise ValueError(f"GGUF file: the header needs more than {GGUF_MAX_HEADER >> 20} MiB; "
-                             "not a model file we can read") from None
+            raise ValueError(
+                f"GGUF file: the header needs more than {GGUF_MAX_HEADER >> 20} MiB; not a model file we can read"
+            ) from None
         return "more", want
     return "model", pm.model_from_gguf(header)
 
@@ -53,8 +56,7 @@ def gguf_slice_plan(data: bytes, file_size: int | None = None) -> tuple[str, obj
 def model_from_gguf_bytes(data: bytes, file_size: int | None = None, name: str | None = None) -> pm.Model:
     kind, value = gguf_slice_plan(data, file_size)
     if kind == "more":
-        raise ValueError(f"GGUF file: the header is longer than the {len(data)} bytes given "
-                         f"(read at least {value})")
+        raise ValueError(f"GGUF file: the header is longer than the {len(data)} bytes given (read at least {value})")
     if name:
         value = dataclasses.replace(value, name=name)
     return value
@@ -66,8 +68,10 @@ def describe_gguf_model(m: pm.Model) -> str:
         types[r["type"]] = types.get(r["type"], 0) + r["bytes"]
     main = sorted(types.items(), key=lambda kv: -kv[1])[:3]
     mix = ", ".join(f"{t} {b / pm.GB:.2f} GB" for t, b in main)
-    return (f"{m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters, "
-            f"{pm.weight_bytes(m, None)['total'] / pm.GB:.2f} GB of tensors ({mix})")
+    return (
+        f"{m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters, "
+        f"{pm.weight_bytes(m, None)['total'] / pm.GB:.2f} GB of tensors ({mix})"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -96,17 +100,34 @@ def model_from_config_text(text: str, name: str | None = None) -> pm.Model:
 def compact_config(text: str) -> str:
     """The config's fields a Model uses, as compact JSON: short enough for a URL."""
     cfg = parse_config(text)
-    keep = ("model_type", "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
-            "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
-            "num_local_experts", "num_experts", "num_experts_per_tok", "experts_per_token",
-            "moe_intermediate_size", "sliding_window", "layer_types", "rope_scaling", "attention_bias",
-            "_name_or_path")
+    keep = (
+        "model_type",
+        "num_hidden_layers",
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "vocab_size",
+        "tie_word_embeddings",
+        "max_position_embeddings",
+        "num_local_experts",
+        "num_experts",
+        "num_experts_per_tok",
+        "experts_per_token",
+        "moe_intermediate_size",
+        "sliding_window",
+        "layer_types",
+        "rope_scaling",
+        "attention_bias",
+        "_name_or_path",
+    )
     out = {k: cfg[k] for k in keep if k in cfg}
     if isinstance(cfg.get("text_config"), dict):
         out.update({k: cfg["text_config"][k] for k in keep if k in cfg["text_config"]})
     if isinstance(out.get("rope_scaling"), dict):
         out["rope_scaling"] = {k: v for k, v in out["rope_scaling"].items() if k in ("rope_type", "type")}
-    if isinstance(out.get("layer_types"), list):   # long but needed for sliding-window layouts
+    if isinstance(out.get("layer_types"), list):  # long but needed for sliding-window layouts
         out["layer_types"] = ["s" if x == "sliding_attention" else "f" for x in out["layer_types"]]
     return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
@@ -114,8 +135,9 @@ def compact_config(text: str) -> str:
 def expand_compact(text: str) -> str:
     cfg = parse_config(text)
     if isinstance(cfg.get("layer_types"), list):
-        cfg["layer_types"] = ["sliding_attention" if x == "s" else "full_attention" if x == "f" else x
-                              for x in cfg["layer_types"]]
+        cfg["layer_types"] = [
+            "sliding_attention" if x == "s" else "full_attention" if x == "f" else x for x in cfg["layer_types"]
+        ]
     return json.dumps(cfg)
 
 
@@ -132,8 +154,16 @@ MACHINE_FIELDS = [  # (key, label, default, min, max)
 ]
 
 
-def custom_machine(gpu_gb: float, gpu_bw: float, gpu_tflops: float, ram_gb: float, ram_bw: float,
-                   pcie: float, unified: bool = False, cpu_tflops: float = 1.5) -> pm.Machine:
+def custom_machine(
+    gpu_gb: float,
+    gpu_bw: float,
+    gpu_tflops: float,
+    ram_gb: float,
+    ram_bw: float,
+    pcie: float,
+    unified: bool = False,
+    cpu_tflops: float = 1.5,
+) -> pm.Machine:
     vals = dict(gpu_gb=gpu_gb, gpu_bw=gpu_bw, gpu_tflops=gpu_tflops, ram_gb=ram_gb, ram_bw=ram_bw, pcie=pcie)
     for key, label, _d, lo, hi in MACHINE_FIELDS:
         v = vals[key]
@@ -143,8 +173,11 @@ def custom_machine(gpu_gb: float, gpu_bw: float, gpu_tflops: float, ram_gb: floa
     gpu = None
     if gpu_gb > 0:
         gpu = pm.Device("Your GPU", float(gpu_gb), float(gpu_bw), float(gpu_tflops), source="entered by you")
-    name = (f"Your machine: {gpu_gb:g} GB GPU at {gpu_bw:g} GB/s + {ram_gb:g} GB RAM" if gpu
-            else f"Your machine: CPU only, {ram_gb:g} GB RAM at {ram_bw:g} GB/s")
+    name = (
+        f"Your machine: {gpu_gb:g} GB GPU at {gpu_bw:g} GB/s + {ram_gb:g} GB RAM"
+        if gpu
+        else f"Your machine: CPU only, {ram_gb:g} GB RAM at {ram_bw:g} GB/s"
+    )
     return pm.Machine(name, gpu, ram, float(pcie) if gpu else 0.0, unified=unified, key="custom")
 
 

@@ -9,6 +9,7 @@ The vLLM and SGLang command lines live with their memory plans in enginelab.serv
 This module sits below perf_model: it imports only enginelab.ggml, and enginelab.gguf_header when a
 header is read (so a page that never reads one never loads the reader).
 """
+
 from __future__ import annotations
 
 import re
@@ -24,13 +25,13 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 # ---------------------------------------------------------------------------
 # 1. llama.cpp defaults
 # ---------------------------------------------------------------------------
-FIT_TARGET_MIB = 1024       # --fit-target default: MiB left free per device
-FIT_CTX_DEFAULT = 4096      # --fit-ctx default: the smallest context --fit shrinks -c to
-N_UBATCH_DEFAULT = 512      # -ub default (physical micro-batch)
-N_BATCH_DEFAULT = 2048      # -b default (logical batch)
-OP_OFFLOAD_MIN_BATCH = 32   # ggml-cuda offloads CPU-weight matmuls at >= 32 tokens
+FIT_TARGET_MIB = 1024  # --fit-target default: MiB left free per device
+FIT_CTX_DEFAULT = 4096  # --fit-ctx default: the smallest context --fit shrinks -c to
+N_UBATCH_DEFAULT = 512  # -ub default (physical micro-batch)
+N_BATCH_DEFAULT = 2048  # -b default (logical batch)
+OP_OFFLOAD_MIN_BATCH = 32  # ggml-cuda offloads CPU-weight matmuls at >= 32 tokens
 
-SWA_ALTERNATE = (True, False)   # sliding window on even layers, global on odd (Gemma 2, gpt-oss)
+SWA_ALTERNATE = (True, False)  # sliding window on even layers, global on odd (Gemma 2, gpt-oss)
 
 
 # ---------------------------------------------------------------------------
@@ -43,8 +44,11 @@ _HF_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemm
 def _cfg_int(cfg: dict, key: str, default=None, minimum: int = 1) -> int:
     v = cfg.get(key, default)
     _check(v is not None, key, "missing from config.json")
-    _check(isinstance(v, int) and not isinstance(v, bool) and v >= minimum, key,
-           f"must be an integer >= {minimum}, got {v!r}")
+    _check(
+        isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+        key,
+        f"must be an integer >= {minimum}, got {v!r}",
+    )
     return v
 
 
@@ -54,11 +58,15 @@ def hf_config_fields(config: dict, name=None) -> dict:
     Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
     phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
     _check(isinstance(config, dict), "config", "must be a JSON object (dict)")
-    cfg = dict(config.get("text_config") or {}, **{k: v for k, v in config.items() if k != "text_config"}) \
-        if isinstance(config.get("text_config"), dict) else config
+    cfg = (
+        dict(config.get("text_config") or {}, **{k: v for k, v in config.items() if k != "text_config"})
+        if isinstance(config.get("text_config"), dict)
+        else config
+    )
     mt = cfg.get("model_type")
-    _check(isinstance(mt, str) and mt in _HF_TYPES, "model_type",
-           f"unsupported {mt!r}; allowed: {', '.join(_HF_TYPES)}")
+    _check(
+        isinstance(mt, str) and mt in _HF_TYPES, "model_type", f"unsupported {mt!r}; allowed: {', '.join(_HF_TYPES)}"
+    )
     layers = _cfg_int(cfg, "num_hidden_layers")
     hidden = _cfg_int(cfg, "hidden_size")
     heads = _cfg_int(cfg, "num_attention_heads")
@@ -80,8 +88,11 @@ def hf_config_fields(config: dict, name=None) -> dict:
         moe["moe_intermediate_size"] = _cfg_int(cfg, "moe_intermediate_size")
     inter = _cfg_int(cfg, "intermediate_size", moe.get("moe_intermediate_size"))
     if moe:
-        _check(moe["num_experts_per_tok"] <= moe["num_local_experts"], "num_experts_per_tok",
-               "must not exceed the number of experts")
+        _check(
+            moe["num_experts_per_tok"] <= moe["num_local_experts"],
+            "num_experts_per_tok",
+            "must not exceed the number of experts",
+        )
     tie_default = mt in ("gemma2",)
     tie = cfg.get("tie_word_embeddings", tie_default)
     _check(isinstance(tie, bool), "tie_word_embeddings", f"must be true or false, got {tie!r}")
@@ -107,13 +118,28 @@ def hf_config_fields(config: dict, name=None) -> dict:
     else:
         tok = "spm"
     label = name or cfg.get("_name_or_path") or f"{mt} {layers}L/{hidden}"
-    return dict(name=str(label), model_type=mt, num_hidden_layers=layers, hidden_size=hidden,
-                 intermediate_size=inter, num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab,
-                 head_dim=head_dim, tie_word_embeddings=tie, max_position_embeddings=maxpos,
-                 sliding_window=sw, sliding_window_pattern=pattern,
-                 attention_bias=(mt == "qwen2" or mt == "gpt_oss" or bool(cfg.get("attention_bias", False))),
-                 qk_norm=mt in ("qwen3", "qwen3_moe"), rope_freqs=rope_freqs, tokenizer=tok,
-                 source="config.json", key=str(label), **moe)
+    return dict(
+        name=str(label),
+        model_type=mt,
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=vocab,
+        head_dim=head_dim,
+        tie_word_embeddings=tie,
+        max_position_embeddings=maxpos,
+        sliding_window=sw,
+        sliding_window_pattern=pattern,
+        attention_bias=(mt == "qwen2" or mt == "gpt_oss" or bool(cfg.get("attention_bias", False))),
+        qk_norm=mt in ("qwen3", "qwen3_moe"),
+        rope_freqs=rope_freqs,
+        tokenizer=tok,
+        source="config.json",
+        key=str(label),
+        **moe,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -121,10 +147,19 @@ def hf_config_fields(config: dict, name=None) -> dict:
 # ---------------------------------------------------------------------------
 
 _GGUF_CLASSES = [  # (substring of the GGUF name, tensor class); first match wins
-    ("token_embd", "token_embd"), ("output_norm", "norm"), ("output.weight", "output"),
-    ("_exps", None), ("attn_qkv", "attn_qkv"), ("attn_q.", "attn_q"), ("attn_k.", "attn_k"),
-    ("attn_v.", "attn_v"), ("attn_output.", "attn_output"), ("ffn_gate_inp", "ffn_gate_inp"),
-    ("ffn_gate", "ffn_gate"), ("ffn_up", "ffn_up"), ("ffn_down", "ffn_down"),
+    ("token_embd", "token_embd"),
+    ("output_norm", "norm"),
+    ("output.weight", "output"),
+    ("_exps", None),
+    ("attn_qkv", "attn_qkv"),
+    ("attn_q.", "attn_q"),
+    ("attn_k.", "attn_k"),
+    ("attn_v.", "attn_v"),
+    ("attn_output.", "attn_output"),
+    ("ffn_gate_inp", "ffn_gate_inp"),
+    ("ffn_gate", "ffn_gate"),
+    ("ffn_up", "ffn_up"),
+    ("ffn_down", "ffn_down"),
 ]
 
 
@@ -135,7 +170,7 @@ def _gguf_class(name: str, ndim: int) -> str:
         return "norm"
     for sub, cls in _GGUF_CLASSES:
         if sub in name:
-            if cls is None:   # expert tensors: ffn_gate_exps, ffn_up_exps, ffn_down_exps
+            if cls is None:  # expert tensors: ffn_gate_exps, ffn_up_exps, ffn_down_exps
                 for kind in ("gate", "up", "down"):
                     if f"ffn_{kind}_exps" in name:
                         return f"ffn_{kind}_exps"
@@ -150,7 +185,8 @@ def gguf_fields(source, name=None) -> dict:
     Only the header is read.  The Model's tensors are the file's own, with their
     real types, so quantize_plan(model, None) and place(model, machine, None, ...)
     use the file's exact sizes."""
-    from . import gguf_header as gh   # below us; loaded only when a header is read
+    from . import gguf_header as gh  # below us; loaded only when a header is read
+
     header = source if isinstance(source, gh.GGUFHeader) else gh.read_gguf(source)
     hp = header.hparams()
     arch = header.architecture or "?"
@@ -160,7 +196,7 @@ def gguf_fields(source, name=None) -> dict:
         v = hp.get(k)
         _check(isinstance(v, int) and v > 0, k, f"missing or invalid in the GGUF header ({arch}.*): {v!r}")
     kv = hp.get("num_key_value_heads", hp["num_attention_heads"])
-    if isinstance(kv, list):   # per-layer head counts: use the largest for the KV estimate
+    if isinstance(kv, list):  # per-layer head counts: use the largest for the KV estimate
         kv = max(int(x) for x in kv) or hp["num_attention_heads"]
     ff = hp.get("intermediate_size", 0)
     if isinstance(ff, list):
@@ -179,22 +215,33 @@ def gguf_fields(source, name=None) -> dict:
     sw = hp.get("sliding_window") or 0
     pattern = SWA_ALTERNATE if sw and mt in ("gemma2", "gpt_oss", "gemma3") else ()
     label = name or header.metadata.get("general.name") or f"{arch} GGUF"
-    return dict(name=str(label), model_type=mt, num_hidden_layers=n, hidden_size=hp["hidden_size"],
-                 intermediate_size=int(ff or hp.get("moe_intermediate_size") or 1),
-                 num_attention_heads=hp["num_attention_heads"], num_key_value_heads=int(kv),
-                 vocab_size=hp["vocab_size"], head_dim=int(hp.get("head_dim") or 0),
-                 tie_word_embeddings=bool(hp.get("tie_word_embeddings", False)),
-                 max_position_embeddings=int(hp.get("max_position_embeddings") or 4096),
-                 num_local_experts=int(hp.get("num_local_experts") or 0),
-                 num_experts_per_tok=int(hp.get("num_experts_per_tok") or 0),
-                 moe_intermediate_size=int(hp.get("moe_intermediate_size") or 0),
-                 sliding_window=int(sw) if pattern else 0, sliding_window_pattern=pattern,
-                 source="GGUF header", key=str(label), gguf_tensors=tuple(ts))
+    return dict(
+        name=str(label),
+        model_type=mt,
+        num_hidden_layers=n,
+        hidden_size=hp["hidden_size"],
+        intermediate_size=int(ff or hp.get("moe_intermediate_size") or 1),
+        num_attention_heads=hp["num_attention_heads"],
+        num_key_value_heads=int(kv),
+        vocab_size=hp["vocab_size"],
+        head_dim=int(hp.get("head_dim") or 0),
+        tie_word_embeddings=bool(hp.get("tie_word_embeddings", False)),
+        max_position_embeddings=int(hp.get("max_position_embeddings") or 4096),
+        num_local_experts=int(hp.get("num_local_experts") or 0),
+        num_experts_per_tok=int(hp.get("num_experts_per_tok") or 0),
+        moe_intermediate_size=int(hp.get("moe_intermediate_size") or 0),
+        sliding_window=int(sw) if pattern else 0,
+        sliding_window_pattern=pattern,
+        source="GGUF header",
+        key=str(label),
+        gguf_tensors=tuple(ts),
+    )
 
 
 # ---------------------------------------------------------------------------
 # 4. The llama-server command line
 # ---------------------------------------------------------------------------
+
 
 def gguf_filename(model, quant) -> str:
     base = re.sub(r"[^A-Za-z0-9.]+", "-", model.name).strip("-")

@@ -26,6 +26,7 @@ Names each checker reads, and its tolerances:
        than 1% more tok/s than batch b, for Llama 3.1 8B Q4_K_M fitted on the RTX 4060 Ti (at context 0 that is
        also the first batch at which the GPU is compute-bound); and a plot.line chart was drawn.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -34,15 +35,28 @@ import linecache
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Callable
 
 # Bound here, at import: a learner who reassigns perf_model.decode_step_time in a cell does not change the
 # reference the checkers compute.
-from perf_model import (DDR5_DUAL, GB, MACHINES, MODELS, Device, Machine, Placement, decode_step_time, file_bytes,
-                        kv_cache_bytes, place, ridge_batch, weight_bytes)
+from perf_model import (
+    DDR5_DUAL,
+    GB,
+    MACHINES,
+    MODELS,
+    Device,
+    Machine,
+    Placement,
+    decode_step_time,
+    file_bytes,
+    kv_cache_bytes,
+    place,
+    ridge_batch,
+    weight_bytes,
+)
 
 from . import plot
 
@@ -55,12 +69,12 @@ MAX_OUTPUT_CHARS = 100_000
 class Exercise:
     number: int
     title: str
-    task: tuple            # paragraphs of plain text
-    names: tuple           # (name, what it must hold) the checker reads
+    task: tuple  # paragraphs of plain text
+    names: tuple  # (name, what it must hold) the checker reads
     tolerance: str
     starter: str
     wants_plot: bool
-    check: Callable        # check(namespace, plots) -> (CORRECT | NOT_YET, hint)
+    check: Callable  # check(namespace, plots) -> (CORRECT | NOT_YET, hint)
 
     @property
     def solution(self) -> str:
@@ -155,7 +169,7 @@ def ex1_machine() -> Machine:
     return Machine("RTX 5090 32 GB + DDR5", Device("RTX 5090", 32, 1792, 209.5), DDR5_DUAL, 63.0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _ex1_reference() -> dict:
     m, mc = MODELS[EX1_MODEL], ex1_machine()
     weights = weight_bytes(m, EX1_QUANT)["total"]
@@ -174,8 +188,14 @@ def _ex1_reference() -> dict:
         for eta in (1.0, 0.7):
             bounds.append(eta * bw / b)
     others = {q: weight_bytes(m, q)["total"] / GB for q in ("Q4_K_M", "Q5_K_S", "Q6_K", "Q8_0", "F16")}
-    return {"file_gb": (weights / GB, whole / GB), "kv_gb": kv["f16"] / GB, "kv_q8_gb": kv["q8_0"] / GB,
-            "bounds": bounds, "fits": fits, "other_quants_gb": others}
+    return {
+        "file_gb": (weights / GB, whole / GB),
+        "kv_gb": kv["f16"] / GB,
+        "kv_q8_gb": kv["q8_0"] / GB,
+        "bounds": bounds,
+        "fits": fits,
+        "other_quants_gb": others,
+    }
 
 
 def _check_ex1(ns: dict, plots) -> tuple:
@@ -192,8 +212,10 @@ def _check_ex1(ns: dict, plots) -> tuple:
             elif any(_close(f, w * 1e9, 0.02) or _close(f, w / 1e3, 0.02) for w in ref["file_gb"]):
                 problems.append("file_gb is off by a power of 1000: check bytes vs GB.")
             else:
-                problems.append("file_gb is not the Q5_K_M size: add up the bytes of every tensor in the type "
-                                "llama-quantize gives it (weight_bytes does this) and divide by GB.")
+                problems.append(
+                    "file_gb is not the Q5_K_M size: add up the bytes of every tensor in the type "
+                    "llama-quantize gives it (weight_bytes does this) and divide by GB."
+                )
     except _Missing as e:
         problems.append(str(e))
     try:
@@ -206,8 +228,10 @@ def _check_ex1(ns: dict, plots) -> tuple:
             elif _close(k, ref["kv_gb"] / 2, 0.03):
                 problems.append("kv_gb is half of it: the cache holds both K and V.")
             else:
-                problems.append("kv_gb is not the f16 cache at 16k: 2 (K and V) x layers x KV heads x head size "
-                                "x tokens x 2 bytes, with the model's config values.")
+                problems.append(
+                    "kv_gb is not the f16 cache at 16k: 2 (K and V) x layers x KV heads x head size "
+                    "x tokens x 2 bytes, with the model's config values."
+                )
     except _Missing as e:
         problems.append(str(e))
     try:
@@ -216,21 +240,27 @@ def _check_ex1(ns: dict, plots) -> tuple:
             if any(_close(d, b * 1e9, 0.05) or _close(d, b / 1e9, 0.05) for b in ref["bounds"]):
                 problems.append("decode_upper_bound_tok_s is off by a factor of 1e9: bandwidth_gbs is in GB/s.")
             else:
-                problems.append("decode_upper_bound_tok_s: each token reads every weight once, so the bound is "
-                                "bandwidth (bytes/s) / bytes read per token.")
+                problems.append(
+                    "decode_upper_bound_tok_s: each token reads every weight once, so the bound is "
+                    "bandwidth (bytes/s) / bytes read per token."
+                )
     except _Missing as e:
         problems.append(str(e))
     for name, kv in (("fits_f16", "f16"), ("fits_q8_0", "q8_0")):
         try:
             if _bool(ns, name) != ref["fits"][kv]:
-                problems.append(f"{name}: check again with place(..., kv_type={kv!r}, n_gpu_layers=65): "
-                                f"65 = 64 blocks + the output head, all on the GPU; look at .fits.")
+                problems.append(
+                    f"{name}: check again with place(..., kv_type={kv!r}, n_gpu_layers=65): "
+                    f"65 = 64 blocks + the output head, all on the GPU; look at .fits."
+                )
         except _Missing as e:
             problems.append(str(e))
     if problems:
         return NOT_YET, "\n".join(problems)
-    return CORRECT, ("All five answers check out. Compare your bound with decode_step_time's estimate at a "
-                     "16k context: what does the KV cache cost per token?")
+    return CORRECT, (
+        "All five answers check out. Compare your bound with decode_step_time's estimate at a "
+        "16k context: what does the KV cache cost per token?"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -242,8 +272,10 @@ EX2_MODEL, EX2_MACHINE, EX2_QUANT = "qwen2.5-14b", "rtx3060", "Q4_K_M"
 @lru_cache(maxsize=16)
 def ex2_reference(n_ctx: int = 8192, context: int = 0) -> tuple:
     m, mc = MODELS[EX2_MODEL], MACHINES[EX2_MACHINE]
-    return tuple(decode_step_time(place(m, mc, EX2_QUANT, n_ctx=n_ctx, n_gpu_layers=n), context=context)["tok_per_s"]
-                 for n in range(m.n_layers + 2))
+    return tuple(
+        decode_step_time(place(m, mc, EX2_QUANT, n_ctx=n_ctx, n_gpu_layers=n), context=context)["tok_per_s"]
+        for n in range(m.n_layers + 2)
+    )
 
 
 def _check_ex2(ns: dict, plots) -> tuple:
@@ -256,8 +288,10 @@ def _check_ex2(ns: dict, plots) -> tuple:
     except _Missing as e:
         return NOT_YET, str(e)
     if [v for v in ngl] != list(range(n_top + 1)):
-        return NOT_YET, (f"ngl_values should hold every -ngl from 0 to {n_top}, in order "
-                         f"({n_top - 1} blocks plus the output head), {n_top + 1} values.")
+        return NOT_YET, (
+            f"ngl_values should hold every -ngl from 0 to {n_top}, in order "
+            f"({n_top - 1} blocks plus the output head), {n_top + 1} values."
+        )
     if len(ys) != len(ngl):
         return NOT_YET, f"tok_s has {len(ys)} values but ngl_values has {len(ngl)}: one speed per -ngl."
     try:
@@ -276,15 +310,20 @@ def _check_ex2(ns: dict, plots) -> tuple:
             extra = " Your curve looks shifted by one: tok_s[i] must be the speed at ngl_values[i]."
         elif len(ys) > 1 and all(_close(ys[j + 1], ref[j], 0.01) for j in range(len(ys) - 1)):
             extra = " Your curve looks shifted by one: tok_s[i] must be the speed at ngl_values[i]."
-        return NOT_YET, (f"{len(bad)} of {len(ys)} points differ by more than 1%. The first is -ngl {ngl[i]}: "
-                         f"your {ys[i]:.3g} tok/s is {abs(ratio - 1):.0%} {'high' if ratio > 1 else 'low'}. "
-                         f"Use place(model, machine, \"Q4_K_M\", n_ctx=n_ctx, n_gpu_layers=n) and "
-                         f"decode_step_time(p, context=context)[\"tok_per_s\"].{extra}")
+        return NOT_YET, (
+            f"{len(bad)} of {len(ys)} points differ by more than 1%. The first is -ngl {ngl[i]}: "
+            f"your {ys[i]:.3g} tok/s is {abs(ratio - 1):.0%} {'high' if ratio > 1 else 'low'}. "
+            f'Use place(model, machine, "Q4_K_M", n_ctx=n_ctx, n_gpu_layers=n) and '
+            f'decode_step_time(p, context=context)["tok_per_s"].{extra}'
+        )
     if not _plotted(plots, len(ngl)):
-        return NOT_YET, ("Your numbers are right. Now draw them: plot.line(ngl_values, tok_s, title=..., "
-                         "xlabel=..., ylabel=...).")
-    return CORRECT, ("Every point matches. Now explain the shape: why do the first layers moved to the GPU buy "
-                     "so little, the last ones so much, and why is the final step (the output head) so large?")
+        return NOT_YET, (
+            "Your numbers are right. Now draw them: plot.line(ngl_values, tok_s, title=..., xlabel=..., ylabel=...)."
+        )
+    return CORRECT, (
+        "Every point matches. Now explain the shape: why do the first layers moved to the GPU buy "
+        "so little, the last ones so much, and why is the final step (the output head) so large?"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -295,6 +334,7 @@ EX3_MAX_REQUESTS, EX3_MAX_TOKENS = 500, 50_000
 
 def _check_ex3(ns: dict, plots) -> tuple:
     import kv_managers as kvm  # imported here: the other exercises do not need the simulator
+
     try:
         cap = _int(ns, "capacity_tokens", None, 16, 100_000)
         reqs = _seq(ns, "workload", EX3_MAX_REQUESTS)
@@ -302,7 +342,7 @@ def _check_ex3(ns: dict, plots) -> tuple:
         return NOT_YET, str(e)
     policy = ns.get("schedule_policy", "fcfs")
     if policy not in ("fcfs", "lpm"):
-        return NOT_YET, f"schedule_policy is {policy!r}; RadixManager knows \"fcfs\" and \"lpm\"."
+        return NOT_YET, f'schedule_policy is {policy!r}; RadixManager knows "fcfs" and "lpm".'
     if not reqs:
         return NOT_YET, "workload is empty: add some Request(rid, arrival, prompt, reply) objects."
     for i, r in enumerate(reqs):
@@ -317,8 +357,10 @@ def _check_ex3(ns: dict, plots) -> tuple:
     if total > EX3_MAX_TOKENS:
         return NOT_YET, f"The workload has {total:,} tokens; keep it under {EX3_MAX_TOKENS:,} so it runs quickly."
     runs = {}
-    for name, mgr in (("RadixManager", lambda: kvm.RadixManager(cap, schedule_policy=policy)),
-                      ("PagedManager", lambda: kvm.PagedManager(cap))):
+    for name, mgr in (
+        ("RadixManager", lambda: kvm.RadixManager(cap, schedule_policy=policy)),
+        ("PagedManager", lambda: kvm.PagedManager(cap)),
+    ):
         try:
             runs[name] = kvm.simulate(mgr(), reqs, record_frames=False)["summary"]
         except Exception as e:  # bad requests: duplicate ids, unknown `follows`, ...
@@ -326,16 +368,22 @@ def _check_ex3(ns: dict, plots) -> tuple:
     for name, s in runs.items():
         if s["rejected"]:
             rid, why = next(iter(s["rejected"].items()))
-            return NOT_YET, (f"{name} rejected request {rid} ({why}). Every request must run under both managers, "
-                             "or the comparison is not fair.")
+            return NOT_YET, (
+                f"{name} rejected request {rid} ({why}). Every request must run under both managers, "
+                "or the comparison is not fair."
+            )
     radix, paged = runs["RadixManager"]["prefill_computed"], runs["PagedManager"]["prefill_computed"]
     if radix > paged:
-        return CORRECT, (f"RadixManager computed {radix} prefill tokens, PagedManager {paged}. Can you say which "
-                         "cached prefix the radix tree gave up, and why paged still had it?")
-    hint = (f"RadixManager computed {radix} prefill tokens and PagedManager {paged}: radix still wins or ties. "
-            "Token-granular reuse only loses when radix evicts a prefix that paged still holds when it is needed. ")
+        return CORRECT, (
+            f"RadixManager computed {radix} prefill tokens, PagedManager {paged}. Can you say which "
+            "cached prefix the radix tree gave up, and why paged still had it?"
+        )
+    hint = (
+        f"RadixManager computed {radix} prefill tokens and PagedManager {paged}: radix still wins or ties. "
+        "Token-granular reuse only loses when radix evicts a prefix that paged still holds when it is needed. "
+    )
     if policy == "fcfs":
-        hint += "Both managers now admit in arrival order; try schedule_policy = \"lpm\", which reorders the queue. "
+        hint += 'Both managers now admit in arrival order; try schedule_policy = "lpm", which reorders the queue. '
     if cap >= total:
         hint += "The pool holds the whole workload at once, so nothing is ever evicted: make it smaller. "
     return NOT_YET, hint.strip()
@@ -364,8 +412,12 @@ def ex4_reference(context: int = 0, n_ctx: int = 8192) -> dict:
         if knee is not None:
             break
         prev = nxt
-    return {"knee": knee, "first_compute": first_compute,
-            "ridge": ridge_batch(mc.gpu, EX4_QUANT, m), "ridge_q4k": ridge_batch(mc.gpu, EX4_QUANT)}
+    return {
+        "knee": knee,
+        "first_compute": first_compute,
+        "ridge": ridge_batch(mc.gpu, EX4_QUANT, m),
+        "ridge_q4k": ridge_batch(mc.gpu, EX4_QUANT),
+    }
 
 
 def _check_ex4(ns: dict, plots) -> tuple:
@@ -377,28 +429,38 @@ def _check_ex4(ns: dict, plots) -> tuple:
         return NOT_YET, str(e)
     ref = ex4_reference(context, n_ctx)
     if ref["knee"] is None:
-        return NOT_YET, (f"At context={context} the KV reads keep every batch up to {EX4_MAX_BATCH} gaining more "
-                         "than 1% per sequence; use a shorter context to find the knee.")
+        return NOT_YET, (
+            f"At context={context} the KV reads keep every batch up to {EX4_MAX_BATCH} gaining more "
+            "than 1% per sequence; use a shorter context to find the knee."
+        )
     target = ref["knee"]
     if abs(knee - target) <= max(2, 0.05 * target):
         if not _plotted(plots, 10):
-            return NOT_YET, ("Your knee_batch is right. Now draw the curve: plot.line(batches, tok_s, ...) "
-                             "(marks={\"knee\": knee_batch} draws a line at it).")
-        return CORRECT, (f"Throughput flattens at batch {knee:g}; ridge_batch says {ref['ridge']:.1f}. Why are they "
-                         "different? Look at the efficiencies decode_step_time applies to memory and to compute.")
+            return NOT_YET, (
+                "Your knee_batch is right. Now draw the curve: plot.line(batches, tok_s, ...) "
+                '(marks={"knee": knee_batch} draws a line at it).'
+            )
+        return CORRECT, (
+            f"Throughput flattens at batch {knee:g}; ridge_batch says {ref['ridge']:.1f}. Why are they "
+            "different? Look at the efficiencies decode_step_time applies to memory and to compute."
+        )
     if any(_close(knee, r, 0.04) for r in (ref["ridge"], ref["ridge_q4k"])):
-        return NOT_YET, ("That is ridge_batch: the roofline with peak FLOP/s and peak bandwidth. decode_step_time "
-                         "reaches only part of each peak, so find where its tok/s actually stops rising.")
+        return NOT_YET, (
+            "That is ridge_batch: the roofline with peak FLOP/s and peak bandwidth. decode_step_time "
+            "reaches only part of each peak, so find where its tok/s actually stops rising."
+        )
     side = "early" if knee < target else "late"
-    return NOT_YET, (f"knee_batch = {knee:g} is too {side}. Compute tok_s for batch = 1, 2, 3, ... with "
-                     f"decode_step_time(p, context=context, batch=b)[\"tok_per_s\"] and take the first b where "
-                     "b + 1 adds less than 1%.")
+    return NOT_YET, (
+        f"knee_batch = {knee:g} is too {side}. Compute tok_s for batch = 1, 2, 3, ... with "
+        f'decode_step_time(p, context=context, batch=b)["tok_per_s"] and take the first b where '
+        "b + 1 adds less than 1%."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The four exercises
 # ---------------------------------------------------------------------------------------------------------
-_STARTER_1 = '''\
+_STARTER_1 = """\
 from perf_model import MODELS, GB, Device, Machine, DDR5_DUAL, weight_bytes, kv_cache_bytes, place
 
 rtx5090 = Machine("RTX 5090 32 GB + DDR5", Device("RTX 5090", 32, 1792, 209.5), DDR5_DUAL, 63.0)
@@ -413,9 +475,9 @@ fits_f16 = None                  # True or False: all 65 layers (64 blocks + hea
 fits_q8_0 = None                 # ... and with a q8_0 cache
 
 print(file_gb, kv_gb, decode_upper_bound_tok_s, fits_f16, fits_q8_0)
-'''
+"""
 
-_STARTER_2 = '''\
+_STARTER_2 = """\
 from perf_model import MODELS, MACHINES, place, decode_step_time
 from enginelab import plot
 
@@ -428,9 +490,9 @@ tok_s = []                        # decode tok/s at each value of ngl_values
 # Your implementation here
 
 # plot.line(ngl_values, tok_s, title="...", xlabel="-ngl", ylabel="decode tok/s")
-'''
+"""
 
-_STARTER_3 = '''\
+_STARTER_3 = """\
 from kv_managers import Request, RadixManager, PagedManager, simulate
 
 capacity_tokens = 384        # KV cells each manager gets
@@ -445,9 +507,9 @@ workload = [
 radix = simulate(RadixManager(capacity_tokens, schedule_policy=schedule_policy), workload)["summary"]
 paged = simulate(PagedManager(capacity_tokens), workload)["summary"]
 print("prefill computed: radix", radix["prefill_computed"], " paged", paged["prefill_computed"])
-'''
+"""
 
-_STARTER_4 = '''\
+_STARTER_4 = """\
 from perf_model import MODELS, MACHINES, place, decode_step_time, ridge_batch
 from enginelab import plot
 
@@ -463,62 +525,97 @@ knee_batch = None   # the first b where going to b + 1 adds less than 1% through
 
 # plot.line(batches, tok_s, title="...", xlabel="batch", ylabel="tok/s", marks={"knee": knee_batch})
 print("knee:", knee_batch, " ridge_batch:", ridge_batch(machine.gpu, "Q4_K_M", model))
-'''
+"""
 
-EXERCISES = {e.number: e for e in [
-    Exercise(
-        1, "Size a deployment",
-        ("Take Qwen2.5 32B quantized with llama-quantize's Q5_K_M preset and an RTX 5090 (32 GB of VRAM read at "
-         "1,792 GB/s). Work out, in code rather than with the calculator, four things: how large the GGUF file "
-         "is; how much memory an f16 KV cache for a 16,384-token context takes; the highest decode speed the "
-         "card's bandwidth allows; and whether every layer fits in VRAM with an f16 cache, and with a q8_0 cache.",
-         "perf_model gives you weight_bytes, kv_cache_bytes and place; the machine is built the same way as in "
-         "the module."),
-        (("file_gb", "size of the Q5_K_M file in GB (1e9 bytes)"),
-         ("kv_gb", "f16 KV cache for 16,384 tokens, in GB"),
-         ("decode_upper_bound_tok_s", "bandwidth-limited decode speed, tokens/s"),
-         ("fits_f16", "True or False: all 65 layers on the GPU with an f16 cache"),
-         ("fits_q8_0", "True or False: the same with a q8_0 cache")),
-        "file_gb within 2%, kv_gb within 3%, the bound within 5% (at peak or at the module's 70% efficiency, "
-        "weights alone or with the KV cache); the two fits exactly.",
-        _STARTER_1, False, _check_ex1),
-    Exercise(
-        2, "The offload break-even",
-        ("On an RTX 3060 (12 GB), -ngl decides how many of Qwen2.5 14B's layers (at Q4_K_M) live in VRAM and "
-         "how many stay in system RAM. For every -ngl from 0 (all in system RAM) to 49 (all 48 blocks and the output "
-         "head on the GPU), place the model with that n_gpu_layers and time one decode step. Draw tok/s "
-         "against -ngl.",
-         "Then explain what you see: why does the curve climb slowly at first and steeply at the end?"),
-        (("ngl_values", "the -ngl values 0 to 49, in order"),
-         ("tok_s", "decode tok/s at each of them"),
-         ("n_ctx, context", "optional: the checker uses yours (defaults 8192 and 0)")),
-        "every point within 1% of place + decode_step_time at your n_ctx and context; a plot.line chart drawn.",
-        _STARTER_2, True, _check_ex2),
-    Exercise(
-        3, "Make the radix cache lose",
-        ("SGLang's radix tree usually reuses more of a prompt than vLLM's 16-token blocks, because it matches "
-         "prefixes token by token. Build a workload, a list of Request objects, on which RadixManager ends up "
-         "computing more prefill tokens than PagedManager (with prefix caching) given the same number of KV cells.",
-         "A nudge: think about what a small pool has to throw away, and what happens when the scheduler runs "
-         "requests in a different order from the one they arrived in."),
-        (("workload", "a list of Request"),
-         ("capacity_tokens", "KV cells for each manager (16 to 100,000)"),
-         ("schedule_policy", "\"fcfs\" or \"lpm\" for RadixManager (default \"fcfs\")")),
-        "the checker runs both managers on your workload with simulate(); radix's prefill_computed must be "
-        "larger than paged's, with no request rejected.",
-        _STARTER_3, False, _check_ex3),
-    Exercise(
-        4, "Batch size and the ridge",
-        ("A serving engine decodes many sequences in one forward pass. In decode_step_time's batch argument the "
-         "weights are read once per step, each sequence's KV cache once, and the arithmetic grows with the batch. "
-         "For Llama 3.1 8B at Q4_K_M on an RTX 4060 Ti, find the batch size after which adding sequences stops "
-         "paying: the first batch b where b + 1 sequences give less than 1% more tokens per second.",
-         "Plot throughput against batch size and compare your answer with ridge_batch. Why do they differ?"),
-        (("knee_batch", "the first b where b + 1 adds less than 1% throughput"),
-         ("context, n_ctx", "optional: the checker uses yours (defaults 0 and 8192)")),
-        "within 2 batches (or 5%) of the knee of decode_step_time's curve; a plot.line chart drawn.",
-        _STARTER_4, True, _check_ex4),
-]}
+EXERCISES = {
+    e.number: e
+    for e in [
+        Exercise(
+            1,
+            "Size a deployment",
+            (
+                "Take Qwen2.5 32B quantized with llama-quantize's Q5_K_M preset and an RTX 5090 (32 GB of VRAM read at "
+                "1,792 GB/s). Work out, in code rather than with the calculator, four things: how large the GGUF file "
+                "is; how much memory an f16 KV cache for a 16,384-token context takes; the highest decode speed the "
+                "card's bandwidth allows; and whether every layer fits in VRAM with an f16 cache, and with a q8_0 cache.",
+                "perf_model gives you weight_bytes, kv_cache_bytes and place; the machine is built the same way as in "
+                "the module.",
+            ),
+            (
+                ("file_gb", "size of the Q5_K_M file in GB (1e9 bytes)"),
+                ("kv_gb", "f16 KV cache for 16,384 tokens, in GB"),
+                ("decode_upper_bound_tok_s", "bandwidth-limited decode speed, tokens/s"),
+                ("fits_f16", "True or False: all 65 layers on the GPU with an f16 cache"),
+                ("fits_q8_0", "True or False: the same with a q8_0 cache"),
+            ),
+            "file_gb within 2%, kv_gb within 3%, the bound within 5% (at peak or at the module's 70% efficiency, "
+            "weights alone or with the KV cache); the two fits exactly.",
+            _STARTER_1,
+            False,
+            _check_ex1,
+        ),
+        Exercise(
+            2,
+            "The offload break-even",
+            (
+                "On an RTX 3060 (12 GB), -ngl decides how many of Qwen2.5 14B's layers (at Q4_K_M) live in VRAM and "
+                "how many stay in system RAM. For every -ngl from 0 (all in system RAM) to 49 (all 48 blocks and the output "
+                "head on the GPU), place the model with that n_gpu_layers and time one decode step. Draw tok/s "
+                "against -ngl.",
+                "Then explain what you see: why does the curve climb slowly at first and steeply at the end?",
+            ),
+            (
+                ("ngl_values", "the -ngl values 0 to 49, in order"),
+                ("tok_s", "decode tok/s at each of them"),
+                ("n_ctx, context", "optional: the checker uses yours (defaults 8192 and 0)"),
+            ),
+            "every point within 1% of place + decode_step_time at your n_ctx and context; a plot.line chart drawn.",
+            _STARTER_2,
+            True,
+            _check_ex2,
+        ),
+        Exercise(
+            3,
+            "Make the radix cache lose",
+            (
+                "SGLang's radix tree usually reuses more of a prompt than vLLM's 16-token blocks, because it matches "
+                "prefixes token by token. Build a workload, a list of Request objects, on which RadixManager ends up "
+                "computing more prefill tokens than PagedManager (with prefix caching) given the same number of KV cells.",
+                "A nudge: think about what a small pool has to throw away, and what happens when the scheduler runs "
+                "requests in a different order from the one they arrived in.",
+            ),
+            (
+                ("workload", "a list of Request"),
+                ("capacity_tokens", "KV cells for each manager (16 to 100,000)"),
+                ("schedule_policy", '"fcfs" or "lpm" for RadixManager (default "fcfs")'),
+            ),
+            "the checker runs both managers on your workload with simulate(); radix's prefill_computed must be "
+            "larger than paged's, with no request rejected.",
+            _STARTER_3,
+            False,
+            _check_ex3,
+        ),
+        Exercise(
+            4,
+            "Batch size and the ridge",
+            (
+                "A serving engine decodes many sequences in one forward pass. In decode_step_time's batch argument the "
+                "weights are read once per step, each sequence's KV cache once, and the arithmetic grows with the batch. "
+                "For Llama 3.1 8B at Q4_K_M on an RTX 4060 Ti, find the batch size after which adding sequences stops "
+                "paying: the first batch b where b + 1 sequences give less than 1% more tokens per second.",
+                "Plot throughput against batch size and compare your answer with ridge_batch. Why do they differ?",
+            ),
+            (
+                ("knee_batch", "the first b where b + 1 adds less than 1% throughput"),
+                ("context, n_ctx", "optional: the checker uses yours (defaults 0 and 8192)"),
+            ),
+            "within 2 batches (or 5%) of the knee of decode_step_time's curve; a plot.line chart drawn.",
+            _STARTER_4,
+            True,
+            _check_ex4,
+        ),
+    ]
+}
 
 
 def check(n: int, namespace: dict, plots=()) -> tuple:
@@ -578,15 +675,19 @@ def format_error(exc: BaseException, filename: str) -> str:
 COURSE_MODULES = ("perf_model", "inference_trace", "kv_managers", "enginelab.plot")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pristine() -> dict:
     import importlib
+
     snap = {}
     for name in COURSE_MODULES:
         mod = importlib.import_module(name)
         g = dict(vars(mod))
-        inner = {k: (dict(v) if isinstance(v, dict) else list(v)) for k, v in g.items()
-                 if type(v) in (dict, list) and not k.startswith("__")}
+        inner = {
+            k: (dict(v) if isinstance(v, dict) else list(v))
+            for k, v in g.items()
+            if type(v) in (dict, list) and not k.startswith("__")
+        }
         snap[name] = (mod, g, inner)
     return snap
 
@@ -619,6 +720,7 @@ def run_cell(n: int, code: str) -> dict:
     Returns {"exercise", "stdout", "stderr", "error" (traceback text or None), "plots" (HTML strings),
     "verdict" ("correct" | "not yet"), "hint", "run_ms", "check_ms"}."""
     import contextlib
+
     if n not in EXERCISES:
         raise KeyError(f"unknown exercise {n!r}; there are {', '.join(map(str, EXERCISES))}")
     filename = cell_filename(n)
@@ -644,16 +746,25 @@ def run_cell(n: int, code: str) -> dict:
     else:
         verdict, hint = check(n, ns, shown)
     t2 = time.perf_counter()
-    return {"exercise": n, "stdout": out.getvalue(), "stderr": err.getvalue(), "error": error,
-            "plots": [p.html() for p in shown], "verdict": verdict, "hint": hint,
-            "run_ms": (t1 - t0) * 1e3, "check_ms": (t2 - t1) * 1e3}
+    return {
+        "exercise": n,
+        "stdout": out.getvalue(),
+        "stderr": err.getvalue(),
+        "error": error,
+        "plots": [p.html() for p in shown],
+        "verdict": verdict,
+        "hint": hint,
+        "run_ms": (t1 - t0) * 1e3,
+        "check_ms": (t2 - t1) * 1e3,
+    }
 
 
 def warm() -> None:
     """Compute what the checkers compare against (and the placement plans they share) ahead of a first run."""
     import kv_managers  # noqa: F401  (exercise 3's import, done ahead)
+
     _ex1_reference()
-    ex2_reference(8192, 0)   # the arguments as the checkers pass them (lru_cache keys on them)
+    ex2_reference(8192, 0)  # the arguments as the checkers pass them (lru_cache keys on them)
     ex4_reference(0, 8192)
 
 
@@ -669,32 +780,67 @@ def _script_text(code: str, what: str) -> str:
 
 def render_cells(env: str = "lab") -> str:
     """The HTML of every exercise: task, names, the py-editor cell, its buttons and its output area."""
-    from .svg import el, Raw
+    from .svg import Raw, el
+
     out = []
     for n, ex in EXERCISES.items():
         starter = _script_text(ex.starter, f"exercise {n}'s starter")
         solution = _script_text(ex.solution, f"exercise {n}'s solution")
         names = el("ul", [el("li", [el("code", name), ": ", what]) for name, what in ex.names])
-        out.append(el("section", [
-            el("h2", f"Exercise {n}: {ex.title}", id_=f"ex{n}-title"),
-            el("div", [el("p", para) for para in ex.task], class_="ex-task"),
-            el("details", [el("summary", "What the checker reads"), names,
-                           el("p", [el("strong", "Tolerance: "), ex.tolerance])], class_="ex-names"),
-            Raw(f'<script type="py-editor" env="{env}" id="ex{n}-editor" data-exercise="{n}">\n{starter}</script>'),
-            el("noscript", el("pre", el("code", ex.starter), class_="ex-static")),
-            el("div", [
-                el("button", "Run", type="button", data_action="run", disabled=True,
-                   aria_describedby=f"ex{n}-keys"),
-                el("button", "Reset", type="button", data_action="reset", disabled=True),
-                el("button", "Show a solution", type="button", data_action="solution", disabled=True),
-                el("button", "Stop", type="button", data_action="stop", hidden=True),
-                el("span", "In the editor: Ctrl+Enter or Shift+Enter runs the cell; Esc, then Tab, leaves it.", id_=f"ex{n}-keys",
-                   class_="ex-keys"),
-                el("span", "", class_="ex-state", role="status", aria_live="polite"),
-            ], class_="ex-toolbar", role="group", aria_label=f"Exercise {n}"),
-            el("div", "", class_="ex-output", id_=f"ex{n}-output"),
-            Raw(f'<script type="text/x-python" id="ex{n}-starter">\n{starter}</script>'),
-            Raw(f'<script type="text/x-python" id="ex{n}-solution">\n{solution}</script>'),
-        ], class_="exercise", id_=f"ex{n}", data_exercise=n, data_wants_plot="true" if ex.wants_plot else "false",
-            aria_labelledby=f"ex{n}-title"))
+        out.append(
+            el(
+                "section",
+                [
+                    el("h2", f"Exercise {n}: {ex.title}", id_=f"ex{n}-title"),
+                    el("div", [el("p", para) for para in ex.task], class_="ex-task"),
+                    el(
+                        "details",
+                        [
+                            el("summary", "What the checker reads"),
+                            names,
+                            el("p", [el("strong", "Tolerance: "), ex.tolerance]),
+                        ],
+                        class_="ex-names",
+                    ),
+                    Raw(
+                        f'<script type="py-editor" env="{env}" id="ex{n}-editor" data-exercise="{n}">\n{starter}</script>'
+                    ),
+                    el("noscript", el("pre", el("code", ex.starter), class_="ex-static")),
+                    el(
+                        "div",
+                        [
+                            el(
+                                "button",
+                                "Run",
+                                type="button",
+                                data_action="run",
+                                disabled=True,
+                                aria_describedby=f"ex{n}-keys",
+                            ),
+                            el("button", "Reset", type="button", data_action="reset", disabled=True),
+                            el("button", "Show a solution", type="button", data_action="solution", disabled=True),
+                            el("button", "Stop", type="button", data_action="stop", hidden=True),
+                            el(
+                                "span",
+                                "In the editor: Ctrl+Enter or Shift+Enter runs the cell; Esc, then Tab, leaves it.",
+                                id_=f"ex{n}-keys",
+                                class_="ex-keys",
+                            ),
+                            el("span", "", class_="ex-state", role="status", aria_live="polite"),
+                        ],
+                        class_="ex-toolbar",
+                        role="group",
+                        aria_label=f"Exercise {n}",
+                    ),
+                    el("div", "", class_="ex-output", id_=f"ex{n}-output"),
+                    Raw(f'<script type="text/x-python" id="ex{n}-starter">\n{starter}</script>'),
+                    Raw(f'<script type="text/x-python" id="ex{n}-solution">\n{solution}</script>'),
+                ],
+                class_="exercise",
+                id_=f"ex{n}",
+                data_exercise=n,
+                data_wants_plot="true" if ex.wants_plot else "false",
+                aria_labelledby=f"ex{n}-title",
+            )
+        )
     return "\n".join(out)

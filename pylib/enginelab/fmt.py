@@ -3,13 +3,14 @@
 Sizes are decimal (1 GB = 1e9 bytes), as GGUF file listings and vendor specs write them; `gib` is there
 for llama.cpp's own MiB/GiB log lines.
 """
+
 from __future__ import annotations
 
 import math
 
 GB = 1e9
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 
 
 def raw(v) -> str:

@@ -10,6 +10,7 @@ This module owns three things the rest of the library builds on:
 
 It imports nothing of ours: perf_model (sizes, placement) and gguf_header (reading files) import it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,12 +28,13 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 # `type_size` bytes (ggml.c type_traits; gguf-py GGML_QUANT_SIZES).
 # bpw = 8 * type_size / block_size.
 
+
 @dataclass(frozen=True)
 class GGMLType:
-    type_id: int        # the value of `enum ggml_type` (ggml.h), as written in each GGUF tensor info
-    name: str           # as in gguf-py's GGMLQuantizationType (ggml.c spells them in lower case: "q4_K")
-    block_size: int     # ggml.c `blck_size`: weights per block
-    type_size: int      # ggml.c `type_size`: bytes per block
+    type_id: int  # the value of `enum ggml_type` (ggml.h), as written in each GGUF tensor info
+    name: str  # as in gguf-py's GGMLQuantizationType (ggml.c spells them in lower case: "q4_K")
+    block_size: int  # ggml.c `blck_size`: weights per block
+    type_size: int  # ggml.c `type_size`: bytes per block
 
     @property
     def bpw(self) -> float:
@@ -48,8 +50,10 @@ class GGMLType:
     def row_bytes(self, n_per_row: int) -> int:
         """ggml_row_size(): bytes for one row of `n_per_row` weights (must be whole blocks)."""
         if n_per_row % self.block_size:
-            raise ValueError(f"{self.name} stores blocks of {self.block_size} weights; "
-                             f"a row of {n_per_row} is not a whole number of blocks")
+            raise ValueError(
+                f"{self.name} stores blocks of {self.block_size} weights; "
+                f"a row of {n_per_row} is not a whole number of blocks"
+            )
         return n_per_row // self.block_size * self.type_size
 
 
@@ -105,8 +109,14 @@ GGML_TYPES: dict[str, GGMLType] = {t.name: t for t in GGML_TYPES_BY_ID.values()}
 
 # ids that ggml once used and then removed; a file using them is from an old or odd converter
 REMOVED_GGML_TYPES = {
-    4: "Q4_2", 5: "Q4_3", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8",
-    36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8",
+    4: "Q4_2",
+    5: "Q4_3",
+    31: "Q4_0_4_4",
+    32: "Q4_0_4_8",
+    33: "Q4_0_8_8",
+    36: "IQ4_NL_4_4",
+    37: "IQ4_NL_4_8",
+    38: "IQ4_NL_8_8",
 }
 
 
@@ -124,13 +134,14 @@ def ggml_type(name: str) -> GGMLType:
 # with ggml's dimension order: ne[0] is the row length (the input features of a
 # matmul), ne[1] the rows, ne[2] the experts.
 
+
 @dataclass(frozen=True)
 class Tensor:
-    name: str                 # GGUF name, e.g. "blk.7.attn_v.weight"
-    ne: tuple                 # ggml dims, ne[0] = row length
-    cls: str                  # tensor class: attn_q, ffn_down_exps, token_embd, norm, ...
-    layer: int                # block index, -1 for non-block tensors
-    src_type: str = "F16"     # type in an unquantized (F16/BF16) GGUF: norms and biases are F32
+    name: str  # GGUF name, e.g. "blk.7.attn_v.weight"
+    ne: tuple  # ggml dims, ne[0] = row length
+    cls: str  # tensor class: attn_q, ffn_down_exps, token_embd, norm, ...
+    layer: int  # block index, -1 for non-block tensors
+    src_type: str = "F16"  # type in an unquantized (F16/BF16) GGUF: norms and biases are F32
 
     @property
     def n_elements(self) -> int:
@@ -145,6 +156,7 @@ def weight_order(t: Tensor):
     # (weight_name_comparer), and llama-quantize walks it in that order, which is
     # what its per-layer counters (i_attention_wv, ...) count.
     return (t.layer, t.name)
+
 
 # ---------------------------------------------------------------------------
 # 3. llama-quantize presets
@@ -161,25 +173,60 @@ def weight_order(t: Tensor):
 
 # preset -> default ggml type (llama_ftype_get_default_type)
 _FTYPE_DEFAULT = {
-    "F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q6_K": "Q6_K",
-    "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
-    "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K", "Q4_0": "Q4_0", "Q4_1": "Q4_1",
-    "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS",
-    "Q3_K_L": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K",
-    "Q2_K_MIX": "Q2_K", "Q2_K_S": "Q2_K", "MXFP4_MOE": "MXFP4",
+    "F32": "F32",
+    "F16": "F16",
+    "BF16": "BF16",
+    "Q8_0": "Q8_0",
+    "Q6_K": "Q6_K",
+    "Q5_K_M": "Q5_K",
+    "Q5_K_S": "Q5_K",
+    "Q5_0": "Q5_0",
+    "Q5_1": "Q5_1",
+    "Q4_K_M": "Q4_K",
+    "Q4_K_S": "Q4_K",
+    "Q4_0": "Q4_0",
+    "Q4_1": "Q4_1",
+    "IQ4_NL": "IQ4_NL",
+    "IQ4_XS": "IQ4_XS",
+    "Q3_K_L": "Q3_K",
+    "Q3_K_M": "Q3_K",
+    "Q3_K_S": "Q3_K",
+    "Q2_K_MIX": "Q2_K",
+    "Q2_K_S": "Q2_K",
+    "MXFP4_MOE": "MXFP4",
 }
 # names that store every quantizable tensor in one ggml type (llama-quantize --pure)
 _PURE = {"Q3_K": "Q3_K", "Q2_K": "Q2_K", "Q4_K": "Q4_K", "Q5_K": "Q5_K"}
 
-QUANT_PRESETS = ["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q4_0",
-                 "IQ4_XS", "IQ4_NL", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q3_K", "Q2_K_MIX", "Q2_K"]
+QUANT_PRESETS = [
+    "F16",
+    "BF16",
+    "Q8_0",
+    "Q6_K",
+    "Q5_K_M",
+    "Q5_K_S",
+    "Q4_K_M",
+    "Q4_K_S",
+    "Q4_0",
+    "IQ4_XS",
+    "IQ4_NL",
+    "Q3_K_L",
+    "Q3_K_M",
+    "Q3_K_S",
+    "Q3_K",
+    "Q2_K_MIX",
+    "Q2_K",
+]
 ALL_QUANTS = QUANT_PRESETS + [q for q in list(_FTYPE_DEFAULT) + list(_PURE) if q not in QUANT_PRESETS]
 
 
 def check_quant(quant: str) -> str:
     """The preset or pure-type name, or ValueError naming the allowed ones."""
-    _check(isinstance(quant, str) and (quant in _FTYPE_DEFAULT or quant in _PURE), "quant",
-           f"unknown quantization {quant!r}; allowed: {', '.join(ALL_QUANTS)}")
+    _check(
+        isinstance(quant, str) and (quant in _FTYPE_DEFAULT or quant in _PURE),
+        "quant",
+        f"unknown quantization {quant!r}; allowed: {', '.join(ALL_QUANTS)}",
+    )
     return quant
 
 
@@ -203,8 +250,12 @@ def _is_70b(model) -> bool:
 
 def _allows_quantization(t: Tensor) -> bool:
     # tensor_allows_quantization: 2-D and 3-D weights only; no norms, no router.
-    return (len(t.ne) >= 2 and t.name.endswith("weight") and "_norm.weight" not in t.name
-            and "ffn_gate_inp.weight" not in t.name)
+    return (
+        len(t.ne) >= 2
+        and t.name.endswith("weight")
+        and "_norm.weight" not in t.name
+        and "ffn_gate_inp.weight" not in t.name
+    )
 
 
 def _fallback(t: Tensor, typ: str) -> str:
@@ -213,10 +264,23 @@ def _fallback(t: Tensor, typ: str) -> str:
     bs = GGML_TYPES[typ].block_size
     if t.ne[0] % bs == 0:
         return typ
-    alt = {"IQ1_S": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ2_XXS": "IQ4_NL", "IQ2_XS": "IQ4_NL",
-           "IQ2_S": "IQ4_NL", "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL",
-           "Q2_K": "Q4_0", "Q3_K": "Q4_0", "TQ1_0": "Q4_0", "TQ2_0": "Q4_0",
-           "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}.get(typ, "F16")
+    alt = {
+        "IQ1_S": "IQ4_NL",
+        "IQ1_M": "IQ4_NL",
+        "IQ2_XXS": "IQ4_NL",
+        "IQ2_XS": "IQ4_NL",
+        "IQ2_S": "IQ4_NL",
+        "IQ3_XXS": "IQ4_NL",
+        "IQ3_S": "IQ4_NL",
+        "IQ4_XS": "IQ4_NL",
+        "Q2_K": "Q4_0",
+        "Q3_K": "Q4_0",
+        "TQ1_0": "Q4_0",
+        "TQ2_0": "Q4_0",
+        "Q4_K": "Q5_0",
+        "Q5_K": "Q5_1",
+        "Q6_K": "Q8_0",
+    }.get(typ, "F16")
     if t.ne[0] % GGML_TYPES[alt].block_size:
         alt = "F16"
     return alt
@@ -256,7 +320,7 @@ def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tie
         elif ftype == "Q4_K_S" and i < 4:
             new = "Q5_K"
         if _is_70b(model) and new in ("Q3_K", "Q4_K"):
-            new = "Q5_K"   # 8 heads share attn_v in the 70B: more bits cost little
+            new = "Q5_K"  # 8 heads share attn_v in the 70B: more bits cost little
         if n_expert == 8:
             new = "Q8_0"
         counters["i_attention_wv"] += 1
@@ -275,14 +339,14 @@ def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tie
             if il < n // 8:
                 new = "Q4_K"
         elif ftype == "Q3_K_M":
-            new = "Q5_K" if il < n // 16 else "Q4_K"   # the Q3_K branch is Falcon-only
+            new = "Q5_K" if il < n // 16 else "Q4_K"  # the Q3_K branch is Falcon-only
         elif ftype == "Q3_K_L":
             new = "Q5_K"
         elif ftype == "Q4_K_M":
             if _use_more_bits(il, n):
                 new = "Q6_K"
         elif il < n // 8 and ftype in ("IQ4_NL", "IQ4_XS"):
-            new = "Q5_K"     # without an imatrix
+            new = "Q5_K"  # without an imatrix
         elif ftype == "Q5_K_M" and _use_more_bits(il, n):
             new = "Q6_K"
         elif ftype == "Q4_K_S" and il < n // 8:
@@ -302,6 +366,7 @@ def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tie
 # ---------------------------------------------------------------------------
 # 4. The plan: every tensor's type and bytes
 # ---------------------------------------------------------------------------
+
 
 def tensor_bytes(t: Tensor, typ: str) -> int:
     g = GGML_TYPES[typ]
@@ -334,16 +399,19 @@ def quantize_plan(model, quant) -> list:
             rows.append(_row(t, t.src_type))
     else:
         tied = not any(t.cls == "output" for t in tensors)
-        counters = {"i_attention_wv": 0, "i_ffn_down": 0,
-                    "n_attention_wv": sum(1 for t in tensors if t.cls in ("attn_v", "attn_qkv")),
-                    "n_ffn_down": model.num_hidden_layers}
+        counters = {
+            "i_attention_wv": 0,
+            "i_ffn_down": 0,
+            "n_attention_wv": sum(1 for t in tensors if t.cls in ("attn_v", "attn_qkv")),
+            "n_ffn_down": model.num_hidden_layers,
+        }
         pure = quant in _PURE
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
         for t in tensors:
             if not _allows_quantization(t):
-                typ = t.src_type                  # norms, biases, the router: kept as converted (F32)
+                typ = t.src_type  # norms, biases, the router: kept as converted (F32)
             elif default in ("F16", "BF16", "F32"):
-                typ = default                   # not a quantized type: no per-tensor rules
+                typ = default  # not a quantized type: no per-tensor rules
             elif pure:
                 typ = _fallback(t, default)
             else:
@@ -354,5 +422,12 @@ def quantize_plan(model, quant) -> list:
 
 
 def _row(t: Tensor, typ: str) -> dict:
-    return {"name": t.name, "type": typ, "n_elements": t.n_elements, "bytes": tensor_bytes(t, typ),
-            "cls": t.cls, "layer": t.layer, "ne": t.ne}
+    return {
+        "name": t.name,
+        "type": typ,
+        "n_elements": t.n_elements,
+        "bytes": tensor_bytes(t, typ),
+        "cls": t.cls,
+        "layer": t.layer,
+        "ne": t.ne,
+    }

@@ -91,7 +91,7 @@ MAX_NESTED_ARRAYS = 1 << 16
 # The table is enginelab.ggml's (one table for the reader and the size model); the names here are the
 # reader's public API.
 GGMLTypeInfo = GGMLType
-GGML_TYPES: dict[int, GGMLType] = GGML_TYPES_BY_ID          # by id, as a file names them
+GGML_TYPES: dict[int, GGMLType] = GGML_TYPES_BY_ID  # by id, as a file names them
 GGML_TYPE_IDS: dict[str, int] = {info.name: type_id for type_id, info in GGML_TYPES.items()}
 _REMOVED_GGML_TYPES = REMOVED_GGML_TYPES
 
@@ -114,14 +114,35 @@ def tensor_n_bytes(shape: tuple[int, ...] | list[int], ggml_type: int) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 
 GGUF_VALUE_TYPES: dict[int, str] = {
-    0: "UINT8", 1: "INT8", 2: "UINT16", 3: "INT16", 4: "UINT32", 5: "INT32", 6: "FLOAT32",
-    7: "BOOL", 8: "STRING", 9: "ARRAY", 10: "UINT64", 11: "INT64", 12: "FLOAT64",
+    0: "UINT8",
+    1: "INT8",
+    2: "UINT16",
+    3: "INT16",
+    4: "UINT32",
+    5: "INT32",
+    6: "FLOAT32",
+    7: "BOOL",
+    8: "STRING",
+    9: "ARRAY",
+    10: "UINT64",
+    11: "INT64",
+    12: "FLOAT64",
 }
 _STRING, _ARRAY, _BOOL = 8, 9, 7
 
 # struct format letter of each fixed-size value type (all little-endian unless the file is big-endian)
 _SCALAR_FORMATS: dict[int, str] = {
-    0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "B", 10: "Q", 11: "q", 12: "d",
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "B",
+    10: "Q",
+    11: "q",
+    12: "d",
 }
 _SCALAR_SIZES: dict[int, int] = {t: struct.calcsize("<" + f) for t, f in _SCALAR_FORMATS.items()}
 
@@ -135,6 +156,7 @@ _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, ggml type, offset
 # ---------------------------------------------------------------------------------------------------------------
 # 4. Errors: all are ValueError, so callers can catch just that
 # ---------------------------------------------------------------------------------------------------------------
+
 
 class GGUFError(ValueError):
     """The bytes are not a valid GGUF header. `offset` is the byte where the problem is, if known."""
@@ -154,8 +176,9 @@ class GGUFTruncated(GGUFError):
     A browser caller with `end_of_file` False reads a bigger slice, at least `needed_bytes`, and retries.
     """
 
-    def __init__(self, message: str, offset: int | None, needed_bytes: int | None,
-                 available_bytes: int, end_of_file: bool):
+    def __init__(
+        self, message: str, offset: int | None, needed_bytes: int | None, available_bytes: int, end_of_file: bool
+    ):
         super().__init__(message, offset)
         self.needed_bytes = needed_bytes
         self.available_bytes = available_bytes
@@ -172,6 +195,7 @@ class GGUFLimitError(GGUFError):
 # ---------------------------------------------------------------------------------------------------------------
 # 5. What we return
 # ---------------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GGUFTensor:
@@ -264,8 +288,13 @@ class GGUFHeader:
         if "num_key_value_heads" not in out and n_head is not None:
             out["num_key_value_heads"] = n_head
         hidden = out.get("hidden_size")
-        if ("head_dim" not in out and isinstance(n_head, int) and n_head > 0
-                and isinstance(hidden, int) and hidden % n_head == 0):
+        if (
+            "head_dim" not in out
+            and isinstance(n_head, int)
+            and n_head > 0
+            and isinstance(hidden, int)
+            and hidden % n_head == 0
+        ):
             out["head_dim"] = hidden // n_head
 
         # vocabulary: the tokenizer's token list, else {arch}.vocab_size, else the embedding's rows
@@ -333,6 +362,7 @@ def _align(n: int, alignment: int) -> int:
 # 6. The byte source: a bytes-like object, or a file read in growing chunks, never past the limit
 # ---------------------------------------------------------------------------------------------------------------
 
+
 class _Source:
     """The header's bytes, from position 0 of the source. `ensure(end)` makes bytes [0, end) available
     (reading more from a file if needed) or raises: GGUFLimitError past the limit, GGUFTruncated past the data."""
@@ -355,8 +385,10 @@ class _Source:
             if self.file_size is None:
                 self.file_size = _remaining_size(source)
         else:
-            raise TypeError(f"read_gguf needs bytes, bytearray, memoryview, a binary file object or a path, "
-                            f"not {type(source).__name__}")
+            raise TypeError(
+                f"read_gguf needs bytes, bytearray, memoryview, a binary file object or a path, "
+                f"not {type(source).__name__}"
+            )
 
     def ensure(self, end: int, what: str, offset: int) -> None:
         if end <= len(self.buf):
@@ -364,12 +396,18 @@ class _Source:
         if end > self.limit:
             raise GGUFLimitError(
                 f"{what} at byte {offset} would need the header to extend to byte {end:,}, past "
-                f"max_header_bytes={self.limit:,}: the file is corrupt (or raise max_header_bytes)", offset)
+                f"max_header_bytes={self.limit:,}: the file is corrupt (or raise max_header_bytes)",
+                offset,
+            )
         if self.file_size is not None and end > self.file_size:
             raise GGUFTruncated(
                 f"{what} at byte {offset} needs the header to extend to byte {end:,}, but the file is only "
                 f"{self.file_size:,} bytes: it is truncated or that count/length is corrupt",
-                offset, end, len(self.buf), True)
+                offset,
+                end,
+                len(self.buf),
+                True,
+            )
         if self.file is not None and not self.at_eof:
             # read in doubling chunks (at least 1 MiB), never past the limit, so memory stays O(header)
             target = min(self.limit, max(end, 2 * len(self.buf), 1 << 20))
@@ -387,10 +425,19 @@ class _Source:
             raise GGUFTruncated(
                 f"{what} at byte {offset} needs the header to extend to byte {end:,}, but the file ends at "
                 f"byte {len(self.buf):,}: it is truncated or that count/length is corrupt",
-                offset, end, len(self.buf), True)
+                offset,
+                end,
+                len(self.buf),
+                True,
+            )
         raise GGUFTruncated(
             f"{what} at byte {offset} needs the first {end:,} bytes of the file, but only {len(self.buf):,} "
-            f"were given: read a longer slice and retry", offset, end, len(self.buf), False)
+            f"were given: read a longer slice and retry",
+            offset,
+            end,
+            len(self.buf),
+            False,
+        )
 
 
 def _remaining_size(fileobj: Any) -> int | None:
@@ -409,6 +456,7 @@ def _remaining_size(fileobj: Any) -> int | None:
 # ---------------------------------------------------------------------------------------------------------------
 # 7. The parser
 # ---------------------------------------------------------------------------------------------------------------
+
 
 class _Parser:
     def __init__(self, src: _Source, max_array_items: int, utf8_errors: str):
@@ -442,21 +490,24 @@ class _Parser:
         start = self.pos
         self.src.ensure(start + n, f"{what} ({n:,} bytes)", at)
         self.pos = start + n
-        return self.decode(self.src.buf[start:start + n], what, start)
+        return self.decode(self.src.buf[start : start + n], what, start)
 
     def decode(self, raw: Any, what: str, at: int) -> str:
         try:
             return str(raw, "utf-8", self.utf8_errors)
         except UnicodeDecodeError as err:
-            raise GGUFError(f"{what} at byte {at} is not valid UTF-8 ({err.reason} at its byte {err.start})",
-                            at) from None
+            raise GGUFError(
+                f"{what} at byte {at} is not valid UTF-8 ({err.reason} at its byte {err.start})", at
+            ) from None
 
     def take_items(self, n: int, what: str, at: int) -> None:
         """Charge n array elements against the header-wide budget (memory bound), before building them."""
         if n > self.items_left:
             raise GGUFLimitError(
                 f"{what} at byte {at} has {n:,} elements, beyond the limit of {self.max_array_items:,} array "
-                f"elements per header (max_array_items)", at)
+                f"elements per header (max_array_items)",
+                at,
+            )
         self.items_left -= n
 
     # -- metadata values ----------------------------------------------------------------------------------------
@@ -488,8 +539,11 @@ class _Parser:
         n = self.u64(f"element count of {what}")
         # Before allocating or looping: every element takes at least _MIN_VALUE_BYTES bytes, so the bytes
         # that must exist are known now. A 2^50-element claim fails here, in constant time.
-        self.src.ensure(self.pos + n * _MIN_VALUE_BYTES[itype],
-                        f"array {what} of {n:,} {GGUF_VALUE_TYPES[itype]} elements", count_at)
+        self.src.ensure(
+            self.pos + n * _MIN_VALUE_BYTES[itype],
+            f"array {what} of {n:,} {GGUF_VALUE_TYPES[itype]} elements",
+            count_at,
+        )
         self.take_items(n, f"array {what}", count_at)
         type_desc = f"ARRAY[{GGUF_VALUE_TYPES[itype]}]"
         if itype in _SCALAR_FORMATS:
@@ -497,19 +551,23 @@ class _Parser:
             start = self.pos
             self.pos = start + n * size
             if itype == _BOOL:
-                raw = bytes(self.src.buf[start:self.pos])
+                raw = bytes(self.src.buf[start : self.pos])
                 if raw.translate(None, b"\x00\x01"):
                     bad = next(i for i, b in enumerate(raw) if b > 1)
-                    raise GGUFError(f"{what}: bool element {bad} at byte {start + bad} is {raw[bad]}, "
-                                    f"not 0 or 1", start + bad)
+                    raise GGUFError(
+                        f"{what}: bool element {bad} at byte {start + bad} is {raw[bad]}, not 0 or 1", start + bad
+                    )
                 return [b == 1 for b in raw], type_desc
             return list(struct.unpack_from(f"{self.e}{n}{_SCALAR_FORMATS[itype]}", self.src.buf, start)), type_desc
         if itype == _STRING:
             return self.string_array(n, what), type_desc
         # nested arrays: each element carries its own element type and count
         if n > self.nested_left:
-            raise GGUFLimitError(f"array {what} at byte {count_at} holds {n:,} arrays; we allow {MAX_NESTED_ARRAYS:,}"
-                                 f" arrays inside arrays per header (llama.cpp itself loads none)", count_at)
+            raise GGUFLimitError(
+                f"array {what} at byte {count_at} holds {n:,} arrays; we allow {MAX_NESTED_ARRAYS:,}"
+                f" arrays inside arrays per header (llama.cpp itself loads none)",
+                count_at,
+            )
         self.nested_left -= n
         out = []
         inner_desc = "ARRAY"
@@ -543,8 +601,9 @@ class _Parser:
                     buf, have = self.src.buf, len(self.src.buf)
                 append(str(buf[start:pos], "utf-8", errors))
         except UnicodeDecodeError as err:
-            raise GGUFError(f"string {i} of {what} at byte {start} is not valid UTF-8 ({err.reason} at its "
-                            f"byte {err.start})", start) from None
+            raise GGUFError(
+                f"string {i} of {what} at byte {start} is not valid UTF-8 ({err.reason} at its byte {err.start})", start
+            ) from None
         self.pos = pos
         return out
 
@@ -565,8 +624,11 @@ class _Parser:
             self.e = ">"
             version = swapped
         if version == 1:
-            raise GGUFError("GGUF version 1 (2023, uint32 counts and lengths) is not supported, as in llama.cpp "
-                            "since late 2023: re-convert the model with a current llama.cpp", 4)
+            raise GGUFError(
+                "GGUF version 1 (2023, uint32 counts and lengths) is not supported, as in llama.cpp "
+                "since late 2023: re-convert the model with a current llama.cpp",
+                4,
+            )
         if version not in (2, 3):
             raise GGUFError(f"unsupported GGUF version {version} at byte 4 (this reader knows versions 2 and 3)", 4)
 
@@ -577,8 +639,11 @@ class _Parser:
             if count > INT64_MAX:
                 raise GGUFError(f"{name} at byte {at} is {count:,}, negative as the int64 gguf.cpp reads", at)
         # The least bytes those counts need; 2^60 tensors fail here, before any loop.
-        src.ensure(self.pos + n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES,
-                   f"{n_kv:,} metadata entries and {n_tensors:,} tensor infos (counts)", 8)
+        src.ensure(
+            self.pos + n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES,
+            f"{n_kv:,} metadata entries and {n_tensors:,} tensor infos (counts)",
+            8,
+        )
 
         metadata: dict[str, Any] = {}
         types: dict[str, str] = {}
@@ -628,7 +693,11 @@ class _Parser:
                 raise GGUFTruncated(
                     f"the header places tensor {last.name!r} so that the data ends at byte {data_end:,}, but the "
                     f"file is only {src.file_size:,} bytes: it is truncated (an incomplete download?)",
-                    None, data_end, src.file_size, True)
+                    None,
+                    data_end,
+                    src.file_size,
+                    True,
+                )
         return header
 
     def tensor_info(self, i: int, alignment: int, names: set[str]) -> GGUFTensor:
@@ -644,21 +713,27 @@ class _Parser:
         dims_at = self.pos
         n_dims = self.u32(f"n_dims of {label}")
         if n_dims > GGML_MAX_DIMS:
-            raise GGUFError(f"{label} at byte {dims_at} has {n_dims:,} dimensions; ggml allows at most "
-                            f"{GGML_MAX_DIMS} (GGML_MAX_DIMS)", dims_at)
+            raise GGUFError(
+                f"{label} at byte {dims_at} has {n_dims:,} dimensions; ggml allows at most "
+                f"{GGML_MAX_DIMS} (GGML_MAX_DIMS)",
+                dims_at,
+            )
         self.src.ensure(self.pos + 8 * n_dims, f"dimensions of {label}", self.pos)
         shape = struct.unpack_from(f"{self.e}{n_dims}q", self.src.buf, self.pos)
         self.pos += 8 * n_dims
         for j, dim in enumerate(shape):
             if dim < 0:  # gguf.cpp reads dims as int64 and rejects negatives (a uint64 >= 2^63)
-                raise GGUFError(f"{label}: dimension {j} at byte {dims_at + 4 + 8 * j} is {dim % 2**64:,}, "
-                                f"negative as an int64", dims_at + 4 + 8 * j)
+                raise GGUFError(
+                    f"{label}: dimension {j} at byte {dims_at + 4 + 8 * j} is {dim % 2**64:,}, negative as an int64",
+                    dims_at + 4 + 8 * j,
+                )
         n_elements = 1
         for dim in shape:
             n_elements *= dim
         if n_elements > INT64_MAX:
-            raise GGUFError(f"{label} at byte {dims_at} has shape {shape}: {n_elements:,} elements overflow int64",
-                            dims_at)
+            raise GGUFError(
+                f"{label} at byte {dims_at} has shape {shape}: {n_elements:,} elements overflow int64", dims_at
+            )
 
         type_at = self.pos
         ggml_type = self.u32(f"ggml type of {label}")
@@ -671,8 +746,11 @@ class _Parser:
             raise GGUFError(f"{label}: ggml type {ggml_type} at byte {type_at} is {why}", type_at)
         n_per_row = shape[0] if shape else 1
         if n_per_row % info.block_size:  # gguf.cpp: "not a multiple of block size"
-            raise GGUFError(f"{label} of type {info.name}: a row of {n_per_row:,} weights (dimension 0) is not a "
-                            f"whole number of {info.block_size}-weight blocks", dims_at)
+            raise GGUFError(
+                f"{label} of type {info.name}: a row of {n_per_row:,} weights (dimension 0) is not a "
+                f"whole number of {info.block_size}-weight blocks",
+                dims_at,
+            )
         n_bytes = n_elements // n_per_row * info.row_bytes(n_per_row) if n_per_row else 0
         if n_bytes > INT64_MAX:
             raise GGUFError(f"{label} at byte {dims_at}: {n_bytes:,} bytes overflow int64", dims_at)
@@ -680,8 +758,10 @@ class _Parser:
         offset_at = self.pos
         offset = self.u64(f"data offset of {label}")
         if offset % alignment:
-            raise GGUFError(f"{label}: data offset {offset:,} at byte {offset_at} is not a multiple of the "
-                            f"alignment {alignment}", offset_at)
+            raise GGUFError(
+                f"{label}: data offset {offset:,} at byte {offset_at} is not a multiple of the alignment {alignment}",
+                offset_at,
+            )
         return GGUFTensor(name, tuple(shape), ggml_type, info.name, offset, n_elements, n_bytes)
 
 
@@ -699,9 +779,14 @@ def _magic_hint(buf: Any) -> str:
     return ""
 
 
-def read_gguf(source: Any, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES, *,
-              file_size: int | None = None, max_array_items: int = DEFAULT_MAX_ARRAY_ITEMS,
-              utf8_errors: str = "strict") -> GGUFHeader:
+def read_gguf(
+    source: Any,
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+    *,
+    file_size: int | None = None,
+    max_array_items: int = DEFAULT_MAX_ARRAY_ITEMS,
+    utf8_errors: str = "strict",
+) -> GGUFHeader:
     """Parse a GGUF header. Reads only the header, never the tensor data.
 
     source: bytes / bytearray / memoryview holding the start of the file (a slice is fine: if the header
@@ -717,8 +802,9 @@ def read_gguf(source: Any, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES, *,
     """
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
-            return read_gguf(f, max_header_bytes, file_size=file_size, max_array_items=max_array_items,
-                             utf8_errors=utf8_errors)
+            return read_gguf(
+                f, max_header_bytes, file_size=file_size, max_array_items=max_array_items, utf8_errors=utf8_errors
+            )
     if max_header_bytes < 24:
         raise ValueError("max_header_bytes must be at least 24, the size of the fixed header")
     parser = _Parser(_Source(source, max_header_bytes, file_size), max_array_items, utf8_errors)

@@ -9,6 +9,7 @@ controls(state) -> str to replace the generic controls, STEP_FIELD (the key of a
 widget="range") to get Back / Play / Step buttons for an animated figure, and frame_patch(data) to update
 such a figure in place between frames (see patch_view).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,11 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
     hint_id = f"{fid}-help" if field.help else None
     common = dict(id_=fid, name=field.key, aria_describedby=hint_id)
     if isinstance(field, st.Choice):
-        ctl = el("select", [el("option", label, value=v, selected=(v == str(value)))
-                            for v, label in field.options_for(partial)], **common)
+        ctl = el(
+            "select",
+            [el("option", label, value=v, selected=(v == str(value))) for v, label in field.options_for(partial)],
+            **common,
+        )
     elif isinstance(field, st.Int) and (field.widget == "select" or (field.auto is not None and not field.widget)):
         lo, hi = field.bounds(partial)
         opts = []
@@ -52,20 +56,41 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
         ctl = el("input", type="range", value=field.encode(value), min=lo, max=hi, step=field.step, **common)
     elif isinstance(field, (st.Int, st.Float)):
         lo, hi = field.bounds(partial)
-        ctl = el("input", type="number", value=field.encode(value), min=lo, max=hi, step=field.step,
-                 inputmode="numeric" if isinstance(field, st.Int) else "decimal", **common)
+        ctl = el(
+            "input",
+            type="number",
+            value=field.encode(value),
+            min=lo,
+            max=hi,
+            step=field.step,
+            inputmode="numeric" if isinstance(field, st.Int) else "decimal",
+            **common,
+        )
     elif isinstance(field, st.Bool):
         ctl = el("input", type="checkbox", value="1", checked=bool(value), **common)
     elif isinstance(field, getattr(st, "Text", ())):
-        ctl = el("textarea", str(value), rows=field.rows, placeholder=field.placeholder or None,
-                 spellcheck="false", autocomplete="off", **common)
+        ctl = el(
+            "textarea",
+            str(value),
+            rows=field.rows,
+            placeholder=field.placeholder or None,
+            spellcheck="false",
+            autocomplete="off",
+            **common,
+        )
     else:
         raise TypeError(f"no control for {type(field).__name__}")
     children = [el("label", field.label, for_=fid), ctl]
     if field.help:
         children.append(el("small", field.help, id_=hint_id, class_="help"))
-    return el("div", children, class_=f"field field-{field.kind}", data_field=field.key,
-              data_sig=field_sig(field, partial), hidden=not field.visible_for(partial))
+    return el(
+        "div",
+        children,
+        class_=f"field field-{field.kind}",
+        data_field=field.key,
+        data_sig=field_sig(field, partial),
+        hidden=not field.visible_for(partial),
+    )
 
 
 def controls_fields(spec: st.Spec, state) -> list[tuple[str, str, Raw]]:
@@ -88,11 +113,18 @@ def transport_html(fig) -> Raw:
     if not key:
         return Raw("")
     fid = field_id(key)
-    return el("div", [
-        el("button", "◀ Back", type="button", data_step_action="back", aria_controls=fid),
-        el("button", "Play", type="button", data_step_action="play", aria_controls=fid),
-        el("button", "Step ▶", type="button", data_step_action="next", aria_controls=fid),
-    ], class_="transport", role="group", aria_label="Step through the figure", data_step_field=key)
+    return el(
+        "div",
+        [
+            el("button", "◀ Back", type="button", data_step_action="back", aria_controls=fid),
+            el("button", "Play", type="button", data_step_action="play", aria_controls=fid),
+            el("button", "Step ▶", type="button", data_step_action="next", aria_controls=fid),
+        ],
+        class_="transport",
+        role="group",
+        aria_label="Step through the figure",
+        data_step_field=key,
+    )
 
 
 def field_sigs(spec: st.Spec, state) -> dict[str, str]:
@@ -141,8 +173,11 @@ def patch_view(fig, state) -> dict | None:
     if fp is None:
         return None
     data = fig.compute(state)
-    return {"patch": json.dumps(fp(data), separators=(",", ":")), "summary": fig.describe(data),
-            "query": fig.SPEC.to_query(state)}
+    return {
+        "patch": json.dumps(fp(data), separators=(",", ":")),
+        "summary": fig.describe(data),
+        "query": fig.SPEC.to_query(state),
+    }
 
 
 def prerender(fig) -> dict:

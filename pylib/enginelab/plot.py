@@ -16,6 +16,7 @@ display hook (`capture()`); in plain Python nothing is shown and you keep the re
 Bad input raises ValueError naming the argument and what is allowed, e.g.
     ValueError: plot.line: ys has 49 values but xs has 50; they must be the same length
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,25 +29,31 @@ from .svg import Raw, el, join, num, svg, table
 
 __all__ = ["line", "bars", "SVG", "capture"]
 
-W, H = 640, 360              # viewBox; the SVG scales to its container
-MAX_POINTS = 20_000          # per series: beyond this a chart is unreadable and slow to draw
-MAX_SERIES = 6               # one CSS colour class per series
+W, H = 640, 360  # viewBox; the SVG scales to its container
+MAX_POINTS = 20_000  # per series: beyond this a chart is unreadable and slow to draw
+MAX_SERIES = 6  # one CSS colour class per series
 MAX_BARS = 60
-DOTS_UP_TO = 60              # draw a dot on every point when a series has at most this many
+DOTS_UP_TO = 60  # draw a dot on every point when a series has at most this many
 
 
 class SVG(str):
     """A chart's SVG markup (a str), with the plotted numbers kept for the table twin."""
+
     kind = title = ""
     header: list = []
     rows: list = []
 
-    def _repr_html_(self) -> str:   # Jupyter / PyScript display()
+    def _repr_html_(self) -> str:  # Jupyter / PyScript display()
         return self.html()
 
     def table_html(self) -> str:
-        return str(el("details", [el("summary", "Data"), table(self.title, self.header, self.rows)],
-                      class_="data-table plot-data"))
+        return str(
+            el(
+                "details",
+                [el("summary", "Data"), table(self.title, self.header, self.rows)],
+                class_="data-table plot-data",
+            )
+        )
 
     def html(self) -> str:
         """The chart and its data table, as the exercises page shows them."""
@@ -97,8 +104,11 @@ def _numbers(fn: str, name: str, values, positive: bool = False, max_len: int = 
         if not math.isfinite(f):
             _fail(fn, f"{name}[{i}] is {f!r}; only finite numbers can be drawn")
         if positive and f <= 0:
-            _fail(fn, f"{name}[{i}] is {f!r}; a logarithmic axis needs values > 0 (turn the log axis off, "
-                      f"or leave those points out)")
+            _fail(
+                fn,
+                f"{name}[{i}] is {f!r}; a logarithmic axis needs values > 0 (turn the log axis off, "
+                f"or leave those points out)",
+            )
         out.append(f)
     if not out:
         _fail(fn, f"{name} is empty; give at least one value")
@@ -202,12 +212,19 @@ def _ticks(scale, log: bool, n: int = 5) -> list:
 def _frame_parts(frame, xs_scale, ys_scale, xt, yt, xlabel, ylabel, title):
     return [
         el("text", title, x=frame.x0, y=18, class_="plot-title"),
-        el("g", [el("line", x1=frame.x0, y1=ys_scale(t), x2=frame.x1, y2=ys_scale(t)) for t in yt],
-           class_="plot-grid"),
-        chart.axis(xs_scale, at=frame.y1, side="bottom", ticks=xt, fmt=_tick, label=xlabel) if xt is not None
+        el("g", [el("line", x1=frame.x0, y1=ys_scale(t), x2=frame.x1, y2=ys_scale(t)) for t in yt], class_="plot-grid"),
+        chart.axis(xs_scale, at=frame.y1, side="bottom", ticks=xt, fmt=_tick, label=xlabel)
+        if xt is not None
         else Raw(""),
-        chart.axis(ys_scale, at=frame.x0, side="left", ticks=yt, fmt=_tick, label=ylabel,
-                   label_pos=(frame.x0 - 56, frame.y0 - 10)),
+        chart.axis(
+            ys_scale,
+            at=frame.x0,
+            side="left",
+            ticks=yt,
+            fmt=_tick,
+            label=ylabel,
+            label_pos=(frame.x0 - 56, frame.y0 - 10),
+        ),
     ]
 
 
@@ -224,8 +241,9 @@ def _legend(frame, names: list) -> Raw:
 # ---------------------------------------------------------------------------------------------------------
 # line
 # ---------------------------------------------------------------------------------------------------------
-def line(xs, ys, *, title: str, xlabel: str, ylabel: str, series=None, log_x: bool = False, log_y: bool = False,
-         marks=None) -> SVG:
+def line(
+    xs, ys, *, title: str, xlabel: str, ylabel: str, series=None, log_x: bool = False, log_y: bool = False, marks=None
+) -> SVG:
     """A line chart of ys against xs (one series, or several: ys = [ys_a, ys_b], series = ["a", "b"]).
 
     marks: vertical reference lines, {label: x} or [(x, label)], e.g. {"ridge_batch": 55.0}.
@@ -270,9 +288,17 @@ def line(xs, ys, *, title: str, xlabel: str, ylabel: str, series=None, log_x: bo
     parts = _frame_parts(frame, sx, sy, xt, yt, xlabel, ylabel, title)
     for v, label in mk:
         px = sx(v)
-        parts.append(el("g", [el("line", x1=px, y1=frame.y0, x2=px, y2=frame.y1, class_="plot-mark-line"),
-                              el("text", label, x=px + 4, y=frame.y0 + 12, class_="plot-mark-label")],
-                        class_="plot-mark", data_value=repr(v)))
+        parts.append(
+            el(
+                "g",
+                [
+                    el("line", x1=px, y1=frame.y0, x2=px, y2=frame.y1, class_="plot-mark-line"),
+                    el("text", label, x=px + 4, y=frame.y0 + 12, class_="plot-mark-label"),
+                ],
+                class_="plot-mark",
+                data_value=repr(v),
+            )
+        )
     for k, s in enumerate(ys_list):
         pts = [(sx(a), sy(b)) for a, b in zip(x, s)]
         g = [el("path", d=chart.path_d(pts), class_=f"plot-line plot-s{k}")]
@@ -283,8 +309,17 @@ def line(xs, ys, *, title: str, xlabel: str, ylabel: str, series=None, log_x: bo
         parts.append(_legend(frame, names))
 
     desc = _describe_line(x, ys_list, names, xlabel, ylabel, mk)
-    out = SVG(svg(join(parts), width=W, height=H, title=title, desc=desc, class_="chart plot plot-line-chart",
-                  id_=_id("line", title, desc)))
+    out = SVG(
+        svg(
+            join(parts),
+            width=W,
+            height=H,
+            title=title,
+            desc=desc,
+            class_="chart plot plot-line-chart",
+            id_=_id("line", title, desc),
+        )
+    )
     out.kind, out.title = "line", title
     out.header = [xlabel] + (names if names else [ylabel])
     out.rows = [[_fmt(a)] + [_fmt(s[i]) for s in ys_list] for i, a in enumerate(x)]
@@ -299,8 +334,10 @@ def _describe_line(x, ys_list, names, xlabel, ylabel, marks) -> str:
     for k, s in enumerate(ys_list):
         who = f"{names[k]}: " if names else ""
         i_max = max(range(n), key=lambda i: s[i])
-        parts.append(f"{who}{ylabel} goes from {_fmt(s[0])} to {_fmt(s[-1])}, highest {_fmt(s[i_max])} "
-                     f"at {xlabel} {_fmt(x[i_max])}.")
+        parts.append(
+            f"{who}{ylabel} goes from {_fmt(s[0])} to {_fmt(s[-1])}, highest {_fmt(s[i_max])} "
+            f"at {xlabel} {_fmt(x[i_max])}."
+        )
     for v, label in marks:
         parts.append(f"Mark {label} at {xlabel} {_fmt(v)}.")
     return " ".join(parts)
@@ -349,28 +386,70 @@ def bars(labels, values, *, title: str, ylabel: str, xlabel: str = "", log_y: bo
         top, bottom = sorted((sy(v), base))
         shown = lab if len(lab) <= 16 else lab[:15] + "…"
         if rotate:
-            label = el("text", shown, x=cx, y=frame.y1 + 12, class_="tick-label", text_anchor="end",
-                       transform=f"rotate(-40 {num(cx)} {num(frame.y1 + 12)})")
+            label = el(
+                "text",
+                shown,
+                x=cx,
+                y=frame.y1 + 12,
+                class_="tick-label",
+                text_anchor="end",
+                transform=f"rotate(-40 {num(cx)} {num(frame.y1 + 12)})",
+            )
         else:
             label = el("text", shown, x=cx, y=frame.y1 + 16, class_="tick-label", text_anchor="middle")
-        parts.append(el("g", [el("rect", el("title", f"{lab}: {_fmt(v)}"), x=cx - bw / 2, y=top, width=bw,
-                                 height=max(bottom - top, 0.5), class_="plot-bar plot-s0"), label],
-                        class_="plot-bar-group", data_value=repr(v)))
+        parts.append(
+            el(
+                "g",
+                [
+                    el(
+                        "rect",
+                        el("title", f"{lab}: {_fmt(v)}"),
+                        x=cx - bw / 2,
+                        y=top,
+                        width=bw,
+                        height=max(bottom - top, 0.5),
+                        class_="plot-bar plot-s0",
+                    ),
+                    label,
+                ],
+                class_="plot-bar-group",
+                data_value=repr(v),
+            )
+        )
     if xlabel:
-        parts.append(el("text", xlabel, x=(frame.x0 + frame.x1) / 2, y=H - 6, class_="axis-label",
-                        text_anchor="middle"))
+        parts.append(
+            el("text", xlabel, x=(frame.x0 + frame.x1) / 2, y=H - 6, class_="axis-label", text_anchor="middle")
+        )
     for v, label in mk:
         py = sy(v)
-        parts.append(el("g", [el("line", x1=frame.x0, y1=py, x2=frame.x1, y2=py, class_="plot-mark-line"),
-                              el("text", label, x=frame.x1 - 4, y=py - 4, class_="plot-mark-label",
-                                 text_anchor="end")], class_="plot-mark", data_value=repr(v)))
+        parts.append(
+            el(
+                "g",
+                [
+                    el("line", x1=frame.x0, y1=py, x2=frame.x1, y2=py, class_="plot-mark-line"),
+                    el("text", label, x=frame.x1 - 4, y=py - 4, class_="plot-mark-label", text_anchor="end"),
+                ],
+                class_="plot-mark",
+                data_value=repr(v),
+            )
+        )
     i_max = max(range(n), key=lambda i: vals[i])
     i_min = min(range(n), key=lambda i: vals[i])
-    desc = (f"Bar chart of {ylabel}, {n} bar{'s' if n != 1 else ''}: highest {labs[i_max]} at {_fmt(vals[i_max])}, "
-            f"lowest {labs[i_min]} at {_fmt(vals[i_min])}."
-            + "".join(f" Mark {label} at {_fmt(v)}." for v, label in mk))
-    out = SVG(svg(join(parts), width=W, height=H, title=title, desc=desc, class_="chart plot plot-bar-chart",
-                  id_=_id("bars", title, desc)))
+    desc = (
+        f"Bar chart of {ylabel}, {n} bar{'s' if n != 1 else ''}: highest {labs[i_max]} at {_fmt(vals[i_max])}, "
+        f"lowest {labs[i_min]} at {_fmt(vals[i_min])}." + "".join(f" Mark {label} at {_fmt(v)}." for v, label in mk)
+    )
+    out = SVG(
+        svg(
+            join(parts),
+            width=W,
+            height=H,
+            title=title,
+            desc=desc,
+            class_="chart plot plot-bar-chart",
+            id_=_id("bars", title, desc),
+        )
+    )
     out.kind, out.title = "bars", title
     out.header = [xlabel or "label", ylabel]
     out.rows = [[lab, _fmt(v)] for lab, v in zip(labs, vals)]

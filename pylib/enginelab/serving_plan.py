@@ -30,6 +30,7 @@ published start-up logs of 7-14B models on 24 GB cards (peak activation
 will differ by a few hundred MiB, which moves the KV pool by a few thousand
 tokens.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,44 +40,56 @@ import perf_model as pm
 # ---------------------------------------------------------------------------
 # 1. Engine versions
 # ---------------------------------------------------------------------------
-VLLM_VERSION = ("vLLM >= 0.21 (V1 engine), as on main in late 2026: "
-                "vllm/v1/worker/gpu_worker.py determine_available_memory, "
-                "vllm/v1/core/kv_cache_utils.py get_num_blocks / check_enough_kv_cache_memory / "
-                "get_max_concurrency_for_kv_cache_config; CUDA graph memory profiling on by default "
-                "since v0.21.0 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)")
-SGLANG_VERSION = ("SGLang main (v0.5 series, 2026): python/sglang/srt/server_args.py "
-                  "_handle_gpu_memory_settings (mem_fraction_static heuristic of PR #10975), "
-                  "python/sglang/srt/model_executor/model_runner.py profile_max_num_token and "
-                  "_resolve_max_num_reqs")
+VLLM_VERSION = (
+    "vLLM >= 0.21 (V1 engine), as on main in late 2026: "
+    "vllm/v1/worker/gpu_worker.py determine_available_memory, "
+    "vllm/v1/core/kv_cache_utils.py get_num_blocks / check_enough_kv_cache_memory / "
+    "get_max_concurrency_for_kv_cache_config; CUDA graph memory profiling on by default "
+    "since v0.21.0 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)"
+)
+SGLANG_VERSION = (
+    "SGLang main (v0.5 series, 2026): python/sglang/srt/server_args.py "
+    "_handle_gpu_memory_settings (mem_fraction_static heuristic of PR #10975), "
+    "python/sglang/srt/model_executor/model_runner.py profile_max_num_token and "
+    "_resolve_max_num_reqs"
+)
 
 GiB = pm.GiB
 MiB = pm.MiB
 
 # vLLM defaults (vllm serve, one GPU with < 70 GiB)
-VLLM_GPU_MEMORY_UTILIZATION = 0.92   # CacheConfig default (docs: "If unspecified, will use the default value of 0.92")
+VLLM_GPU_MEMORY_UTILIZATION = 0.92  # CacheConfig default (docs: "If unspecified, will use the default value of 0.92")
 VLLM_BLOCK_SIZE = 16
 VLLM_MAX_NUM_SEQS = 256
-VLLM_MAX_NUM_BATCHED_TOKENS = 2048   # server default on GPUs with < 70 GiB (8192 above)
+VLLM_MAX_NUM_BATCHED_TOKENS = 2048  # server default on GPUs with < 70 GiB (8192 above)
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 VLLM_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 # Estimated terms (see the module docstring)
-NON_TORCH_BYTES = 0.2 * GiB          # cuBLAS/cuDNN workspaces etc. allocated during profiling
-CUDA_CONTEXT_BYTES = 500 * MiB       # CUDA context + kernels, present before either engine measures
-CUDAGRAPH_BASE_BYTES = 64 * MiB      # graph pool baseline
-CUDAGRAPH_PER_SIZE_BYTES = 6 * MiB   # each captured batch size adds a little
+NON_TORCH_BYTES = 0.2 * GiB  # cuBLAS/cuDNN workspaces etc. allocated during profiling
+CUDA_CONTEXT_BYTES = 500 * MiB  # CUDA context + kernels, present before either engine measures
+CUDAGRAPH_BASE_BYTES = 64 * MiB  # graph pool baseline
+CUDAGRAPH_PER_SIZE_BYTES = 6 * MiB  # each captured batch size adds a little
 
 WEIGHT_DTYPES = {
     # key: (label, description)
     "bf16": ("BF16", "the checkpoint's bf16 weights, 2 bytes each"),
     "fp16": ("FP16", "fp16 weights, 2 bytes each"),
-    "fp8": ("FP8 (online, --quantization fp8)", "linear layers in fp8 (1 byte) with a per-channel f32 scale; "
-                                                  "embeddings, lm_head and norms stay bf16"),
-    "awq": ("AWQ int4, group 128", "linear layers packed 4-bit with an fp16 scale and a 4-bit zero per "
-                                   "128 weights; embeddings, lm_head and norms stay fp16"),
-    "gptq": ("GPTQ int4, group 128", "linear layers packed 4-bit with an fp16 scale and a 4-bit zero per "
-                                     "128 weights, plus an int32 g_idx per input feature; embeddings, "
-                                     "lm_head and norms stay fp16"),
+    "fp8": (
+        "FP8 (online, --quantization fp8)",
+        "linear layers in fp8 (1 byte) with a per-channel f32 scale; embeddings, lm_head and norms stay bf16",
+    ),
+    "awq": (
+        "AWQ int4, group 128",
+        "linear layers packed 4-bit with an fp16 scale and a 4-bit zero per "
+        "128 weights; embeddings, lm_head and norms stay fp16",
+    ),
+    "gptq": (
+        "GPTQ int4, group 128",
+        "linear layers packed 4-bit with an fp16 scale and a 4-bit zero per "
+        "128 weights, plus an int32 g_idx per input feature; embeddings, "
+        "lm_head and norms stay fp16",
+    ),
 }
 AWQ_GROUP = 128
 
@@ -87,8 +100,7 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 
 
 def _int(v, arg: str, lo: int = 1) -> int:
-    _check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, arg,
-           f"must be an integer >= {lo}, got {v!r}")
+    _check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, arg, f"must be an integer >= {lo}, got {v!r}")
     return v
 
 
@@ -109,6 +121,7 @@ def gib(n_bytes: float) -> float:
 # model dtype.  perf_model's tensor inventory gives the shapes (ne[0] = input
 # features, ne[1] = output features); rope_freqs is a GGUF-only tensor.
 
+
 def _is_linear(t) -> bool:
     return t.layer >= 0 and len(t.ne) >= 2 and t.cls not in ("norm", "bias", "ffn_gate_inp")
 
@@ -119,8 +132,9 @@ def hf_weight_bytes(model, weight_dtype: str = "bf16") -> dict:
     Returns total, linear (quantized part), other (embedding, lm_head, norms),
     params and bits per weight."""
     model = pm.get_model(model)
-    _check(weight_dtype in WEIGHT_DTYPES, "weight_dtype",
-           f"unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_DTYPES)}")
+    _check(
+        weight_dtype in WEIGHT_DTYPES, "weight_dtype", f"unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_DTYPES)}"
+    )
     linear = other = 0.0
     params = 0
     for t in model.tensors():
@@ -134,19 +148,24 @@ def hf_weight_bytes(model, weight_dtype: str = "bf16") -> dict:
             else:
                 other += 2.0 * n
             continue
-        rows = n // t.ne[0]                      # output channels (x experts)
+        rows = n // t.ne[0]  # output channels (x experts)
         if weight_dtype == "fp8":
-            linear += n + 4.0 * rows             # 1 byte each + an f32 scale per output channel
+            linear += n + 4.0 * rows  # 1 byte each + an f32 scale per output channel
         else:
             groups = rows * cdiv(t.ne[0], AWQ_GROUP)
-            b = 0.5 * n + groups * (2.0 + 0.5)   # packed int4 + fp16 scale + int4 zero per group
+            b = 0.5 * n + groups * (2.0 + 0.5)  # packed int4 + fp16 scale + int4 zero per group
             if weight_dtype == "gptq":
                 experts = n // (t.ne[0] * t.ne[1])
-                b += 4.0 * t.ne[0] * experts     # g_idx: one int32 per input feature
+                b += 4.0 * t.ne[0] * experts  # g_idx: one int32 per input feature
             linear += b
     total = linear + other
-    return {"total": total, "linear": linear, "other": other, "params": params,
-            "bpw": 8.0 * total / params if params else 0.0}
+    return {
+        "total": total,
+        "linear": linear,
+        "other": other,
+        "params": params,
+        "bpw": 8.0 * total / params if params else 0.0,
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -167,10 +186,14 @@ def hf_weight_bytes(model, weight_dtype: str = "bf16") -> dict:
 #                       (= num_blocks * block_size when max_model_len is a multiple of block_size)
 # and refuses to start if one max_model_len request needs more than is available.
 
+
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int = 2) -> int:
     """Bytes per KV element: auto = the model dtype (bf16/fp16: 2); fp8 variants: 1."""
-    _check(kv_cache_dtype in VLLM_KV_DTYPES or kv_cache_dtype in SGLANG_KV_DTYPES, "kv_cache_dtype",
-           f"unknown {kv_cache_dtype!r}; allowed: {', '.join(VLLM_KV_DTYPES)}")
+    _check(
+        kv_cache_dtype in VLLM_KV_DTYPES or kv_cache_dtype in SGLANG_KV_DTYPES,
+        "kv_cache_dtype",
+        f"unknown {kv_cache_dtype!r}; allowed: {', '.join(VLLM_KV_DTYPES)}",
+    )
     return model_dtype_bytes if kv_cache_dtype == "auto" else 1
 
 
@@ -180,8 +203,9 @@ def vllm_page_size_bytes(model, block_size: int = VLLM_BLOCK_SIZE, kv_cache_dtyp
     return 2 * block_size * model.num_key_value_heads * model.d_head * kv_dtype_bytes(kv_cache_dtype)
 
 
-def peak_activation_bytes(model, max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS,
-                          max_num_seqs: int = VLLM_MAX_NUM_SEQS) -> float:
+def peak_activation_bytes(
+    model, max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = VLLM_MAX_NUM_SEQS
+) -> float:
     """Estimated peak of vLLM's profiling run (an approximation; vLLM measures it).
 
     Forward pass of T = max_num_batched_tokens tokens in bf16: the widest layer holds
@@ -222,9 +246,11 @@ def gpu_total_bytes(machine) -> float:
     """Total memory the CUDA driver reports: the card's DRAM, e.g. 24 GiB on an RTX 4090
     (cudaMemGetInfo says 23.99 GiB; the difference is below a block's worth of KV)."""
     mc = pm.get_machine(machine)
-    _check(mc.gpu is not None and not mc.unified, "machine",
-           f"{mc.name} has no discrete NVIDIA GPU; vLLM and SGLang run on Apple silicon only "
-           "through experimental paths")
+    _check(
+        mc.gpu is not None and not mc.unified,
+        "machine",
+        f"{mc.name} has no discrete NVIDIA GPU; vLLM and SGLang run on Apple silicon only through experimental paths",
+    )
     return mc.gpu.mem_gb * GiB
 
 
@@ -233,30 +259,50 @@ def serving_machines() -> dict:
     return {k: m for k, m in pm.MACHINES.items() if m.gpu is not None and not m.unified}
 
 
-def vllm_plan(model, machine, weight_dtype: str = "bf16",
-              gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION, max_model_len=None,
-              block_size: int = VLLM_BLOCK_SIZE, kv_cache_dtype: str = "auto", enforce_eager: bool = False,
-              max_num_seqs: int = VLLM_MAX_NUM_SEQS, max_num_batched_tokens=None,
-              other_processes_gib: float = 0.0) -> dict:
+def vllm_plan(
+    model,
+    machine,
+    weight_dtype: str = "bf16",
+    gpu_memory_utilization: float = VLLM_GPU_MEMORY_UTILIZATION,
+    max_model_len=None,
+    block_size: int = VLLM_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    enforce_eager: bool = False,
+    max_num_seqs: int = VLLM_MAX_NUM_SEQS,
+    max_num_batched_tokens=None,
+    other_processes_gib: float = 0.0,
+) -> dict:
     """vLLM's start-up memory plan on one GPU: every term, the blocks, the log lines, fits or the error."""
     model = pm.get_model(model)
     mc = pm.get_machine(machine)
     total = gpu_total_bytes(mc)
-    _check(isinstance(gpu_memory_utilization, (int, float)) and 0 < gpu_memory_utilization <= 1,
-           "gpu_memory_utilization", f"must be in (0, 1], got {gpu_memory_utilization!r}")
+    _check(
+        isinstance(gpu_memory_utilization, (int, float)) and 0 < gpu_memory_utilization <= 1,
+        "gpu_memory_utilization",
+        f"must be in (0, 1], got {gpu_memory_utilization!r}",
+    )
     if max_model_len is None:
-        max_model_len = model.max_position_embeddings   # vLLM's default: the model's config
+        max_model_len = model.max_position_embeddings  # vLLM's default: the model's config
     _int(max_model_len, "max_model_len")
-    _check(block_size in VLLM_BLOCK_SIZES, "block_size",
-           f"must be one of {', '.join(map(str, VLLM_BLOCK_SIZES))}, got {block_size!r}")
-    _check(kv_cache_dtype in VLLM_KV_DTYPES, "kv_cache_dtype",
-           f"unknown {kv_cache_dtype!r}; allowed: {', '.join(VLLM_KV_DTYPES)}")
+    _check(
+        block_size in VLLM_BLOCK_SIZES,
+        "block_size",
+        f"must be one of {', '.join(map(str, VLLM_BLOCK_SIZES))}, got {block_size!r}",
+    )
+    _check(
+        kv_cache_dtype in VLLM_KV_DTYPES,
+        "kv_cache_dtype",
+        f"unknown {kv_cache_dtype!r}; allowed: {', '.join(VLLM_KV_DTYPES)}",
+    )
     _int(max_num_seqs, "max_num_seqs")
     if max_num_batched_tokens is None:
         max_num_batched_tokens = VLLM_MAX_NUM_BATCHED_TOKENS
     _int(max_num_batched_tokens, "max_num_batched_tokens")
-    _check(isinstance(other_processes_gib, (int, float)) and other_processes_gib >= 0, "other_processes_gib",
-           f"must be >= 0, got {other_processes_gib!r}")
+    _check(
+        isinstance(other_processes_gib, (int, float)) and other_processes_gib >= 0,
+        "other_processes_gib",
+        f"must be >= 0, got {other_processes_gib!r}",
+    )
 
     requested = total * gpu_memory_utilization
     w = hf_weight_bytes(model, weight_dtype)
@@ -268,64 +314,104 @@ def vllm_plan(model, machine, weight_dtype: str = "bf16",
 
     n_layers = model.num_hidden_layers
     page = vllm_page_size_bytes(model, block_size, kv_cache_dtype)
-    per_token = page * n_layers / block_size          # all layers, one token
+    per_token = page * n_layers / block_size  # all layers, one token
     num_blocks = max(int(available // page // n_layers), 0) if available > 0 else 0
     kv_bytes = num_blocks * page * n_layers
     blocks_per_request = cdiv(max_model_len, block_size)
     concurrency = num_blocks / blocks_per_request
     kv_tokens = int(concurrency * max_model_len)
-    needed = blocks_per_request * page * n_layers       # one request at max_model_len
+    needed = blocks_per_request * page * n_layers  # one request at max_model_len
     free_at_start = total - CUDA_CONTEXT_BYTES - other_processes_gib * GiB
 
     error = None
     if free_at_start < requested:
-        error = (f"ValueError: Free memory on device ({gib(free_at_start):.2f}/{gib(total):.2f} GiB) on startup "
-                 f"is less than desired GPU memory utilization ({gpu_memory_utilization}, "
-                 f"{gib(requested):.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
-                 f"other processes.")
+        error = (
+            f"ValueError: Free memory on device ({gib(free_at_start):.2f}/{gib(total):.2f} GiB) on startup "
+            f"is less than desired GPU memory utilization ({gpu_memory_utilization}, "
+            f"{gib(requested):.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+            f"other processes."
+        )
     elif weights > requested:
-        error = (f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB but "
-                 f"gpu_memory_utilization {gpu_memory_utilization} allows {gib(requested):.2f} GiB. Use a "
-                 f"quantized checkpoint (AWQ, GPTQ, FP8) or a larger GPU.")
+        error = (
+            f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB but "
+            f"gpu_memory_utilization {gpu_memory_utilization} allows {gib(requested):.2f} GiB. Use a "
+            f"quantized checkpoint (AWQ, GPTQ, FP8) or a larger GPU."
+        )
     elif available <= 0:
-        error = ("ValueError: No available memory for the cache blocks. Try increasing "
-                 "`gpu_memory_utilization` when initializing the engine.")
+        error = (
+            "ValueError: No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine."
+        )
     elif needed > available:
         est = (int(available // (page * n_layers)) * block_size) if available > 0 else 0
         est = min(est, max_model_len)
-        hint = (f"Based on the available memory, the estimated maximum model length is {est}. "
-                if est > 0 else "")
-        error = (f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
-                 f"({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache "
-                 f"memory ({format_gib(available)} GiB). {hint}Try increasing `gpu_memory_utilization` or "
-                 f"decreasing `max_model_len` when initializing the engine.")
+        hint = f"Based on the available memory, the estimated maximum model length is {est}. " if est > 0 else ""
+        error = (
+            f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache "
+            f"memory ({format_gib(available)} GiB). {hint}Try increasing `gpu_memory_utilization` or "
+            f"decreasing `max_model_len` when initializing the engine."
+        )
     fits = error is None
     notes = []
     if model.sliding_window:
-        notes.append("Sliding-window layers are counted as full attention here; vLLM's hybrid KV cache "
-                     "manager gives them only their window, so the real pool holds more tokens.")
+        notes.append(
+            "Sliding-window layers are counted as full attention here; vLLM's hybrid KV cache "
+            "manager gives them only their window, so the real pool holds more tokens."
+        )
     if model.is_moe:
         notes.append("MoE activation and CUDA graph terms are rougher estimates than for dense models.")
     plan = {
-        "engine": "vllm", "version": VLLM_VERSION, "model": model.name, "machine": mc.name,
-        "gpu": mc.gpu.name, "weight_dtype": weight_dtype,
-        "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
-        "block_size": block_size, "kv_cache_dtype": kv_cache_dtype, "enforce_eager": enforce_eager,
-        "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+        "engine": "vllm",
+        "version": VLLM_VERSION,
+        "model": model.name,
+        "machine": mc.name,
+        "gpu": mc.gpu.name,
+        "weight_dtype": weight_dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_model_len": max_model_len,
+        "block_size": block_size,
+        "kv_cache_dtype": kv_cache_dtype,
+        "enforce_eager": enforce_eager,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
         "other_processes_bytes": other_processes_gib * GiB,
-        "total_bytes": total, "requested_bytes": requested, "reserved_bytes": total - requested,
-        "weights_bytes": weights, "weights": w, "peak_activation_bytes": act, "non_torch_bytes": non_torch,
-        "cudagraph_bytes": graphs, "cudagraph_sizes": 0 if enforce_eager else len(cudagraph_capture_sizes(max_num_seqs)),
-        "available_kv_bytes": available, "page_size_bytes": page, "kv_bytes_per_token": per_token,
-        "num_layers": n_layers, "num_gpu_blocks": num_blocks, "kv_cache_bytes": kv_bytes,
+        "total_bytes": total,
+        "requested_bytes": requested,
+        "reserved_bytes": total - requested,
+        "weights_bytes": weights,
+        "weights": w,
+        "peak_activation_bytes": act,
+        "non_torch_bytes": non_torch,
+        "cudagraph_bytes": graphs,
+        "cudagraph_sizes": 0 if enforce_eager else len(cudagraph_capture_sizes(max_num_seqs)),
+        "available_kv_bytes": available,
+        "page_size_bytes": page,
+        "kv_bytes_per_token": per_token,
+        "num_layers": n_layers,
+        "num_gpu_blocks": num_blocks,
+        "kv_cache_bytes": kv_bytes,
         "unused_bytes": max(available - kv_bytes, 0.0),
-        "gpu_kv_cache_tokens": kv_tokens, "max_concurrency": concurrency,
-        "blocks_per_request": blocks_per_request, "needed_bytes": needed,
-        "fits": fits, "error": error, "notes": notes,
+        "gpu_kv_cache_tokens": kv_tokens,
+        "max_concurrency": concurrency,
+        "blocks_per_request": blocks_per_request,
+        "needed_bytes": needed,
+        "fits": fits,
+        "error": error,
+        "notes": notes,
     }
     plan["log_lines"] = vllm_log_lines(plan)
-    plan["command"] = vllm_command(model, weight_dtype, gpu_memory_utilization, max_model_len, block_size,
-                                   kv_cache_dtype, enforce_eager, max_num_seqs, max_num_batched_tokens)
+    plan["command"] = vllm_command(
+        model,
+        weight_dtype,
+        gpu_memory_utilization,
+        max_model_len,
+        block_size,
+        kv_cache_dtype,
+        enforce_eager,
+        max_num_seqs,
+        max_num_batched_tokens,
+    )
     return plan
 
 
@@ -334,8 +420,7 @@ def vllm_kv_log_line(plan: dict) -> str:
 
 
 def vllm_concurrency_log_line(plan: dict) -> str:
-    return (f"Maximum concurrency for {plan['max_model_len']:,} tokens per request: "
-            f"{plan['max_concurrency']:.2f}x")
+    return f"Maximum concurrency for {plan['max_model_len']:,} tokens per request: {plan['max_concurrency']:.2f}x"
 
 
 def vllm_log_lines(plan: dict) -> list:
@@ -372,21 +457,22 @@ SGLANG_KV_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 def sglang_gpu_defaults(total_bytes: float, tp_size: int = 1) -> dict:
     """chunked_prefill_size and cuda_graph_max_bs by GPU memory (server_args.py buckets)."""
     mem = total_bytes / MiB
-    if mem < 20 * 1024:          # T4, 4080, 4060 Ti
+    if mem < 20 * 1024:  # T4, 4080, 4060 Ti
         cps, bs = 2048, 8
-    elif mem < 35 * 1024:        # A10, 4090, 5090
+    elif mem < 35 * 1024:  # A10, 4090, 5090
         cps, bs = 2048, (24 if tp_size < 4 else 80)
-    elif mem < 60 * 1024:        # A100 40GB, L40
+    elif mem < 60 * 1024:  # A100 40GB, L40
         cps, bs = 4096, (32 if tp_size < 4 else 160)
-    elif mem < 160 * 1024:       # H100, H200
+    elif mem < 160 * 1024:  # H100, H200
         cps, bs = 8192, (256 if tp_size < 4 else 512)
-    else:                        # B200, MI300
+    else:  # B200, MI300
         cps, bs = 16384, 512
     return {"chunked_prefill_size": cps, "cuda_graph_max_bs": bs}
 
 
-def sglang_mem_fraction_static(total_bytes: float, chunked_prefill_size=None, cuda_graph_max_bs=None,
-                               tp_size: int = 1, pp_size: int = 1) -> dict:
+def sglang_mem_fraction_static(
+    total_bytes: float, chunked_prefill_size=None, cuda_graph_max_bs=None, tp_size: int = 1, pp_size: int = 1
+) -> dict:
     """SGLang's default mem_fraction_static and the reserve it leaves (MiB)."""
     d = sglang_gpu_defaults(total_bytes, tp_size)
     cps = d["chunked_prefill_size"] if chunked_prefill_size is None else chunked_prefill_size
@@ -395,8 +481,12 @@ def sglang_mem_fraction_static(total_bytes: float, chunked_prefill_size=None, cu
     reserved = 512 + max(cps, 2048) * 1.5 + bs * 2 + tp_size * pp_size / 8 * 1024
     if mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    return {"mem_fraction_static": round((mem - reserved) / mem, 3), "reserved_mib": reserved,
-            "chunked_prefill_size": cps, "cuda_graph_max_bs": bs}
+    return {
+        "mem_fraction_static": round((mem - reserved) / mem, 3),
+        "reserved_mib": reserved,
+        "chunked_prefill_size": cps,
+        "cuda_graph_max_bs": bs,
+    }
 
 
 def sglang_cell_size_bytes(model, kv_cache_dtype: str = "auto") -> int:
@@ -404,9 +494,17 @@ def sglang_cell_size_bytes(model, kv_cache_dtype: str = "auto") -> int:
     return model.num_key_value_heads * model.d_head * model.num_hidden_layers * 2 * kv_dtype_bytes(kv_cache_dtype)
 
 
-def sglang_plan(model, machine, weight_dtype: str = "bf16", mem_fraction_static=None, context_length=None,
-                kv_cache_dtype: str = "auto", disable_cuda_graph: bool = False, max_running_requests=None,
-                other_processes_gib: float = 0.0) -> dict:
+def sglang_plan(
+    model,
+    machine,
+    weight_dtype: str = "bf16",
+    mem_fraction_static=None,
+    context_length=None,
+    kv_cache_dtype: str = "auto",
+    disable_cuda_graph: bool = False,
+    max_running_requests=None,
+    other_processes_gib: float = 0.0,
+) -> dict:
     """SGLang's start-up memory plan on one GPU."""
     model = pm.get_model(model)
     mc = pm.get_machine(machine)
@@ -414,28 +512,39 @@ def sglang_plan(model, machine, weight_dtype: str = "bf16", mem_fraction_static=
     if context_length is None:
         context_length = model.max_position_embeddings
     _int(context_length, "context_length")
-    _check(kv_cache_dtype in SGLANG_KV_DTYPES, "kv_cache_dtype",
-           f"unknown {kv_cache_dtype!r}; allowed: {', '.join(SGLANG_KV_DTYPES)}")
+    _check(
+        kv_cache_dtype in SGLANG_KV_DTYPES,
+        "kv_cache_dtype",
+        f"unknown {kv_cache_dtype!r}; allowed: {', '.join(SGLANG_KV_DTYPES)}",
+    )
     auto = sglang_mem_fraction_static(total)
     mfs = auto["mem_fraction_static"] if mem_fraction_static is None else mem_fraction_static
-    _check(isinstance(mfs, (int, float)) and 0 < mfs < 1, "mem_fraction_static",
-           f"must be between 0 and 1, got {mem_fraction_static!r}")
+    _check(
+        isinstance(mfs, (int, float)) and 0 < mfs < 1,
+        "mem_fraction_static",
+        f"must be between 0 and 1, got {mem_fraction_static!r}",
+    )
     if max_running_requests is not None:
         _int(max_running_requests, "max_running_requests")
-    _check(isinstance(other_processes_gib, (int, float)) and other_processes_gib >= 0, "other_processes_gib",
-           f"must be >= 0, got {other_processes_gib!r}")
+    _check(
+        isinstance(other_processes_gib, (int, float)) and other_processes_gib >= 0,
+        "other_processes_gib",
+        f"must be >= 0, got {other_processes_gib!r}",
+    )
     w = hf_weight_bytes(model, weight_dtype)
     weights = w["total"]
     free_before = total - CUDA_CONTEXT_BYTES - other_processes_gib * GiB
-    static = free_before * mfs                       # weights + KV pool
+    static = free_before * mfs  # weights + KV pool
     rest = static - weights
     cell = sglang_cell_size_bytes(model, kv_cache_dtype)
     tokens = int(rest // cell) if rest > 0 else 0
     kv_bytes = tokens * cell
     error = None
     if weights > free_before:
-        error = (f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB, "
-                 f"{gib(free_before):.2f} GiB is free.")
+        error = (
+            f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB, "
+            f"{gib(free_before):.2f} GiB is free."
+        )
     elif tokens <= 0:
         error = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     estimated = min(max(int(tokens / context_length * 512), 2048), 4096)
@@ -445,28 +554,53 @@ def sglang_plan(model, machine, weight_dtype: str = "bf16", mem_fraction_static=
         running = min(max_running_requests, tokens // 2)
     max_req_len = min(context_length - 1, tokens - 1) if tokens > 0 else 0
     plan = {
-        "engine": "sglang", "version": SGLANG_VERSION, "model": model.name, "machine": mc.name,
-        "gpu": mc.gpu.name, "weight_dtype": weight_dtype, "context_length": context_length,
-        "kv_cache_dtype": kv_cache_dtype, "disable_cuda_graph": disable_cuda_graph,
-        "mem_fraction_static": mfs, "mem_fraction_static_auto": auto["mem_fraction_static"],
+        "engine": "sglang",
+        "version": SGLANG_VERSION,
+        "model": model.name,
+        "machine": mc.name,
+        "gpu": mc.gpu.name,
+        "weight_dtype": weight_dtype,
+        "context_length": context_length,
+        "kv_cache_dtype": kv_cache_dtype,
+        "disable_cuda_graph": disable_cuda_graph,
+        "mem_fraction_static": mfs,
+        "mem_fraction_static_auto": auto["mem_fraction_static"],
         "mem_fraction_static_given": mem_fraction_static is not None,
         "reserved_mib_heuristic": auto["reserved_mib"],
-        "chunked_prefill_size": auto["chunked_prefill_size"], "cuda_graph_max_bs": auto["cuda_graph_max_bs"],
-        "total_bytes": total, "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-        "other_processes_bytes": other_processes_gib * GiB, "free_before_load_bytes": free_before,
-        "static_bytes": static, "weights_bytes": weights, "weights": w,
-        "activation_reserve_bytes": free_before - static, "rest_bytes": rest, "cell_size_bytes": cell,
-        "max_total_num_tokens": tokens, "kv_cache_bytes": kv_bytes,
+        "chunked_prefill_size": auto["chunked_prefill_size"],
+        "cuda_graph_max_bs": auto["cuda_graph_max_bs"],
+        "total_bytes": total,
+        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+        "other_processes_bytes": other_processes_gib * GiB,
+        "free_before_load_bytes": free_before,
+        "static_bytes": static,
+        "weights_bytes": weights,
+        "weights": w,
+        "activation_reserve_bytes": free_before - static,
+        "rest_bytes": rest,
+        "cell_size_bytes": cell,
+        "max_total_num_tokens": tokens,
+        "kv_cache_bytes": kv_bytes,
         "unused_bytes": max(rest - kv_bytes, 0.0),
-        "max_running_requests": max(running, 0), "max_req_len": max_req_len,
+        "max_running_requests": max(running, 0),
+        "max_req_len": max_req_len,
         "request_capped": tokens > 0 and tokens < context_length,
-        "fits": error is None, "error": error, "notes": [],
+        "fits": error is None,
+        "error": error,
+        "notes": [],
     }
     if model.sliding_window:
         plan["notes"].append("Sliding-window layers are counted as full attention here.")
     plan["log_lines"] = sglang_log_lines(plan)
-    plan["command"] = sglang_command(model, weight_dtype, mem_fraction_static, context_length, kv_cache_dtype,
-                                     disable_cuda_graph, max_running_requests)
+    plan["command"] = sglang_command(
+        model,
+        weight_dtype,
+        mem_fraction_static,
+        context_length,
+        kv_cache_dtype,
+        disable_cuda_graph,
+        max_running_requests,
+    )
     return plan
 
 
@@ -474,16 +608,18 @@ def sglang_log_lines(plan: dict) -> list:
     if plan["error"]:
         return [plan["error"]]
     half = plan["kv_cache_bytes"] / 2 / GiB
-    return [f"KV Cache is allocated. #tokens: {plan['max_total_num_tokens']}, K size: {half:.2f} GB, "
-            f"V size: {half:.2f} GB",
-            f"max_total_num_tokens={plan['max_total_num_tokens']}, "
-            f"chunked_prefill_size={plan['chunked_prefill_size']}, "
-            f"max_running_requests={plan['max_running_requests']}, context_len={plan['context_length']}"]
+    return [
+        f"KV Cache is allocated. #tokens: {plan['max_total_num_tokens']}, K size: {half:.2f} GB, V size: {half:.2f} GB",
+        f"max_total_num_tokens={plan['max_total_num_tokens']}, "
+        f"chunked_prefill_size={plan['chunked_prefill_size']}, "
+        f"max_running_requests={plan['max_running_requests']}, context_len={plan['context_length']}",
+    ]
 
 
 # ---------------------------------------------------------------------------
 # 5. Command lines
 # ---------------------------------------------------------------------------
+
 
 def hf_repo(model) -> str:
     """The Hugging Face repository of a catalog model (from its config.json link)."""
@@ -511,9 +647,17 @@ def _g(v: float) -> str:
     return f"{v:g}"
 
 
-def vllm_command(model, weight_dtype="bf16", gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION,
-                 max_model_len=None, block_size=VLLM_BLOCK_SIZE, kv_cache_dtype="auto", enforce_eager=False,
-                 max_num_seqs=VLLM_MAX_NUM_SEQS, max_num_batched_tokens=None) -> str:
+def vllm_command(
+    model,
+    weight_dtype="bf16",
+    gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION,
+    max_model_len=None,
+    block_size=VLLM_BLOCK_SIZE,
+    kv_cache_dtype="auto",
+    enforce_eager=False,
+    max_num_seqs=VLLM_MAX_NUM_SEQS,
+    max_num_batched_tokens=None,
+) -> str:
     model = pm.get_model(model)
     path, extra = _checkpoint(model, weight_dtype)
     mml = model.max_position_embeddings if max_model_len is None else max_model_len
@@ -532,8 +676,15 @@ def vllm_command(model, weight_dtype="bf16", gpu_memory_utilization=VLLM_GPU_MEM
     return " ".join(parts)
 
 
-def sglang_command(model, weight_dtype="bf16", mem_fraction_static=None, context_length=None,
-                   kv_cache_dtype="auto", disable_cuda_graph=False, max_running_requests=None) -> str:
+def sglang_command(
+    model,
+    weight_dtype="bf16",
+    mem_fraction_static=None,
+    context_length=None,
+    kv_cache_dtype="auto",
+    disable_cuda_graph=False,
+    max_running_requests=None,
+) -> str:
     model = pm.get_model(model)
     path, extra = _checkpoint(model, weight_dtype)
     ctx = model.max_position_embeddings if context_length is None else context_length

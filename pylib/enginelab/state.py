@@ -18,11 +18,13 @@ and gets, for free:
 Bounds and option lists may be callables of the fields validated before them (fields are validated in
 order), so an `ngl` bound can depend on the chosen model.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import parse_qsl, quote
 
 Options = Sequence[tuple[str, str]]
@@ -90,7 +92,7 @@ class Choice(Field):
     kind = "choice"
 
     def options_for(self, partial: dict) -> list[tuple[str, str]]:
-        return [(str(v), str(l)) for v, l in _resolve(self.options, partial)]
+        return [(str(v), str(lab)) for v, lab in _resolve(self.options, partial)]
 
     def fallback(self, partial):
         d, values = self.default_for(partial), [v for v, _ in self.options_for(partial)]
@@ -141,8 +143,11 @@ class Int(Field):
             v = int(v)
         except (ValueError, OverflowError):
             d = self.fallback(partial)
-            return d, f"{self.label}: {_shown(raw)} is not a whole number; allowed: " \
-                      f"{self.describe_allowed(partial)}; using {d}."
+            return (
+                d,
+                f"{self.label}: {_shown(raw)} is not a whole number; allowed: "
+                f"{self.describe_allowed(partial)}; using {d}.",
+            )
         if lo is not None and v < lo:
             return lo, f"{self.label}: {v} is below the minimum {lo}; using {lo}."
         if hi is not None and v > hi:
@@ -151,8 +156,15 @@ class Int(Field):
 
     def describe_allowed(self, partial):
         lo, hi = self.bounds(partial)
-        rng = f"{lo} to {hi}" if lo is not None and hi is not None else \
-            f"at least {lo}" if lo is not None else f"at most {hi}" if hi is not None else "any whole number"
+        rng = (
+            f"{lo} to {hi}"
+            if lo is not None and hi is not None
+            else f"at least {lo}"
+            if lo is not None
+            else f"at most {hi}"
+            if hi is not None
+            else "any whole number"
+        )
         return f"{self.auto!r} or {rng}" if self.auto is not None else rng
 
 
@@ -177,8 +189,10 @@ class Float(Field):
                 raise ValueError
         except (ValueError, OverflowError):
             d = self.fallback(partial)
-            return d, f"{self.label}: {_shown(raw)} is not a number; allowed: {self.describe_allowed(partial)}; " \
-                      f"using {d}."
+            return (
+                d,
+                f"{self.label}: {_shown(raw)} is not a number; allowed: {self.describe_allowed(partial)}; using {d}.",
+            )
         if lo is not None and v < lo:
             return lo, f"{self.label}: {v:g} is below the minimum {lo:g}; using {lo:g}."
         if hi is not None and v > hi:
@@ -220,6 +234,7 @@ class Text(Field):
     """Free text (a <textarea>): kept as typed, with \r\n folded to \n and at most `max_len` characters.
 
     Whatever it holds is the figure's to interpret; a figure reports its own parse errors."""
+
     max_len: int = 20000
     rows: int = 6
     placeholder: str = ""
@@ -228,8 +243,9 @@ class Text(Field):
     def parse(self, raw, partial):
         s = str(raw).replace("\r\n", "\n").replace("\r", "\n")
         if len(s) > self.max_len:
-            return s[:self.max_len], f"{self.label}: {len(s):,} characters is over the limit; " \
-                                     f"the first {self.max_len:,} are used."
+            return s[
+                : self.max_len
+            ], f"{self.label}: {len(s):,} characters is over the limit; the first {self.max_len:,} are used."
         return s, None
 
     def describe_allowed(self, partial):
@@ -246,8 +262,7 @@ class Spec:
         if len(set(keys)) != len(keys):
             raise ValueError(f"duplicate field keys in spec {name!r}")
         self.by_key = {f.key: f for f in self.fields}
-        cls = dataclasses.make_dataclass(
-            f"{name.title().replace('-', '')}State", [(k, Any) for k in keys], frozen=True)
+        cls = dataclasses.make_dataclass(f"{name.title().replace('-', '')}State", [(k, Any) for k in keys], frozen=True)
         cls.replace = lambda self, **kw: dataclasses.replace(self, **kw)
         cls.as_dict = lambda self: {k: getattr(self, k) for k in keys}
         self.State = cls
@@ -283,8 +298,7 @@ class Spec:
         messages: list[str] = []
         for k, v in pairs:
             if k not in self.by_key:
-                messages.append(f"Unknown setting {_shown(k)} ignored; this figure takes "
-                                f"{', '.join(self.by_key)}.")
+                messages.append(f"Unknown setting {_shown(k)} ignored; this figure takes {', '.join(self.by_key)}.")
                 continue
             raw[k] = v  # the last one wins, as in most servers
         state, msgs = self._validate(raw, typed=False)

@@ -10,10 +10,11 @@ Attribute names: a trailing underscore is dropped (`class_`), other underscores 
 `True` writes the bare attribute name (HTML boolean attributes). Numbers are written with `num()`, so the
 same input always gives the same bytes.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from html import escape as _escape
-from typing import Iterable
 
 VOID_HTML = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -21,6 +22,7 @@ SVG_NS = "http://www.w3.org/2000/svg"
 
 class Raw(str):
     """Markup that is already safe (built here)."""
+
     __slots__ = ()
 
 
@@ -81,8 +83,12 @@ def _children(children) -> str:
 def el(tag: str, children=None, /, **kw) -> Raw:
     """One element. children: text (escaped), a Raw, or an iterable of those."""
     a = attrs(**kw)
-    if children is None or (not isinstance(children, (str, int, float)) and not isinstance(children, Raw)
-                            and isinstance(children, (list, tuple)) and not children):
+    if children is None or (
+        not isinstance(children, (str, int, float))
+        and not isinstance(children, Raw)
+        and isinstance(children, (list, tuple))
+        and not children
+    ):
         if tag in VOID_HTML:
             return Raw(f"<{tag}{a}>")
         if tag in HTML_CONTAINERS:
@@ -92,34 +98,95 @@ def el(tag: str, children=None, /, **kw) -> Raw:
 
 
 # HTML elements that must never be self-closed
-HTML_CONTAINERS = {"div", "span", "p", "td", "th", "tr", "table", "tbody", "thead", "caption", "details",
-                   "summary", "button", "select", "option", "label", "output", "textarea", "code", "pre",
-                   "section", "ul", "ol", "li", "strong", "em", "a", "form", "fieldset", "legend", "dl",
-                   "dt", "dd", "small", "b", "i", "h1", "h2", "h3", "figure", "figcaption", "script"}
+HTML_CONTAINERS = {
+    "div",
+    "span",
+    "p",
+    "td",
+    "th",
+    "tr",
+    "table",
+    "tbody",
+    "thead",
+    "caption",
+    "details",
+    "summary",
+    "button",
+    "select",
+    "option",
+    "label",
+    "output",
+    "textarea",
+    "code",
+    "pre",
+    "section",
+    "ul",
+    "ol",
+    "li",
+    "strong",
+    "em",
+    "a",
+    "form",
+    "fieldset",
+    "legend",
+    "dl",
+    "dt",
+    "dd",
+    "small",
+    "b",
+    "i",
+    "h1",
+    "h2",
+    "h3",
+    "figure",
+    "figcaption",
+    "script",
+}
 
 
 def join(parts: Iterable) -> Raw:
     return Raw("".join(_children(p) for p in parts))
 
 
-def svg(children, *, width, height, title: str, desc: str, class_: str = "chart", id_: str | None = None,
-        **kw) -> Raw:
+def svg(children, *, width, height, title: str, desc: str, class_: str = "chart", id_: str | None = None, **kw) -> Raw:
     """An accessible chart: role="img", a <title> and a <desc>, labelled by both, scalable by viewBox."""
     tid = f"{id_ or 'chart'}-title"
     did = f"{id_ or 'chart'}-desc"
-    return el("svg", [el("title", title, id_=tid), el("desc", desc, id_=did), children],
-              xmlns=SVG_NS, viewBox=f"0 0 {num(width)} {num(height)}", width=width, height=height,
-              role="img", aria_labelledby=f"{tid} {did}", class_=class_, id_=id_, **kw)
+    return el(
+        "svg",
+        [el("title", title, id_=tid), el("desc", desc, id_=did), children],
+        xmlns=SVG_NS,
+        viewBox=f"0 0 {num(width)} {num(height)}",
+        width=width,
+        height=height,
+        role="img",
+        aria_labelledby=f"{tid} {did}",
+        class_=class_,
+        id_=id_,
+        **kw,
+    )
 
 
 def table(caption: str, header: list, rows: list[list], class_: str = "data") -> Raw:
     """A plain data table (the accessible twin of a chart)."""
-    return el("table", [
-        el("caption", caption),
-        el("thead", el("tr", [el("th", h, scope="col") for h in header])),
-        el("tbody", [el("tr", [el("th" if i == 0 else "td", c, scope="row" if i == 0 else None)
-                               for i, c in enumerate(r)]) for r in rows]),
-    ], class_=class_)
+    return el(
+        "table",
+        [
+            el("caption", caption),
+            el("thead", el("tr", [el("th", h, scope="col") for h in header])),
+            el(
+                "tbody",
+                [
+                    el(
+                        "tr",
+                        [el("th" if i == 0 else "td", c, scope="row" if i == 0 else None) for i, c in enumerate(r)],
+                    )
+                    for r in rows
+                ],
+            ),
+        ],
+        class_=class_,
+    )
 
 
 def data_details(summary: str, tbl: Raw, open_: bool = False) -> Raw:

@@ -18,15 +18,15 @@ with the whole model on the device (llama-bench -ngl 99 in every row).
 The estimates use the module's efficiencies (ETA_DECODE, ETA_PREFILL); nothing
 here is fitted to the measurements.
 """
+
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import re
 from dataclasses import replace
-
-import csv
-import io
 from importlib import resources
 
 import perf_model as pm
@@ -41,41 +41,73 @@ def dataset_rows() -> tuple:
         _CACHE["rows"] = tuple(csv.DictReader(io.StringIO(text)))
     return _CACHE["rows"]
 
+
 # ---------------------------------------------------------------------------
 # 1. Models and devices
 # ---------------------------------------------------------------------------
 # LLaMA 2 7B (meta-llama/Llama-2-7b-hf config.json).  LLaMA 1 7B has the same
 # shape; CodeLlama 7B differs only in vocab (32016) and context (16384).
 LLAMA2_7B_CONFIG = {
-    "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 11008,
-    "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-    "max_position_embeddings": 4096, "tie_word_embeddings": False,
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
 }
 CODELLAMA_7B_CONFIG = dict(LLAMA2_7B_CONFIG, vocab_size=32016, max_position_embeddings=16384)
 # Meta-Llama-3-8B: Llama 3.1 8B's shape without the llama3 rope scaling (no rope_freqs tensor), 8k context.
-LLAMA3_8B_CONFIG = dict(LLAMA2_7B_CONFIG, intermediate_size=14336, num_key_value_heads=8, vocab_size=128256,
-                        max_position_embeddings=8192, rope_theta=500000.0)
+LLAMA3_8B_CONFIG = dict(
+    LLAMA2_7B_CONFIG,
+    intermediate_size=14336,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+)
 
 MODELS = {
-    "llama-2-7b": replace(pm.model_from_hf_config(LLAMA2_7B_CONFIG, name="LLaMA 2 7B"), key="llama-2-7b",
-                          source="https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json"),
-    "codellama-7b": replace(pm.model_from_hf_config(CODELLAMA_7B_CONFIG, name="CodeLlama 7B"), key="codellama-7b",
-                            source="https://huggingface.co/codellama/CodeLlama-7b-hf/blob/main/config.json"),
-    "llama-3-8b": replace(pm.model_from_hf_config(LLAMA3_8B_CONFIG, name="Llama 3 8B"), key="llama-3-8b",
-                          source="https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json"),
+    "llama-2-7b": replace(
+        pm.model_from_hf_config(LLAMA2_7B_CONFIG, name="LLaMA 2 7B"),
+        key="llama-2-7b",
+        source="https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json",
+    ),
+    "codellama-7b": replace(
+        pm.model_from_hf_config(CODELLAMA_7B_CONFIG, name="CodeLlama 7B"),
+        key="codellama-7b",
+        source="https://huggingface.co/codellama/CodeLlama-7b-hf/blob/main/config.json",
+    ),
+    "llama-3-8b": replace(
+        pm.model_from_hf_config(LLAMA3_8B_CONFIG, name="Llama 3 8B"),
+        key="llama-3-8b",
+        source="https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json",
+    ),
 }
-DATASET_MODEL = {"LLaMA 2 7B": "llama-2-7b", "LLaMA 7B": "llama-2-7b", "CodeLlama 7B": "codellama-7b",
-                 "Llama 3 8B": "llama-3-8b"}
+DATASET_MODEL = {
+    "LLaMA 2 7B": "llama-2-7b",
+    "LLaMA 7B": "llama-2-7b",
+    "CodeLlama 7B": "codellama-7b",
+    "Llama 3 8B": "llama-3-8b",
+}
 
 # Apple GPUs: FP16 throughput = GPU cores x 128 ALUs x 2 FLOPs x clock (Apple GPUs run
 # FP16 at the FP32 rate).  The clocks are approximate per generation; only the
 # prompt-processing estimates depend on them.  Bandwidth is the dataset's column
 # (Apple's specification for the chip).
 APPLE_GPU_CLOCK_GHZ = {"M1": 1.278, "M2": 1.398, "M3": 1.38, "M4": 1.6}
-CAPACITY_GB = 192.0   # memory capacity is not what is validated here: every row ran with the model loaded
+CAPACITY_GB = 192.0  # memory capacity is not what is validated here: every row ran with the model loaded
 
-RTX_3090_TI = pm.Device("RTX 3090 Ti", 24, 1008, 80.0, approx=True,
-                        source="NVIDIA: 1008 GB/s; FP16 tensor TFLOP/s with FP32 accumulate approximated")
+RTX_3090_TI = pm.Device(
+    "RTX 3090 Ti",
+    24,
+    1008,
+    80.0,
+    approx=True,
+    source="NVIDIA: 1008 GB/s; FP16 tensor TFLOP/s with FP32 accumulate approximated",
+)
 CUDA_DEVICES = {
     "NVIDIA GeForce RTX 3090": pm.RTX_3090,
     "NVIDIA GeForce RTX 3090 Ti": RTX_3090_TI,
@@ -92,8 +124,14 @@ def apple_device(name: str, bandwidth_gbs: float) -> pm.Device:
     gen, cores = m.group(1), int(m.group(3))
     _check(gen in APPLE_GPU_CLOCK_GHZ, "device", f"no GPU clock for {gen}")
     tflops = cores * 128 * 2 * APPLE_GPU_CLOCK_GHZ[gen] / 1000.0
-    return pm.Device(name, CAPACITY_GB, float(bandwidth_gbs), tflops, approx=True,
-                     source=f"bandwidth: Apple spec; FP16: {cores} cores x 128 x 2 x {APPLE_GPU_CLOCK_GHZ[gen]} GHz")
+    return pm.Device(
+        name,
+        CAPACITY_GB,
+        float(bandwidth_gbs),
+        tflops,
+        approx=True,
+        source=f"bandwidth: Apple spec; FP16: {cores} cores x 128 x 2 x {APPLE_GPU_CLOCK_GHZ[gen]} GHz",
+    )
 
 
 def machine_for(device: str, bandwidth_gbs: float) -> pm.Machine:
@@ -102,8 +140,9 @@ def machine_for(device: str, bandwidth_gbs: float) -> pm.Machine:
         gpu = CUDA_DEVICES[device]
         return pm.Machine(device, gpu, replace(pm.DDR5_DUAL, mem_gb=64), 31.5, key=device)
     gpu = apple_device(device, bandwidth_gbs)
-    return pm.Machine(device, gpu, replace(gpu, name=device + " CPU", fp16_tflops=1.0), 0.0, unified=True,
-                      gpu_share=1.0, key=device)
+    return pm.Machine(
+        device, gpu, replace(gpu, name=device + " CPU", fp16_tflops=1.0), 0.0, unified=True, gpu_share=1.0, key=device
+    )
 
 
 def _check(cond: bool, arg: str, msg: str) -> None:
@@ -114,6 +153,7 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 # ---------------------------------------------------------------------------
 # 2. Predictions
 # ---------------------------------------------------------------------------
+
 
 def full_offload(model, machine, quant: str, n_ctx: int = 1024) -> pm.Placement:
     model = pm.get_model(model) if not isinstance(model, pm.Model) else model
@@ -130,8 +170,9 @@ def estimate(model, machine, quant: str, test: str, ngl=None) -> float:
     if ngl is None or machine.gpu is None:
         p = full_offload(model, machine, quant, n_ctx)
     else:
-        p = pm.place(model, machine, quant, n_ctx=n_ctx, kv_type="f16",
-                     n_gpu_layers=min(int(ngl), model.num_hidden_layers + 1))
+        p = pm.place(
+            model, machine, quant, n_ctx=n_ctx, kv_type="f16", n_gpu_layers=min(int(ngl), model.num_hidden_layers + 1)
+        )
     if kind == "tg":
         return pm.decode_step_time(p, machine, context=n // 2)["tok_per_s"]
     return pm.prefill_time(p, machine, n_tokens=n)["tok_per_s"]
@@ -140,8 +181,6 @@ def estimate(model, machine, quant: str, test: str, ngl=None) -> float:
 def _num(s) -> float | None:
     s = str(s).strip()
     return float(s) if s else None
-
-
 
 
 def predictions(rows=None) -> list:
@@ -157,13 +196,25 @@ def predictions(rows=None) -> list:
         tg, pp = _num(r["tg_tps"]), _num(r["pp_tps"])
         ptg = estimate(model, mc, r["quant"], r["tg_test"])
         ppp = estimate(model, mc, r["quant"], r["pp_test"])
-        out.append({
-            "model": r["model"], "quant": r["quant"], "device": r["device"], "backend": r["backend"],
-            "family": device_family(r["device"]), "source": r["source"], "build": r["build"],
-            "tg_test": r["tg_test"], "pp_test": r["pp_test"],
-            "tg_measured": tg, "tg_predicted": ptg, "tg_error": None if tg is None else ptg / tg - 1,
-            "pp_measured": pp, "pp_predicted": ppp, "pp_error": None if pp is None else ppp / pp - 1,
-        })
+        out.append(
+            {
+                "model": r["model"],
+                "quant": r["quant"],
+                "device": r["device"],
+                "backend": r["backend"],
+                "family": device_family(r["device"]),
+                "source": r["source"],
+                "build": r["build"],
+                "tg_test": r["tg_test"],
+                "pp_test": r["pp_test"],
+                "tg_measured": tg,
+                "tg_predicted": ptg,
+                "tg_error": None if tg is None else ptg / tg - 1,
+                "pp_measured": pp,
+                "pp_predicted": ppp,
+                "pp_error": None if pp is None else ppp / pp - 1,
+            }
+        )
     return out
 
 
@@ -178,6 +229,7 @@ def device_family(device: str) -> str:
 # 3. Errors
 # ---------------------------------------------------------------------------
 
+
 def median(xs) -> float | None:
     xs = sorted(xs)
     if not xs:
@@ -190,12 +242,19 @@ def summary(preds=None) -> dict:
     """Median absolute percentage error (as a fraction) for decode and for prompt processing,
     overall and per device, plus the signed median (the bias)."""
     preds = predictions() if preds is None else preds
+
     def stats(ps):
         tg = [p["tg_error"] for p in ps if p["tg_error"] is not None]
         pp = [p["pp_error"] for p in ps if p["pp_error"] is not None]
-        return {"n_tg": len(tg), "n_pp": len(pp),
-                "decode_mape": median([abs(e) for e in tg]), "prefill_mape": median([abs(e) for e in pp]),
-                "decode_bias": median(tg), "prefill_bias": median(pp)}
+        return {
+            "n_tg": len(tg),
+            "n_pp": len(pp),
+            "decode_mape": median([abs(e) for e in tg]),
+            "prefill_mape": median([abs(e) for e in pp]),
+            "decode_bias": median(tg),
+            "prefill_bias": median(pp),
+        }
+
     out = stats(preds)
     out["n_rows"] = len(preds)
     devices = {}
@@ -225,11 +284,27 @@ REQUIRED_MD = ("model", "test", "t/s")
 
 # llama_model_ftype_name() -> our preset names
 FTYPE_NAMES = {
-    "all f32": "F32", "f16": "F16", "bf16": "BF16", "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1",
-    "q8_0": "Q8_0", "q2_k - medium": "Q2_K_MIX", "q2_k - small": "Q2_K_S", "q3_k - small": "Q3_K_S",
-    "q3_k - medium": "Q3_K_M", "q3_k - large": "Q3_K_L", "q4_k - small": "Q4_K_S", "q4_k - medium": "Q4_K_M",
-    "q5_k - small": "Q5_K_S", "q5_k - medium": "Q5_K_M", "q6_k": "Q6_K", "iq4_nl - 4.5 bpw": "IQ4_NL",
-    "iq4_xs - 4.25 bpw": "IQ4_XS", "mxfp4 moe": "MXFP4_MOE",
+    "all f32": "F32",
+    "f16": "F16",
+    "bf16": "BF16",
+    "q4_0": "Q4_0",
+    "q4_1": "Q4_1",
+    "q5_0": "Q5_0",
+    "q5_1": "Q5_1",
+    "q8_0": "Q8_0",
+    "q2_k - medium": "Q2_K_MIX",
+    "q2_k - small": "Q2_K_S",
+    "q3_k - small": "Q3_K_S",
+    "q3_k - medium": "Q3_K_M",
+    "q3_k - large": "Q3_K_L",
+    "q4_k - small": "Q4_K_S",
+    "q4_k - medium": "Q4_K_M",
+    "q5_k - small": "Q5_K_S",
+    "q5_k - medium": "Q5_K_M",
+    "q6_k": "Q6_K",
+    "iq4_nl - 4.5 bpw": "IQ4_NL",
+    "iq4_xs - 4.25 bpw": "IQ4_XS",
+    "mxfp4 moe": "MXFP4_MOE",
 }
 
 
@@ -255,8 +330,9 @@ def quant_of(model_desc: str) -> str | None:
 
 
 def _tps(cell: str) -> tuple:
-    m = re.fullmatch(r"\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:(?:±|\+/-|\+-)\s*([0-9][0-9,]*(?:\.[0-9]+)?))?\s*",
-                     str(cell))
+    m = re.fullmatch(
+        r"\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:(?:±|\+/-|\+-)\s*([0-9][0-9,]*(?:\.[0-9]+)?))?\s*", str(cell)
+    )
     if not m:
         raise ValueError(f"t/s: {cell.strip()!r} is not a number like '535.71 ± 0.30'")
     return float(m.group(1).replace(",", "")), (float(m.group(2).replace(",", "")) if m.group(2) else None)
@@ -291,22 +367,41 @@ def parse_markdown(text: str) -> list:
             if "model" in low and "test" in low:
                 header = low
                 missing = [c for c in REQUIRED_MD if c not in header]
-                _check(not missing, "llama-bench output",
-                       f"the table header lacks column(s) {', '.join(missing)}; expected "
-                       f"| model | size | params | backend | ngl | test | t/s |")
+                _check(
+                    not missing,
+                    "llama-bench output",
+                    f"the table header lacks column(s) {', '.join(missing)}; expected "
+                    f"| model | size | params | backend | ngl | test | t/s |",
+                )
             continue
         if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
-            continue   # the separator row
+            continue  # the separator row
         if "model" in low and "test" in low:
-            continue   # a repeated header (several tables pasted)
-        _check(len(cells) == len(header), "llama-bench output",
-               f"row {ln.strip()[:60]!r} has {len(cells)} cells, the header has {len(header)}")
+            continue  # a repeated header (several tables pasted)
+        _check(
+            len(cells) == len(header),
+            "llama-bench output",
+            f"row {ln.strip()[:60]!r} has {len(cells)} cells, the header has {len(header)}",
+        )
         r = dict(zip(header, cells))
         tps, std = _tps(r["t/s"])
-        rows.append(_row(r.get("model", ""), r.get("size", ""), r.get("params", ""), r.get("backend", ""),
-                         r.get("ngl", ""), r["test"], tps, std))
-    _check(header is not None, "llama-bench output",
-           "no table header with 'model', 'test' and 't/s' columns; paste the output of llama-bench -o md")
+        rows.append(
+            _row(
+                r.get("model", ""),
+                r.get("size", ""),
+                r.get("params", ""),
+                r.get("backend", ""),
+                r.get("ngl", ""),
+                r["test"],
+                tps,
+                std,
+            )
+        )
+    _check(
+        header is not None,
+        "llama-bench output",
+        "no table header with 'model', 'test' and 't/s' columns; paste the output of llama-bench -o md",
+    )
     _check(bool(rows), "llama-bench output", "the table has a header but no result rows")
     return rows
 
@@ -319,9 +414,19 @@ def _row(model, size, params, backend, ngl, test, tps, std) -> dict:
             ngl_v = int(str(ngl).strip())
         except ValueError:
             raise ValueError(f"ngl: {ngl!r} is not a whole number") from None
-    return {"model": str(model), "size": str(size), "params": _params(params), "backend": str(backend),
-            "ngl": ngl_v, "test": re.sub(r"\s+", "", str(test)), "kind": kind, "n": n, "tps": tps,
-            "stddev": std, "quant": quant_of(model)}
+    return {
+        "model": str(model),
+        "size": str(size),
+        "params": _params(params),
+        "backend": str(backend),
+        "ngl": ngl_v,
+        "test": re.sub(r"\s+", "", str(test)),
+        "kind": kind,
+        "n": n,
+        "tps": tps,
+        "stddev": std,
+        "quant": quant_of(model),
+    }
 
 
 _JSON_KEYS = ("model_type", "n_prompt", "n_gen", "avg_ts")
@@ -334,12 +439,13 @@ def parse_json(text: str) -> list:
     except json.JSONDecodeError as e:
         # -o jsonl: one object per line
         objs = []
-        for i, ln in enumerate(x for x in s.splitlines() if x.strip()):
+        for ln in (x for x in s.splitlines() if x.strip()):
             try:
                 objs.append(json.loads(ln))
             except json.JSONDecodeError:
-                raise ValueError(f"llama-bench output: not valid JSON ({e.msg} at line {e.lineno}, "
-                                 f"column {e.colno})") from None
+                raise ValueError(
+                    f"llama-bench output: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+                ) from None
         data = objs
     if isinstance(data, dict):
         data = [data]
@@ -348,23 +454,43 @@ def parse_json(text: str) -> list:
     for i, o in enumerate(data):
         _check(isinstance(o, dict), "llama-bench output", f"JSON item {i} is not an object")
         missing = [k for k in _JSON_KEYS if k not in o]
-        _check(not missing, "llama-bench output",
-               f"JSON item {i} lacks {', '.join(missing)} (expected llama-bench -o json fields)")
+        _check(
+            not missing,
+            "llama-bench output",
+            f"JSON item {i} lacks {', '.join(missing)} (expected llama-bench -o json fields)",
+        )
         npp, ntg = o["n_prompt"], o["n_gen"]
-        _check(isinstance(npp, int) and isinstance(ntg, int) and npp >= 0 and ntg >= 0, "llama-bench output",
-               f"JSON item {i}: n_prompt and n_gen must be whole numbers")
-        _check(isinstance(o["avg_ts"], (int, float)) and not isinstance(o["avg_ts"], bool)
-               and math.isfinite(o["avg_ts"]) and o["avg_ts"] > 0, "llama-bench output",
-               f"JSON item {i}: avg_ts must be a positive number, got {o['avg_ts']!r}")
+        _check(
+            isinstance(npp, int) and isinstance(ntg, int) and npp >= 0 and ntg >= 0,
+            "llama-bench output",
+            f"JSON item {i}: n_prompt and n_gen must be whole numbers",
+        )
+        _check(
+            isinstance(o["avg_ts"], (int, float))
+            and not isinstance(o["avg_ts"], bool)
+            and math.isfinite(o["avg_ts"])
+            and o["avg_ts"] > 0,
+            "llama-bench output",
+            f"JSON item {i}: avg_ts must be a positive number, got {o['avg_ts']!r}",
+        )
         test = f"pp{npp}+tg{ntg}" if npp and ntg else (f"pp{npp}" if npp else f"tg{ntg}")
         _check(npp or ntg, "llama-bench output", f"JSON item {i} has n_prompt = n_gen = 0")
         size = o.get("model_size")
         size_s = f"{size / pm.GiB:.2f} GiB" if isinstance(size, (int, float)) else ""
         params = o.get("model_n_params")
         params_s = f"{params / 1e9:.2f} B" if isinstance(params, (int, float)) else ""
-        rows.append(_row(o["model_type"], size_s, params_s, o.get("backends", o.get("backend", "")),
-                         o.get("n_gpu_layers", ""), test, float(o["avg_ts"]),
-                         o.get("stddev_ts") if isinstance(o.get("stddev_ts"), (int, float)) else None))
+        rows.append(
+            _row(
+                o["model_type"],
+                size_s,
+                params_s,
+                o.get("backends", o.get("backend", "")),
+                o.get("n_gpu_layers", ""),
+                test,
+                float(o["avg_ts"]),
+                o.get("stddev_ts") if isinstance(o.get("stddev_ts"), (int, float)) else None,
+            )
+        )
     return rows
 
 
@@ -374,8 +500,11 @@ def parse_llama_bench(text) -> list:
     Each row: model, size, params, backend, ngl, test, kind (pp/tg/pg), n, tps, stddev, quant.
     Raises ValueError naming what is wrong."""
     _check(isinstance(text, str), "llama-bench output", "must be text")
-    _check(len(text) <= MAX_INPUT_CHARS, "llama-bench output",
-           f"is {len(text):,} characters; at most {MAX_INPUT_CHARS:,} are read")
+    _check(
+        len(text) <= MAX_INPUT_CHARS,
+        "llama-bench output",
+        f"is {len(text):,} characters; at most {MAX_INPUT_CHARS:,} are read",
+    )
     s = text.strip()
     _check(bool(s), "llama-bench output", "is empty; paste the table llama-bench printed (or its -o json output)")
     if s[0] in "[{":
@@ -410,8 +539,10 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
         q = r["quant"] if r["quant"] in pm.ALL_QUANTS else quant
         note = []
         if r["params"] and abs(r["params"] / n_params - 1) > 0.10:
-            note.append(f"this row's model has {r['params'] / 1e9:.2f} B parameters, {m.name} has "
-                        f"{n_params / 1e9:.2f} B: pick the matching model")
+            note.append(
+                f"this row's model has {r['params'] / 1e9:.2f} B parameters, {m.name} has "
+                f"{n_params / 1e9:.2f} B: pick the matching model"
+            )
         if r["quant"] is None and r["model"]:
             note.append(f"quant not recognised in {r['model']!r}; using {quant}")
         est = None
@@ -422,8 +553,15 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
                 note.append(str(e))
         else:
             note.append("combined pp+tg tests are not estimated")
-        out.append(dict(r, quant_used=q, estimate_tps=est,
-                        error=None if est is None else est / r["tps"] - 1, note="; ".join(note)))
+        out.append(
+            dict(
+                r,
+                quant_used=q,
+                estimate_tps=est,
+                error=None if est is None else est / r["tps"] - 1,
+                note="; ".join(note),
+            )
+        )
     return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant}
 
 

@@ -9,6 +9,7 @@ through pyscript.sync, which the page (site/assets/exercises.js) calls and await
 The worker never reaches back into the page (the config sets "sync_main_only": true), so it needs no
 SharedArrayBuffer, and the page works from any plain static file server: no COOP/COEP headers, no service worker.
 """
+
 import json
 import os
 import sys

@@ -5,13 +5,14 @@ history.replaceState with only the non-default keys -> <html data-ready="true">.
 On every input: the form's values -> Spec.from_form -> the same path.
 Any failure before the first render sets data-ready="error" and says why; the pre-rendered figure stays.
 """
+
 import os
 import sys
 import time
 import traceback
 
-from pyscript import document, window
 from pyodide.ffi import create_once_callable, create_proxy
+from pyscript import document, window
 
 html = document.documentElement
 
@@ -35,9 +36,9 @@ class App:
         self.summary = document.getElementById("summary")
         self.messages = document.getElementById("messages")
         self.state = None
-        self.sigs = {}       # key -> the sig of the control now in the DOM
-        self.controls = {}   # key -> its <select>/<input> element
-        self.shown = {}      # key -> the value string the control now holds (as far as we know)
+        self.sigs = {}  # key -> the sig of the control now in the DOM
+        self.controls = {}  # key -> its <select>/<input> element
+        self.shown = {}  # key -> the value string the control now holds (as far as we know)
         self.query = None
         self.message_list = None
         self._find_controls()
@@ -137,6 +138,7 @@ class App:
             except Exception as e:  # the numbers stay; say what is missing
                 traceback.print_exc()
                 self.show_messages(self.message_list + [f"Could not add the advice: {type(e).__name__}: {e}"])
+
         window.setTimeout(create_once_callable(run), 0)
 
     # -- events ------------------------------------------------------------------------------------------
@@ -170,6 +172,7 @@ def setup_own_model(app):
         return  # this page has no such panel (a missing element is JS null: falsy, and not None)
     panel = nodes["own-model"]
     from enginelab import custom
+
     status_el = nodes["own-status"]
 
     def say(text, error=False):
@@ -240,6 +243,7 @@ def main():
     status("Python is running; importing enginelab…", 4)
     sys.path.insert(0, os.path.abspath("lib"))  # where PyScript unpacked our wheel (see the page's config)
     from enginelab import figures, page
+
     fig = figures.get(str(html.dataset.figure))
     status("Drawing the figure…", 5)
     if hasattr(fig, "DEFER_FINDINGS"):
@@ -251,6 +255,7 @@ def main():
     if hasattr(fig, "download_svg"):  # one standalone SVG of the current state, for Download SVG (shell.js)
         window.enginelab_download_svg = create_proxy(lambda *_: fig.download_svg(fig.compute(app.state)))
     import gc
+
     gc.freeze()  # boot-time objects never die: keep them out of every later collection's work
     html.dataset.ready = "true"
     document.getElementById("status").hidden = True

@@ -16,6 +16,7 @@
 
 Prints the figures and writes them to dist/bench.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
-from tests.e2e.harness import DIST, ROOT, Guard, Site, launch, wait_ready  # noqa: E402
-
 from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.e2e.harness import DIST, ROOT, Guard, Site, launch, wait_ready  # noqa: E402
 
 READY_AT = """
 (() => {
@@ -44,10 +45,23 @@ READY_AT = """
 
 # Control changes for the interaction benchmark: (control id, value), cycled.
 CHANGES = [
-    ("f-model", "qwen2.5-14b"), ("f-machine", "rtx3060"), ("f-quant", "Q5_K_M"), ("f-kv", "q8_0"),
-    ("f-ctx", "32768"), ("f-ngl", "30"), ("f-tokens", "4000"), ("f-model", "llama-3.1-70b"),
-    ("f-machine", "rtx4090"), ("f-ngl", "auto"), ("f-quant", "Q4_K_M"), ("f-kv", "f16"), ("f-ctx", "8192"),
-    ("f-model", "qwen3-30b-a3b"), ("f-n_cpu_moe", "12"), ("f-tokens", "2000"), ("f-n_cpu_moe", "0"),
+    ("f-model", "qwen2.5-14b"),
+    ("f-machine", "rtx3060"),
+    ("f-quant", "Q5_K_M"),
+    ("f-kv", "q8_0"),
+    ("f-ctx", "32768"),
+    ("f-ngl", "30"),
+    ("f-tokens", "4000"),
+    ("f-model", "llama-3.1-70b"),
+    ("f-machine", "rtx4090"),
+    ("f-ngl", "auto"),
+    ("f-quant", "Q4_K_M"),
+    ("f-kv", "f16"),
+    ("f-ctx", "8192"),
+    ("f-model", "qwen3-30b-a3b"),
+    ("f-n_cpu_moe", "12"),
+    ("f-tokens", "2000"),
+    ("f-n_cpu_moe", "0"),
     ("f-model", "qwen2.5-32b"),
     ("f-machine", "rtx4060ti"),
 ]
@@ -110,8 +124,12 @@ def kv_frames(browser, site, problems: list) -> dict:
             ms = sorted(res["times"])
             q = statistics.quantiles(ms, n=100, method="inclusive")
             pre = "kv_frame_full" if full else "kv_frame"
-            out |= {f"{pre}_p50_ms": statistics.median(ms), f"{pre}_p95_ms": q[94], f"{pre}_max_ms": ms[-1],
-                    f"{pre}_n": len(ms)}
+            out |= {
+                f"{pre}_p50_ms": statistics.median(ms),
+                f"{pre}_p95_ms": q[94],
+                f"{pre}_max_ms": ms[-1],
+                f"{pre}_n": len(ms),
+            }
             if not full:
                 out |= {"kv_frame_patched": res["patched"], "kv_frame_cells": res["cells"]}
             page.close()
@@ -147,8 +165,9 @@ def dist_bytes(dist: Path) -> dict:
             continue
         rel = f.relative_to(dist).as_posix()
         top = rel.split("/", 1)[0]
-        key = {"pyodide": "pyodide", "pyscript": "pyscript", "wheels": "wheels", "assets": "assets",
-               "py": "glue"}.get(top)
+        key = {"pyodide": "pyodide", "pyscript": "pyscript", "wheels": "wheels", "assets": "assets", "py": "glue"}.get(
+            top
+        )
         if key is None:
             key = "pages" if f.suffix in (".html", ".json") else "other"
         data = f.read_bytes()
@@ -226,7 +245,9 @@ def main(argv=None) -> int:
         "interaction_max_ms": ms[-1],
         "interaction_n": len(ms),
         # the glue's own split of each change: Python compute + render / DOM write + controls + URL
-        "interaction_python_p50_ms": statistics.median(float(t["split"].split("/")[0]) for t in times if t.get("split")),
+        "interaction_python_p50_ms": statistics.median(
+            float(t["split"].split("/")[0]) for t in times if t.get("split")
+        ),
         "interaction_dom_p50_ms": statistics.median(float(t["split"].split("/")[1]) for t in times if t.get("split")),
         "interaction_unchanged": sum(1 for t in times if not t["changed"]),
         **kv,
@@ -236,20 +257,31 @@ def main(argv=None) -> int:
     }
     result |= run_extensions(args.scale)
     (dist / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(f"load_ratio           {result['load_ratio']:.3f}  (calculator {result['load_ms_median']:.0f} ms / "
-          f"bare Pyodide {result['bare_pyodide_ms_median']:.0f} ms, medians of {args.runs})")
+    print(
+        f"load_ratio           {result['load_ratio']:.3f}  (calculator {result['load_ms_median']:.0f} ms / "
+        f"bare Pyodide {result['bare_pyodide_ms_median']:.0f} ms, medians of {args.runs})"
+    )
     print(f"interaction_p50_ms   {result['interaction_p50_ms']:.1f}")
-    print(f"interaction_p95_ms   {result['interaction_p95_ms']:.1f}  (max {result['interaction_max_ms']:.1f}, "
-          f"n={len(ms)}; median split: Python {result['interaction_python_p50_ms']:.1f} ms, "
-          f"DOM {result['interaction_dom_p50_ms']:.1f} ms)")
-    print(f"kv_frame_p50_ms      {result['kv_frame_p50_ms']:.1f}  (KV managers, three {result['kv_frame_cells'] // 3}-cell "
-          f"grids, frame patch: {result['kv_frame_patched']})")
-    print(f"kv_frame_p95_ms      {result['kv_frame_p95_ms']:.1f}  (max {result['kv_frame_max_ms']:.1f}, "
-          f"n={result['kv_frame_n']}; full re-render instead: p50 {result['kv_frame_full_p50_ms']:.1f}, "
-          f"p95 {result['kv_frame_full_p95_ms']:.1f})")
+    print(
+        f"interaction_p95_ms   {result['interaction_p95_ms']:.1f}  (max {result['interaction_max_ms']:.1f}, "
+        f"n={len(ms)}; median split: Python {result['interaction_python_p50_ms']:.1f} ms, "
+        f"DOM {result['interaction_dom_p50_ms']:.1f} ms)"
+    )
+    print(
+        f"kv_frame_p50_ms      {result['kv_frame_p50_ms']:.1f}  (KV managers, three {result['kv_frame_cells'] // 3}-cell "
+        f"grids, frame patch: {result['kv_frame_patched']})"
+    )
+    print(
+        f"kv_frame_p95_ms      {result['kv_frame_p95_ms']:.1f}  (max {result['kv_frame_max_ms']:.1f}, "
+        f"n={result['kv_frame_n']}; full re-render instead: p50 {result['kv_frame_full_p50_ms']:.1f}, "
+        f"p95 {result['kv_frame_full_p95_ms']:.1f})"
+    )
     raw, gz = result["dist_bytes"]["raw"], result["dist_bytes"]["gzip"]
-    print("dist_bytes           " + ", ".join(f"{k} {raw[k] / 1e6:.2f} MB" for k in raw)
-          + f"  (gzip total {gz['total'] / 1e6:.2f} MB)")
+    print(
+        "dist_bytes           "
+        + ", ".join(f"{k} {raw[k] / 1e6:.2f} MB" for k in raw)
+        + f"  (gzip total {gz['total'] / 1e6:.2f} MB)"
+    )
     for name, _file in EXTENSIONS:
         for k, v in result.get(name, {}).items():
             if isinstance(v, (int, float, str, bool)):  # nested figures are in bench.json

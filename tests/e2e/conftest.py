@@ -7,6 +7,7 @@
 
 Tests that expect an error themselves can call `guard.clear()` or `guard.expect_problems()`.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -62,9 +63,11 @@ def page(context, guard):
 @pytest.fixture
 def page_at(page, site):
     """Open a path (with query) on the local site and wait for data-ready="true"; returns the page."""
+
     def go(path_and_query: str, ready: bool = True):
         page.goto(site.url(path_and_query))
         if ready:
             wait_ready(page)
         return page
+
     return go

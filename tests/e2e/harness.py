@@ -6,6 +6,7 @@
 - `Guard`: per browser context, aborts every request whose origin is not the site's and records it, and
   collects console errors, page errors and failed requests, so a test can assert there were none.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,8 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "dist"
 READY_TIMEOUT_MS = 60_000
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
 
 
 def _build_module():
@@ -56,8 +65,10 @@ def chromium_path() -> str:
     except Exception:  # pragma: no cover
         p = None
     if not p:
-        raise RuntimeError("No Chromium found: run the tests through `python3 build.py test`, which installs one, "
-                           "or set ENGINELAB_CHROMIUM to a Chromium binary. Browser tests are never skipped.")
+        raise RuntimeError(
+            "No Chromium found: run the tests through `python3 build.py test`, which installs one, "
+            "or set ENGINELAB_CHROMIUM to a Chromium binary. Browser tests are never skipped."
+        )
     return p
 
 
@@ -90,15 +101,21 @@ class Guard:
             route.abort()
 
     def watch(self, page):
-        page.on("console", lambda m: self.console_errors.append(f"{m.text} @ {m.location}")
-                if m.type == "error" else None)
+        page.on(
+            "console", lambda m: self.console_errors.append(f"{m.text} @ {m.location}") if m.type == "error" else None
+        )
         page.on("pageerror", lambda e: self.page_errors.append(str(e)))
         page.on("requestfailed", lambda r: self.failed.append(f"{r.url}: {r.failure}"))
         page.on("response", lambda r: self.bad_status.append(f"{r.status} {r.url}") if r.status >= 400 else None)
 
     def problems(self) -> dict:
-        out = {"blocked off-site requests": self.blocked, "console errors": self.console_errors,
-               "page errors": self.page_errors, "failed requests": self.failed, "HTTP errors": self.bad_status}
+        out = {
+            "blocked off-site requests": self.blocked,
+            "console errors": self.console_errors,
+            "page errors": self.page_errors,
+            "failed requests": self.failed,
+            "HTTP errors": self.bad_status,
+        }
         return {k: v for k, v in out.items() if v}
 
     def clear(self):

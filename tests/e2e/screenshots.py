@@ -3,15 +3,16 @@ state, and the page before Python is ready. Writes screenshots/*.png (ignored by
 
     .venv/bin/python tests/e2e/screenshots.py        (after `python3 build.py`)
 """
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.e2e.harness import ROOT, Guard, Site, launch, wait_ready  # noqa: E402
-
 from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.e2e.harness import ROOT, Guard, Site, launch, wait_ready  # noqa: E402
 
 SHOTS = [
     ("calculator-light-1280", "figures/calculator.html", "light", 1280),
@@ -20,7 +21,12 @@ SHOTS = [
     ("calculator-dark-390", "figures/calculator.html", "dark", 390),
     ("calculator-overask-1280", "figures/calculator.html?ngl=65&ctx=32768", "light", 1280),
     ("calculator-overask-dark-390", "figures/calculator.html?ngl=65&ctx=32768", "dark", 390),
-    ("calculator-moe-cpu-1280", "figures/calculator.html?model=qwen3-30b-a3b&machine=rtx3060&n_cpu_moe=20", "light", 1280),
+    (
+        "calculator-moe-cpu-1280",
+        "figures/calculator.html?model=qwen3-30b-a3b&machine=rtx3060&n_cpu_moe=20",
+        "light",
+        1280,
+    ),
     ("calculator-badquery-1280", "figures/calculator.html?model=nope&ctx=abc&ngl=999", "light", 1280),
     ("calculator-m4max-1280", "figures/calculator.html?machine=m4max&model=llama-3.1-70b&quant=Q8_0", "dark", 1280),
 ]
@@ -33,8 +39,9 @@ def main():
     with sync_playwright() as pw:
         browser = launch(pw)
         for name, path, scheme, width in SHOTS:
-            ctx = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme,
-                                      device_scale_factor=1)
+            ctx = browser.new_context(
+                viewport={"width": width, "height": 900}, color_scheme=scheme, device_scale_factor=1
+            )
             g = Guard(ctx, site.origin)
             page = ctx.new_page()
             page.goto(site.url(path))

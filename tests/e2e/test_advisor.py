@@ -1,17 +1,18 @@
 """The [advisor] page in a real Chromium, offline: apply a suggestion, see the numbers and the URL change, undo.
 
 Expected numbers come from perf_model and advisor run here in CPython, never from the page."""
+
 from __future__ import annotations
 
 import json
 from urllib.parse import parse_qsl, urlsplit
 
-import perf_model as pm
 import pytest
 
+import perf_model as pm
 from enginelab import advisor as A
 
-from .harness import readouts, wait_ready
+from .harness import readouts
 
 PAGE = "figures/advisor.html"
 
@@ -20,8 +21,9 @@ def query(page) -> dict:
     return dict(parse_qsl(urlsplit(page.url).query))
 
 
-def calc_expected(model="qwen2.5-32b", machine="rtx4060ti", quant="Q4_K_M", kv="f16", ctx=8192, ngl="auto",
-                  tokens=2000) -> dict:
+def calc_expected(
+    model="qwen2.5-32b", machine="rtx4060ti", quant="Q4_K_M", kv="f16", ctx=8192, ngl="auto", tokens=2000
+) -> dict:
     mc = pm.MACHINES[machine]
     p = pm.place(pm.MODELS[model], mc, quant, n_ctx=ctx, kv_type=kv, n_gpu_layers=None if ngl == "auto" else ngl)
     d = pm.decode_step_time(p, mc, context=tokens)
@@ -89,20 +91,19 @@ def test_apply_undo_then_recipe_lora_and_draft(page_at):
         page.wait_for_function(f"location.search.includes('{key}={value}')")
     page.fill("#f-lora_rank", "16")
     page.wait_for_function("location.search.includes('lora_rank=16')")
-    assert query(page) == {"model": "llama-3.1-8b", "goal": "one_user_fits", "lora_rank": "16",
-                           "draft": "llama-3.2-1b"}
+    assert query(page) == {"model": "llama-3.1-8b", "goal": "one_user_fits", "lora_rank": "16", "draft": "llama-3.2-1b"}
     extras_and_recipe(page)
 
 
 def extras_and_recipe(page):
     """Nothing to fix on 8B/4060 Ti; the LoRA and draft panels hold CPython's numbers; the recipe applies."""
     r = readouts(page)
-    assert r["advice_count"] == "0" and page.locator(".no-findings").count() == 1      # nothing to fix
+    assert r["advice_count"] == "0" and page.locator(".no-findings").count() == 1  # nothing to fix
     assert page.locator(".advisor-lora").get_attribute("data-lora-bytes") == str(27_262_976)
     p = pm.place("llama-3.1-8b", "rtx4060ti", "Q4_K_M", n_ctx=8192)
     sp = A.speculative(p, "llama-3.2-1b", 0.7, 3, context=2000)
     assert float(page.locator(".advisor-spec").get_attribute("data-spec-tok-s")) == pytest.approx(sp["tok_s"])
-    page.fill("#f-acceptance", "0")                                 # acceptance 0: drafting only costs
+    page.fill("#f-acceptance", "0")  # acceptance 0: drafting only costs
     page.wait_for_function("location.search.includes('acceptance=0')")
     sp0 = A.speculative(p, "llama-3.2-1b", 0.0, 3, context=2000)
     assert float(page.locator(".advisor-spec").get_attribute("data-spec-tok-s")) == pytest.approx(sp0["tok_s"])

@@ -3,33 +3,49 @@
 Expected numbers come from perf_model run here in CPython, never from the page or from enginelab, so a
 test fails if the browser computes anything different from the course module.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from urllib.parse import parse_qsl, urlsplit
 
-import perf_model as pm
 import pytest
+
+import perf_model as pm
 
 from .harness import DIST, readouts, wait_ready
 
 PAGE = "figures/calculator.html"
 
 
-def expected(model="qwen2.5-32b", machine="rtx4060ti", quant="Q4_K_M", kv="f16", ctx=8192, ngl="auto",
-             tokens=2000, n_cpu_moe=0) -> dict:
+def expected(
+    model="qwen2.5-32b", machine="rtx4060ti", quant="Q4_K_M", kv="f16", ctx=8192, ngl="auto", tokens=2000, n_cpu_moe=0
+) -> dict:
     """The readouts perf_model gives in CPython for a state, as the strings data-value must hold."""
     mc = pm.MACHINES[machine]
-    p = pm.place(pm.MODELS[model], mc, quant, n_ctx=ctx, kv_type=kv,
-                 n_gpu_layers=None if ngl == "auto" else ngl, n_cpu_moe=n_cpu_moe)
-    out = {"n_gpu_layers": p.n_gpu_layers, "vram_gb": p.gpu_total / pm.GB, "ram_gb": p.cpu_total / pm.GB,
-           "decode_tok_s": None, "prefill_tok_s": None, "cpu_share": None, "fits": p.fits}
+    p = pm.place(
+        pm.MODELS[model],
+        mc,
+        quant,
+        n_ctx=ctx,
+        kv_type=kv,
+        n_gpu_layers=None if ngl == "auto" else ngl,
+        n_cpu_moe=n_cpu_moe,
+    )
+    out = {
+        "n_gpu_layers": p.n_gpu_layers,
+        "vram_gb": p.gpu_total / pm.GB,
+        "ram_gb": p.cpu_total / pm.GB,
+        "decode_tok_s": None,
+        "prefill_tok_s": None,
+        "cpu_share": None,
+        "fits": p.fits,
+    }
     if p.fits:
         d = pm.decode_step_time(p, mc, context=tokens)
         f = pm.prefill_time(p, mc, tokens)
-        out |= {"decode_tok_s": d["tok_per_s"], "prefill_tok_s": f["tok_per_s"],
-                "cpu_share": d["cpu_s"] / d["total_s"]}
+        out |= {"decode_tok_s": d["tok_per_s"], "prefill_tok_s": f["tok_per_s"], "cpu_share": d["cpu_s"] / d["total_s"]}
     return out
 
 
@@ -109,8 +125,9 @@ def test_every_input_changes_readouts_to_cpython_values(page_at):
 def test_url_round_trips(page_at):
     q = "?model=llama-3.1-8b&machine=rtx3090&quant=Q8_0&kv=q4_0&ctx=16384&ngl=20&tokens=500"
     page = page_at(PAGE + q)
-    assert_readouts(page, model="llama-3.1-8b", machine="rtx3090", quant="Q8_0", kv="q4_0", ctx=16384, ngl=20,
-                    tokens=500)
+    assert_readouts(
+        page, model="llama-3.1-8b", machine="rtx3090", quant="Q8_0", kv="q4_0", ctx=16384, ngl=20, tokens=500
+    )
     assert urlsplit(page.url).query == q[1:]
     for key, value in parse_qsl(q[1:]):
         assert page.input_value(f"#f-{key}") == value

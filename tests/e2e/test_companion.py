@@ -1,5 +1,6 @@
 """The companion page in Chromium: sections in reading order, try-this links load state into the
 embedded figure, the figures report their height, and the figure index lists embed snippets."""
+
 import re
 
 from .harness import wait_ready
@@ -24,7 +25,9 @@ def test_companion_page_try_link_makes_the_figure_live(page, site):
     # the figure told its parent its height and the frame was resized to it
     page.wait_for_function(
         "() => { const f = document.querySelector('iframe[name=frame-roofline]');"
-        " return f && f.style.height && parseInt(f.style.height) > 300; }", timeout=30_000)
+        " return f && f.style.height && parseInt(f.style.height) > 300; }",
+        timeout=30_000,
+    )
 
 
 def test_companion_works_without_javascript(browser, site):
@@ -33,7 +36,7 @@ def test_companion_works_without_javascript(browser, site):
         page = ctx.new_page()
         page.goto(site.url("index.html"))
         assert page.locator(".static-figure svg").first.is_visible()
-        page.locator('a[data-frame="frame-load"].try-link').first.click()   # plain link: the figure page
+        page.locator('a[data-frame="frame-load"].try-link').first.click()  # plain link: the figure page
         page.wait_for_url(re.compile(r"figures/load\.html\?scenario=fits-24gb"))
     finally:
         ctx.close()
@@ -41,6 +44,7 @@ def test_companion_works_without_javascript(browser, site):
 
 def test_figure_index_has_a_snippet_per_figure(page, site):
     from enginelab.figures import REGISTRY
+
     page.goto(site.url("figures/index.html"))
     snippets = page.locator("textarea.snippet")
     assert snippets.count() == len(REGISTRY)

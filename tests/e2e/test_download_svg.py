@@ -1,5 +1,6 @@
 """Download SVG saves the current figure: for the KV-manager grids (three SVGs on the page) one standalone
 file with all three grids of the current frame, styled; for a one-chart figure, that chart."""
+
 import re
 
 

@@ -6,6 +6,7 @@ exercise asks for one); type a wrong answer and see "not yet" with a hint. The e
 enginelab.exercises.run_cell run here in CPython on the same code. An exception shows a traceback under its cell,
 and the page (and the other cells) keep working.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -67,9 +68,11 @@ def run(page, n: int, via: str = "button") -> dict:
     else:
         page.locator(f"#ex{n} .cm-content").click()
         page.keyboard.press(via)
-    page.wait_for_function("([n, k]) => Number(document.getElementById(`ex${n}`).dataset.runs || 0) > k",
-                           arg=[n, before], timeout=30_000)
-    return page.evaluate("""(n) => {
+    page.wait_for_function(
+        "([n, k]) => Number(document.getElementById(`ex${n}`).dataset.runs || 0) > k", arg=[n, before], timeout=30_000
+    )
+    return page.evaluate(
+        """(n) => {
         const s = document.getElementById(`ex${n}`);
         const v = s.querySelector('.ex-verdict');
         const q = (sel) => s.querySelector(sel)?.textContent ?? null;
@@ -78,7 +81,9 @@ def run(page, n: int, via: str = "button") -> dict:
                 plots: s.querySelectorAll('.ex-plots svg[role=img]').length,
                 plot_titles: [...s.querySelectorAll('.ex-plots svg > title')].map(t => t.textContent),
                 run_ms: Number(s.dataset.runMs)};
-    }""", n)
+    }""",
+        n,
+    )
 
 
 def test_page_is_ready_offline_without_cross_origin_isolation(lab):
@@ -157,8 +162,10 @@ def test_keyboard_run_reset_and_show_a_solution(lab):
 
 
 def test_print_output_and_plot_bars_show_under_the_cell(lab):
-    code = ("from enginelab import plot\nprint('hello <b>')\n"
-            "plot.bars(['F16', 'Q4_K_M'], [16.1, 4.9], title='Size <i>', ylabel='GB')")
+    code = (
+        "from enginelab import plot\nprint('hello <b>')\n"
+        "plot.bars(['F16', 'Q4_K_M'], [16.1, 4.9], title='Size <i>', ylabel='GB')"
+    )
     type_code(lab, 1, code)
     got = run(lab, 1)
     assert got["stdout"] == "hello <b>\n"  # as text, not markup
@@ -179,8 +186,7 @@ def test_stop_ends_a_runaway_cell_and_python_comes_back(lab):
     assert lab.locator("#ex4 .ex-verdict").get_attribute("data-verdict") == "not-yet"
     assert stop.is_hidden()
     # a new worker starts; every cell runs again
-    lab.wait_for_function("() => !document.querySelector('#ex1 button[data-action=run]').disabled",
-                          timeout=90_000)
+    lab.wait_for_function("() => !document.querySelector('#ex1 button[data-action=run]').disabled", timeout=90_000)
     type_code(lab, 4, solution(4))
     assert run(lab, 4)["verdict"] == "correct"
     type_code(lab, 1, solution(1))

@@ -1,16 +1,17 @@
 """Figures roofline, offload-curve, decode-curve and engines in a real Chromium, offline (every request outside
 the local site is aborted, and the `guard` fixture fails a test on any console error, page error or failed
 request). Expected numbers come from perf_model / inference_trace run here in CPython."""
+
 from __future__ import annotations
 
-import re
 from urllib.parse import parse_qsl, urlsplit
+
+import pytest
 
 import inference_trace as it
 import perf_model as pm
-import pytest
 
-from .harness import readouts, wait_ready
+from .harness import readouts
 
 
 def query(page) -> dict:
@@ -22,7 +23,10 @@ def wait_query(page, **want):
     items = [(k, str(v)) for k, v in want.items()]
     page.wait_for_function(
         """(items) => { const q = new URLSearchParams(location.search);
-                         return items.every(([k, v]) => q.get(k) === v); }""", arg=items, timeout=30_000)
+                         return items.every(([k, v]) => q.get(k) === v); }""",
+        arg=items,
+        timeout=30_000,
+    )
 
 
 def assert_contract(page, chart_id):
@@ -39,10 +43,14 @@ def click_preset(page, text):
     btn = page.locator("button[data-set-state]", has_text=text)
     want = dict(parse_qsl(btn.get_attribute("data-query").lstrip("?")))
     btn.click()
-    page.wait_for_function("""(want) => { const q = new URLSearchParams(location.search);
+    page.wait_for_function(
+        """(want) => { const q = new URLSearchParams(location.search);
         return Object.entries(want).every(([k, v]) => q.get(k) === v) && [...q.keys()].length ===
-               Object.keys(want).length; }""", arg=want, timeout=30_000)
-    assert page.evaluate("document.documentElement.dataset.ready") == "true"   # applied in place, no reload
+               Object.keys(want).length; }""",
+        arg=want,
+        timeout=30_000,
+    )
+    assert page.evaluate("document.documentElement.dataset.ready") == "true"  # applied in place, no reload
     return want
 
 
@@ -56,8 +64,9 @@ def test_roofline(page_at):
     # a URL with state reproduces it
     page = page_at("figures/roofline.html?machine=m4max&also_rtx4090=1&batch=8&model=none")
     assert_contract(page, "roofline-chart")
-    assert sorted(page.locator("#roofline-chart path[data-device]").evaluate_all(
-        "els => els.map(e => e.dataset.device)")) == ["m4max", "rtx4090"]
+    assert sorted(
+        page.locator("#roofline-chart path[data-device]").evaluate_all("els => els.map(e => e.dataset.device)")
+    ) == ["m4max", "rtx4090"]
     want = pm.roofline(pm.M4_MAX, pm.quant_bpw("Q4_K_M"), 8)
     assert float(readouts(page)["intensity"]) == want["intensity"]
     assert page.is_checked("#f-also_rtx4090") and page.input_value("#f-model") == "none"
@@ -110,7 +119,8 @@ def offload_expected(model="qwen2.5-14b", machine="rtx3060", quant="Q4_K_M", kv=
 
 def chart_points(page):
     return page.locator("#offload-chart circle[data-ngl]").evaluate_all(
-        "els => els.map(e => [Number(e.dataset.ngl), Number(e.dataset.tokS), e.dataset.fits === 'true'])")
+        "els => els.map(e => [Number(e.dataset.ngl), Number(e.dataset.tokS), e.dataset.fits === 'true'])"
+    )
 
 
 def test_offload_curve(page_at):
@@ -147,11 +157,11 @@ def test_decode_curve(page_at):
     page = page_at("figures/decode-curve.html?model=qwen3-30b-a3b&kv_q4_0=0")
     assert_contract(page, "decode-curve-chart")
     assert page.locator("#decode-curve-chart path.curve").count() == 2
-    assert page.locator("#decode-curve-chart path.cross").count() == 2    # MoE: crosses inside 40k
+    assert page.locator("#decode-curve-chart path.cross").count() == 2  # MoE: crosses inside 40k
     # back to the module's example, by controls
     page.select_option("#f-model", "llama-3.1-8b")
     page.check("#f-kv_q4_0")
-    wait_query(page, ctx="40960")          # the form keeps the context it had: 40,960 tokens
+    wait_query(page, ctx="40960")  # the form keeps the context it had: 40,960 tokens
     page.fill("#f-ctx", "65536")
     page.wait_for_function("location.search === ''")
     m, mc = LLAMA8, pm.MACHINES["rtx4090"]
@@ -178,7 +188,7 @@ def test_decode_curve(page_at):
     wait_query(page, ctx="16384")
     click_preset(page, "Module example")
     assert query(page) == {"kv_q4_0": "0"} and page.input_value("#f-ctx") == "65536"
-    assert page.locator("#decode-curve-chart path.cross").count() == 1    # f16 at 35k; q8_0's 66k is past 64k
+    assert page.locator("#decode-curve-chart path.cross").count() == 1  # f16 at 35k; q8_0's 66k is past 64k
 
 
 # ---------------------------------------------------------------------------------------------------------

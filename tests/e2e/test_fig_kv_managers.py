@@ -3,19 +3,23 @@
 Expected values come from the figure module and kv_managers run here in CPython, never from the page.
 The `guard` fixture (conftest.py) fails a test on any console error, page error or off-site request.
 """
+
 from __future__ import annotations
 
 import re
 from urllib.parse import parse_qsl, urlsplit
 
-import kv_managers as kv
 import pytest
+
+import kv_managers as kv
 from enginelab.figures import kv_managers as fig
 
 from .harness import DIST, readouts
 
 PATH = "figures/kv-managers.html"
-CELL_CLASSES = """(name) => [...document.querySelectorAll(`#kv-cells-${name} > rect`)].map(r => r.getAttribute('class'))"""
+CELL_CLASSES = (
+    """(name) => [...document.querySelectorAll(`#kv-cells-${name} > rect`)].map(r => r.getAttribute('class'))"""
+)
 
 
 def query(page) -> dict:
@@ -111,8 +115,10 @@ def test_bad_query_values_fall_back_then_controls_change_the_figure_and_the_url(
     assert len(msgs) == 3 and page.locator("#messages").is_visible()
     assert any("'mars'" in m for m in msgs) and any("'300'" in m for m in msgs)
     assert_frame(page, expected(""))
-    page.evaluate("() => { const e = document.getElementById('f-step'); e.value = '20';"
-                  " e.dispatchEvent(new Event('input', { bubbles: true })); }")
+    page.evaluate(
+        "() => { const e = document.getElementById('f-step'); e.value = '20';"
+        " e.dispatchEvent(new Event('input', { bubbles: true })); }"
+    )
     wait_step(page, 20)
     assert page.locator("#messages").is_hidden()
     page.select_option("#f-workload", "agent")
@@ -130,8 +136,9 @@ def test_bad_query_values_fall_back_then_controls_change_the_figure_and_the_url(
     assert "schedule_policy lpm" in page.text_content(".kv-radix .kv-sub")
 
 
-@pytest.mark.parametrize("context", [{"reduced_motion": "reduce", "viewport": {"width": 390, "height": 800}}],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "context", [{"reduced_motion": "reduce", "viewport": {"width": 390, "height": 800}}], indirect=True
+)
 def test_no_autoplay_under_reduced_motion_and_grids_stack_on_a_phone(page_at):
     page = page_at(PATH)
     page.wait_for_timeout(1500)

@@ -3,14 +3,16 @@
 Expected numbers come from inference_trace / perf_model run here in CPython, never from the page.
 The `guard` fixture (conftest.py) fails a test on any console error, page error or off-site request.
 """
+
 from __future__ import annotations
 
 import re
 from urllib.parse import parse_qsl, urlsplit
 
+import pytest
+
 import inference_trace as it
 import perf_model as pm
-import pytest
 
 from .harness import DIST, readouts
 

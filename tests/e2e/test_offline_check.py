@@ -1,6 +1,7 @@
 """build.py's offline check: anything in dist/ that would make a browser fetch off-site fails the build.
 
 Runs the check on a copy of the built site with one thing broken at a time (no browser needed)."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,9 @@ build = _build_module()
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     d = tmp_path_factory.mktemp("dist")
-    shutil.copytree(DIST, d, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("*.wasm", "python_stdlib.zip"))  # big and never scanned
+    shutil.copytree(
+        DIST, d, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.wasm", "python_stdlib.zip")
+    )  # big and never scanned
     return d
 
 
@@ -28,21 +30,24 @@ def test_the_built_site_is_clean():
 def test_pins_are_verified_hashes():
     manifest = json.loads((DIST / "manifest.json").read_text())
     assert manifest["pyodide"]["sha256"] == build.NPM_PINS["pyodide"][1]
-    for name, (version, fname, sha) in build.PYPI_PINS.items():
+    for _name, (_version, fname, sha) in build.PYPI_PINS.items():
         assert build.sha256_file(DIST / "pyodide" / fname) == sha
     lock = json.loads((DIST / "pyodide" / "pyodide-lock.json").read_text())
     assert set(lock["packages"]) == set(build.PYPI_PINS)
 
 
-@pytest.mark.parametrize("rel, append, expect", [
-    ("figures/calculator.html", '<script src="https://cdn.example.org/x.js"></script>', "<script src="),
-    ("figures/calculator.html", '<link rel="stylesheet" href="//fonts.example.org/a.css">', "<link href="),
-    ("figures/calculator.html", '<img src="http://example.org/a.png">', "<img src="),
-    ("assets/site.css", '@import "https://example.org/a.css";', "CSS url"),
-    ("assets/site.css", 'body { background: url(https://example.org/a.png) }', "CSS url"),
-    ("assets/shell.js", 'import "https://esm.example.org/x.js";', "script fetch"),
-    ("pyscript/core.js", '\nconst u = "https://cdn.jsdelivr.net/npm/other@1/x.js";', "unreviewed remote URL"),
-])
+@pytest.mark.parametrize(
+    "rel, append, expect",
+    [
+        ("figures/calculator.html", '<script src="https://cdn.example.org/x.js"></script>', "<script src="),
+        ("figures/calculator.html", '<link rel="stylesheet" href="//fonts.example.org/a.css">', "<link href="),
+        ("figures/calculator.html", '<img src="http://example.org/a.png">', "<img src="),
+        ("assets/site.css", '@import "https://example.org/a.css";', "CSS url"),
+        ("assets/site.css", "body { background: url(https://example.org/a.png) }", "CSS url"),
+        ("assets/shell.js", 'import "https://esm.example.org/x.js";', "script fetch"),
+        ("pyscript/core.js", '\nconst u = "https://cdn.jsdelivr.net/npm/other@1/x.js";', "unreviewed remote URL"),
+    ],
+)
 def test_remote_references_fail(clean, tmp_path, rel, append, expect):
     d = tmp_path / "d"
     shutil.copytree(clean, d)
@@ -82,11 +87,17 @@ def test_the_lock_must_match_the_shipped_wheels(clean, tmp_path):
 
 def test_the_wheel_is_deterministic_and_holds_the_course_modules(tmp_path):
     import zipfile
+
     a = build.build_wheel(tmp_path / "a")
     b = build.build_wheel(tmp_path / "b")
     assert a.read_bytes() == b.read_bytes()
     names = zipfile.ZipFile(a).namelist()
-    for must in ("perf_model.py", "enginelab/__init__.py", "enginelab/state.py", "enginelab/figures/calculator.py",
-                 "enginelab-0.1.0.dist-info/RECORD"):
+    for must in (
+        "perf_model.py",
+        "enginelab/__init__.py",
+        "enginelab/state.py",
+        "enginelab/figures/calculator.py",
+        "enginelab-0.1.0.dist-info/RECORD",
+    ):
         assert must in names
     assert not any("__pycache__" in n for n in names)

@@ -1,13 +1,12 @@
 """The calculator's "use your own model or machine" panel and its advisor findings, in Chromium:
 a GGUF file written by llama.cpp's gguf package (only its header is read), a pasted config.json, a
 machine described by numbers, bad input for each, and one-click advice with undo."""
+
 import json
 import re
 import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
-
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_model_from_gguf import _write  # noqa: E402  (tests/ helpers: a GGUF written by gguf-py)
@@ -19,18 +18,45 @@ from enginelab.figures import calculator  # noqa: E402
 PAGE = "figures/calculator.html"
 # files written for the drop tests: MID's tensor data (~60 MB) is larger than the first slice the page reads,
 # so a passing test shows the weights were never read; TINY (~1 MB) is small enough to hand over in a drop event
-MID = {"model_type": "llama", "num_hidden_layers": 8, "hidden_size": 1024, "intermediate_size": 2816,
-       "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 8192}
-TINY = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 512,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 4096}
-CFG = {"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "intermediate_size": 18944,
-       "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "max_position_embeddings": 32768,
-       "tie_word_embeddings": False, "_name_or_path": "my-org/my-7b", "torch_dtype": "bfloat16"}
+MID = {
+    "model_type": "llama",
+    "num_hidden_layers": 8,
+    "hidden_size": 1024,
+    "intermediate_size": 2816,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "vocab_size": 32000,
+    "max_position_embeddings": 8192,
+}
+TINY = {
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_position_embeddings": 4096,
+}
+CFG = {
+    "model_type": "qwen2",
+    "num_hidden_layers": 28,
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "tie_word_embeddings": False,
+    "_name_or_path": "my-org/my-7b",
+    "torch_dtype": "bfloat16",
+}
 
 
 def readouts(page):
-    return {el.get_attribute("data-readout"): el.get_attribute("data-value")
-            for el in page.locator("[data-readout]").all()}
+    return {
+        el.get_attribute("data-readout"): el.get_attribute("data-value") for el in page.locator("[data-readout]").all()
+    }
 
 
 def expected(state_query):
@@ -52,7 +78,7 @@ def test_config_json_and_custom_machine(page_at):
     page.fill("#cfg-text", "{ not json")
     page.click("#cfg-use")
     assert "not valid JSON" in page.locator("#own-status").text_content()
-    assert page.locator("#f-model").input_value() == "qwen2.5-32b"          # last good state kept
+    assert page.locator("#f-model").input_value() == "qwen2.5-32b"  # last good state kept
     page.fill("#cfg-text", json.dumps(CFG, indent=2))
     page.click("#cfg-use")
     page.wait_for_function("document.querySelector('#f-model').value === 'custom'")
@@ -95,14 +121,14 @@ def test_dropped_gguf_uses_the_files_tensors(page_at, tmp_path):
     status = page.locator("#own-status").text_content()
     assert "8 layers" in status and re.search(r"read [\d,]+ of [\d,]+ bytes", status)
     read, size = (int(x.replace(",", "")) for x in re.search(r"read ([\d,]+) of ([\d,]+)", status).groups())
-    assert read <= custom.GGUF_FIRST_SLICE < size     # the weights were never read
+    assert read <= custom.GGUF_FIRST_SLICE < size  # the weights were never read
     fm = pm.model_from_gguf(path.read_bytes()[:read])
     p = pm.place(fm, pm.MACHINES["rtx4060ti"], None, n_ctx=8192)
     d = pm.decode_step_time(p, context=2000)
     got = readouts(page)
     assert int(got["n_gpu_layers"]) == p.n_gpu_layers
     assert close(got["vram_gb"], p.gpu_total / pm.GB) and close(got["decode_tok_s"], d["tok_per_s"])
-    assert page.locator("[data-field=quant]").is_hidden()    # the file's own types
+    assert page.locator("[data-field=quant]").is_hidden()  # the file's own types
 
 
 def test_findings_apply_and_undo(page_at):
@@ -113,14 +139,18 @@ def test_findings_apply_and_undo(page_at):
     btn = body.locator("button[data-set-state]").first
     change = json.loads(btn.get_attribute("data-set-state"))
     btn.click()
-    page.wait_for_function(f"document.querySelector('[data-readout=decode_tok_s]').dataset.value !== '{before['decode_tok_s']}'")
+    page.wait_for_function(
+        f"document.querySelector('[data-readout=decode_tok_s]').dataset.value !== '{before['decode_tok_s']}'"
+    )
     after = readouts(page)
     assert float(after["decode_tok_s"]) > float(before["decode_tok_s"])
     for k, v in change.items():
         assert parse_qs(urlparse(page.url).query).get(k, [str(v)]) == [str(v)]
     page.locator("#calc-findings-body button[data-undo]").first.wait_for()
     page.locator("#calc-findings-body button[data-undo]").first.click()
-    page.wait_for_function(f"document.querySelector('[data-readout=decode_tok_s]').dataset.value === '{before['decode_tok_s']}'")
+    page.wait_for_function(
+        f"document.querySelector('[data-readout=decode_tok_s]').dataset.value === '{before['decode_tok_s']}'"
+    )
     # every readout explains itself
     assert page.locator("[data-explain]").count() >= 7
 
@@ -133,16 +163,19 @@ def test_gguf_dropped_on_the_drop_zone(page_at, tmp_path):
     page = page_at(PAGE)
     page.locator("#own-model summary").click()
     # a real drop: a DataTransfer holding a File, dispatched on the drop zone
-    page.evaluate("""(bytes) => {
+    page.evaluate(
+        """(bytes) => {
         const dt = new DataTransfer();
         dt.items.add(new File([new Uint8Array(bytes)], "dropped.gguf", {type: "application/octet-stream"}));
         const zone = document.getElementById("gguf-drop");
         zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: dt, bubbles: true, cancelable: true}));
         zone.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
-    }""", data)
+    }""",
+        data,
+    )
     page.wait_for_function("document.querySelector('#f-model').value === 'gguf'", timeout=30_000)
     ctx = int(page.locator("#f-ctx").input_value())
-    assert ctx == 4096        # the page clamped n_ctx to the file's context_length
+    assert ctx == 4096  # the page clamped n_ctx to the file's context_length
     p = pm.place(pm.model_from_gguf(path.read_bytes()), pm.MACHINES["rtx4060ti"], None, n_ctx=ctx)
     assert int(readouts(page)["n_gpu_layers"]) == p.n_gpu_layers
     assert close(readouts(page)["vram_gb"], p.gpu_total / pm.GB)

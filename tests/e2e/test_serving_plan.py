@@ -1,5 +1,6 @@
 """The [serving-plan] figure in a real Chromium, offline. Expected numbers come from serving_plan run here in
 CPython, so a test fails if the browser computes anything different from the course module."""
+
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
@@ -18,8 +19,11 @@ def query(page) -> dict:
 
 
 def wait_value(page, name, value):
-    page.wait_for_function("([n, v]) => document.querySelector(`[data-readout='${n}']`)?.dataset.value === v",
-                           arg=[name, value], timeout=30_000)
+    page.wait_for_function(
+        "([n, v]) => document.querySelector(`[data-readout='${n}']`)?.dataset.value === v",
+        arg=[name, value],
+        timeout=30_000,
+    )
 
 
 def test_default_vllm_plan_matches_cpython(page_at):
@@ -50,8 +54,9 @@ def test_default_vllm_plan_matches_cpython(page_at):
     assert page.locator("#serving-command").inner_text().endswith("--enforce-eager")
     # SGLang: its own fields appear, vLLM's hide
     page.select_option("#f-engine", "sglang")
-    q = sp.sglang_plan("llama-3.1-8b", "rtx4090", context_length=8192, kv_cache_dtype="fp8_e4m3",
-                       disable_cuda_graph=True)
+    q = sp.sglang_plan(
+        "llama-3.1-8b", "rtx4090", context_length=8192, kv_cache_dtype="fp8_e4m3", disable_cuda_graph=True
+    )
     wait_value(page, "max_total_num_tokens", str(q["max_total_num_tokens"]))
     assert readouts(page)["max_running_requests"] == str(q["max_running_requests"])
     assert page.locator('[data-field="mfs"]').is_visible() and page.locator('[data-field="util"]').is_hidden()
@@ -71,13 +76,12 @@ def test_default_vllm_plan_matches_cpython(page_at):
 
 def test_shared_url_reproduces_the_state_and_bad_values_explain_themselves(page_at):
     q = sp.sglang_plan("qwen2.5-7b", "rtx3090", "awq", mem_fraction_static=0.8, context_length=16384)
-    page = page_at(PAGE + "?engine=sglang&model=qwen2.5-7b&machine=rtx3090&weights=awq&mfs=0.80&ctx=16384"
-                   "&block_size=12&util=lots")
+    page = page_at(
+        PAGE + "?engine=sglang&model=qwen2.5-7b&machine=rtx3090&weights=awq&mfs=0.80&ctx=16384&block_size=12&util=lots"
+    )
     r = readouts(page)
     assert r["max_total_num_tokens"] == str(q["max_total_num_tokens"])
     assert r["max_running_requests"] == str(q["max_running_requests"]) and r["mem_fraction_static"] == "0.8"
     msgs = page.locator("#messages").inner_text()
     assert "--gpu-memory-utilization" in msgs and "--block-size" in msgs
     assert page.locator("#serving-command").inner_text() == q["command"]
-
-

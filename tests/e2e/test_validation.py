@@ -1,5 +1,6 @@
 """The [validation] figure in a real Chromium, offline: the median errors from the dataset, and pasting
 llama-bench output (markdown and JSON) to see a measurement beside our estimate; bad input shows a message."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ MD = """| model                          |       size |     params | backend    
 
 def paste(page, text):
     box = page.locator("#f-bench")
-    box.fill(text)   # fires input: the glue re-renders
+    box.fill(text)  # fires input: the glue re-renders
 
 
 def test_medians_then_paste_markdown_json_and_bad_input(page_at):
@@ -49,26 +50,44 @@ def test_medians_then_paste_markdown_json_and_bad_input(page_at):
     # another machine changes the estimate
     page.select_option("#f-machine", "rtx3090")
     res2 = v.compare(MD, "llama-2-7b", "Q4_0", "rtx3090")
-    page.wait_for_function("(v) => document.querySelector(\"tr[data-paste-row='1']\")?.dataset.estimate === v",
-                           arg=repr(res2["rows"][1]["estimate_tps"]), timeout=30_000)
+    page.wait_for_function(
+        "(v) => document.querySelector(\"tr[data-paste-row='1']\")?.dataset.estimate === v",
+        arg=repr(res2["rows"][1]["estimate_tps"]),
+        timeout=30_000,
+    )
 
     # JSON (llama-bench -o json)
-    data = [{"model_type": "llama 7B Q8_0", "model_size": 7161089536, "model_n_params": 6738415616,
-             "backends": "CUDA", "n_gpu_layers": 99, "n_prompt": 0, "n_gen": 128, "avg_ts": 98.13, "stddev_ts": 0.07}]
+    data = [
+        {
+            "model_type": "llama 7B Q8_0",
+            "model_size": 7161089536,
+            "model_n_params": 6738415616,
+            "backends": "CUDA",
+            "n_gpu_layers": 99,
+            "n_prompt": 0,
+            "n_gen": 128,
+            "avg_ts": 98.13,
+            "stddev_ts": 0.07,
+        }
+    ]
     paste(page, json.dumps(data, indent=1))
-    page.wait_for_function("() => document.querySelector(\"tr[data-paste-row='0']\")?.dataset.test === 'tg128'",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector(\"tr[data-paste-row='0']\")?.dataset.test === 'tg128'", timeout=30_000
+    )
     want = v.compare(json.dumps(data), "llama-2-7b", "Q4_0", "rtx3090")["rows"][0]
     tr = page.locator("tr[data-paste-row='0']")
     assert float(tr.get_attribute("data-measured")) == 98.13
     assert float(tr.get_attribute("data-estimate")) == pytest.approx(want["estimate_tps"], rel=1e-12)
 
     # bad input: a message naming the problem; the rest of the page stays
-    for text, words in (("this is not a table", "no markdown table"),
-                        ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 | fast |", "t/s"),
-                        ('[{"model_type": "llama 7B Q4_0"}]', "lacks n_prompt")):
+    for text, words in (
+        ("this is not a table", "no markdown table"),
+        ("| model | test | t/s |\n| --- | --- | --- |\n| llama 7B Q4_0 | pp512 | fast |", "t/s"),
+        ('[{"model_type": "llama 7B Q4_0"}]', "lacks n_prompt"),
+    ):
         paste(page, text)
-        page.wait_for_function("(w) => document.querySelector('[data-paste-error]')?.textContent.includes(w)",
-                               arg=words, timeout=30_000)
+        page.wait_for_function(
+            "(w) => document.querySelector('[data-paste-error]')?.textContent.includes(w)", arg=words, timeout=30_000
+        )
         assert readouts(page)["paste_rows"] == ""
         assert float(readouts(page)["decode_mape"]) > 0

@@ -18,10 +18,28 @@ ctx, ngl ("auto" or a number), tokens, n_cpu_moe; the advisor adds threads,
 np (slots), users, ub (-ub) and b (-b).  Every change carries an `apply` dict in those keys, so
 the app can apply it with one click.
 """
-from .diagnosis import (CAUSES, KV_LONG_CONTEXT_SHARE, PCIE_PREFILL_SHARE, advise, advise_setup,  # noqa: F401
-                        advise_state, apply_change)
+
+from .diagnosis import (  # noqa: F401
+    CAUSES,
+    KV_LONG_CONTEXT_SHARE,
+    PCIE_PREFILL_SHARE,
+    advise,
+    advise_setup,
+    advise_state,
+    apply_change,
+)
 from .lora import lora_cost, lora_shapes  # noqa: F401
 from .recipes import GOALS, recipe  # noqa: F401
-from .setup import (MIN_GAIN, Change, Finding, Outcome, Setup, cpu_cores, evaluate, setup_from_placement,  # noqa: F401
-                    setup_from_state, thread_factor)
+from .setup import (  # noqa: F401
+    MIN_GAIN,
+    Change,
+    Finding,
+    Outcome,
+    Setup,
+    cpu_cores,
+    evaluate,
+    setup_from_placement,
+    setup_from_state,
+    thread_factor,
+)
 from .speculative import expected_tokens, speculative  # noqa: F401

@@ -1,28 +1,53 @@
 """Diagnoses: one per row of the module's "Where Bottlenecks Happen" table, each with its evidence and the
 changes that fix it (computed by running perf_model again), and advise(), which runs them all."""
+
 from __future__ import annotations
 
 import perf_model as pm
 
-from .setup import (THREAD_CONTENTION, Change, Finding, Outcome, Setup, ctx_flags, decode_setup, evaluate, gb_text,
-                    kv_flags, place_setup, rate_text, setup_from_placement, setup_from_state, thread_factor,
-                    try_change, with_ngl)
+from .setup import (
+    THREAD_CONTENTION,
+    Change,
+    Finding,
+    Outcome,
+    Setup,
+    ctx_flags,
+    decode_setup,
+    evaluate,
+    gb_text,
+    kv_flags,
+    place_setup,
+    rate_text,
+    setup_from_placement,
+    setup_from_state,
+    thread_factor,
+    try_change,
+    with_ngl,
+)
 
 # ---------------------------------------------------------------------------
 # Thresholds: when a symptom counts as a bottleneck (choices, not measurements)
 # ---------------------------------------------------------------------------
-KV_LONG_CONTEXT_SHARE = 0.25   # KV bytes read per token >= 25% of the weight bytes read
-PCIE_PREFILL_SHARE = 0.15      # PCIe weight copies >= 15% of the prompt's processing time
-PREFILL_SLOW_S = 1.0           # ...and the prompt takes at least a second
-QUALITY_FLOOR_BPW = 3.0        # smaller quants (and the Q2_K mixes) are not suggested: quality drops steeply
+KV_LONG_CONTEXT_SHARE = 0.25  # KV bytes read per token >= 25% of the weight bytes read
+PCIE_PREFILL_SHARE = 0.15  # PCIe weight copies >= 15% of the prompt's processing time
+PREFILL_SLOW_S = 1.0  # ...and the prompt takes at least a second
+QUALITY_FLOOR_BPW = 3.0  # smaller quants (and the Q2_K mixes) are not suggested: quality drops steeply
 CTX_LADDER = (4096, 8192, 16384, 32768, 65536, 131072)
 
-CAUSES = ("over_ask", "partial_offload", "kv_competes", "kv_overflow_long_context",
-          "pp_bound_by_pcie", "too_many_threads", "concurrency_cap")
+CAUSES = (
+    "over_ask",
+    "partial_offload",
+    "kv_competes",
+    "kv_overflow_long_context",
+    "pp_bound_by_pcie",
+    "too_many_threads",
+    "concurrency_cap",
+)
 
 # ---------------------------------------------------------------------------
 # The diagnoses
 # ---------------------------------------------------------------------------
+
 
 def quant_ladder(s: Setup) -> list:
     """Presets smaller than the current one, largest first, with their weight bytes and bpw."""
@@ -56,16 +81,26 @@ def _kv_changes(s: Setup, o: Outcome) -> list:
     kv2 = _smaller_kv(s.kv)
     if kv2:
         edits, apply = with_ngl(s, {"kv": kv2}, {"kv": kv2})
-        note = ("a quantized V cache needs flash attention (-fa on); q8_0 keeps quality close to f16"
-                if kv2 == "q8_0" else "q4_0 K/V costs some accuracy; try q8_0 first")
+        note = (
+            "a quantized V cache needs flash attention (-fa on); q8_0 keeps quality close to f16"
+            if kv2 == "q8_0"
+            else "q4_0 K/V costs some accuracy; try q8_0 first"
+        )
         c = try_change(s, o, f"-ctk {kv2} -ctv {kv2} -fa on", kv_flags(kv2), apply, edits, note=note)
         if c:
             out.append(c)
     tgt = _ctx_target(s)
     if tgt:
         edits, apply = with_ngl(s, {"ctx": tgt}, {"ctx": tgt})
-        c = try_change(s, o, f"-c {tgt}", ctx_flags(tgt), apply, edits,
-                       note=f"holds {tgt:,} tokens: enough for {max(s.tokens, s.prompt):,} in this conversation")
+        c = try_change(
+            s,
+            o,
+            f"-c {tgt}",
+            ctx_flags(tgt),
+            apply,
+            edits,
+            note=f"holds {tgt:,} tokens: enough for {max(s.tokens, s.prompt):,} in this conversation",
+        )
         if c:
             out.append(c)
     return out
@@ -78,8 +113,11 @@ def _quant_changes(s: Setup, o: Outcome, ngl=None) -> list:
     if not ladder:
         return []
     picks = [ladder[0]]
-    cur_bpw = 8.0 * pm.weight_bytes(s.model, s.quant)["total"] / sum(
-        r["n_elements"] for r in pm.quantize_plan(s.model, s.quant))
+    cur_bpw = (
+        8.0
+        * pm.weight_bytes(s.model, s.quant)["total"]
+        / sum(r["n_elements"] for r in pm.quantize_plan(s.model, s.quant))
+    )
     step = next((x for x in ladder if x[2] <= cur_bpw - 0.75), None)
     if step and step not in picks:
         picks.append(step)
@@ -99,11 +137,19 @@ def _quant_changes(s: Setup, o: Outcome, ngl=None) -> list:
         apply = {"quant": q}
         if ngl is None:
             edits, apply = with_ngl(s, edits, apply)
-        c = try_change(s, o, f"{s.quant} → {q}", {
-            "llama.cpp": f"-m {pm.gguf_filename(s.model, q)} (llama-quantize ... {q})",
-            "vLLM": "a smaller AWQ/GPTQ checkpoint (vLLM does not take llama.cpp presets)",
-            "SGLang": "a smaller AWQ/GPTQ checkpoint"}, apply, edits,
-            note=f"{bpw:.2f} bits per weight, {gb_text(b)} of weights: a smaller file, some loss of quality")
+        c = try_change(
+            s,
+            o,
+            f"{s.quant} → {q}",
+            {
+                "llama.cpp": f"-m {pm.gguf_filename(s.model, q)} (llama-quantize ... {q})",
+                "vLLM": "a smaller AWQ/GPTQ checkpoint (vLLM does not take llama.cpp presets)",
+                "SGLang": "a smaller AWQ/GPTQ checkpoint",
+            },
+            apply,
+            edits,
+            note=f"{bpw:.2f} bits per weight, {gb_text(b)} of weights: a smaller file, some loss of quality",
+        )
         if c:
             out.append(c)
     return out
@@ -125,23 +171,38 @@ def moe_changes(s: Setup, o: Outcome) -> list:
             break
     if best is None or (best == s.n_cpu_moe and s.ngl == full):
         return []
-    c = try_change(s, o, f"-ngl {full} --n-cpu-moe {best}", {
-        "llama.cpp": f"-ngl {full} --n-cpu-moe {best}",
-        "vLLM": "no per-expert offload; --cpu-offload-gb streams weights over PCIe every pass",
-        "SGLang": "no per-expert offload; --cpu-offload-gb"},
-        {"ngl": full, "n_cpu_moe": best}, {"ngl": full, "n_cpu_moe": best},
+    c = try_change(
+        s,
+        o,
+        f"-ngl {full} --n-cpu-moe {best}",
+        {
+            "llama.cpp": f"-ngl {full} --n-cpu-moe {best}",
+            "vLLM": "no per-expert offload; --cpu-offload-gb streams weights over PCIe every pass",
+            "SGLang": "no per-expert offload; --cpu-offload-gb",
+        },
+        {"ngl": full, "n_cpu_moe": best},
+        {"ngl": full, "n_cpu_moe": best},
         note=f"attention and shared weights of all {m.n_layers} layers on the GPU; the experts of the first "
-             f"{best} layers in RAM, where a token reads only {m.num_experts_per_tok} of {m.n_expert}")
+        f"{best} layers in RAM, where a token reads only {m.num_experts_per_tok} of {m.n_expert}",
+    )
     return [c] if c else []
 
 
 def _ngl_change(s: Setup, o: Outcome) -> list:
     if s.ngl is None or s.machine.gpu is None:
         return []
-    c = try_change(s, o, "-ngl auto", {"llama.cpp": "-ngl auto (or leave it out: --fit chooses)",
-                                       "vLLM": "--gpu-memory-utilization 0.85",
-                                       "SGLang": "--mem-fraction-static 0.8"},
-                   {"ngl": "auto"}, {"ngl": None})
+    c = try_change(
+        s,
+        o,
+        "-ngl auto",
+        {
+            "llama.cpp": "-ngl auto (or leave it out: --fit chooses)",
+            "vLLM": "--gpu-memory-utilization 0.85",
+            "SGLang": "--mem-fraction-static 0.8",
+        },
+        {"ngl": "auto"},
+        {"ngl": None},
+    )
     return [c] if c else []
 
 
@@ -166,37 +227,57 @@ def diagnose_over_ask(s: Setup, o: Outcome) -> Finding | None:
     p = o.placement
     if p.fits:
         return None
-    ev = {"failing_device": p.failing_device, "requested_bytes": p.requested_bytes, "free_bytes": p.free_bytes,
-          "overflow_bytes": p.overflow_bytes, "n_gpu_layers": p.n_gpu_layers, "n_ctx": s.ctx,
-          "kv_bytes": pm.kv_cache_bytes(s.model, s.ctx, s.kv),
-          "weight_bytes": pm.weight_bytes(s.model, s.quant)["total"] if s.quant else p.gpu_weights + p.cpu_weights}
-    text = [f"{p.failing_device} needs {gb_text(p.requested_bytes)} but has {gb_text(p.free_bytes)} free "
-            f"(over by {gb_text(p.overflow_bytes)}): llama.cpp stops at load with an allocation error.",
-            f"At -c {s.ctx:,} the KV cache alone is {gb_text(ev['kv_bytes'])} ({s.kv}); "
-            f"the weights are {gb_text(ev['weight_bytes'])}."]
+    ev = {
+        "failing_device": p.failing_device,
+        "requested_bytes": p.requested_bytes,
+        "free_bytes": p.free_bytes,
+        "overflow_bytes": p.overflow_bytes,
+        "n_gpu_layers": p.n_gpu_layers,
+        "n_ctx": s.ctx,
+        "kv_bytes": pm.kv_cache_bytes(s.model, s.ctx, s.kv),
+        "weight_bytes": pm.weight_bytes(s.model, s.quant)["total"] if s.quant else p.gpu_weights + p.cpu_weights,
+    }
+    text = [
+        f"{p.failing_device} needs {gb_text(p.requested_bytes)} but has {gb_text(p.free_bytes)} free "
+        f"(over by {gb_text(p.overflow_bytes)}): llama.cpp stops at load with an allocation error.",
+        f"At -c {s.ctx:,} the KV cache alone is {gb_text(ev['kv_bytes'])} ({s.kv}); "
+        f"the weights are {gb_text(ev['weight_bytes'])}.",
+    ]
     if p.failing_device == "GPU":
-        text.append("On Windows the NVIDIA driver (536.40 and later) may instead spill the excess into shared system "
-                    "memory: no error, but everything runs at PCIe speed. The fallback can be turned off per "
-                    "application in the NVIDIA Control Panel (driver 546.01+).")
+        text.append(
+            "On Windows the NVIDIA driver (536.40 and later) may instead spill the excess into shared system "
+            "memory: no error, but everything runs at PCIe speed. The fallback can be turned off per "
+            "application in the NVIDIA Control Panel (driver 546.01+)."
+        )
     elif p.failing_device in ("RAM", "unified memory"):
-        text.append("With mmap the load may even start, but then the OS pages weights from the drive on every "
-                    "token: the machine stutters and the disk is busy. --mlock only helps if it fits.")
+        text.append(
+            "With mmap the load may even start, but then the OS pages weights from the drive on every "
+            "token: the machine stutters and the disk is busy. --mlock only helps if it fits."
+        )
     changes = _ngl_change(s, o)
     # keep the user's -ngl where possible: what else would make it load?
     pinned = s.ngl
-    changes += _kv_changes(s, o)        # with -ngl auto: --fit re-chooses
+    changes += _kv_changes(s, o)  # with -ngl auto: --fit re-chooses
     if pinned is not None:
         # the same -ngl with a shorter context or a smaller KV type
         for ctx in sorted((c for c in CTX_LADDER if max(s.tokens, s.prompt) <= c < s.ctx), reverse=True):
-            c = try_change(s, o, f"-c {ctx} (keeping -ngl {pinned})", ctx_flags(ctx), {"ctx": ctx}, {"ctx": ctx},
-                           note="the longest context that loads with this -ngl")
+            c = try_change(
+                s,
+                o,
+                f"-c {ctx} (keeping -ngl {pinned})",
+                ctx_flags(ctx),
+                {"ctx": ctx},
+                {"ctx": ctx},
+                note="the longest context that loads with this -ngl",
+            )
             if c:
                 changes.append(c)
                 break
         kv2 = _smaller_kv(s.kv)
         if kv2:
-            c = try_change(s, o, f"-ctk {kv2} -ctv {kv2} -fa on (keeping -ngl {pinned})", kv_flags(kv2),
-                           {"kv": kv2}, {"kv": kv2})
+            c = try_change(
+                s, o, f"-ctk {kv2} -ctv {kv2} -fa on (keeping -ngl {pinned})", kv_flags(kv2), {"kv": kv2}, {"kv": kv2}
+            )
             if c:
                 changes.append(c)
     changes += _quant_changes(s, o, ngl=pinned)
@@ -205,8 +286,9 @@ def diagnose_over_ask(s: Setup, o: Outcome) -> Finding | None:
     for c in changes:
         if "vLLM" in c.flags and c.title.startswith("-c "):
             c.flags["vLLM"] += " (or lower --gpu-memory-utilization next to a desktop)"
-    return Finding("over_ask", f"Asks for more memory than the {p.failing_device} has", ev, text, changes,
-                   severity=float("inf"))
+    return Finding(
+        "over_ask", f"Asks for more memory than the {p.failing_device} has", ev, text, changes, severity=float("inf")
+    )
 
 
 def diagnose_partial_offload(s: Setup, o: Outcome) -> Finding | None:
@@ -217,20 +299,37 @@ def diagnose_partial_offload(s: Setup, o: Outcome) -> Finding | None:
     n = s.model.n_layers
     full = place_setup(s.changed(ngl=n + 1))
     d_full = decode_setup(full, s, s.tokens)
-    ev = {"cpu_share": d["cpu_share"], "gpu_layers": p.gpu_layers, "cpu_layers": n - p.gpu_layers,
-          "n_layers": n, "output_on_gpu": p.output_on_gpu, "cpu_bytes_per_token": d["cpu_bytes"],
-          "gpu_bytes_per_token": d["gpu_bytes"], "ram_bandwidth": s.machine.ram.bandwidth,
-          "gpu_bandwidth": s.machine.gpu.bandwidth, "decode_tok_s": o.decode_tok_s,
-          "all_on_gpu_tok_s": d_full["tok_per_s"]}
-    text = [f"{n - p.gpu_layers} of {n} layers" + ("" if p.output_on_gpu else " and the output head")
-            + f" run from system RAM: {d['cpu_share']:.0%} of each decode step is spent on the CPU side.",
-            f"The CPU reads {gb_text(d['cpu_bytes'])} per token at {s.machine.ram.bandwidth_gbs:g} GB/s; "
-            f"the GPU reads {gb_text(d['gpu_bytes'])} at {s.machine.gpu.bandwidth_gbs:g} GB/s.",
-            f"Decode {rate_text(o.decode_tok_s)}; if everything fit on the GPU it would be {rate_text(d_full['tok_per_s'])}."]
+    ev = {
+        "cpu_share": d["cpu_share"],
+        "gpu_layers": p.gpu_layers,
+        "cpu_layers": n - p.gpu_layers,
+        "n_layers": n,
+        "output_on_gpu": p.output_on_gpu,
+        "cpu_bytes_per_token": d["cpu_bytes"],
+        "gpu_bytes_per_token": d["gpu_bytes"],
+        "ram_bandwidth": s.machine.ram.bandwidth,
+        "gpu_bandwidth": s.machine.gpu.bandwidth,
+        "decode_tok_s": o.decode_tok_s,
+        "all_on_gpu_tok_s": d_full["tok_per_s"],
+    }
+    text = [
+        f"{n - p.gpu_layers} of {n} layers"
+        + ("" if p.output_on_gpu else " and the output head")
+        + f" run from system RAM: {d['cpu_share']:.0%} of each decode step is spent on the CPU side.",
+        f"The CPU reads {gb_text(d['cpu_bytes'])} per token at {s.machine.ram.bandwidth_gbs:g} GB/s; "
+        f"the GPU reads {gb_text(d['gpu_bytes'])} at {s.machine.gpu.bandwidth_gbs:g} GB/s.",
+        f"Decode {rate_text(o.decode_tok_s)}; if everything fit on the GPU it would be {rate_text(d_full['tok_per_s'])}.",
+    ]
     changes = _kv_changes(s, o) + _quant_changes(s, o) + moe_changes(s, o) + _ngl_change(s, o)
     changes = _rank(changes)
-    return Finding("partial_offload", "Partial offload: layers in system RAM set the speed", ev, text, changes,
-                   severity=_severity(changes, o.decode_tok_s))
+    return Finding(
+        "partial_offload",
+        "Partial offload: layers in system RAM set the speed",
+        ev,
+        text,
+        changes,
+        severity=_severity(changes, o.decode_tok_s),
+    )
 
 
 def diagnose_kv_competes(s: Setup, o: Outcome) -> Finding | None:
@@ -243,15 +342,30 @@ def diagnose_kv_competes(s: Setup, o: Outcome) -> Finding | None:
     kv_all = pm.kv_cache_bytes(s.model, s.ctx, s.kv)
     w = pm.weight_bytes(s.model, s.quant)["total"] if s.quant else p.gpu_weights + p.cpu_weights
     per_layer = w / s.model.n_layers
-    ev = {"kv_bytes": kv_all, "weight_bytes": w, "kv_to_weights": kv_all / w, "gpu_kv_bytes": p.gpu_kv,
-          "gpu_capacity": p.gpu_capacity, "layers_worth": p.gpu_kv / per_layer, "n_ctx": s.ctx,
-          "tokens_used": max(s.tokens, s.prompt)}
-    text = [f"-c {s.ctx:,} reserves {gb_text(kv_all)} of {s.kv} KV cache at load, {kv_all / w:.0%} of the weights' "
-            f"{gb_text(w)}; {gb_text(p.gpu_kv)} of it sits in VRAM, the room of about {ev['layers_worth']:.0f} layers.",
-            f"This conversation uses {max(s.tokens, s.prompt):,} of the {s.ctx:,} tokens reserved."]
+    ev = {
+        "kv_bytes": kv_all,
+        "weight_bytes": w,
+        "kv_to_weights": kv_all / w,
+        "gpu_kv_bytes": p.gpu_kv,
+        "gpu_capacity": p.gpu_capacity,
+        "layers_worth": p.gpu_kv / per_layer,
+        "n_ctx": s.ctx,
+        "tokens_used": max(s.tokens, s.prompt),
+    }
+    text = [
+        f"-c {s.ctx:,} reserves {gb_text(kv_all)} of {s.kv} KV cache at load, {kv_all / w:.0%} of the weights' "
+        f"{gb_text(w)}; {gb_text(p.gpu_kv)} of it sits in VRAM, the room of about {ev['layers_worth']:.0f} layers.",
+        f"This conversation uses {max(s.tokens, s.prompt):,} of the {s.ctx:,} tokens reserved.",
+    ]
     changes = _rank(changes)
-    return Finding("kv_competes", "The KV cache takes VRAM that layers could use", ev, text, changes,
-                   severity=_severity(changes, o.decode_tok_s))
+    return Finding(
+        "kv_competes",
+        "The KV cache takes VRAM that layers could use",
+        ev,
+        text,
+        changes,
+        severity=_severity(changes, o.decode_tok_s),
+    )
 
 
 def _fewer_kv_heads_models(s: Setup) -> list:
@@ -277,19 +391,34 @@ def diagnose_kv_long_context(s: Setup, o: Outcome) -> Finding | None:
     if kv_read < KV_LONG_CONTEXT_SHARE * w_read:
         return None
     d0 = decode_setup(o.placement, s, 0)
-    ev = {"context": s.tokens, "kv_bytes_per_token_read": kv_read, "weight_bytes_per_token_read": w_read,
-          "kv_to_weights": kv_read / w_read, "tok_s_at_0": d0["tok_per_s"], "tok_s_now": o.decode_tok_s,
-          "kv_bytes_per_context_token": pm.kv_bytes_per_token(s.model, s.kv)}
-    text = [f"At {s.tokens:,} tokens every new token reads {gb_text(kv_read)} of KV cache besides {gb_text(w_read)} of "
-            f"weights ({kv_read / w_read:.0%} as much).",
-            f"Decode has fallen from {rate_text(d0['tok_per_s'])} on an empty context to {rate_text(o.decode_tok_s)}; "
-            f"each 1,000 tokens of {s.kv} context add {gb_text(1000 * ev['kv_bytes_per_context_token'])}."]
+    ev = {
+        "context": s.tokens,
+        "kv_bytes_per_token_read": kv_read,
+        "weight_bytes_per_token_read": w_read,
+        "kv_to_weights": kv_read / w_read,
+        "tok_s_at_0": d0["tok_per_s"],
+        "tok_s_now": o.decode_tok_s,
+        "kv_bytes_per_context_token": pm.kv_bytes_per_token(s.model, s.kv),
+    }
+    text = [
+        f"At {s.tokens:,} tokens every new token reads {gb_text(kv_read)} of KV cache besides {gb_text(w_read)} of "
+        f"weights ({kv_read / w_read:.0%} as much).",
+        f"Decode has fallen from {rate_text(d0['tok_per_s'])} on an empty context to {rate_text(o.decode_tok_s)}; "
+        f"each 1,000 tokens of {s.kv} context add {gb_text(1000 * ev['kv_bytes_per_context_token'])}.",
+    ]
     changes = []
     kv2 = _smaller_kv(s.kv)
     if kv2:
         edits, apply = with_ngl(s, {"kv": kv2}, {"kv": kv2})
-        c = try_change(s, o, f"-ctk {kv2} -ctv {kv2} -fa on", kv_flags(kv2), apply, edits,
-                       note="halves the KV bytes read per token" if kv2 == "q8_0" else "costs some accuracy")
+        c = try_change(
+            s,
+            o,
+            f"-ctk {kv2} -ctv {kv2} -fa on",
+            kv_flags(kv2),
+            apply,
+            edits,
+            note="halves the KV bytes read per token" if kv2 == "q8_0" else "costs some accuracy",
+        )
         if c:
             changes.append(c)
     for key in _fewer_kv_heads_models(s):
@@ -297,12 +426,21 @@ def diagnose_kv_long_context(s: Setup, o: Outcome) -> Finding | None:
         edits, apply = with_ngl(s, {"model": other}, {"model": key})
         if s.ctx > other.max_position_embeddings:
             continue
-        c = try_change(s, o, f"{s.model.name} → {other.name}", {
-            "llama.cpp": f"-m {pm.gguf_filename(other, s.quant)}", "vLLM": f"a {other.name} checkpoint",
-            "SGLang": f"a {other.name} checkpoint"}, apply, edits,
+        c = try_change(
+            s,
+            o,
+            f"{s.model.name} → {other.name}",
+            {
+                "llama.cpp": f"-m {pm.gguf_filename(other, s.quant)}",
+                "vLLM": f"a {other.name} checkpoint",
+                "SGLang": f"a {other.name} checkpoint",
+            },
+            apply,
+            edits,
             note=f"{other.num_key_value_heads} KV heads x {other.num_hidden_layers} layers: "
-                 f"{pm.kv_bytes_per_token(other, s.kv) / 1024:.0f} KiB per token instead of "
-                 f"{ev['kv_bytes_per_context_token'] / 1024:.0f} KiB (a different model: check its quality)")
+            f"{pm.kv_bytes_per_token(other, s.kv) / 1024:.0f} KiB per token instead of "
+            f"{ev['kv_bytes_per_context_token'] / 1024:.0f} KiB (a different model: check its quality)",
+        )
         if c:
             changes.append(c)
     for cap in sorted((c for c in CTX_LADDER if c < s.tokens), reverse=True)[:1]:
@@ -310,13 +448,26 @@ def diagnose_kv_long_context(s: Setup, o: Outcome) -> Finding | None:
         if s.ngl is not None:
             edits["ngl"] = None
         apply = {"ctx": cap, "tokens": cap, **({"ngl": "auto"} if s.ngl is not None else {})}
-        c = try_change(s, o, f"-c {cap}", ctx_flags(cap), apply, edits,
-                       note=f"caps the conversation at {cap:,} tokens: older turns fall out (or summarise them)")
+        c = try_change(
+            s,
+            o,
+            f"-c {cap}",
+            ctx_flags(cap),
+            apply,
+            edits,
+            note=f"caps the conversation at {cap:,} tokens: older turns fall out (or summarise them)",
+        )
         if c:
             changes.append(c)
     changes = _rank(changes)
-    return Finding("kv_overflow_long_context", "Long context: the KV cache rivals the weights", ev, text, changes,
-                   severity=_severity(changes, o.decode_tok_s))
+    return Finding(
+        "kv_overflow_long_context",
+        "Long context: the KV cache rivals the weights",
+        ev,
+        text,
+        changes,
+        severity=_severity(changes, o.decode_tok_s),
+    )
 
 
 def diagnose_pp_pcie(s: Setup, o: Outcome) -> Finding | None:
@@ -331,24 +482,45 @@ def diagnose_pp_pcie(s: Setup, o: Outcome) -> Finding | None:
         return None
     cpu_w = sum(st["bytes"] for st in f["steps"] if st["kind"] == "pcie")
     n_copies = sum(1 for st in f["steps"] if st["kind"] == "pcie")
-    ev = {"prompt_tokens": s.prompt, "prefill_s": f["total_s"], "pcie_s": pcie, "pcie_share": share,
-          "pcie_bytes": cpu_w, "pcie_copies": n_copies, "pcie_gbs": s.machine.pcie_gbs,
-          "prefill_tok_s": f["tok_per_s"], "op_offload": s.op_offload}
+    ev = {
+        "prompt_tokens": s.prompt,
+        "prefill_s": f["total_s"],
+        "pcie_s": pcie,
+        "pcie_share": share,
+        "pcie_bytes": cpu_w,
+        "pcie_copies": n_copies,
+        "pcie_gbs": s.machine.pcie_gbs,
+        "prefill_tok_s": f["tok_per_s"],
+        "op_offload": s.op_offload,
+    }
     if s.op_offload:
-        text = [f"A prompt of {s.prompt:,} tokens takes {f['total_s']:.1f} s; {pcie:.1f} s of it ({share:.0%}) is "
-                f"copying the RAM layers' weights ({gb_text(cpu_w)} in {n_copies} cop{'y' if n_copies == 1 else 'ies'}) "
-                f"over PCIe at {s.machine.pcie_gbs:g} GB/s so the GPU can do their matmuls (op offload)."]
+        text = [
+            f"A prompt of {s.prompt:,} tokens takes {f['total_s']:.1f} s; {pcie:.1f} s of it ({share:.0%}) is "
+            f"copying the RAM layers' weights ({gb_text(cpu_w)} in {n_copies} cop{'y' if n_copies == 1 else 'ies'}) "
+            f"over PCIe at {s.machine.pcie_gbs:g} GB/s so the GPU can do their matmuls (op offload)."
+        ]
         off = pm.prefill_time(o.placement, s.machine, n_tokens=s.prompt, op_offload=False)
         ev["no_op_offload_tok_s"] = off["tok_per_s"]
-        text.append(f"Keep op offload on: without it the CPU would do that arithmetic at "
-                    f"{rate_text(off['tok_per_s'])} instead of {rate_text(f['tok_per_s'])}.")
+        text.append(
+            f"Keep op offload on: without it the CPU would do that arithmetic at "
+            f"{rate_text(off['tok_per_s'])} instead of {rate_text(f['tok_per_s'])}."
+        )
     else:
-        text = [f"--no-op-offload: the CPU computes its layers' prompt matmuls itself; the prompt runs at "
-                f"{rate_text(f['tok_per_s'])} ({f['total_s']:.1f} s)."]
+        text = [
+            f"--no-op-offload: the CPU computes its layers' prompt matmuls itself; the prompt runs at "
+            f"{rate_text(f['tok_per_s'])} ({f['total_s']:.1f} s)."
+        ]
     changes = []
     if not s.op_offload:
-        c = try_change(s, o, "--op-offload (default on)", {"llama.cpp": "drop --no-op-offload"}, {},
-                       {"op_offload": True}, metric="prefill_tok_s")
+        c = try_change(
+            s,
+            o,
+            "--op-offload (default on)",
+            {"llama.cpp": "drop --no-op-offload"},
+            {},
+            {"op_offload": True},
+            metric="prefill_tok_s",
+        )
         if c:
             changes.append(c)
     for ub in (1024, 2048):
@@ -358,27 +530,50 @@ def diagnose_pp_pcie(s: Setup, o: Outcome) -> Finding | None:
         edits = {"n_ubatch": ub, "n_batch": b}
         if s.ngl is not None:
             edits["ngl"] = None
-        c = try_change(s, o, f"-b {b} -ub {ub}", {"llama.cpp": f"-b {b} -ub {ub}",
-                                                  "vLLM": f"--max-num-batched-tokens {b}",
-                                                  "SGLang": f"--chunked-prefill-size {b}"},
-                       {"ub": ub, "b": b, **({"ngl": "auto"} if s.ngl is not None else {})}, edits,
-                       metric="prefill_tok_s",
-                       note=f"a {ub}-token micro-batch reads each weight once per {ub} tokens, but its compute "
-                            f"buffer takes VRAM")
+        c = try_change(
+            s,
+            o,
+            f"-b {b} -ub {ub}",
+            {
+                "llama.cpp": f"-b {b} -ub {ub}",
+                "vLLM": f"--max-num-batched-tokens {b}",
+                "SGLang": f"--chunked-prefill-size {b}",
+            },
+            {"ub": ub, "b": b, **({"ngl": "auto"} if s.ngl is not None else {})},
+            edits,
+            metric="prefill_tok_s",
+            note=f"a {ub}-token micro-batch reads each weight once per {ub} tokens, but its compute buffer takes VRAM",
+        )
         if c:
             changes.append(c)
     for c in _quant_changes(s, o):
-        c2 = try_change(s, o, c.title, c.flags, c.apply, {"quant": c.apply["quant"],
-                                                           **({"ngl": None} if s.ngl is not None else {})},
-                        metric="prefill_tok_s", note=c.note + "; fewer bytes cross PCIe")
+        c2 = try_change(
+            s,
+            o,
+            c.title,
+            c.flags,
+            c.apply,
+            {"quant": c.apply["quant"], **({"ngl": None} if s.ngl is not None else {})},
+            metric="prefill_tok_s",
+            note=c.note + "; fewer bytes cross PCIe",
+        )
         if c2:
             changes.append(c2)
     changes = _rank(changes)
     for c in changes:
-        c.flags.setdefault("prefix caching", "llama.cpp --cache-prompt (on) --cache-reuse 256; vLLM "
-                                             "--enable-prefix-caching; SGLang --schedule-policy lpm")
-    return Finding("pp_bound_by_pcie", "Prompt processing is bound by PCIe copies", ev, text, changes,
-                   severity=_severity(changes, f["tok_per_s"]))
+        c.flags.setdefault(
+            "prefix caching",
+            "llama.cpp --cache-prompt (on) --cache-reuse 256; vLLM "
+            "--enable-prefix-caching; SGLang --schedule-policy lpm",
+        )
+    return Finding(
+        "pp_bound_by_pcie",
+        "Prompt processing is bound by PCIe copies",
+        ev,
+        text,
+        changes,
+        severity=_severity(changes, f["tok_per_s"]),
+    )
 
 
 def diagnose_threads(s: Setup, o: Outcome) -> Finding | None:
@@ -387,18 +582,32 @@ def diagnose_threads(s: Setup, o: Outcome) -> Finding | None:
     if o.decode["cpu_s"] <= 0:
         return None
     f = thread_factor(s.threads, s.perf_cores)
-    ev = {"n_threads": s.threads, "perf_cores": s.perf_cores, "cpu_time_factor": f,
-          "cpu_s": o.decode["cpu_s"], "cpu_share": o.cpu_share, "contention": THREAD_CONTENTION}
-    text = [f"-t {s.threads} on {s.perf_cores} physical performance cores: decode on the CPU is memory-bound, so "
-            f"the {s.threads - s.perf_cores} extra threads add contention, not bandwidth.",
-            f"Model: the CPU part of each step takes {f:.2f}x as long "
-            f"({o.decode['cpu_s'] * 1e3:.1f} ms, {o.cpu_share:.0%} of the step)."]
-    c = try_change(s, o, f"-t {s.perf_cores}", {"llama.cpp": f"-t {s.perf_cores} (or leave -t out: the default "
-                                                            f"counts physical cores)"},
-                   {"threads": s.perf_cores}, {"threads": s.perf_cores})
+    ev = {
+        "n_threads": s.threads,
+        "perf_cores": s.perf_cores,
+        "cpu_time_factor": f,
+        "cpu_s": o.decode["cpu_s"],
+        "cpu_share": o.cpu_share,
+        "contention": THREAD_CONTENTION,
+    }
+    text = [
+        f"-t {s.threads} on {s.perf_cores} physical performance cores: decode on the CPU is memory-bound, so "
+        f"the {s.threads - s.perf_cores} extra threads add contention, not bandwidth.",
+        f"Model: the CPU part of each step takes {f:.2f}x as long "
+        f"({o.decode['cpu_s'] * 1e3:.1f} ms, {o.cpu_share:.0%} of the step).",
+    ]
+    c = try_change(
+        s,
+        o,
+        f"-t {s.perf_cores}",
+        {"llama.cpp": f"-t {s.perf_cores} (or leave -t out: the default counts physical cores)"},
+        {"threads": s.perf_cores},
+        {"threads": s.perf_cores},
+    )
     changes = [c] if c else []
-    return Finding("too_many_threads", "Too many CPU threads", ev, text, changes,
-                   severity=_severity(changes, o.decode_tok_s))
+    return Finding(
+        "too_many_threads", "Too many CPU threads", ev, text, changes, severity=_severity(changes, o.decode_tok_s)
+    )
 
 
 def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
@@ -410,19 +619,32 @@ def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
     capped_by_pool = pool_seqs < min(s.users, s.n_parallel)
     if not (capped_by_slots or capped_by_pool):
         return None
-    ev = {"users": s.users, "n_parallel": s.n_parallel, "n_ctx": s.ctx, "tokens_per_request": per_req,
-          "pool_sequences": pool_seqs, "active": o.active, "aggregate_tok_s": o.aggregate_tok_s,
-          "per_user_tok_s": o.aggregate_tok_s * o.active / s.users / max(1, o.active)}
+    ev = {
+        "users": s.users,
+        "n_parallel": s.n_parallel,
+        "n_ctx": s.ctx,
+        "tokens_per_request": per_req,
+        "pool_sequences": pool_seqs,
+        "active": o.active,
+        "aggregate_tok_s": o.aggregate_tok_s,
+        "per_user_tok_s": o.aggregate_tok_s * o.active / s.users / max(1, o.active),
+    }
     text = []
     if capped_by_slots:
-        text.append(f"{s.users} concurrent requests but -np {s.n_parallel}: {s.users - s.n_parallel} wait in the "
-                    f"queue while {o.active} decode{'s' if o.active == 1 else ''}.")
+        text.append(
+            f"{s.users} concurrent requests but -np {s.n_parallel}: {s.users - s.n_parallel} wait in the "
+            f"queue while {o.active} decode{'s' if o.active == 1 else ''}."
+        )
     if capped_by_pool:
-        text.append(f"The KV pool (-c {s.ctx:,}, shared by the slots) holds {pool_seqs} request"
-                    f"{'' if pool_seqs == 1 else 's'} of {per_req:,} tokens: the rest wait or are preempted.")
+        text.append(
+            f"The KV pool (-c {s.ctx:,}, shared by the slots) holds {pool_seqs} request"
+            f"{'' if pool_seqs == 1 else 's'} of {per_req:,} tokens: the rest wait or are preempted."
+        )
     verb = "sequence at once gives" if o.active == 1 else "sequences at once give"
-    text.append(f"{o.active} {verb} {rate_text(o.aggregate_tok_s)} in all; decode is memory-bound, so a batch of "
-                f"{s.users} reads the weights once for all of them.")
+    text.append(
+        f"{o.active} {verb} {rate_text(o.aggregate_tok_s)} in all; decode is memory-bound, so a batch of "
+        f"{s.users} reads the weights once for all of them."
+    )
     changes = []
     want = s.users
     for kv in (s.kv, _smaller_kv(s.kv)):
@@ -436,28 +658,50 @@ def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
         apply = {"np": want, "ctx": ctx, "kv": kv, **({"ngl": "auto"} if s.ngl is not None else {})}
         kvf = f" -ctk {kv} -ctv {kv} -fa on" if kv != s.kv else ""
         vkv = " --kv-cache-dtype fp8" if kv != s.kv else ""
-        c = try_change(s, o, f"-np {want} -c {ctx}" + kvf, {
-            "llama.cpp": f"-np {want} -c {ctx}{kvf}",
-            "vLLM": f"--max-num-seqs {max(want, 8)} --max-model-len {per_req}{vkv} (paged KV: the pool is what "
-                    f"--gpu-memory-utilization leaves)",
-            "SGLang": f"--max-running-requests {want} --context-length {per_req}"
-                      + (" --kv-cache-dtype fp8_e4m3" if kv != s.kv else "")},
-            apply, edits, metric="aggregate_tok_s",
-            note=f"each of the {want} slots gets {ctx // want:,} tokens of the shared pool")
+        c = try_change(
+            s,
+            o,
+            f"-np {want} -c {ctx}" + kvf,
+            {
+                "llama.cpp": f"-np {want} -c {ctx}{kvf}",
+                "vLLM": f"--max-num-seqs {max(want, 8)} --max-model-len {per_req}{vkv} (paged KV: the pool is what "
+                f"--gpu-memory-utilization leaves)",
+                "SGLang": f"--max-running-requests {want} --context-length {per_req}"
+                + (" --kv-cache-dtype fp8_e4m3" if kv != s.kv else ""),
+            },
+            apply,
+            edits,
+            metric="aggregate_tok_s",
+            note=f"each of the {want} slots gets {ctx // want:,} tokens of the shared pool",
+        )
         if c:
             changes.append(c)
     changes = _rank(changes)
-    return Finding("concurrency_cap", "Concurrency is capped: throughput flat as users are added", ev, text,
-                   changes, severity=_severity(changes, o.aggregate_tok_s))
+    return Finding(
+        "concurrency_cap",
+        "Concurrency is capped: throughput flat as users are added",
+        ev,
+        text,
+        changes,
+        severity=_severity(changes, o.aggregate_tok_s),
+    )
 
 
-DIAGNOSES = (diagnose_over_ask, diagnose_partial_offload, diagnose_kv_competes, diagnose_kv_long_context,
-             diagnose_pp_pcie, diagnose_threads, diagnose_concurrency)
+DIAGNOSES = (
+    diagnose_over_ask,
+    diagnose_partial_offload,
+    diagnose_kv_competes,
+    diagnose_kv_long_context,
+    diagnose_pp_pcie,
+    diagnose_threads,
+    diagnose_concurrency,
+)
 
 
 # ---------------------------------------------------------------------------
 # advise()
 # ---------------------------------------------------------------------------
+
 
 def advise_setup(s: Setup, outcome: Outcome | None = None) -> list:
     """Findings for a Setup, most severe first (a setup that does not load comes first).
@@ -472,8 +716,17 @@ def advise_setup(s: Setup, outcome: Outcome | None = None) -> list:
     return sorted(out, key=lambda f: (f.cause != "over_ask", -f.severity, CAUSES.index(f.cause)))
 
 
-def advise(placement, machine=None, context: int = 2000, n_parallel: int = 1, n_threads=None,
-           concurrent_users=None, prompt_tokens=None, perf_cores=None, op_offload: bool = True) -> list:
+def advise(
+    placement,
+    machine=None,
+    context: int = 2000,
+    n_parallel: int = 1,
+    n_threads=None,
+    concurrent_users=None,
+    prompt_tokens=None,
+    perf_cores=None,
+    op_offload: bool = True,
+) -> list:
     """The bottlenecks of a placement, each with evidence and ranked changes.
 
     placement: from perf_model.place().  context: tokens of conversation at which decode is
@@ -481,8 +734,9 @@ def advise(placement, machine=None, context: int = 2000, n_parallel: int = 1, n_
     once (default n_parallel).  n_threads: -t (None: llama.cpp's default, the physical cores).
     prompt_tokens: prompt length for prefill (default `context`).  perf_cores: physical
     performance cores (default: CPU_CORES for the machine).  Returns a list of Finding."""
-    s = setup_from_placement(placement, machine, context, prompt_tokens, n_parallel, n_threads,
-                             concurrent_users, perf_cores, op_offload)
+    s = setup_from_placement(
+        placement, machine, context, prompt_tokens, n_parallel, n_threads, concurrent_users, perf_cores, op_offload
+    )
     return advise_setup(s)
 
 

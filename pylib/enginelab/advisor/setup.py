@@ -4,13 +4,14 @@ A Setup is perf_model's placement inputs plus the workload (threads, slots, user
 times it; try_change() edits one knob, evaluates again and keeps the edit when it gains. Every diagnosis
 (enginelab.advisor.diagnosis) and recipe (enginelab.advisor.recipes) is built from these.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
 import perf_model as pm
 
-MIN_GAIN = 1.01                # a change must buy at least 1% to be suggested
+MIN_GAIN = 1.01  # a change must buy at least 1% to be suggested
 
 
 def check(cond: bool, arg: str, msg: str) -> None:
@@ -53,8 +54,11 @@ def thread_factor(n_threads, perf_cores: int) -> float:
     """How much longer the CPU part of a decode step takes with n_threads (1.0 = llama.cpp's default)."""
     if n_threads is None:
         return 1.0
-    check(isinstance(n_threads, int) and not isinstance(n_threads, bool) and n_threads >= 1, "n_threads",
-           f"must be a positive integer, got {n_threads!r}")
+    check(
+        isinstance(n_threads, int) and not isinstance(n_threads, bool) and n_threads >= 1,
+        "n_threads",
+        f"must be a positive integer, got {n_threads!r}",
+    )
     sat = max(1, int(perf_cores * BUS_SATURATION))
     if n_threads < sat:
         return sat / n_threads
@@ -63,78 +67,120 @@ def thread_factor(n_threads, perf_cores: int) -> float:
     return 1.0 + THREAD_CONTENTION * (n_threads - perf_cores) / perf_cores
 
 
-
-
 # ---------------------------------------------------------------------------
 # Setups
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Setup:
     """Everything the advisor varies: perf_model's placement inputs plus the workload."""
+
     model: pm.Model
     machine: pm.Machine
     quant: str | None
     kv: str = "f16"
     ctx: int = 8192
-    ngl: int | None = None          # None: --fit chooses (-ngl auto)
+    ngl: int | None = None  # None: --fit chooses (-ngl auto)
     n_cpu_moe: int = 0
     n_ubatch: int = pm.N_UBATCH_DEFAULT
     n_batch: int = pm.N_BATCH_DEFAULT
-    tokens: int = 2000              # context at which decode is timed
-    prompt: int = 2000              # prompt length for prefill
-    threads: int | None = None      # None: llama.cpp's default (physical cores)
+    tokens: int = 2000  # context at which decode is timed
+    prompt: int = 2000  # prompt length for prefill
+    threads: int | None = None  # None: llama.cpp's default (physical cores)
     perf_cores: int = 8
-    n_parallel: int = 1             # llama.cpp -np slots
-    users: int = 1                  # concurrent requests the workload makes
+    n_parallel: int = 1  # llama.cpp -np slots
+    users: int = 1  # concurrent requests the workload makes
     op_offload: bool = True
 
-    def changed(self, **kw) -> "Setup":
+    def changed(self, **kw) -> Setup:
         return replace(self, **kw)
 
     def state(self) -> dict:
         """The calculator/advisor URL state for this setup."""
-        return {"model": self.model.key, "machine": self.machine.key, "quant": self.quant, "kv": self.kv,
-                "ctx": self.ctx, "ngl": "auto" if self.ngl is None else self.ngl, "tokens": self.tokens,
-                "n_cpu_moe": self.n_cpu_moe, "threads": "auto" if self.threads is None else self.threads,
-                "np": self.n_parallel, "users": self.users, "ub": self.n_ubatch, "b": self.n_batch}
+        return {
+            "model": self.model.key,
+            "machine": self.machine.key,
+            "quant": self.quant,
+            "kv": self.kv,
+            "ctx": self.ctx,
+            "ngl": "auto" if self.ngl is None else self.ngl,
+            "tokens": self.tokens,
+            "n_cpu_moe": self.n_cpu_moe,
+            "threads": "auto" if self.threads is None else self.threads,
+            "np": self.n_parallel,
+            "users": self.users,
+            "ub": self.n_ubatch,
+            "b": self.n_batch,
+        }
 
 
 def setup_from_state(state) -> Setup:
     """A Setup from a state dict (or an object with those attributes); unknown keys are ignored."""
-    get = (lambda k, d=None: state.get(k, d)) if isinstance(state, dict) else \
-        (lambda k, d=None: getattr(state, k, d))
+    get = (lambda k, d=None: state.get(k, d)) if isinstance(state, dict) else (lambda k, d=None: getattr(state, k, d))
     model, machine = pm.get_model(get("model")), pm.get_machine(get("machine"))
     ngl = get("ngl", "auto")
     threads = get("threads", "auto")
     tokens = int(get("tokens", 2000))
-    return Setup(model=model, machine=machine, quant=get("quant", "Q4_K_M"), kv=get("kv", "f16"),
-                 ctx=int(get("ctx", 8192)), ngl=None if ngl in (None, "auto") else int(ngl),
-                 n_cpu_moe=int(get("n_cpu_moe", 0) or 0), n_ubatch=int(get("ub", pm.N_UBATCH_DEFAULT)),
-                 n_batch=int(get("b", pm.N_BATCH_DEFAULT)), tokens=tokens, prompt=int(get("prompt", tokens)),
-                 threads=None if threads in (None, "auto") else int(threads), perf_cores=cpu_cores(machine)[0],
-                 n_parallel=int(get("np", 1) or 1), users=int(get("users", 1) or 1))
+    return Setup(
+        model=model,
+        machine=machine,
+        quant=get("quant", "Q4_K_M"),
+        kv=get("kv", "f16"),
+        ctx=int(get("ctx", 8192)),
+        ngl=None if ngl in (None, "auto") else int(ngl),
+        n_cpu_moe=int(get("n_cpu_moe", 0) or 0),
+        n_ubatch=int(get("ub", pm.N_UBATCH_DEFAULT)),
+        n_batch=int(get("b", pm.N_BATCH_DEFAULT)),
+        tokens=tokens,
+        prompt=int(get("prompt", tokens)),
+        threads=None if threads in (None, "auto") else int(threads),
+        perf_cores=cpu_cores(machine)[0],
+        n_parallel=int(get("np", 1) or 1),
+        users=int(get("users", 1) or 1),
+    )
 
 
-def setup_from_placement(placement, machine=None, context: int = 2000, prompt_tokens=None, n_parallel: int = 1,
-                         n_threads=None, concurrent_users=None, perf_cores=None, op_offload: bool = True) -> Setup:
+def setup_from_placement(
+    placement,
+    machine=None,
+    context: int = 2000,
+    prompt_tokens=None,
+    n_parallel: int = 1,
+    n_threads=None,
+    concurrent_users=None,
+    perf_cores=None,
+    op_offload: bool = True,
+) -> Setup:
     check(isinstance(placement, pm.Placement), "placement", "must be a perf_model.Placement (from place())")
     mc = placement.machine if machine is None else pm.get_machine(machine)
     check(isinstance(context, int) and context >= 0, "context", f"must be an integer >= 0, got {context!r}")
     check(isinstance(n_parallel, int) and n_parallel >= 1, "n_parallel", f"must be >= 1, got {n_parallel!r}")
     users = n_parallel if concurrent_users is None else concurrent_users
     check(isinstance(users, int) and users >= 1, "concurrent_users", f"must be >= 1, got {users!r}")
-    return Setup(model=placement.model, machine=mc, quant=placement.quant, kv=placement.kv_type,
-                 ctx=placement.n_ctx, ngl=None if placement.auto else placement.n_gpu_layers,
-                 n_cpu_moe=placement.n_cpu_moe, n_ubatch=placement.n_ubatch, tokens=context,
-                 prompt=max(1, context if prompt_tokens is None else prompt_tokens), threads=n_threads,
-                 perf_cores=perf_cores or cpu_cores(mc)[0], n_parallel=n_parallel, users=users,
-                 op_offload=op_offload)
+    return Setup(
+        model=placement.model,
+        machine=mc,
+        quant=placement.quant,
+        kv=placement.kv_type,
+        ctx=placement.n_ctx,
+        ngl=None if placement.auto else placement.n_gpu_layers,
+        n_cpu_moe=placement.n_cpu_moe,
+        n_ubatch=placement.n_ubatch,
+        tokens=context,
+        prompt=max(1, context if prompt_tokens is None else prompt_tokens),
+        threads=n_threads,
+        perf_cores=perf_cores or cpu_cores(mc)[0],
+        n_parallel=n_parallel,
+        users=users,
+        op_offload=op_offload,
+    )
 
 
 # ---------------------------------------------------------------------------
 # Outcomes
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -142,7 +188,7 @@ class Outcome:
     fits: bool
     ngl: int
     gpu_layers: int
-    vram: float                 # bytes on the GPU (weights + KV + compute)
+    vram: float  # bytes on the GPU (weights + KV + compute)
     ram: float
     decode_tok_s: float | None  # one sequence at `tokens` of context, threads applied
     prefill_tok_s: float | None
@@ -154,15 +200,31 @@ class Outcome:
     prefill: dict | None = None
 
     def summary(self) -> dict:
-        return {"fits": self.fits, "n_gpu_layers": self.ngl, "gpu_layers": self.gpu_layers,
-                "vram_gb": self.vram / pm.GB, "ram_gb": self.ram / pm.GB, "decode_tok_s": self.decode_tok_s,
-                "prefill_tok_s": self.prefill_tok_s, "cpu_share": self.cpu_share,
-                "aggregate_tok_s": self.aggregate_tok_s, "active": self.active}
+        return {
+            "fits": self.fits,
+            "n_gpu_layers": self.ngl,
+            "gpu_layers": self.gpu_layers,
+            "vram_gb": self.vram / pm.GB,
+            "ram_gb": self.ram / pm.GB,
+            "decode_tok_s": self.decode_tok_s,
+            "prefill_tok_s": self.prefill_tok_s,
+            "cpu_share": self.cpu_share,
+            "aggregate_tok_s": self.aggregate_tok_s,
+            "active": self.active,
+        }
 
 
 def place_setup(s: Setup) -> pm.Placement:
-    return pm.place(s.model, s.machine, s.quant, n_ctx=s.ctx, kv_type=s.kv, n_gpu_layers=s.ngl,
-                    n_cpu_moe=s.n_cpu_moe, n_ubatch=s.n_ubatch)
+    return pm.place(
+        s.model,
+        s.machine,
+        s.quant,
+        n_ctx=s.ctx,
+        kv_type=s.kv,
+        n_gpu_layers=s.ngl,
+        n_cpu_moe=s.n_cpu_moe,
+        n_ubatch=s.n_ubatch,
+    )
 
 
 def decode_setup(p: pm.Placement, s: Setup, context: int, batch: int = 1) -> dict:
@@ -181,7 +243,7 @@ def decode_setup(p: pm.Placement, s: Setup, context: int, batch: int = 1) -> dic
 
 def slots_active(s: Setup) -> int:
     """Sequences decoding together: the users, capped by the slots and by what the KV pool holds."""
-    by_pool = max(1, s.ctx // max(1, s.tokens))     # -c is shared by all slots (unified KV)
+    by_pool = max(1, s.ctx // max(1, s.tokens))  # -c is shared by all slots (unified KV)
     return max(1, min(s.users, s.n_parallel, by_pool))
 
 
@@ -190,58 +252,94 @@ def evaluate(s: Setup, prefill: bool = True) -> Outcome:
 
     prefill=False skips the prompt timing (the slowest part to compute) when only decode matters."""
     p = place_setup(s)
-    base = dict(placement=p, fits=p.fits, ngl=p.n_gpu_layers, gpu_layers=p.gpu_layers, vram=p.gpu_total,
-                ram=p.cpu_total)
+    base = dict(
+        placement=p, fits=p.fits, ngl=p.n_gpu_layers, gpu_layers=p.gpu_layers, vram=p.gpu_total, ram=p.cpu_total
+    )
     if not p.fits:
-        return Outcome(decode_tok_s=None, prefill_tok_s=None, prefill_s=None, cpu_share=None,
-                       aggregate_tok_s=None, active=0, **base)
+        return Outcome(
+            decode_tok_s=None,
+            prefill_tok_s=None,
+            prefill_s=None,
+            cpu_share=None,
+            aggregate_tok_s=None,
+            active=0,
+            **base,
+        )
     d = decode_setup(p, s, s.tokens)
     f = {"tok_per_s": None, "total_s": None}
     if prefill:
         # unified memory has no PCIe link to copy over (pcie_gbs = 0): no op offload to time
-        f = pm.prefill_time(p, s.machine, n_tokens=max(1, s.prompt), n_batch=max(s.n_batch, s.n_ubatch),
-                            op_offload=s.op_offload and s.machine.pcie_gbs > 0)
+        f = pm.prefill_time(
+            p,
+            s.machine,
+            n_tokens=max(1, s.prompt),
+            n_batch=max(s.n_batch, s.n_ubatch),
+            op_offload=s.op_offload and s.machine.pcie_gbs > 0,
+        )
     active = slots_active(s)
     agg = decode_setup(p, s, s.tokens, batch=active)["tok_per_s"] if active > 1 else d["tok_per_s"]
-    return Outcome(decode_tok_s=d["tok_per_s"], prefill_tok_s=f["tok_per_s"], prefill_s=f["total_s"],
-                   cpu_share=d["cpu_share"], aggregate_tok_s=agg, active=active, decode=d, prefill=f, **base)
+    return Outcome(
+        decode_tok_s=d["tok_per_s"],
+        prefill_tok_s=f["tok_per_s"],
+        prefill_s=f["total_s"],
+        cpu_share=d["cpu_share"],
+        aggregate_tok_s=agg,
+        active=active,
+        decode=d,
+        prefill=f,
+        **base,
+    )
 
 
 # ---------------------------------------------------------------------------
 # Changes
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class Change:
-    title: str                  # short: "-ctk q8_0 -ctv q8_0 -fa on"
-    flags: dict                 # engine -> exact flags: {"llama.cpp": ..., "vLLM": ..., "SGLang": ...}
-    apply: dict                 # state keys to set (the calculator's URL state)
+    title: str  # short: "-ctk q8_0 -ctv q8_0 -fa on"
+    flags: dict  # engine -> exact flags: {"llama.cpp": ..., "vLLM": ..., "SGLang": ...}
+    apply: dict  # state keys to set (the calculator's URL state)
     before: dict
     after: dict
     metric: str = "decode_tok_s"  # what the gain is measured in
-    gain: float = 0.0           # after - before in `metric` (before = 0 when it did not load)
-    effect: str = ""            # "+2 layers on GPU, 5.8 → 6.1 tok/s"
-    note: str = ""              # the trade-off
+    gain: float = 0.0  # after - before in `metric` (before = 0 when it did not load)
+    effect: str = ""  # "+2 layers on GPU, 5.8 → 6.1 tok/s"
+    note: str = ""  # the trade-off
 
     def as_dict(self) -> dict:
-        return {"title": self.title, "flags": dict(self.flags), "apply": dict(self.apply),
-                "before": dict(self.before), "after": dict(self.after), "metric": self.metric,
-                "gain": self.gain, "effect": self.effect, "note": self.note}
+        return {
+            "title": self.title,
+            "flags": dict(self.flags),
+            "apply": dict(self.apply),
+            "before": dict(self.before),
+            "after": dict(self.after),
+            "metric": self.metric,
+            "gain": self.gain,
+            "effect": self.effect,
+            "note": self.note,
+        }
 
 
 @dataclass
 class Finding:
-    cause: str                  # one of CAUSES
+    cause: str  # one of CAUSES
     title: str
-    evidence: dict              # numbers (raw, SI units) behind the diagnosis
-    evidence_text: list         # the same numbers, as sentences
+    evidence: dict  # numbers (raw, SI units) behind the diagnosis
+    evidence_text: list  # the same numbers, as sentences
     changes: list = field(default_factory=list)
-    severity: float = 0.0       # for ranking findings: the best change's relative gain
+    severity: float = 0.0  # for ranking findings: the best change's relative gain
 
     def as_dict(self) -> dict:
-        return {"cause": self.cause, "title": self.title, "evidence": dict(self.evidence),
-                "evidence_text": list(self.evidence_text), "changes": [c.as_dict() for c in self.changes],
-                "severity": self.severity}
+        return {
+            "cause": self.cause,
+            "title": self.title,
+            "evidence": dict(self.evidence),
+            "evidence_text": list(self.evidence_text),
+            "changes": [c.as_dict() for c in self.changes],
+            "severity": self.severity,
+        }
 
 
 def rate_text(v) -> str:
@@ -266,20 +364,33 @@ def _effect(before: Outcome, after: Outcome, metric: str) -> str:
     if after.fits and before.fits and dl:
         parts.append(f"{dl:+d} layers on GPU")
     if not before.fits and after.fits:
-        return (f"does not load → loads with -ngl {after.ngl} ({gb_text(after.vram)} VRAM), "
-                f"{rate_text(_metric(after, metric))}" + (" in all" if metric == "aggregate_tok_s" else "")
-                + (" prompt" if metric == "prefill_tok_s" else ""))
+        return (
+            f"does not load → loads with -ngl {after.ngl} ({gb_text(after.vram)} VRAM), "
+            f"{rate_text(_metric(after, metric))}"
+            + (" in all" if metric == "aggregate_tok_s" else "")
+            + (" prompt" if metric == "prefill_tok_s" else "")
+        )
     if metric == "prefill_tok_s":
         parts.append(f"prompt {rate_text(before.prefill_tok_s)} → {rate_text(after.prefill_tok_s)}")
-        if before.decode_tok_s and after.decode_tok_s and rate_text(before.decode_tok_s) != rate_text(after.decode_tok_s):
+        if (
+            before.decode_tok_s
+            and after.decode_tok_s
+            and rate_text(before.decode_tok_s) != rate_text(after.decode_tok_s)
+        ):
             parts.append(f"decode {rate_text(before.decode_tok_s)} → {rate_text(after.decode_tok_s)}")
     elif metric == "aggregate_tok_s":
-        parts.append(f"{before.active} → {after.active} sequences at once, "
-                     f"{rate_text(before.aggregate_tok_s)} → {rate_text(after.aggregate_tok_s)} in all")
+        parts.append(
+            f"{before.active} → {after.active} sequences at once, "
+            f"{rate_text(before.aggregate_tok_s)} → {rate_text(after.aggregate_tok_s)} in all"
+        )
     else:
         parts.append(f"{rate_text(before.decode_tok_s)} → {rate_text(after.decode_tok_s)}")
-    if after.fits and after.placement.gpu_layers == after.placement.n_layers and \
-            after.placement.output_on_gpu and not (before.fits and before.placement.full_offload):
+    if (
+        after.fits
+        and after.placement.gpu_layers == after.placement.n_layers
+        and after.placement.output_on_gpu
+        and not (before.fits and before.placement.full_offload)
+    ):
         parts.append("fits entirely on the GPU")
     return ", ".join(parts)
 
@@ -289,8 +400,16 @@ def _metric(o: Outcome, metric: str) -> float:
     return 0.0 if v is None else v
 
 
-def try_change(base: Setup, base_out: Outcome, title: str, flags: dict, apply: dict, edits: dict,
-               metric: str = "decode_tok_s", note: str = "") -> Change | None:
+def try_change(
+    base: Setup,
+    base_out: Outcome,
+    title: str,
+    flags: dict,
+    apply: dict,
+    edits: dict,
+    metric: str = "decode_tok_s",
+    note: str = "",
+) -> Change | None:
     """Apply `edits` to the setup, re-run perf_model, and keep the change if it fits and gains."""
     try:
         new = base.changed(**edits)
@@ -305,17 +424,30 @@ def try_change(base: Setup, base_out: Outcome, title: str, flags: dict, apply: d
     b, a = _metric(base_out, metric), _metric(out, metric)
     if base_out.fits and a < b * MIN_GAIN:
         return None
-    return Change(title=title, flags=flags, apply=apply, before=base_out.summary(), after=out.summary(),
-                  metric=metric, gain=a - b, effect=_effect(base_out, out, metric), note=note)
+    return Change(
+        title=title,
+        flags=flags,
+        apply=apply,
+        before=base_out.summary(),
+        after=out.summary(),
+        metric=metric,
+        gain=a - b,
+        effect=_effect(base_out, out, metric),
+        note=note,
+    )
 
 
 # Flags per change kind --------------------------------------------------------
 
+
 def kv_flags(kv: str) -> dict:
     vllm = {"q8_0": "--kv-cache-dtype fp8", "q4_0": "--kv-cache-dtype fp8 (vLLM has no 4-bit KV cache)"}
     sgl = {"q8_0": "--kv-cache-dtype fp8_e4m3", "q4_0": "--kv-cache-dtype fp8_e4m3"}
-    return {"llama.cpp": f"-ctk {kv} -ctv {kv} -fa on", "vLLM": vllm.get(kv, "--kv-cache-dtype auto"),
-            "SGLang": sgl.get(kv, "--kv-cache-dtype auto")}
+    return {
+        "llama.cpp": f"-ctk {kv} -ctv {kv} -fa on",
+        "vLLM": vllm.get(kv, "--kv-cache-dtype auto"),
+        "SGLang": sgl.get(kv, "--kv-cache-dtype auto"),
+    }
 
 
 def ctx_flags(n: int) -> dict:

@@ -1,5 +1,6 @@
 """Speculative decoding: tokens per target pass, tok/s with a draft model, and where drafting stops paying
 (speculative())."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -21,9 +22,13 @@ from .setup import check
 # by perf_model (the verify pass with batch = n + 1, which reads the weights
 # once; it charges the KV once per token, slightly pessimistic).
 
+
 def expected_tokens(acceptance: float, n_draft: int) -> float:
-    check(isinstance(acceptance, (int, float)) and 0.0 <= acceptance <= 1.0, "acceptance",
-           f"must be between 0 and 1, got {acceptance!r}")
+    check(
+        isinstance(acceptance, (int, float)) and 0.0 <= acceptance <= 1.0,
+        "acceptance",
+        f"must be between 0 and 1, got {acceptance!r}",
+    )
     check(isinstance(n_draft, int) and n_draft >= 1, "n_draft", f"must be an integer >= 1, got {n_draft!r}")
     a = float(acceptance)
     if a == 1.0:
@@ -41,13 +46,21 @@ def _draft_placement(target: pm.Placement, draft, quant):
     if mc.gpu is not None and not mc.unified and target.auto and dp.gpu_total > 0:
         # the draft's VRAM comes out of the target's: re-fit the target on a smaller GPU
         left = replace(mc.gpu, mem_gb=max(0.0, (mc.gpu.mem_bytes - dp.gpu_total) / pm.GB))
-        tp = pm.place(target.model, replace(mc, gpu=left), target.quant, n_ctx=target.n_ctx,
-                      kv_type=target.kv_type, n_cpu_moe=target.n_cpu_moe, n_ubatch=target.n_ubatch)
+        tp = pm.place(
+            target.model,
+            replace(mc, gpu=left),
+            target.quant,
+            n_ctx=target.n_ctx,
+            kv_type=target.kv_type,
+            n_cpu_moe=target.n_cpu_moe,
+            n_ubatch=target.n_ubatch,
+        )
     return dp, tp
 
 
-def speculative(target_placement, draft_model_key, acceptance: float, n_draft: int = 3, context: int = 2000,
-                draft_quant=None) -> dict:
+def speculative(
+    target_placement, draft_model_key, acceptance: float, n_draft: int = 3, context: int = 2000, draft_quant=None
+) -> dict:
     """Tokens per target pass and tok/s with a draft model, and where drafting stops paying."""
     check(isinstance(target_placement, pm.Placement), "target_placement", "must be a perf_model.Placement")
     E = expected_tokens(acceptance, n_draft)
@@ -55,13 +68,27 @@ def speculative(target_placement, draft_model_key, acceptance: float, n_draft: i
     check(draft_model_key in pm.MODELS, "draft", f"unknown model {draft_model_key!r}; allowed: {', '.join(pm.MODELS)}")
     dp, tp = _draft_placement(target, draft_model_key, draft_quant)
     base = pm.decode_step_time(target, target.machine, context=context)
-    out = {"acceptance": acceptance, "n_draft": n_draft, "expected_tokens": E,
-           "baseline_tok_s": base["tok_per_s"], "draft": pm.MODELS[draft_model_key].name,
-           "draft_vram_bytes": dp.gpu_total, "target_gpu_layers_before": target.gpu_layers,
-           "target_gpu_layers_with_draft": tp.gpu_layers, "fits": dp.fits and tp.fits}
+    out = {
+        "acceptance": acceptance,
+        "n_draft": n_draft,
+        "expected_tokens": E,
+        "baseline_tok_s": base["tok_per_s"],
+        "draft": pm.MODELS[draft_model_key].name,
+        "draft_vram_bytes": dp.gpu_total,
+        "target_gpu_layers_before": target.gpu_layers,
+        "target_gpu_layers_with_draft": tp.gpu_layers,
+        "fits": dp.fits and tp.fits,
+    }
     if not out["fits"]:
-        out.update({"tok_s": None, "speedup": None, "break_even_acceptance": None, "best_n_draft": None,
-                    "error": (dp.error or tp.error)})
+        out.update(
+            {
+                "tok_s": None,
+                "speedup": None,
+                "break_even_acceptance": None,
+                "best_n_draft": None,
+                "error": (dp.error or tp.error),
+            }
+        )
         return out
     t_draft = pm.decode_step_time(dp, dp.machine, context=context)["total_s"]
     t1 = pm.decode_step_time(tp, tp.machine, context=context)["total_s"]
@@ -74,7 +101,7 @@ def speculative(target_placement, draft_model_key, acceptance: float, n_draft: i
     # break-even: the acceptance at which drafting matches plain decoding (bisection; E grows with a)
     lo, hi = 0.0, 1.0
     if rate(1.0, n_draft)[0] < base["tok_per_s"]:
-        be = None          # even perfect acceptance does not pay: the draft is too slow
+        be = None  # even perfect acceptance does not pay: the draft is too slow
     elif rate(0.0, n_draft)[0] >= base["tok_per_s"]:
         be = 0.0
     else:
@@ -87,15 +114,27 @@ def speculative(target_placement, draft_model_key, acceptance: float, n_draft: i
         be = hi
     best = max(range(1, 9), key=lambda n: rate(acceptance, n)[0])
     curve = [{"acceptance": a / 20, "tok_s": rate(a / 20, n_draft)[0]} for a in range(0, 21)]
-    out.update({"t_draft_s": t_draft, "t_verify_s": t_verify, "t_target_s": t1, "round_s": n_draft * t_draft + t_verify,
-                "tok_s": tok_s, "speedup": tok_s / base["tok_per_s"], "break_even_acceptance": be,
-                "draft_cost_ratio": t_draft / base["total_s"], "best_n_draft": best,
-                "best_tok_s": rate(acceptance, best)[0], "pays": tok_s > base["tok_per_s"], "curve": curve})
+    out.update(
+        {
+            "t_draft_s": t_draft,
+            "t_verify_s": t_verify,
+            "t_target_s": t1,
+            "round_s": n_draft * t_draft + t_verify,
+            "tok_s": tok_s,
+            "speedup": tok_s / base["tok_per_s"],
+            "break_even_acceptance": be,
+            "draft_cost_ratio": t_draft / base["total_s"],
+            "best_n_draft": best,
+            "best_tok_s": rate(acceptance, best)[0],
+            "pays": tok_s > base["tok_per_s"],
+            "curve": curve,
+        }
+    )
     out["flags"] = {
         "llama.cpp": f"-md {pm.gguf_filename(pm.MODELS[draft_model_key], dp.quant)} --spec-draft-n-max {n_draft}",
-        "vLLM": "--speculative-config '{\"model\": \"<draft HF repo>\", \"num_speculative_tokens\": "
-                f"{n_draft}, \"method\": \"draft_model\"}}'",
+        "vLLM": '--speculative-config \'{"model": "<draft HF repo>", "num_speculative_tokens": '
+        f'{n_draft}, "method": "draft_model"}}\'',
         "SGLang": f"--speculative-algorithm STANDALONE --speculative-draft-model-path <draft> "
-                  f"--speculative-num-draft-tokens {n_draft + 1}",
+        f"--speculative-num-draft-tokens {n_draft + 1}",
     }
     return out

@@ -6,6 +6,7 @@ here by the `data-figure` attribute of <html>. A page imports only its own figur
 lazy), so the calculator does not pay at start-up for the KV simulator or the validation dataset.
 To add a figure, write `figures/<module>.py` and list its id below.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -14,17 +15,17 @@ from collections.abc import Mapping
 # figure id -> module name, in the site's order
 FIGURES = {
     "calculator": "calculator",
-    "tiers": "tiers",                    # figures 1-3: memory tiers, model load, prefill/decode (step-through)
+    "tiers": "tiers",  # figures 1-3: memory tiers, model load, prefill/decode (step-through)
     "load": "load",
     "phases": "phases",
-    "roofline": "roofline",              # figures 4, 6, 7, 9
+    "roofline": "roofline",  # figures 4, 6, 7, 9
     "offload-curve": "offload_curve",
     "decode-curve": "decode_curve",
     "engines": "engines",
-    "serving-plan": "serving_plan",      # issue 7: vLLM/SGLang planner, estimates vs llama-bench
+    "serving-plan": "serving_plan",  # issue 7: vLLM/SGLang planner, estimates vs llama-bench
     "validation": "validation",
-    "advisor": "advisor",                # issue 8: bottleneck advisor
-    "kv-managers": "kv_managers",        # figure 8: three KV managers
+    "advisor": "advisor",  # issue 8: bottleneck advisor
+    "kv-managers": "kv_managers",  # figure 8: three KV managers
 }
 
 

@@ -5,24 +5,25 @@ allocates (-c, n_ctx), -ngl (auto: what --fit would pick), --n-cpu-moe, and the 
 speeds are estimated at. Everything numeric comes from perf_model: place(), decode_step_time(),
 prefill_time(). This module only arranges and draws it.
 """
+
 from __future__ import annotations
 
 import shlex
 
 import perf_model as pm
 
-from .. import fmt
-from .. import chart, custom
+from .. import chart, custom, fmt
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
 ID = "calculator"
 TITLE = "Fit and speed calculator"
-LEDE = ("Pick a model, a machine, a quantization, a KV-cache type and a context length: see where llama.cpp "
-        "would place each byte, and what that does to decode and prompt speed.")
+LEDE = (
+    "Pick a model, a machine, a quantization, a KV-cache type and a context length: see where llama.cpp "
+    "would place each byte, and what that does to decode and prompt speed."
+)
 
 READOUTS = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -59,7 +60,9 @@ def _model_options(partial):
 
 
 def _machine_options(partial):
-    return [(k, m.name) for k, m in pm.MACHINES.items() if k != "custom"] + [("custom", "Your machine (enter it below)")]
+    return [(k, m.name) for k, m in pm.MACHINES.items() if k != "custom"] + [
+        ("custom", "Your machine (enter it below)")
+    ]
 
 
 def _max_ngl(partial) -> int:
@@ -80,29 +83,73 @@ def _is_custom_machine(p) -> bool:
     return p.get("machine") == "custom"
 
 
-SPEC = Spec(ID, [
-    Choice("model", "Model", default=CATALOG_DEFAULT_MODEL, options=_model_options),
-    Text("cfg", "Your config.json", default="", max_len=custom.CONFIG_MAX_CHARS, rows=3,
-         visible=lambda p: p.get("model") == "custom",
-         help="Set by “Use this config” in the panel below (compact JSON; it travels in the URL)."),
-    Choice("machine", "Machine", default="rtx4060ti", options=_machine_options),
-] + [Float(key, label, default=d, min=lo, max=hi, step=0.1, visible=_is_custom_machine)
-     for key, label, d, lo, hi in custom.MACHINE_FIELDS] + [
-    Choice("quant", "Quantization", default="Q4_K_M",
-           options=lambda p: [(q, q) for q in pm.QUANT_PRESETS], visible=lambda p: p.get("model") != "gguf",
-           help="A dropped GGUF file uses its own tensor types."),
-    Choice("kv", "KV cache type (-ctk/-ctv)", default="f16",
-           options=lambda p: [(k, k) for k in pm.KV_TYPES]),
-    Int("ctx", "Context, n_ctx (-c)", default=8192, min=CTX_MIN, max=_ctx_max, step=256,
-        help="Tokens of KV cache allocated at startup."),
-    Int("ngl", "GPU layers (-ngl)", default="auto", auto="auto", min=0, max=_max_ngl,
-        help="auto: the most that fit with --fit's margin."),
-    Int("tokens", "Conversation length (tokens)", default=2000, min=1, max=lambda p: p["ctx"], step=100,
-        help="Where decode speed is read, and the prompt length for prefill."),
-    Int("n_cpu_moe", "Expert layers in RAM (--n-cpu-moe)", default=0, min=0,
-        max=lambda p: _model(p).n_layers, visible=lambda p: _model(p).is_moe,
-        help="Keep the expert weights of the first N layers in system RAM."),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice("model", "Model", default=CATALOG_DEFAULT_MODEL, options=_model_options),
+        Text(
+            "cfg",
+            "Your config.json",
+            default="",
+            max_len=custom.CONFIG_MAX_CHARS,
+            rows=3,
+            visible=lambda p: p.get("model") == "custom",
+            help="Set by “Use this config” in the panel below (compact JSON; it travels in the URL).",
+        ),
+        Choice("machine", "Machine", default="rtx4060ti", options=_machine_options),
+    ]
+    + [
+        Float(key, label, default=d, min=lo, max=hi, step=0.1, visible=_is_custom_machine)
+        for key, label, d, lo, hi in custom.MACHINE_FIELDS
+    ]
+    + [
+        Choice(
+            "quant",
+            "Quantization",
+            default="Q4_K_M",
+            options=lambda p: [(q, q) for q in pm.QUANT_PRESETS],
+            visible=lambda p: p.get("model") != "gguf",
+            help="A dropped GGUF file uses its own tensor types.",
+        ),
+        Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
+        Int(
+            "ctx",
+            "Context, n_ctx (-c)",
+            default=8192,
+            min=CTX_MIN,
+            max=_ctx_max,
+            step=256,
+            help="Tokens of KV cache allocated at startup.",
+        ),
+        Int(
+            "ngl",
+            "GPU layers (-ngl)",
+            default="auto",
+            auto="auto",
+            min=0,
+            max=_max_ngl,
+            help="auto: the most that fit with --fit's margin.",
+        ),
+        Int(
+            "tokens",
+            "Conversation length (tokens)",
+            default=2000,
+            min=1,
+            max=lambda p: p["ctx"],
+            step=100,
+            help="Where decode speed is read, and the prompt length for prefill.",
+        ),
+        Int(
+            "n_cpu_moe",
+            "Expert layers in RAM (--n-cpu-moe)",
+            default=0,
+            min=0,
+            max=lambda p: _model(p).n_layers,
+            visible=lambda p: _model(p).is_moe,
+            help="Keep the expert weights of the first N layers in system RAM.",
+        ),
+    ],
+)
 
 
 def default_state():
@@ -132,16 +179,25 @@ def compute(state) -> dict:
     machine = _machine(partial)
     quant = None if state.model == "gguf" else state.quant
     ngl = None if state.ngl == "auto" else state.ngl
-    data = {"state": state, "model": model, "machine": machine, "error": None, "placement": None,
-            "decode": None, "prefill": None, "command": command_line(state, model=model)}
+    data = {
+        "state": state,
+        "model": model,
+        "machine": machine,
+        "error": None,
+        "placement": None,
+        "decode": None,
+        "prefill": None,
+        "command": command_line(state, model=model),
+    }
     if state.model == "custom":
         try:
             custom.model_from_config_text(custom.expand_compact(state.cfg))
         except ValueError as e:
             data["error"] = f"{e} (showing {model.name} until the config parses)"
     try:
-        p = pm.place(model, machine, quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl,
-                     n_cpu_moe=state.n_cpu_moe)
+        p = pm.place(
+            model, machine, quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl, n_cpu_moe=state.n_cpu_moe
+        )
     except ValueError as e:  # settings perf_model rejects: shown, never a crash
         data["error"] = str(e)
         data["readouts"] = {k: None for k in READOUTS} | {"fits": False}
@@ -149,11 +205,18 @@ def compute(state) -> dict:
     data["placement"] = p
     if hasattr(pm, "llama_server_command"):
         data["command"] = pm.llama_server_command(p)
-    if data["error"]:   # a config that did not parse: numbers for the fallback model would mislead
+    if data["error"]:  # a config that did not parse: numbers for the fallback model would mislead
         data["readouts"] = {k: None for k in READOUTS} | {"fits": False}
         return data
-    r = {"n_gpu_layers": p.n_gpu_layers, "vram_gb": p.gpu_total / pm.GB, "ram_gb": p.cpu_total / pm.GB,
-         "decode_tok_s": None, "prefill_tok_s": None, "cpu_share": None, "fits": bool(p.fits)}
+    r = {
+        "n_gpu_layers": p.n_gpu_layers,
+        "vram_gb": p.gpu_total / pm.GB,
+        "ram_gb": p.cpu_total / pm.GB,
+        "decode_tok_s": None,
+        "prefill_tok_s": None,
+        "cpu_share": None,
+        "fits": bool(p.fits),
+    }
     if p.fits:
         try:
             d = pm.decode_step_time(p, machine, context=state.tokens)
@@ -178,9 +241,11 @@ def describe(data) -> str:
     p = data["placement"]
     if not r["fits"]:
         return f"{where}: -ngl {p.n_gpu_layers} would fail to allocate: {_overask_text(data)}."
-    return (f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} on the GPU, {fmt.gb(p.gpu_total)} VRAM and "
-            f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r['decode_tok_s'])} tok/s at {s.tokens:,} tokens "
-            f"(CPU share {fmt.pct(r['cpu_share'])}), prefill {fmt.rate(r['prefill_tok_s'])} tok/s.")
+    return (
+        f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} on the GPU, {fmt.gb(p.gpu_total)} VRAM and "
+        f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r['decode_tok_s'])} tok/s at {s.tokens:,} tokens "
+        f"(CPU share {fmt.pct(r['cpu_share'])}), prefill {fmt.rate(r['prefill_tok_s'])} tok/s."
+    )
 
 
 def _overask_text(data) -> str:
@@ -195,8 +260,14 @@ def _overask_text(data) -> str:
 # Render
 # ---------------------------------------------------------------------------------------------------------
 W, BAR_H, ROW_H, PAD = 560, 30, 70, 10
-SEGMENTS = (("weights", "Weights"), ("kv", "KV cache"), ("compute", "Compute buffer"),
-            ("margin", "--fit margin"), ("free", "Free"), ("over", "Over capacity"))
+SEGMENTS = (
+    ("weights", "Weights"),
+    ("kv", "KV cache"),
+    ("compute", "Compute buffer"),
+    ("margin", "--fit margin"),
+    ("free", "Free"),
+    ("over", "Over capacity"),
+)
 LEGEND_COLS, LEGEND_ROW = 3, 24
 
 
@@ -209,18 +280,52 @@ def _bars(data) -> list[dict]:
     pools = []
     gpu_margin = p.fit_margin if p.gpu_total else 0.0
     if mc.gpu is not None and getattr(mc, "unified", False):
-        pools.append({"key": "vram", "label": "GPU share of unified memory", "capacity": p.gpu_capacity,
-                      "weights": p.gpu_weights, "kv": p.gpu_kv, "compute": p.gpu_compute, "margin": gpu_margin})
-        pools.append({"key": "ram", "label": f"Unified memory · {mc.gpu.name}", "capacity": p.cpu_capacity,
-                      "weights": p.gpu_weights + p.cpu_weights, "kv": p.gpu_kv + p.cpu_kv,
-                      "compute": p.gpu_compute + p.cpu_compute, "margin": 0.0})
+        pools.append(
+            {
+                "key": "vram",
+                "label": "GPU share of unified memory",
+                "capacity": p.gpu_capacity,
+                "weights": p.gpu_weights,
+                "kv": p.gpu_kv,
+                "compute": p.gpu_compute,
+                "margin": gpu_margin,
+            }
+        )
+        pools.append(
+            {
+                "key": "ram",
+                "label": f"Unified memory · {mc.gpu.name}",
+                "capacity": p.cpu_capacity,
+                "weights": p.gpu_weights + p.cpu_weights,
+                "kv": p.gpu_kv + p.cpu_kv,
+                "compute": p.gpu_compute + p.cpu_compute,
+                "margin": 0.0,
+            }
+        )
     else:
         if mc.gpu is not None:
-            pools.append({"key": "vram", "label": f"VRAM · {mc.gpu.name}", "capacity": p.gpu_capacity,
-                          "weights": p.gpu_weights, "kv": p.gpu_kv, "compute": p.gpu_compute,
-                          "margin": gpu_margin})
-        pools.append({"key": "ram", "label": f"RAM · {mc.ram.name}", "capacity": p.cpu_capacity,
-                      "weights": p.cpu_weights, "kv": p.cpu_kv, "compute": p.cpu_compute, "margin": 0.0})
+            pools.append(
+                {
+                    "key": "vram",
+                    "label": f"VRAM · {mc.gpu.name}",
+                    "capacity": p.gpu_capacity,
+                    "weights": p.gpu_weights,
+                    "kv": p.gpu_kv,
+                    "compute": p.gpu_compute,
+                    "margin": gpu_margin,
+                }
+            )
+        pools.append(
+            {
+                "key": "ram",
+                "label": f"RAM · {mc.ram.name}",
+                "capacity": p.cpu_capacity,
+                "weights": p.cpu_weights,
+                "kv": p.cpu_kv,
+                "compute": p.cpu_compute,
+                "margin": 0.0,
+            }
+        )
     for b in pools:
         used = b["weights"] + b["kv"] + b["compute"]
         b["used"] = used
@@ -240,25 +345,46 @@ def _bar_chart(data) -> Raw:
     for i, b in enumerate(pools):
         y0 = PAD + i * ROW_H
         y = y0 + 26
-        value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + \
-            (f" ({fmt.gb_num(b['over'])} over)" if b["over"] else "")
-        parts = [el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
-                 el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end")]
+        value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + (
+            f" ({fmt.gb_num(b['over'])} over)" if b["over"] else ""
+        )
+        parts = [
+            el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
+            el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end"),
+        ]
         x = left
         for key, label in SEGMENTS[:5]:
             v = b[key]
             if v <= 0:
                 continue
             w = span * v / scale_max
-            parts.append(el("rect", el("title", f"{label}: {fmt.gb(v, 2)}"), x=x, y=y, width=max(w, 0.5),
-                            height=BAR_H, class_=f"seg seg-{key}", data_bytes=f"{v:.0f}"))
+            parts.append(
+                el(
+                    "rect",
+                    el("title", f"{label}: {fmt.gb(v, 2)}"),
+                    x=x,
+                    y=y,
+                    width=max(w, 0.5),
+                    height=BAR_H,
+                    class_=f"seg seg-{key}",
+                    data_bytes=f"{v:.0f}",
+                )
+            )
             x += w
         # the capacity outline, and what does not fit past it
         parts.append(el("rect", x=left, y=y, width=x_of(b["capacity"]) - left, height=BAR_H, class_="capacity"))
         if b["over"]:
-            parts.append(el("rect", el("title", f"Over capacity: {fmt.gb(b['over'], 2)}"),
-                            x=x_of(b["capacity"]), y=y - 4, width=x_of(b["used"]) - x_of(b["capacity"]),
-                            height=BAR_H + 8, class_="overflow seg-over"))
+            parts.append(
+                el(
+                    "rect",
+                    el("title", f"Over capacity: {fmt.gb(b['over'], 2)}"),
+                    x=x_of(b["capacity"]),
+                    y=y - 4,
+                    width=x_of(b["used"]) - x_of(b["capacity"]),
+                    height=BAR_H + 8,
+                    class_="overflow seg-over",
+                )
+            )
         rows.append(el("g", parts, class_=f"pool pool-{b['key']}"))
     # legend: a grid, so it stays readable when the chart is scaled down on a phone
     shown = [s for s in SEGMENTS if s[0] != "over" or any(b["over"] for b in pools)]
@@ -270,14 +396,21 @@ def _bar_chart(data) -> Raw:
         legend.append(el("rect", x=lx, y=lyy, width=14, height=14, class_=f"seg seg-{key}"))
         legend.append(el("text", label, x=lx + 20, y=lyy + 12, class_="legend-label"))
     height = ly + LEGEND_ROW * ((len(shown) + LEGEND_COLS - 1) // LEGEND_COLS) + PAD
-    return svg([join(rows), el("g", legend, class_="legend")], width=W, height=height,
-               title=f"Memory: {data['model'].name} {data['state'].quant} on {data['machine'].name}",
-               desc=describe(data), id_="calculator-chart", class_="chart calculator-chart")
+    return svg(
+        [join(rows), el("g", legend, class_="legend")],
+        width=W,
+        height=height,
+        title=f"Memory: {data['model'].name} {data['state'].quant} on {data['machine'].name}",
+        desc=describe(data),
+        id_="calculator-chart",
+        class_="chart calculator-chart",
+    )
 
 
 def _readout(name: str, value, text: str, label: str, unit: str = "", how: str = "") -> Raw:
-    return chart.readout(name, value, text, label, unit,
-                         extra=el("div", Raw(how), id_=f"explain-{name}", class_="explain-slot"))
+    return chart.readout(
+        name, value, text, label, unit, extra=el("div", Raw(how), id_=f"explain-{name}", class_="explain-slot")
+    )
 
 
 def _explain(data) -> dict:
@@ -286,6 +419,7 @@ def _explain(data) -> dict:
         return {}
     try:
         from .. import explain
+
         return explain.explain(data["state"])
     except Exception as e:  # noqa: BLE001  an explanation must never take the numbers down with it
         return {k: str(el("p", f"(no explanation: {type(e).__name__})", class_="explain-missing")) for k in READOUTS}
@@ -293,16 +427,56 @@ def _explain(data) -> dict:
 
 def _readouts(data) -> Raw:
     r, m = data["readouts"], data["model"]
-    how = {} if DEFER_FINDINGS else _explain(data)   # deferred in the browser: see deferred_html
+    how = {} if DEFER_FINDINGS else _explain(data)  # deferred in the browser: see deferred_html
     fits = r["fits"]
     ngl = r["n_gpu_layers"]
     items = [
-        _readout("n_gpu_layers", ngl, "—" if ngl is None else f"{ngl} / {m.n_layers + 1}", "-ngl (layers on GPU)", how=how.get("n_gpu_layers", "")),
-        _readout("vram_gb", r["vram_gb"], "—" if r["vram_gb"] is None else f"{r['vram_gb']:.1f}", "VRAM", "GB", how=how.get("vram_gb", "")),
-        _readout("ram_gb", r["ram_gb"], "—" if r["ram_gb"] is None else f"{r['ram_gb']:.1f}", "RAM", "GB", how=how.get("ram_gb", "")),
-        _readout("decode_tok_s", r["decode_tok_s"], fmt.rate(r["decode_tok_s"]), "Decode", "tok/s", how=how.get("decode_tok_s", "")),
-        _readout("prefill_tok_s", r["prefill_tok_s"], fmt.rate(r["prefill_tok_s"]), "Prefill", "tok/s", how=how.get("prefill_tok_s", "")),
-        _readout("cpu_share", r["cpu_share"], fmt.pct(r["cpu_share"]), "CPU share of a decode step", how=how.get("cpu_share", "")),
+        _readout(
+            "n_gpu_layers",
+            ngl,
+            "—" if ngl is None else f"{ngl} / {m.n_layers + 1}",
+            "-ngl (layers on GPU)",
+            how=how.get("n_gpu_layers", ""),
+        ),
+        _readout(
+            "vram_gb",
+            r["vram_gb"],
+            "—" if r["vram_gb"] is None else f"{r['vram_gb']:.1f}",
+            "VRAM",
+            "GB",
+            how=how.get("vram_gb", ""),
+        ),
+        _readout(
+            "ram_gb",
+            r["ram_gb"],
+            "—" if r["ram_gb"] is None else f"{r['ram_gb']:.1f}",
+            "RAM",
+            "GB",
+            how=how.get("ram_gb", ""),
+        ),
+        _readout(
+            "decode_tok_s",
+            r["decode_tok_s"],
+            fmt.rate(r["decode_tok_s"]),
+            "Decode",
+            "tok/s",
+            how=how.get("decode_tok_s", ""),
+        ),
+        _readout(
+            "prefill_tok_s",
+            r["prefill_tok_s"],
+            fmt.rate(r["prefill_tok_s"]),
+            "Prefill",
+            "tok/s",
+            how=how.get("prefill_tok_s", ""),
+        ),
+        _readout(
+            "cpu_share",
+            r["cpu_share"],
+            fmt.pct(r["cpu_share"]),
+            "CPU share of a decode step",
+            how=how.get("cpu_share", ""),
+        ),
         _readout("fits", fits, "yes" if fits else "no", "Fits", how=how.get("fits", "")),
     ]
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
@@ -311,8 +485,10 @@ def _readouts(data) -> Raw:
 def _table(data) -> Raw:
     pools = _bars(data)
     header = ["Pool", "Capacity", "Weights", "KV cache", "Compute buffer", "--fit margin", "Free", "Over"]
-    rows = [[b["label"]] + [fmt.gb(b[k], 2) for k in ("capacity", "weights", "kv", "compute", "margin", "free",
-                                                      "over")] for b in pools]
+    rows = [
+        [b["label"]] + [fmt.gb(b[k], 2) for k in ("capacity", "weights", "kv", "compute", "margin", "free", "over")]
+        for b in pools
+    ]
     return data_details("Data table", table(describe(data), header, rows))
 
 
@@ -320,28 +496,60 @@ def render(data) -> str:
     s = data["state"]
     parts = []
     if data["error"]:
-        parts.append(el("div", [el("strong", "Cannot compute these settings: "), data["error"]],
-                        class_="alert alert-error", role="alert"))
+        parts.append(
+            el(
+                "div",
+                [el("strong", "Cannot compute these settings: "), data["error"]],
+                class_="alert alert-error",
+                role="alert",
+            )
+        )
         parts.append(_readouts(data))
         if data["placement"] is not None:
             parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
         return el("div", parts, class_="calculator", data_state="error")
     p = data["placement"]
     if not p.fits:
-        parts.append(el("div", [
-            el("strong", "Would fail to allocate: "), _overask_text(data) + ". ",
-            "llama.cpp stops at load with an out-of-memory error here. Lower -ngl or the context, "
-            "pick a smaller quantization or KV type, or set -ngl to auto and let --fit choose."],
-            class_="alert alert-overask", role="alert", data_overask="true"))
+        parts.append(
+            el(
+                "div",
+                [
+                    el("strong", "Would fail to allocate: "),
+                    _overask_text(data) + ". ",
+                    "llama.cpp stops at load with an out-of-memory error here. Lower -ngl or the context, "
+                    "pick a smaller quantization or KV type, or set -ngl to auto and let --fit choose.",
+                ],
+                class_="alert alert-overask",
+                role="alert",
+                data_overask="true",
+            )
+        )
     parts.append(_readouts(data))
     parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
-    parts.append(el("div", [
-        el("p", [f"Speeds at {s.tokens:,} tokens of conversation; decode is one token per forward pass, "
-                 f"prefill processes a {s.tokens:,}-token prompt."], class_="note"),
-        el("div", [el("pre", el("code", data["command"], id_="llama-command")),
-                   el("button", "Copy command", type="button", class_="copy", data_copy_target="#llama-command")],
-           class_="command"),
-    ], class_="command-block"))
+    parts.append(
+        el(
+            "div",
+            [
+                el(
+                    "p",
+                    [
+                        f"Speeds at {s.tokens:,} tokens of conversation; decode is one token per forward pass, "
+                        f"prefill processes a {s.tokens:,}-token prompt."
+                    ],
+                    class_="note",
+                ),
+                el(
+                    "div",
+                    [
+                        el("pre", el("code", data["command"], id_="llama-command")),
+                        el("button", "Copy command", type="button", class_="copy", data_copy_target="#llama-command"),
+                    ],
+                    class_="command",
+                ),
+            ],
+            class_="command-block",
+        )
+    )
     if data.get("with_findings", True):
         parts.append(findings_slot(data))
     parts.append(_table(data))
@@ -362,22 +570,45 @@ def _advisable(state) -> bool:
 
 def findings_html(state) -> str:
     if not _advisable(state):
-        return str(el("p", "The advisor works on the catalog's models and machines; pick one to see its "
-                           "diagnosis.", class_="note"))
-    from . import advisor   # imported here: the advisor figure imports this module
+        return str(
+            el(
+                "p",
+                "The advisor works on the catalog's models and machines; pick one to see its diagnosis.",
+                class_="note",
+            )
+        )
+    from . import advisor  # imported here: the advisor figure imports this module
+
     # without the advisor's gains chart: one chart per calculator page (its bars)
     return advisor.findings_html(state, apply_keys=[f.key for f in SPEC.fields], with_chart=False)
 
 
 def findings_slot(data) -> Raw:
     state = data["state"]
-    inner = el("div", el("p", "Checking this setup for bottlenecks…", class_="note") if DEFER_FINDINGS
-               else Raw(findings_html(state)), id_="calc-findings-body")
-    return el("section", [inner,
-                          el("p", el("a", "Open the advisor for recipes, LoRA and speculative decoding",
-                                     href="advisor.html" + SPEC.to_query(state)), class_="note")],
-              class_="calc-findings", id_="calc-findings", data_deferred="findings" if DEFER_FINDINGS else None,
-              aria_live="polite")
+    inner = el(
+        "div",
+        el("p", "Checking this setup for bottlenecks…", class_="note") if DEFER_FINDINGS else Raw(findings_html(state)),
+        id_="calc-findings-body",
+    )
+    return el(
+        "section",
+        [
+            inner,
+            el(
+                "p",
+                el(
+                    "a",
+                    "Open the advisor for recipes, LoRA and speculative decoding",
+                    href="advisor.html" + SPEC.to_query(state),
+                ),
+                class_="note",
+            ),
+        ],
+        class_="calc-findings",
+        id_="calc-findings",
+        data_deferred="findings" if DEFER_FINDINGS else None,
+        aria_live="polite",
+    )
 
 
 def deferred_html(state) -> dict:
@@ -392,27 +623,61 @@ def deferred_html(state) -> dict:
 # Controls: the generic fields, plus "use your own model or machine" (its glue is in site/py/main.py)
 # ---------------------------------------------------------------------------------------------------------
 def own_model_panel() -> Raw:
-    return el("details", [
-        el("summary", "Use your own model or machine"),
-        el("div", [
-            el("label", "A GGUF file: only its header is read (File.slice), so a 40 GB file is fine",
-               for_="gguf-file"),
-            el("input", type="file", id_="gguf-file", accept=".gguf"),
-            el("div", "…or drop a .gguf file here", id_="gguf-drop", class_="dropzone", tabindex="0",
-               role="button", aria_label="Drop a GGUF file here"),
-        ], class_="own-gguf"),
-        el("div", [
-            el("label", "Or paste a Hugging Face config.json", for_="cfg-text"),
-            el("textarea", "", id_="cfg-text", rows=5, spellcheck="false",
-               placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}'),
-            el("button", "Use this config", type="button", id_="cfg-use"),
-        ], class_="own-config"),
-        el("p", "Or choose “Your machine” in the Machine list to enter its VRAM, bandwidths, TFLOP/s, RAM and "
-                "PCIe link.", class_="help"),
-        el("p", "", id_="own-status", class_="own-status", role="status", aria_live="polite"),
-    ], class_="own-model", id_="own-model")
+    return el(
+        "details",
+        [
+            el("summary", "Use your own model or machine"),
+            el(
+                "div",
+                [
+                    el(
+                        "label",
+                        "A GGUF file: only its header is read (File.slice), so a 40 GB file is fine",
+                        for_="gguf-file",
+                    ),
+                    el("input", type="file", id_="gguf-file", accept=".gguf"),
+                    el(
+                        "div",
+                        "…or drop a .gguf file here",
+                        id_="gguf-drop",
+                        class_="dropzone",
+                        tabindex="0",
+                        role="button",
+                        aria_label="Drop a GGUF file here",
+                    ),
+                ],
+                class_="own-gguf",
+            ),
+            el(
+                "div",
+                [
+                    el("label", "Or paste a Hugging Face config.json", for_="cfg-text"),
+                    el(
+                        "textarea",
+                        "",
+                        id_="cfg-text",
+                        rows=5,
+                        spellcheck="false",
+                        placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}',
+                    ),
+                    el("button", "Use this config", type="button", id_="cfg-use"),
+                ],
+                class_="own-config",
+            ),
+            el(
+                "p",
+                "Or choose “Your machine” in the Machine list to enter its VRAM, bandwidths, TFLOP/s, RAM and "
+                "PCIe link.",
+                class_="help",
+            ),
+            el("p", "", id_="own-status", class_="own-status", role="status", aria_live="polite"),
+        ],
+        class_="own-model",
+        id_="own-model",
+    )
 
 
 def controls(state) -> str:
     from ..page import controls_fields
+
     return str(join([h for _, _, h in controls_fields(SPEC, state)] + [own_model_panel()]))

@@ -6,6 +6,7 @@ for that type and n_ctx) and timed along the context with inference_trace.decode
 line is the first context at which the KV bytes read per token reach the weight bytes read per token
 (perf_model.kv_cache_bytes against decode_curve's weight_bytes). This module only arranges and draws them.
 """
+
 from __future__ import annotations
 
 import inference_trace as it
@@ -17,14 +18,14 @@ from ..svg import Raw, data_details, el, join, svg, table
 
 ID = "decode-curve"
 TITLE = "Decode speed as the context grows"
-LEDE = ("Each new token reads every weight and every cached key and value. At short context the weights "
-        "dominate; at long context the KV cache catches up, and a smaller cache type keeps decode faster.")
+LEDE = (
+    "Each new token reads every weight and every cached key and value. At short context the weights "
+    "dominate; at long context the KV cache catches up, and a smaller cache type keeps decode faster."
+)
 
 CTX_MIN, CTX_MAX = 1024, 1 << 20
-N_SAMPLES = 32          # segments along the context axis (the curve is smooth; fewer calls keep input snappy)
-TABLE_EVERY = 4         # data-table rows: every 4th sample
-
-
+N_SAMPLES = 32  # segments along the context axis (the curve is smooth; fewer calls keep input snappy)
+TABLE_EVERY = 4  # data-table rows: every 4th sample
 
 
 def _model(p):
@@ -35,18 +36,28 @@ def _kv_key(kv: str) -> str:
     return "kv_" + kv
 
 
-KV_ON = ("f16", "q8_0", "q4_0")   # shown by default
+KV_ON = ("f16", "q8_0", "q4_0")  # shown by default
 
-SPEC = Spec(ID, [
-    Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
-    Choice("machine", "Machine", default="rtx4090",
-           options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]),
-    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
-    Int("ctx", "Context, n_ctx (-c)", step=1024, min=CTX_MIN,
-        default=lambda p: min(65536, max(CTX_MIN, _model(p).max_position_embeddings)),
-        max=lambda p: min(CTX_MAX, max(CTX_MIN, _model(p).max_position_embeddings)),
-        help="The cache allocated, and the right end of the curve."),
-] + [Bool(_kv_key(k), f"KV {k}", default=k in KV_ON) for k in pm.KV_TYPES])
+SPEC = Spec(
+    ID,
+    [
+        Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
+        Choice(
+            "machine", "Machine", default="rtx4090", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
+        ),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+        Int(
+            "ctx",
+            "Context, n_ctx (-c)",
+            step=1024,
+            min=CTX_MIN,
+            default=lambda p: min(65536, max(CTX_MIN, _model(p).max_position_embeddings)),
+            max=lambda p: min(CTX_MAX, max(CTX_MIN, _model(p).max_position_embeddings)),
+            help="The cache allocated, and the right end of the curve.",
+        ),
+    ]
+    + [Bool(_kv_key(k), f"KV {k}", default=k in KV_ON) for k in pm.KV_TYPES],
+)
 
 KV_FIELDS = [f.key for f in SPEC.fields if f.key.startswith("kv_")]
 
@@ -57,11 +68,17 @@ def default_state():
 
 def controls(state) -> str:
     from .. import page
+
     parts, kv = [], []
     for key, _sig, html in page.controls_fields(SPEC, state):
         (kv if key.startswith("kv_") else parts).append(html)
-    parts.append(el("fieldset", [el("legend", "KV cache types (-ctk/-ctv)"), el("div", kv, class_="overlay-list")],
-                    class_="overlay-set"))
+    parts.append(
+        el(
+            "fieldset",
+            [el("legend", "KV cache types (-ctk/-ctv)"), el("div", kv, class_="overlay-list")],
+            class_="overlay-set",
+        )
+    )
     return join(parts)
 
 
@@ -73,7 +90,7 @@ def kv_equals_weights_context(model, kv_type: str, weight_bytes: float, limit: i
     if it never gets there below `limit` (sliding-window layers stop growing at their window)."""
     if pm.kv_cache_bytes(model, limit, kv_type) < weight_bytes:
         return None
-    lo, hi = 0, limit      # kv(lo) < W <= kv(hi); kv is nondecreasing in the context
+    lo, hi = 0, limit  # kv(lo) < W <= kv(hi); kv is nondecreasing in the context
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if pm.kv_cache_bytes(model, mid, kv_type) >= weight_bytes:
@@ -132,10 +149,14 @@ def describe(data) -> str:
             bits.append(f"{ln['kv']} does not fit ({ln['error']})")
             continue
         c0, c1 = ln["curve"][0], ln["curve"][-1]
-        cross = (f"KV equals weights at {ln['cross']:,} tokens" if ln["cross"] is not None
-                 else "KV never reaches the weights")
-        bits.append(f"{ln['kv']}: {fmt.rate(c0['tok_s'])} tok/s empty, {fmt.rate(c1['tok_s'])} at {c1['context']:,}, "
-                    f"{cross}")
+        cross = (
+            f"KV equals weights at {ln['cross']:,} tokens"
+            if ln["cross"] is not None
+            else "KV never reaches the weights"
+        )
+        bits.append(
+            f"{ln['kv']}: {fmt.rate(c0['tok_s'])} tok/s empty, {fmt.rate(c1['tok_s'])} at {c1['context']:,}, {cross}"
+        )
     return f"{where}. " + "; ".join(bits) + "."
 
 
@@ -158,34 +179,61 @@ def _chart(data) -> Raw:
     yt = chart.nice_ticks(0, top, 5)
     y = fr.linear_y(0, max(top, yt[-1]))
     xt = chart.nice_ticks(0, s.ctx, 8, base=1024)
-    parts = [chart.grid(x, y, xt, yt),
-             chart.axis(x, at=fr.y1, side="bottom", ticks=xt, fmt=_ctx_label, label="Context (tokens in the KV cache)"),
-             chart.axis(y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}", label="Decode tok/s",
-                        label_pos=(8, fr.y0 - 16))]
+    parts = [
+        chart.grid(x, y, xt, yt),
+        chart.axis(x, at=fr.y1, side="bottom", ticks=xt, fmt=_ctx_label, label="Context (tokens in the KV cache)"),
+        chart.axis(
+            y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}", label="Decode tok/s", label_pos=(8, fr.y0 - 16)
+        ),
+    ]
     paths, marks, end_ys, end_txt = [], [], [], []
     for ln in lines:
         cls = f"kv-{ln['kv']}"
         pts = [(x(c["context"]), y(c["tok_s"])) for c in ln["curve"]]
-        paths.append(el("path", el("title", f"KV {ln['kv']} (-ngl {ln['ngl']})"), d=chart.path_d(pts),
-                        class_=f"curve {cls}", data_kv=ln["kv"]))
+        paths.append(
+            el(
+                "path",
+                el("title", f"KV {ln['kv']} (-ngl {ln['ngl']})"),
+                d=chart.path_d(pts),
+                class_=f"curve {cls}",
+                data_kv=ln["kv"],
+            )
+        )
         end_ys.append(pts[-1][1] + 4)
         end_txt.append((cls, ln["kv"]))
         if ln["cross_in_range"]:
             cx, cy = x(ln["cross"]), y(ln["cross_tok_s"])
-            marks.append(el("path", el("title", f"KV {ln['kv']}: the cache read per token equals the weights "
-                                                 f"({fmt.gb(ln['weight_bytes'], 2)}) at {ln['cross']:,} tokens"),
-                            d=f"M{cx:.2f},{cy - 7:.2f}l7,7l-7,7l-7,-7z", class_=f"cross {cls}",
-                            data_kv=ln["kv"], data_cross=str(ln["cross"])))
+            marks.append(
+                el(
+                    "path",
+                    el(
+                        "title",
+                        f"KV {ln['kv']}: the cache read per token equals the weights "
+                        f"({fmt.gb(ln['weight_bytes'], 2)}) at {ln['cross']:,} tokens",
+                    ),
+                    d=f"M{cx:.2f},{cy - 7:.2f}l7,7l-7,7l-7,-7z",
+                    class_=f"cross {cls}",
+                    data_kv=ln["kv"],
+                    data_cross=str(ln["cross"]),
+                )
+            )
     placed = chart.spread_labels(end_ys, 14, fr.y0 + 8, fr.y1 - 4)
     labels = [el("text", t, x=fr.x1 + 6, y=ly, class_=f"end-label {cls}") for (cls, t), ly in zip(end_txt, placed)]
     parts += [el("g", paths, class_="curves"), el("g", marks, class_="marks"), el("g", labels, class_="end-labels")]
-    legend = el("text", "◆ KV bytes per token = weight bytes per token", x=fr.x0 + 8, y=fr.y1 - 10,
-                class_="cross-legend")
+    legend = el(
+        "text", "◆ KV bytes per token = weight bytes per token", x=fr.x0 + 8, y=fr.y1 - 10, class_="cross-legend"
+    )
     parts.append(legend)
     m = data["model"]
-    return svg(parts, width=W, height=H, id_="decode-curve-chart", class_="chart decode-curve-chart",
-               title=f"Decode tok/s against context: {m.name} {s.quant} on {data['machine'].name}",
-               desc=describe(data))
+    return svg(
+        parts,
+        width=W,
+        height=H,
+        id_="decode-curve-chart",
+        class_="chart decode-curve-chart",
+        title=f"Decode tok/s against context: {m.name} {s.quant} on {data['machine'].name}",
+        desc=describe(data),
+    )
 
 
 def _readouts(data) -> Raw:
@@ -195,16 +243,30 @@ def _readouts(data) -> Raw:
         if ln["error"]:
             continue
         kv = ln["kv"]
-        items.append(chart.readout(f"tok_s_{kv}", ln["curve"][-1]["tok_s"], fmt.rate(ln["curve"][-1]["tok_s"]),
-                                   f"{kv} at {_ctx_label(s.ctx)}", "tok/s"))
+        items.append(
+            chart.readout(
+                f"tok_s_{kv}",
+                ln["curve"][-1]["tok_s"],
+                fmt.rate(ln["curve"][-1]["tok_s"]),
+                f"{kv} at {_ctx_label(s.ctx)}",
+                "tok/s",
+            )
+        )
         c = ln["cross"]
-        items.append(chart.readout(f"cross_{kv}", c, "never" if c is None else f"{c:,}",
-                                   f"{kv} KV = weights at", "tok" if c is not None else ""))
+        items.append(
+            chart.readout(
+                f"cross_{kv}",
+                c,
+                "never" if c is None else f"{c:,}",
+                f"{kv} KV = weights at",
+                "tok" if c is not None else "",
+            )
+        )
     return el("dl", items, class_="readouts")
 
 
 def _query(**kw) -> str:
-    base = {k: False for k in KV_FIELDS}   # each preset names the KV types it shows
+    base = {k: False for k in KV_FIELDS}  # each preset names the KV types it shows
     base.update(kw)
     return SPEC.to_query(SPEC.coerce(SPEC.default().replace(**base))[0])
 
@@ -212,14 +274,26 @@ def _query(**kw) -> str:
 def presets() -> list:
     """(label, query string, hint) for the preset links."""
     return [
-        ("Module example: f16 vs q8_0", _query(kv_f16=True, kv_q8_0=True), "Llama 3.1 8B Q4_K_M on the RTX 4090 to 64k"),
-        ("Qwen2.5 14B on the RTX 3060 at 32k",
-         _query(model="qwen2.5-14b", machine="rtx3060", ctx=32768, kv_f16=True, kv_q8_0=True),
-         "With f16 fewer layers fit, so decode starts lower"),
-        ("Gemma 2 9B (sliding window)", _query(model="gemma-2-9b", ctx=8192, kv_f16=True, kv_q8_0=True, kv_q4_0=True),
-         "Half the layers keep only a 4,096-token window"),
-        ("Qwen3 30B-A3B (MoE)", _query(model="qwen3-30b-a3b", ctx=40960, kv_f16=True, kv_q8_0=True),
-         "Few active weights: the cache overtakes them early"),
+        (
+            "Module example: f16 vs q8_0",
+            _query(kv_f16=True, kv_q8_0=True),
+            "Llama 3.1 8B Q4_K_M on the RTX 4090 to 64k",
+        ),
+        (
+            "Qwen2.5 14B on the RTX 3060 at 32k",
+            _query(model="qwen2.5-14b", machine="rtx3060", ctx=32768, kv_f16=True, kv_q8_0=True),
+            "With f16 fewer layers fit, so decode starts lower",
+        ),
+        (
+            "Gemma 2 9B (sliding window)",
+            _query(model="gemma-2-9b", ctx=8192, kv_f16=True, kv_q8_0=True, kv_q4_0=True),
+            "Half the layers keep only a 4,096-token window",
+        ),
+        (
+            "Qwen3 30B-A3B (MoE)",
+            _query(model="qwen3-30b-a3b", ctx=40960, kv_f16=True, kv_q8_0=True),
+            "Few active weights: the cache overtakes them early",
+        ),
     ]
 
 
@@ -233,10 +307,15 @@ def _table(data) -> Raw:
     rows = []
     for i in range(0, len(data["contexts"]), TABLE_EVERY):
         c = data["contexts"][i]
-        rows.append([f"{c:,}"] + [fmt.rate(ln["curve"][i]["tok_s"]) for ln in lines]
-                    + [f"{ln['curve'][i]['kv_bytes'] / 1e9:.2f}" for ln in lines])
+        rows.append(
+            [f"{c:,}"]
+            + [fmt.rate(ln["curve"][i]["tok_s"]) for ln in lines]
+            + [f"{ln['curve'][i]['kv_bytes'] / 1e9:.2f}" for ln in lines]
+        )
     if lines:
-        rows.append(["Weights read per token (GB)"] + [f"{ln['weight_bytes'] / 1e9:.2f}" for ln in lines] + [""] * len(lines))
+        rows.append(
+            ["Weights read per token (GB)"] + [f"{ln['weight_bytes'] / 1e9:.2f}" for ln in lines] + [""] * len(lines)
+        )
         rows.append(["-ngl (auto)"] + [str(ln["ngl"]) for ln in lines] + [""] * len(lines))
     return data_details("Data table", table(describe(data), header, rows))
 
@@ -244,16 +323,28 @@ def _table(data) -> Raw:
 def render(data) -> str:
     parts = [_presets()]
     if data["error"]:
-        parts.append(el("div", [el("strong", "Cannot compute these settings: "), data["error"]],
-                        class_="alert alert-error", role="alert"))
+        parts.append(
+            el(
+                "div",
+                [el("strong", "Cannot compute these settings: "), data["error"]],
+                class_="alert alert-error",
+                role="alert",
+            )
+        )
         return el("div", parts, class_="decode-curve", data_state="error")
     if not data["lines"]:
         parts.append(el("div", "Choose at least one KV cache type to draw.", class_="alert", role="alert"))
         return el("div", parts, class_="decode-curve", data_state="empty")
     for ln in data["lines"]:
         if ln["error"]:
-            parts.append(el("div", [el("strong", f"KV {ln['kv']}: "), f"does not fit: {ln['error']}"],
-                            class_="alert", role="alert"))
+            parts.append(
+                el(
+                    "div",
+                    [el("strong", f"KV {ln['kv']}: "), f"does not fit: {ln['error']}"],
+                    class_="alert",
+                    role="alert",
+                )
+            )
     if not any(not ln["error"] for ln in data["lines"]):
         return el("div", parts, class_="decode-curve", data_state="error")
     parts += [_readouts(data), el("figure", _chart(data), class_="chart-wrap"), _table(data)]

@@ -15,6 +15,7 @@ gives the glue (site/py/main.py, site/assets/patch.js) only what changes from fr
 and the live counters, applied to the grids already in the page. A full `render` is needed only when the
 workload, capacity or policy change.
 """
+
 from __future__ import annotations
 
 import kv_managers as kvm
@@ -25,19 +26,21 @@ from ..svg import Raw, data_details, el, esc, join, table
 
 ID = "kv-managers"
 TITLE = "Three KV managers, one workload"
-LEDE = ("The same requests on three equal pools of KV cells: llama.cpp's slots, vLLM's 16-token blocks and "
-        "SGLang's radix tree. Each square is one token's KV; its colour is the user it belongs to, its shape and "
-        "outline say whether the manager reused it from the cache or computed it.")
+LEDE = (
+    "The same requests on three equal pools of KV cells: llama.cpp's slots, vLLM's 16-token blocks and "
+    "SGLang's radix tree. Each square is one token's KV; its colour is the user it belongs to, its shape and "
+    "outline say whether the manager reused it from the cache or computed it."
+)
 STEP_FIELD = "step"
 
 MANAGERS = ("slots", "paged", "radix")
 MANAGER_NAMES = {"slots": "llama.cpp slots", "paged": "vLLM paged blocks", "radix": "SGLang radix tree"}
 
-COLS = 16             # cells per grid row: one row is one vLLM block (block_size 16)
-PITCH = 10            # grid pitch in SVG units
-CELL = 9              # drawn cell size (1 unit gap)
-PAD = 1               # room for outlines at the grid's edges
-N_HUES = 8            # user colours, cycled
+COLS = 16  # cells per grid row: one row is one vLLM block (block_size 16)
+PITCH = 10  # grid pitch in SVG units
+CELL = 9  # drawn cell size (1 unit gap)
+PAD = 1  # room for outlines at the grid's edges
+N_HUES = 8  # user colours, cycled
 
 # workload id -> (label, default capacity, default schedule_policy for the radix manager)
 WORKLOADS = {
@@ -49,8 +52,17 @@ CAPACITIES = (64, 96, 128, 192, 256, 320, 384, 512, 768, 1024)
 
 # cell code (kv_managers frame "state" character) -> CSS classes; the hue class h<n> is added when the cell has an owner
 CODE_CLASS = {
-    ".": "k-free", "c": "k-cached", "r": "k-reused", "R": "k-reused now", "p": "k-prefill", "P": "k-prefill now",
-    "d": "k-decode", "D": "k-decode now", "a": "k-alloc", "E": "k-evicted now", "X": "k-preempted now",
+    ".": "k-free",
+    "c": "k-cached",
+    "r": "k-reused",
+    "R": "k-reused now",
+    "p": "k-prefill",
+    "P": "k-prefill now",
+    "d": "k-decode",
+    "D": "k-decode now",
+    "a": "k-alloc",
+    "E": "k-evicted now",
+    "X": "k-preempted now",
 }
 CLASS_CODE = {v: k for k, v in CODE_CLASS.items()}
 LEGEND = [  # (class, label), in reading order
@@ -64,7 +76,6 @@ LEGEND = [  # (class, label), in reading order
     ("k-preempted now h0", "freed by preemption this step"),
     ("k-prefill now h0", "outlined: written or reused in this step"),
 ]
-
 
 
 def _preset_capacity(workload: str) -> int:
@@ -107,8 +118,11 @@ def simulation(workload: str, capacity: int, policy: str) -> dict:
         return hit
     kv = kvm
     reqs = workload_requests(workload)
-    managers = {"slots": kv.SlotManager(capacity), "paged": kv.PagedManager(capacity),
-                "radix": kv.RadixManager(capacity, schedule_policy=policy)}
+    managers = {
+        "slots": kv.SlotManager(capacity),
+        "paged": kv.PagedManager(capacity),
+        "radix": kv.RadixManager(capacity, schedule_policy=policy),
+    }
     runs = {name: kv.simulate(m, reqs, record_frames=True) for name, m in managers.items()}
     sessions: list = []
     for r in reqs:
@@ -136,15 +150,32 @@ def simulation(workload: str, capacity: int, policy: str) -> dict:
             # (simulate's peak_concurrency convention; preempted ones did not decode)
             conc = len(f["running"]) + finishes
             peak = max(peak, conc)
-            live.append({"computed": computed, "reused": reused, "preemptions": preempt, "concurrency": conc,
-                         "peak": peak})
-        per[name] = {"frames": frames, "steps": [f["step"] for f in frames], "live": live,
-                     "summary": run["summary"], "requests": run["requests"]}
+            live.append(
+                {"computed": computed, "reused": reused, "preemptions": preempt, "concurrency": conc, "peak": peak}
+            )
+        per[name] = {
+            "frames": frames,
+            "steps": [f["step"] for f in frames],
+            "live": live,
+            "summary": run["summary"],
+            "requests": run["requests"],
+        }
     first = min((p["steps"][0] for p in per.values() if p["steps"]), default=0)
     last = max((p["steps"][-1] for p in per.values() if p["steps"]), default=0)
-    sim = {"key": key, "workload": workload, "capacity": capacity, "policy": policy, "per": per, "hue": hue,
-           "sessions": sessions, "session_of": session_of, "first_step": first, "last_step": last,
-           "n_requests": len(reqs), "cache": {}}
+    sim = {
+        "key": key,
+        "workload": workload,
+        "capacity": capacity,
+        "policy": policy,
+        "per": per,
+        "hue": hue,
+        "sessions": sessions,
+        "session_of": session_of,
+        "first_step": first,
+        "last_step": last,
+        "n_requests": len(reqs),
+        "cache": {},
+    }
     _SIM_CACHE[key] = sim
     return sim
 
@@ -175,19 +206,42 @@ def _capacity_options(p):
 
 
 def _policy_options(p):
-    return [("preset", f"Preset ({WORKLOADS[p['workload']][2]})"), ("fcfs", "fcfs (first come, first served)"),
-            ("lpm", "lpm (longest prefix match first)")]
+    return [
+        ("preset", f"Preset ({WORKLOADS[p['workload']][2]})"),
+        ("fcfs", "fcfs (first come, first served)"),
+        ("lpm", "lpm (longest prefix match first)"),
+    ]
 
 
-SPEC = Spec(ID, [
-    Choice("workload", "Workload", default="chat", options=[(k, v[0]) for k, v in WORKLOADS.items()]),
-    Choice("capacity", "KV pool (capacity_tokens)", default="preset", options=_capacity_options,
-           help="Cells per manager; one row of the grid is 16 cells, one vLLM block."),
-    Choice("policy", "SGLang schedule_policy", default="preset", options=_policy_options,
-           help="Only the radix manager has it: lpm admits the longest cached prefix first."),
-    _Step("step", "Step", default=lambda p: _sim_for(p)["first_step"], min=lambda p: _sim_for(p)["first_step"],
-          max=lambda p: _sim_for(p)["last_step"], widget="range", help="Drag, or use Back, Play and Step."),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice("workload", "Workload", default="chat", options=[(k, v[0]) for k, v in WORKLOADS.items()]),
+        Choice(
+            "capacity",
+            "KV pool (capacity_tokens)",
+            default="preset",
+            options=_capacity_options,
+            help="Cells per manager; one row of the grid is 16 cells, one vLLM block.",
+        ),
+        Choice(
+            "policy",
+            "SGLang schedule_policy",
+            default="preset",
+            options=_policy_options,
+            help="Only the radix manager has it: lpm admits the longest cached prefix first.",
+        ),
+        _Step(
+            "step",
+            "Step",
+            default=lambda p: _sim_for(p)["first_step"],
+            min=lambda p: _sim_for(p)["first_step"],
+            max=lambda p: _sim_for(p)["last_step"],
+            widget="range",
+            help="Drag, or use Back, Play and Step.",
+        ),
+    ],
+)
 
 
 def default_state():
@@ -272,31 +326,51 @@ def compute(state) -> dict:
     for name in MANAGERS:
         per = sim["per"][name]
         i, codes, owner, exact = _frame_at(per, step, cap)
-        live = per["live"][i] if i >= 0 else {"computed": 0, "reused": 0, "preemptions": 0, "concurrency": 0,
-                                                  "peak": 0}
+        live = per["live"][i] if i >= 0 else {"computed": 0, "reused": 0, "preemptions": 0, "concurrency": 0, "peak": 0}
         f = per["frames"][i] if i >= 0 else None
         done = bool(per["steps"]) and step >= per["steps"][-1]
         used = cap - codes.count(".") - codes.count("E") - codes.count("X")
         cached = codes.count("c")
         panels[name] = {
-            "frame_index": i, "frame_step": per["steps"][i] if i >= 0 else None, "exact": exact, "done": done,
-            "codes": codes, "owner": owner, "computed": live["computed"], "reused": live["reused"],
-            "preemptions": live["preemptions"], "concurrency": live["concurrency"] if exact else 0,
-            "peak": live["peak"], "running": list(f["running"]) if (f and exact) else [],
+            "frame_index": i,
+            "frame_step": per["steps"][i] if i >= 0 else None,
+            "exact": exact,
+            "done": done,
+            "codes": codes,
+            "owner": owner,
+            "computed": live["computed"],
+            "reused": live["reused"],
+            "preemptions": live["preemptions"],
+            "concurrency": live["concurrency"] if exact else 0,
+            "peak": live["peak"],
+            "running": list(f["running"]) if (f and exact) else [],
             "waiting": list(f["waiting"]) if (f and exact) else [],
-            "events": list(f["events"]) if (f and exact) else [], "cells_used": used, "cells_cached": cached,
-            "summary": per["summary"], "last_step": per["steps"][-1] if per["steps"] else None,
+            "events": list(f["events"]) if (f and exact) else [],
+            "cells_used": used,
+            "cells_cached": cached,
+            "summary": per["summary"],
+            "last_step": per["steps"][-1] if per["steps"] else None,
         }
-    return {"state": state, "sim": sim, "step": step, "capacity": cap, "policy": pol, "panels": panels,
-            "workload_label": WORKLOADS[state.workload][0]}
+    return {
+        "state": state,
+        "sim": sim,
+        "step": step,
+        "capacity": cap,
+        "policy": pol,
+        "panels": panels,
+        "workload_label": WORKLOADS[state.workload][0],
+    }
 
 
 def describe(data) -> str:
     p = data["panels"]
     parts = [f"{n} {p[n]['computed']} computed, {p[n]['concurrency']} running" for n in MANAGERS]
-    return (f"{data['workload_label']} on {data['capacity']} KV cells per manager, step {data['step']} of "
-            f"{data['sim']['last_step']}: prefill tokens computed so far and requests holding cells now: "
-            + "; ".join(parts) + ".")
+    return (
+        f"{data['workload_label']} on {data['capacity']} KV cells per manager, step {data['step']} of "
+        f"{data['sim']['last_step']}: prefill tokens computed so far and requests holding cells now: "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -310,8 +384,11 @@ def _grid_geometry(capacity: int) -> tuple[int, int]:
 def _cell_prefixes(capacity: int, cache: dict) -> list:
     key = ("prefix", capacity)
     if key not in cache:
-        cache[key] = [f'<rect x="{PAD + (i % COLS) * PITCH}" y="{PAD + (i // COLS) * PITCH}" width="{CELL}" '
-                      f'height="{CELL}" data-i="{i}" class="' for i in range(capacity)]
+        cache[key] = [
+            f'<rect x="{PAD + (i % COLS) * PITCH}" y="{PAD + (i // COLS) * PITCH}" width="{CELL}" '
+            f'height="{CELL}" data-i="{i}" class="'
+            for i in range(capacity)
+        ]
     return cache[key]
 
 
@@ -323,14 +400,29 @@ def _grid(name: str, data: dict, **pos) -> Raw:
     # Built with a format string, not el(): 1,000+ cells; every piece is a number or one of CODE_CLASS's words.
     cells = Raw("".join(p + c + '"/>' for p, c in zip(_cell_prefixes(cap, sim["cache"]), classes)))
     tid, did = f"kv-grid-{name}-title", f"kv-grid-{name}-desc"
-    return el("svg", [
-        el("title", f"{MANAGER_NAMES[name]}: {cap} KV cells, {COLS} per row", id_=tid),
-        el("desc", "One square per KV cell. Colour: the user whose tokens it holds. Solid square: prompt "
-                   "computed; round: reply token; pale with an outline: reused from the cache; pale without "
-                   "one: cached, unused; grey: free.", id_=did),
-        el("g", cells, id_=f"kv-cells-{name}", class_="cells"),
-    ], xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {w} {h}", width=w, height=h, role="img",
-        aria_labelledby=f"{tid} {did}", class_="chart kv-grid", id_=f"kv-grid-{name}", **pos)
+    return el(
+        "svg",
+        [
+            el("title", f"{MANAGER_NAMES[name]}: {cap} KV cells, {COLS} per row", id_=tid),
+            el(
+                "desc",
+                "One square per KV cell. Colour: the user whose tokens it holds. Solid square: prompt "
+                "computed; round: reply token; pale with an outline: reused from the cache; pale without "
+                "one: cached, unused; grey: free.",
+                id_=did,
+            ),
+            el("g", cells, id_=f"kv-cells-{name}", class_="cells"),
+        ],
+        xmlns="http://www.w3.org/2000/svg",
+        viewBox=f"0 0 {w} {h}",
+        width=w,
+        height=h,
+        role="img",
+        aria_labelledby=f"{tid} {did}",
+        class_="chart kv-grid",
+        id_=f"kv-grid-{name}",
+        **pos,
+    )
 
 
 def _readout(name: str, value, text: str, label: str, sub: str = "", oid: str = "", uid: str = "") -> Raw:
@@ -338,8 +430,10 @@ def _readout(name: str, value, text: str, label: str, sub: str = "", oid: str = 
     o_id = f' id="{oid}"' if oid else ""
     u_id = f' id="{uid}"' if uid else ""
     unit = f'<span class="unit"{u_id}>{esc(sub)}</span>' if sub else ""
-    return Raw(f'<div class="readout kv-readout-{name}"><dt>{esc(label)}</dt><dd><output{o_id} data-readout="{name}" '
-               f'data-value="{esc(fmt.raw(value))}">{esc(text)}</output>{unit}</dd></div>')
+    return Raw(
+        f'<div class="readout kv-readout-{name}"><dt>{esc(label)}</dt><dd><output{o_id} data-readout="{name}" '
+        f'data-value="{esc(fmt.raw(value))}">{esc(text)}</output>{unit}</dd></div>'
+    )
 
 
 def _status_text(name: str, data: dict) -> str:
@@ -355,8 +449,12 @@ def _status_text(name: str, data: dict) -> str:
 
 
 COUNTERS = (  # (key, label): the live readouts of a panel, in order
-    ("computed", "Prefill computed"), ("reused", "Reused (saved)"), ("concurrency", "Holding cells now"),
-    ("peak", "Peak so far"), ("preemptions", "Preemptions"), ("cells_used", "Cells in use"),
+    ("computed", "Prefill computed"),
+    ("reused", "Reused (saved)"),
+    ("concurrency", "Holding cells now"),
+    ("peak", "Peak so far"),
+    ("preemptions", "Preemptions"),
+    ("cells_used", "Cells in use"),
 )
 
 
@@ -364,13 +462,21 @@ def _live_values(name: str, data: dict) -> dict:
     """{element id: (text, data-value or None)} for every part of a panel that changes between frames."""
     p, cap = data["panels"][name], data["capacity"]
     ev = [e for e in p["events"] if e["type"] != "arrive"]
-    texts = {"computed": f"{p['computed']:,}", "reused": f"{p['reused']:,}", "concurrency": str(p["concurrency"]),
-             "peak": str(p["peak"]), "preemptions": str(p["preemptions"]), "cells_used": f"{p['cells_used']}/{cap}"}
+    texts = {
+        "computed": f"{p['computed']:,}",
+        "reused": f"{p['reused']:,}",
+        "concurrency": str(p["concurrency"]),
+        "peak": str(p["peak"]),
+        "preemptions": str(p["preemptions"]),
+        "cells_used": f"{p['cells_used']}/{cap}",
+    }
     out = {f"kv-{name}-status": (_status_text(name, data), None)}
     out.update({f"kv-{name}-{k}": (texts[k], fmt.raw(p[k])) for k, _ in COUNTERS})
     out[f"kv-{name}-cached"] = (f"{p['cells_cached']} cached", None)
-    out[f"kv-{name}-events"] = ("; ".join(_event_text(e) for e in ev) if ev else
-                                "no admissions, finishes or evictions", None)
+    out[f"kv-{name}-events"] = (
+        "; ".join(_event_text(e) for e in ev) if ev else "no admissions, finishes or evictions",
+        None,
+    )
     return out
 
 
@@ -379,34 +485,56 @@ def _live(name: str, data: dict) -> Raw:
     id, so frame_patch can rewrite its text (and data-value) in place."""
     p = data["panels"][name]
     v = _live_values(name, data)
-    units = {"computed": f"of {p['summary']['prompt_tokens']:,}", "reused": "tokens", "concurrency": "requests",
-             "peak": "requests"}
+    units = {
+        "computed": f"of {p['summary']['prompt_tokens']:,}",
+        "reused": "tokens",
+        "concurrency": "requests",
+        "peak": "requests",
+    }
     readouts = []
     for k, label in COUNTERS:
         text, value = v[f"kv-{name}-{k}"]
         if k == "cells_used":
-            readouts.append(_readout(f"{name}_{k}", p[k], text, label, v[f"kv-{name}-cached"][0],
-                                     oid=f"kv-{name}-{k}", uid=f"kv-{name}-cached"))
+            readouts.append(
+                _readout(
+                    f"{name}_{k}",
+                    p[k],
+                    text,
+                    label,
+                    v[f"kv-{name}-cached"][0],
+                    oid=f"kv-{name}-{k}",
+                    uid=f"kv-{name}-cached",
+                )
+            )
         else:
             readouts.append(_readout(f"{name}_{k}", p[k], text, label, units.get(k, ""), oid=f"kv-{name}-{k}"))
-    return join([
-        el("p", v[f"kv-{name}-status"][0], class_="kv-status", id_=f"kv-{name}-status"),
-        el("dl", readouts, class_="readouts kv-readouts"),
-        el("p", v[f"kv-{name}-events"][0], class_="kv-events", id_=f"kv-{name}-events"),
-    ])
+    return join(
+        [
+            el("p", v[f"kv-{name}-status"][0], class_="kv-status", id_=f"kv-{name}-status"),
+            el("dl", readouts, class_="readouts kv-readouts"),
+            el("p", v[f"kv-{name}-events"][0], class_="kv-events", id_=f"kv-{name}-events"),
+        ]
+    )
 
 
 def _final(name: str, data: dict) -> Raw:
     s = data["panels"][name]["summary"]
     rej = len(s["rejected"])
-    parts = [el("strong", "At the end: "),
-             el("span", f"{s['prefill_computed']:,}", data_readout=f"{name}_final_computed",
-                data_value=str(s["prefill_computed"])),
-             f" of {s['prompt_tokens']:,} prompt tokens computed ({s['prefill_saved_frac']:.0%} saved), peak ",
-             el("span", str(s["peak_concurrency"]), data_readout=f"{name}_final_peak",
-                data_value=str(s["peak_concurrency"])),
-             f" at once, {s['preemptions']} preemption{'s' if s['preemptions'] != 1 else ''}, "
-             f"{s['steps']} steps" + (f", {rej} rejected" if rej else "") + "."]
+    parts = [
+        el("strong", "At the end: "),
+        el(
+            "span",
+            f"{s['prefill_computed']:,}",
+            data_readout=f"{name}_final_computed",
+            data_value=str(s["prefill_computed"]),
+        ),
+        f" of {s['prompt_tokens']:,} prompt tokens computed ({s['prefill_saved_frac']:.0%} saved), peak ",
+        el(
+            "span", str(s["peak_concurrency"]), data_readout=f"{name}_final_peak", data_value=str(s["peak_concurrency"])
+        ),
+        f" at once, {s['preemptions']} preemption{'s' if s['preemptions'] != 1 else ''}, "
+        f"{s['steps']} steps" + (f", {rej} rejected" if rej else "") + ".",
+    ]
     return el("p", parts, class_="kv-final")
 
 
@@ -419,21 +547,35 @@ def _subtitle(name: str, data: dict) -> str:
 
 
 def _panel(name: str, data: dict) -> Raw:
-    return el("section", [
-        el("h2", MANAGER_NAMES[name], id_=f"kv-h-{name}"),
-        el("p", _subtitle(name, data), class_="kv-sub"),
-        _grid(name, data),
-        el("div", _live(name, data), id_=f"kv-live-{name}", class_="kv-live"),
-        _final(name, data),
-    ], class_=f"kv-panel kv-{name}", aria_labelledby=f"kv-h-{name}", data_manager=name)
+    return el(
+        "section",
+        [
+            el("h2", MANAGER_NAMES[name], id_=f"kv-h-{name}"),
+            el("p", _subtitle(name, data), class_="kv-sub"),
+            _grid(name, data),
+            el("div", _live(name, data), id_=f"kv-live-{name}", class_="kv-live"),
+            _final(name, data),
+        ],
+        class_=f"kv-panel kv-{name}",
+        aria_labelledby=f"kv-h-{name}",
+        data_manager=name,
+    )
 
 
 def _legend() -> Raw:
     items = []
     for cls, label in LEGEND:
-        sw = el("svg", el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
-                xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
-                width=14, height=14, class_="chart kv-grid kv-swatch", aria_hidden="true", focusable="false")
+        sw = el(
+            "svg",
+            el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
+            xmlns="http://www.w3.org/2000/svg",
+            viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
+            width=14,
+            height=14,
+            class_="chart kv-grid kv-swatch",
+            aria_hidden="true",
+            focusable="false",
+        )
         items.append(el("li", [sw, " ", label]))
     return el("div", el("ul", items, class_="kv-legend-codes"), class_="kv-legend", aria_label="Legend")
 
@@ -443,17 +585,31 @@ def _users(data: dict) -> Raw:
     items = []
     for i, s in enumerate(sim["sessions"]):
         rids = [rid for rid, ses in sim["session_of"].items() if ses == s]
-        sw = el("svg", el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=f"k-prefill h{i % N_HUES}"),
-                xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
-                width=14, height=14, class_="chart kv-grid kv-swatch", aria_hidden="true", focusable="false")
+        sw = el(
+            "svg",
+            el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=f"k-prefill h{i % N_HUES}"),
+            xmlns="http://www.w3.org/2000/svg",
+            viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
+            width=14,
+            height=14,
+            class_="chart kv-grid kv-swatch",
+            aria_hidden="true",
+            focusable="false",
+        )
         items.append(el("li", [sw, " ", f"{s} (requests {', '.join('#' + str(r) for r in rids)})"]))
     return el("ul", items, class_="kv-legend-users", aria_label="Users (colours)")
 
 
 def _caption(data: dict) -> Raw:
-    return el("p", [el("strong", f"Step {data['step']}", id_="kv-caption-step"),
-                    f" of {data['sim']['last_step']} · {data['workload_label']} · {data['capacity']} cells per manager"],
-              class_="step-caption", id_="kv-caption")
+    return el(
+        "p",
+        [
+            el("strong", f"Step {data['step']}", id_="kv-caption-step"),
+            f" of {data['sim']['last_step']} · {data['workload_label']} · {data['capacity']} cells per manager",
+        ],
+        class_="step-caption",
+        id_="kv-caption",
+    )
 
 
 def _table(data: dict) -> Raw:
@@ -471,28 +627,45 @@ def _table(data: dict) -> Raw:
                 lv = per["live"][i] if i >= 0 else {"computed": 0, "reused": 0, "concurrency": 0}
                 row += [str(lv["computed"]), str(lv["reused"]), str(lv["concurrency"] if exact else 0)]
             rows.append(row)
-        caption = (f"{data['workload_label']}, {data['capacity']} cells: prefill tokens computed and reused so "
-                   f"far, and requests holding cells, per step")
+        caption = (
+            f"{data['workload_label']}, {data['capacity']} cells: prefill tokens computed and reused so "
+            f"far, and requests holding cells, per step"
+        )
         sim["cache"][key] = data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
     return sim["cache"][key]
 
 
 def _note(data: dict) -> Raw:
-    return el("p", [
-        "Counting: a request holds cells in a step if it decoded or was admitted in it, so a user's finishing "
-        "turn and next turn both count in the step where one hands over to the other. Slots never run more than "
-        "n_parallel requests; paged and radix admit while cells last. Requests are numbered #0, #1, … in the "
-        "order the workload lists them."], class_="note")
+    return el(
+        "p",
+        [
+            "Counting: a request holds cells in a step if it decoded or was admitted in it, so a user's finishing "
+            "turn and next turn both count in the step where one hands over to the other. Slots never run more than "
+            "n_parallel requests; paged and radix admit while cells last. Requests are numbered #0, #1, … in the "
+            "order the workload lists them."
+        ],
+        class_="note",
+    )
 
 
 def render(data) -> str:
     sim = data["sim"]
     key = "|".join(str(k) for k in sim["key"])
-    return el("div", [
-        _caption(data),
-        el("div", [_panel(n, data) for n in MANAGERS], class_="kv-panels"),
-        _legend(), _users(data), _note(data), _table(data),
-    ], class_="fig-kv", id_="kv-fig", data_step=str(data["step"]), data_patch_key=key)
+    return el(
+        "div",
+        [
+            _caption(data),
+            el("div", [_panel(n, data) for n in MANAGERS], class_="kv-panels"),
+            _legend(),
+            _users(data),
+            _note(data),
+            _table(data),
+        ],
+        class_="fig-kv",
+        id_="kv-fig",
+        data_step=str(data["step"]),
+        data_patch_key=key,
+    )
 
 
 def _classes_text(sim: dict, name: str, panel: dict) -> str:
@@ -514,15 +687,32 @@ def sheet_svg(data) -> str:
         p = data["panels"][n]
         parts.append(el("text", MANAGER_NAMES[n], x=x, y=top - 8, class_="kv-name"))
         parts.append(_grid(n, data, x=x, y=top))
-        parts.append(el("text", f"computed {p['computed']}, reused {p['reused']}", x=x, y=top + h + 14,
-                        class_="kv-count"))
-        parts.append(el("text", f"holding {p['concurrency']}, preempted {p['preemptions']}", x=x,
-                        y=top + h + 30, class_="kv-count"))
+        parts.append(
+            el("text", f"computed {p['computed']}, reused {p['reused']}", x=x, y=top + h + 14, class_="kv-count")
+        )
+        parts.append(
+            el(
+                "text",
+                f"holding {p['concurrency']}, preempted {p['preemptions']}",
+                x=x,
+                y=top + h + 30,
+                class_="kv-count",
+            )
+        )
     width, height = 3 * w + 2 * gap, top + h + bottom
-    return str(el("svg", [el("title", f"Three KV managers, step {data['step']}"), el("desc", describe(data)),
-                          join(parts)],
-                  xmlns="http://www.w3.org/2000/svg", viewBox=f"0 0 {width} {height}", width=width,
-                  height=height, role="img", class_="chart kv-sheet", data_step=str(data["step"])))
+    return str(
+        el(
+            "svg",
+            [el("title", f"Three KV managers, step {data['step']}"), el("desc", describe(data)), join(parts)],
+            xmlns="http://www.w3.org/2000/svg",
+            viewBox=f"0 0 {width} {height}",
+            width=width,
+            height=height,
+            role="img",
+            class_="chart kv-sheet",
+            data_step=str(data["step"]),
+        )
+    )
 
 
 def frame_patch(data) -> dict:

@@ -7,27 +7,33 @@ passes through are marked, and a running tally shows what each memory holds so f
 
 State: scenario, warm, step (the frame; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
 """
+
 from __future__ import annotations
 
 import inference_trace as it
 import perf_model as pm
 
 from .. import fmt
+from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
-from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "load"
 TITLE = "Model load, step by step"
-LEDE = ("Step through a llama.cpp launch: reading the GGUF header, mapping the file, copying layers to the GPU, "
-        "allocating the KV cache, and the first token. The tier each step touches lights up.")
+LEDE = (
+    "Step through a llama.cpp launch: reading the GGUF header, mapping the file, copying layers to the GPU, "
+    "allocating the KV cache, and the first token. The tier each step touches lights up."
+)
 STEP_FIELD = "step"
 
-TIER_NAMES = {"drive": "NVMe drive", "ram": "RAM / page cache", "pcie": "PCIe link", "vram": "GPU VRAM",
-              "unified": "Unified memory"}
+TIER_NAMES = {
+    "drive": "NVMe drive",
+    "ram": "RAM / page cache",
+    "pcie": "PCIe link",
+    "vram": "GPU VRAM",
+    "unified": "Unified memory",
+}
 BOX_NAMES = {"drive": "NVMe drive", "ram": "RAM", "pcie": "PCIe link", "vram": "GPU VRAM", "unified": "Unified mem."}
-
-
 
 
 _TRACE_CACHE: dict = {}
@@ -45,14 +51,32 @@ def _n_steps(partial) -> int:
     return len(trace(partial["scenario"], partial.get("warm", False)))
 
 
-SPEC = Spec(ID, [
-    Choice("scenario", "Scenario", default="split-16gb",
-           options=lambda p: [(k, v["label"]) for k, v in it.LOAD_SCENARIOS.items()]),
-    Bool("warm", "Warm launch (file already in the page cache)", default=False,
-         help="Off: a cold launch reads the file from the drive."),
-    Int("step", "Step", default=0, min=0, max=lambda p: _n_steps(p) - 1, widget="range",
-        help="Drag, or use Back, Play and Step."),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice(
+            "scenario",
+            "Scenario",
+            default="split-16gb",
+            options=lambda p: [(k, v["label"]) for k, v in it.LOAD_SCENARIOS.items()],
+        ),
+        Bool(
+            "warm",
+            "Warm launch (file already in the page cache)",
+            default=False,
+            help="Off: a cold launch reads the file from the drive.",
+        ),
+        Int(
+            "step",
+            "Step",
+            default=0,
+            min=0,
+            max=lambda p: _n_steps(p) - 1,
+            widget="range",
+            help="Drag, or use Back, Play and Step.",
+        ),
+    ],
+)
 
 
 def default_state():
@@ -103,13 +127,13 @@ def path(step: dict, k: str, tiers: list[str]) -> list[str]:
     """The boxes a step's bytes pass through, in drawing order (for the arrows)."""
     if k == "upload":
         a, b = tiers.index(step["via"]), tiers.index("vram")
-        return tiers[a:b + 1]
+        return tiers[a : b + 1]
     if k == "page-in":
         src, dst = step["tier"], step["lands_in"]
         if src == dst:
             return [src]
         a, b = sorted((tiers.index(src), tiers.index(dst)))
-        return tiers[a:b + 1]
+        return tiers[a : b + 1]
     return [step["tier"]]
 
 
@@ -128,18 +152,39 @@ def groups(steps: list) -> list[dict]:
             g["layers"][1] = s["layer"]
             continue
         if block:
-            out.append({"kind": "upload-run", "first": s["index"], "last": s["index"], "bytes": s["bytes"],
-                        "seconds": s["seconds"], "tier": s["tier"], "layers": [s["layer"], s["layer"]],
-                        "via": s["via"]})
+            out.append(
+                {
+                    "kind": "upload-run",
+                    "first": s["index"],
+                    "last": s["index"],
+                    "bytes": s["bytes"],
+                    "seconds": s["seconds"],
+                    "tier": s["tier"],
+                    "layers": [s["layer"], s["layer"]],
+                    "via": s["via"],
+                }
+            )
             continue
-        out.append({"kind": k, "first": s["index"], "last": s["index"], "bytes": s["bytes"],
-                    "seconds": s["seconds"], "tier": s["tier"], "what": s["what"]})
+        out.append(
+            {
+                "kind": k,
+                "first": s["index"],
+                "last": s["index"],
+                "bytes": s["bytes"],
+                "seconds": s["seconds"],
+                "tier": s["tier"],
+                "what": s["what"],
+            }
+        )
     for g in out:
         if g["kind"] == "upload-run":
             a, b = g["layers"]
             src = "drive" if g["via"] == "drive" else "page cache"
-            g["what"] = (f"Upload block {a} to VRAM ({src} -> PCIe -> VRAM)" if a == b else
-                         f"Upload blocks {a}-{b} to VRAM, one block per step ({src} -> PCIe -> VRAM)")
+            g["what"] = (
+                f"Upload block {a} to VRAM ({src} -> PCIe -> VRAM)"
+                if a == b
+                else f"Upload blocks {a}-{b} to VRAM, one block per step ({src} -> PCIe -> VRAM)"
+            )
     return out
 
 
@@ -156,22 +201,47 @@ def compute(state) -> dict:
     tiers = machine_tiers(mc)
     k = kind(cur, i == last)
     resident = {t: 0.0 for t in tiers}
-    for s in steps[:i + 1]:
+    for s in steps[: i + 1]:
         d = destination(s, kind(s, s["index"] == last))
         if d in resident:
             resident[d] += s["bytes"]
-    caps = {"drive": None, "ram": None if mc.unified else mc.ram.mem_bytes, "pcie": None,
-            "vram": mc.gpu.mem_bytes if mc.gpu is not None and not mc.unified else None,
-            "unified": mc.gpu.mem_bytes if mc.unified else None}
-    bws = {"drive": mc.drive_gbs * pm.GB, "ram": mc.ram.bandwidth, "pcie": mc.pcie,
-           "vram": mc.gpu.bandwidth if mc.gpu is not None else 0.0,
-           "unified": mc.gpu.bandwidth if mc.unified else 0.0}
-    return {"state": state, "scenario": sc, "machine": mc, "model": model, "steps": steps, "index": i,
-            "step": cur, "kind": k, "lit": cur["tier"], "path": path(cur, k, tiers), "dest": destination(cur, k),
-            "tiers": tiers, "resident": resident, "caps": caps, "bandwidths": bws,
-            "elapsed_s": cur["elapsed_s"], "total_s": steps[-1]["elapsed_s"],
-            "cold_total_s": cold[-1]["elapsed_s"], "warm_total_s": warm[-1]["elapsed_s"],
-            "file_bytes": _file_bytes(state.scenario), "groups": groups(steps)}
+    caps = {
+        "drive": None,
+        "ram": None if mc.unified else mc.ram.mem_bytes,
+        "pcie": None,
+        "vram": mc.gpu.mem_bytes if mc.gpu is not None and not mc.unified else None,
+        "unified": mc.gpu.mem_bytes if mc.unified else None,
+    }
+    bws = {
+        "drive": mc.drive_gbs * pm.GB,
+        "ram": mc.ram.bandwidth,
+        "pcie": mc.pcie,
+        "vram": mc.gpu.bandwidth if mc.gpu is not None else 0.0,
+        "unified": mc.gpu.bandwidth if mc.unified else 0.0,
+    }
+    return {
+        "state": state,
+        "scenario": sc,
+        "machine": mc,
+        "model": model,
+        "steps": steps,
+        "index": i,
+        "step": cur,
+        "kind": k,
+        "lit": cur["tier"],
+        "path": path(cur, k, tiers),
+        "dest": destination(cur, k),
+        "tiers": tiers,
+        "resident": resident,
+        "caps": caps,
+        "bandwidths": bws,
+        "elapsed_s": cur["elapsed_s"],
+        "total_s": steps[-1]["elapsed_s"],
+        "cold_total_s": cold[-1]["elapsed_s"],
+        "warm_total_s": warm[-1]["elapsed_s"],
+        "file_bytes": _file_bytes(state.scenario),
+        "groups": groups(steps),
+    }
 
 
 def _file_bytes(scenario: str) -> int:
@@ -185,9 +255,11 @@ def _file_bytes(scenario: str) -> int:
 def describe(data) -> str:
     s, st, n = data["step"], data["state"], len(data["steps"])
     launch = "warm" if st.warm else "cold"
-    return (f"{data['scenario']['label']}, {launch} launch, step {data['index'] + 1} of {n}: {s['what']} "
-            f"({TIER_NAMES[s['tier']]}, {fmt.bytes_auto(s['bytes'])}, {fmt.seconds(s['seconds'])}); "
-            f"{fmt.seconds(data['elapsed_s'])} elapsed of {fmt.seconds(data['total_s'])}.")
+    return (
+        f"{data['scenario']['label']}, {launch} launch, step {data['index'] + 1} of {n}: {s['what']} "
+        f"({TIER_NAMES[s['tier']]}, {fmt.bytes_auto(s['bytes'])}, {fmt.seconds(s['seconds'])}); "
+        f"{fmt.seconds(data['elapsed_s'])} elapsed of {fmt.seconds(data['total_s'])}."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -215,25 +287,39 @@ def _boxes(data) -> Raw:
         x = x0 + j * (bw + GAP)
         lit = t == data["lit"]
         on_path = t in cur_path
-        cls = f"tier tier-{t}" + (" lit" if lit else "") + (" on-path" if on_path and not lit else "") + \
-              (" dest" if t == data["dest"] else "")
+        cls = (
+            f"tier tier-{t}"
+            + (" lit" if lit else "")
+            + (" on-path" if on_path and not lit else "")
+            + (" dest" if t == data["dest"] else "")
+        )
         name = BOX_NAMES[t]
         if t == "ram" and data["machine"].unified:
             name = "Page cache"
-        inner = [el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
-                 el("text", name, x=x + 8, y=BOX_Y + 18, class_="box-title"),
-                 el("text", f"{data['bandwidths'][t] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 36, class_="box-sub")]
+        inner = [
+            el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
+            el("text", name, x=x + 8, y=BOX_Y + 18, class_="box-title"),
+            el("text", f"{data['bandwidths'][t] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 36, class_="box-sub"),
+        ]
         cap = data["caps"][t]
         if cap:
             held = data["resident"][t]
-            inner.append(el("text", f"{held / 1e9:.1f} of {fmt.gb(cap, 0)}", x=x + 8, y=BOX_Y + 54,
-                            class_="box-sub", data_readout=f"resident_{t}", data_value=fmt.raw(held)))
+            inner.append(
+                el(
+                    "text",
+                    f"{held / 1e9:.1f} of {fmt.gb(cap, 0)}",
+                    x=x + 8,
+                    y=BOX_Y + 54,
+                    class_="box-sub",
+                    data_readout=f"resident_{t}",
+                    data_value=fmt.raw(held),
+                )
+            )
             fw = (bw - 16) * min(1.0, held / cap)
             inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=bw - 16, height=10, class_="fill-track"))
             inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=max(fw, 0), height=10, class_="fill"))
         elif t == "drive":
-            inner.append(el("text", f"file {fmt.gb(data['file_bytes'], 1)}", x=x + 8, y=BOX_Y + 54,
-                            class_="box-sub"))
+            inner.append(el("text", f"file {fmt.gb(data['file_bytes'], 1)}", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
         elif t == "pcie":
             inner.append(el("text", "host ⇄ GPU", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
         elif t == "ram":  # Apple: the page cache lives in the unified memory
@@ -241,14 +327,26 @@ def _boxes(data) -> Raw:
         if lit:
             s = data["step"]
             inner.append(el("text", "this step", x=x + 8, y=BOX_Y + 92, class_="box-now"))
-            inner.append(el("text", fmt.bytes_auto(s["bytes"]) if s["bytes"] else "0 B", x=x + 8,
-                            y=BOX_Y + 108, class_="box-now-v"))
+            inner.append(
+                el(
+                    "text",
+                    fmt.bytes_auto(s["bytes"]) if s["bytes"] else "0 B",
+                    x=x + 8,
+                    y=BOX_Y + 108,
+                    class_="box-now-v",
+                )
+            )
         parts.append(el("g", inner, class_=cls, data_tier=t))
         if j < n - 1:
             ax = x + bw
             active = t in cur_path and tiers[j + 1] in cur_path
-            parts.append(el("path", d=f"M{ax + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 8}",
-                            class_="link" + (" link-active" if active else "")))
+            parts.append(
+                el(
+                    "path",
+                    d=f"M{ax + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 8}",
+                    class_="link" + (" link-active" if active else ""),
+                )
+            )
     return el("g", parts, class_="tiers", id_="load-boxes")
 
 
@@ -269,8 +367,17 @@ def _segments(data) -> Raw:
             continue
         xa = 8 + span * (s["elapsed_s"] - s["seconds"]) / total
         w = span * s["seconds"] / total
-        segs.append(el("rect", el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
-                       x=xa, y=STRIP_Y, width=max(w, 0.6), height=STRIP_H, class_=f"seg-t seg-{s['tier']}"))
+        segs.append(
+            el(
+                "rect",
+                el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
+                x=xa,
+                y=STRIP_Y,
+                width=max(w, 0.6),
+                height=STRIP_H,
+                class_=f"seg-t seg-{s['tier']}",
+            )
+        )
     return join(segs)
 
 
@@ -280,10 +387,13 @@ def _strip(data) -> Raw:
     total = data["total_s"] or 1.0
     x0, x1 = 8, W - 8
     label_y = STRIP_Y - 8
-    parts = [el("text", "Timeline, to scale", x=x0, y=label_y, class_="strip-title"),
-             el("text", f"total {fmt.seconds(total)}", x=x1, y=label_y, class_="strip-total", text_anchor="end"),
-             el("rect", x=x0, y=STRIP_Y, width=x1 - x0, height=STRIP_H, class_="strip-track"),
-             _static(data, "segments", _segments), el("g", _strip_now(data), id_="load-strip-now")]
+    parts = [
+        el("text", "Timeline, to scale", x=x0, y=label_y, class_="strip-title"),
+        el("text", f"total {fmt.seconds(total)}", x=x1, y=label_y, class_="strip-total", text_anchor="end"),
+        el("rect", x=x0, y=STRIP_Y, width=x1 - x0, height=STRIP_H, class_="strip-track"),
+        _static(data, "segments", _segments),
+        el("g", _strip_now(data), id_="load-strip-now"),
+    ]
     return el("g", parts, class_="strip")
 
 
@@ -293,11 +403,14 @@ def _strip_now(data) -> Raw:
     span = x1 - x0
     cx = x0 + span * data["elapsed_s"] / total
     cw = span * data["step"]["seconds"] / total
-    return join([
-        el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
-        el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-        el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
-        _edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18)])
+    return join(
+        [
+            el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
+            el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+            el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
+            _edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18),
+        ]
+    )
 
 
 def _edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
@@ -311,16 +424,23 @@ def _edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
 
 def _chart_title(data) -> str:
     st = data["state"]
-    return (f"Loading {data['model'].name} on {data['machine'].name} "
-            f"({'warm' if st.warm else 'cold'}), step {data['index'] + 1} of {len(data['steps'])}")
+    return (
+        f"Loading {data['model'].name} on {data['machine'].name} "
+        f"({'warm' if st.warm else 'cold'}), step {data['index'] + 1} of {len(data['steps'])}"
+    )
 
 
 def _chart(data) -> Raw:
     h = STRIP_Y + STRIP_H + 26
-    return svg([_boxes(data), _strip(data)], width=W, height=h, title=_chart_title(data),
-               desc=describe(data), id_="load-chart", class_="chart load-chart")
-
-
+    return svg(
+        [_boxes(data), _strip(data)],
+        width=W,
+        height=h,
+        title=_chart_title(data),
+        desc=describe(data),
+        id_="load-chart",
+        class_="chart load-chart",
+    )
 
 
 def _step_list(data) -> Raw:
@@ -333,45 +453,81 @@ def _step_list(data) -> Raw:
         nums = f"{g['first'] + 1}" if g["first"] == g["last"] else f"{g['first'] + 1}–{g['last'] + 1}"
         detail = f"{TIER_NAMES[g['tier']]} · {fmt.bytes_auto(g['bytes'])} · {fmt.seconds(g['seconds'])}"
         if now and g["first"] != g["last"]:
-            detail += f" · at block {data['step'].get('layer', '')} ({i - g['first'] + 1} of " \
-                      f"{g['last'] - g['first'] + 1})"
-        rows.append(el("li", [el("span", nums, class_="step-num"), el("span", g["what"], class_="step-what"),
-                              el("span", detail, class_="step-detail")],
-                       class_=f"step step-{status} step-tier-{g['tier']}",
-                       aria_current="step" if now else None))
+            detail += (
+                f" · at block {data['step'].get('layer', '')} ({i - g['first'] + 1} of {g['last'] - g['first'] + 1})"
+            )
+        rows.append(
+            el(
+                "li",
+                [
+                    el("span", nums, class_="step-num"),
+                    el("span", g["what"], class_="step-what"),
+                    el("span", detail, class_="step-detail"),
+                ],
+                class_=f"step step-{status} step-tier-{g['tier']}",
+                aria_current="step" if now else None,
+            )
+        )
     return el("ol", rows, class_="step-list", aria_label="Launch steps", id_="load-steps")
 
 
 def _table(data) -> Raw:
     """Every step of the trace (the same for every frame of a scenario, so built once)."""
+
     def build(data):
         header = ["#", "Step", "Tier", "Bytes", "Seconds", "Elapsed (s)", "Source"]
-        rows = [[str(s["index"] + 1), s["what"], TIER_NAMES[s["tier"]], fmt.bytes_auto(s["bytes"]),
-                 f"{s['seconds']:.4g}", f"{s['elapsed_s']:.4g}", s.get("source", "")] for s in data["steps"]]
+        rows = [
+            [
+                str(s["index"] + 1),
+                s["what"],
+                TIER_NAMES[s["tier"]],
+                fmt.bytes_auto(s["bytes"]),
+                f"{s['seconds']:.4g}",
+                f"{s['elapsed_s']:.4g}",
+                s.get("source", ""),
+            ]
+            for s in data["steps"]
+        ]
         launch = "warm" if data["state"].warm else "cold"
-        caption = (f"{data['scenario']['label']}, {launch} launch: all {len(rows)} steps of "
-                   f"inference_trace.load_trace, {fmt.seconds(data['total_s'])} in all.")
+        caption = (
+            f"{data['scenario']['label']}, {launch} launch: all {len(rows)} steps of "
+            f"inference_trace.load_trace, {fmt.seconds(data['total_s'])} in all."
+        )
         return data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
+
     return _static(data, "table", build)
 
 
 def _readouts(data) -> Raw:
     s, st = data["step"], data["state"]
     n = len(data["steps"])
-    return el("dl", [
-        _readout("step_index", data["index"], f"{data['index'] + 1} / {n}", "Step"),
-        _readout("step_tier", s["tier"], TIER_NAMES[s["tier"]], "Tier"),
-        _readout("step_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes"),
-        _readout("step_s", s["seconds"], fmt.seconds(s["seconds"]), "This step"),
-        _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Elapsed"),
-        _readout("total_s", data["total_s"], fmt.seconds(data["total_s"]),
-                 "Whole launch, warm" if st.warm else "Whole launch, cold"),
-    ], class_="readouts", id_="load-readouts")
+    return el(
+        "dl",
+        [
+            _readout("step_index", data["index"], f"{data['index'] + 1} / {n}", "Step"),
+            _readout("step_tier", s["tier"], TIER_NAMES[s["tier"]], "Tier"),
+            _readout("step_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes"),
+            _readout("step_s", s["seconds"], fmt.seconds(s["seconds"]), "This step"),
+            _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Elapsed"),
+            _readout(
+                "total_s",
+                data["total_s"],
+                fmt.seconds(data["total_s"]),
+                "Whole launch, warm" if st.warm else "Whole launch, cold",
+            ),
+        ],
+        class_="readouts",
+        id_="load-readouts",
+    )
 
 
 def _caption(data) -> Raw:
-    return el("p", [el("strong", f"Step {data['index'] + 1}: "), data["step"]["what"], "."], class_="step-caption",
-              id_="load-caption")
+    return el(
+        "p",
+        [el("strong", f"Step {data['index'] + 1}: "), data["step"]["what"], "."],
+        class_="step-caption",
+        id_="load-caption",
+    )
 
 
 def patch_key(data) -> str:
@@ -382,7 +538,7 @@ def patch_key(data) -> str:
 
 def _inner(part: Raw) -> str:
     """The children of a built element (what a frame patch writes into it)."""
-    return part[part.index(">") + 1:part.rindex("<")]
+    return part[part.index(">") + 1 : part.rindex("<")]
 
 
 def frame_patch(data) -> dict:
@@ -391,9 +547,13 @@ def frame_patch(data) -> dict:
     to any frame of the same scenario it gives exactly the full render of `data` (tests/test_fig_load.py)."""
     return {
         "key": patch_key(data),
-        "html": {"load-caption": _inner(_caption(data)), "load-readouts": _inner(_readouts(data)),
-                 "load-boxes": _inner(_boxes(data)), "load-strip-now": _strip_now(data),
-                 "load-steps": _inner(_step_list(data))},
+        "html": {
+            "load-caption": _inner(_caption(data)),
+            "load-readouts": _inner(_readouts(data)),
+            "load-boxes": _inner(_boxes(data)),
+            "load-strip-now": _strip_now(data),
+            "load-steps": _inner(_step_list(data)),
+        },
         "text": {"load-chart-title": _chart_title(data), "load-chart-desc": describe(data)},
         "attrs": {"load-fig": {"data-step": str(data["index"]), "data-lit": data["lit"]}},
     }
@@ -402,12 +562,28 @@ def frame_patch(data) -> dict:
 def render(data) -> str:
     st = data["state"]
     other = data["cold_total_s"] if st.warm else data["warm_total_s"]
-    note = el("p", [
-        f"A {'cold' if st.warm else 'warm'} launch of the same scenario takes {fmt.seconds(other)}. ",
-        "Cold: every read of the file comes from the drive. Warm: the OS page cache still holds the file, so those "
-        "reads come from RAM. Mapping the file reads nothing; the pages the CPU uses arrive on first touch."],
-        class_="note")
-    return el("div", [_caption(data), _readouts(data), el("figure", [_chart(data)], class_="chart-wrap"),
-                      _step_list(data), note, _table(data)],
-              class_="fig-load", id_="load-fig", data_step=str(data["index"]), data_lit=data["lit"],
-              data_patch_key=patch_key(data))
+    note = el(
+        "p",
+        [
+            f"A {'cold' if st.warm else 'warm'} launch of the same scenario takes {fmt.seconds(other)}. ",
+            "Cold: every read of the file comes from the drive. Warm: the OS page cache still holds the file, so those "
+            "reads come from RAM. Mapping the file reads nothing; the pages the CPU uses arrive on first touch.",
+        ],
+        class_="note",
+    )
+    return el(
+        "div",
+        [
+            _caption(data),
+            _readouts(data),
+            el("figure", [_chart(data)], class_="chart-wrap"),
+            _step_list(data),
+            note,
+            _table(data),
+        ],
+        class_="fig-load",
+        id_="load-fig",
+        data_step=str(data["index"]),
+        data_lit=data["lit"],
+        data_patch_key=patch_key(data),
+    )

@@ -5,6 +5,7 @@ perf_model.place(..., n_gpu_layers=n) and timed with perf_model.decode_step_time
 place(..., n_gpu_layers=None) (what --fit picks); the fit limit is the largest n whose placement fits, and the
 points past it are drawn as the allocation failures llama.cpp would report. This module only draws them.
 """
+
 from __future__ import annotations
 
 import perf_model as pm
@@ -15,29 +16,47 @@ from ..svg import Raw, data_details, el, svg, table
 
 ID = "offload-curve"
 TITLE = "Offload break-even: decode speed against -ngl"
-LEDE = ("Each layer moved to the GPU is read at VRAM speed instead of RAM speed. The layers left in RAM dominate "
-        "the time per token, so the curve stays flat for a long time and climbs steeply at the end.")
+LEDE = (
+    "Each layer moved to the GPU is read at VRAM speed instead of RAM speed. The layers left in RAM dominate "
+    "the time per token, so the curve stays flat for a long time and climbs steeply at the end."
+)
 
 CTX_MIN, CTX_MAX = 256, 1 << 20
-
 
 
 def _model(p):
     return pm.MODELS[p["model"]]
 
 
-SPEC = Spec(ID, [
-    Choice("model", "Model", default="qwen2.5-14b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
-    Choice("machine", "Machine", default="rtx3060",
-           options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]),
-    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
-    Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
-    Int("ctx", "Context, n_ctx (-c)", default=16384, min=CTX_MIN, step=256,
-        max=lambda p: min(CTX_MAX, max(CTX_MIN, _model(p).max_position_embeddings)),
-        help="KV cache allocated at startup: it competes with layers for VRAM."),
-    Int("tokens", "Decode at context (tokens)", default=2000, min=0, max=lambda p: p["ctx"], step=100,
-        help="How much KV each decode step reads."),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice("model", "Model", default="qwen2.5-14b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
+        Choice(
+            "machine", "Machine", default="rtx3060", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
+        ),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+        Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
+        Int(
+            "ctx",
+            "Context, n_ctx (-c)",
+            default=16384,
+            min=CTX_MIN,
+            step=256,
+            max=lambda p: min(CTX_MAX, max(CTX_MIN, _model(p).max_position_embeddings)),
+            help="KV cache allocated at startup: it competes with layers for VRAM.",
+        ),
+        Int(
+            "tokens",
+            "Decode at context (tokens)",
+            default=2000,
+            min=0,
+            max=lambda p: p["ctx"],
+            step=100,
+            help="How much KV each decode step reads.",
+        ),
+    ],
+)
 
 
 def default_state():
@@ -50,17 +69,24 @@ def default_state():
 def compute(state) -> dict:
     model, mc = pm.MODELS[state.model], pm.MACHINES[state.machine]
     kw = dict(n_ctx=state.ctx, kv_type=state.kv)
-    data = {"state": state, "model": model, "machine": mc, "error": None, "points": [], "auto": None,
-            "fit_limit": None}
+    data = {"state": state, "model": model, "machine": mc, "error": None, "points": [], "auto": None, "fit_limit": None}
     try:
         auto = pm.place(model, mc, state.quant, n_gpu_layers=None, **kw)
         top = model.n_layers + 1 if mc.gpu is not None else 0
         for n in range(0, top + 1):
             p = pm.place(model, mc, state.quant, n_gpu_layers=n, **kw)
             d = pm.decode_step_time(p, mc, context=state.tokens)
-            data["points"].append({"ngl": n, "tok_s": d["tok_per_s"], "fits": bool(p.fits), "cpu_share": d["cpu_share"],
-                                   "gpu_gb": p.gpu_total / pm.GB, "cpu_gb": p.cpu_total / pm.GB,
-                                   "error": p.error})
+            data["points"].append(
+                {
+                    "ngl": n,
+                    "tok_s": d["tok_per_s"],
+                    "fits": bool(p.fits),
+                    "cpu_share": d["cpu_share"],
+                    "gpu_gb": p.gpu_total / pm.GB,
+                    "cpu_gb": p.cpu_total / pm.GB,
+                    "error": p.error,
+                }
+            )
         auto_d = pm.decode_step_time(auto, mc, context=state.tokens)
     except ValueError as e:
         data["error"] = str(e)
@@ -70,9 +96,13 @@ def compute(state) -> dict:
     data["auto"] = {"ngl": auto.n_gpu_layers, "tok_s": auto_d["tok_per_s"], "fits": bool(auto.fits)}
     data["fit_limit"] = max(fitting) if fitting else None
     pts = data["points"]
-    data["readouts"] = {"auto_ngl": auto.n_gpu_layers, "fit_limit": data["fit_limit"],
-                        "auto_tok_s": auto_d["tok_per_s"], "cpu_tok_s": pts[0]["tok_s"],
-                        "full_tok_s": pts[-1]["tok_s"]}
+    data["readouts"] = {
+        "auto_ngl": auto.n_gpu_layers,
+        "fit_limit": data["fit_limit"],
+        "auto_tok_s": auto_d["tok_per_s"],
+        "cpu_tok_s": pts[0]["tok_s"],
+        "full_tok_s": pts[-1]["tok_s"],
+    }
     return data
 
 
@@ -85,11 +115,18 @@ def describe(data) -> str:
     if mc.gpu is None:
         return f"{where}: no GPU, so -ngl has nothing to offload; decode {fmt.rate(pts[0]['tok_s'])} tok/s from RAM."
     lim = r["fit_limit"]
-    fail = (f"; -ngl {lim + 1} and above would fail to allocate" if lim is not None and lim < pts[-1]["ngl"]
-            else "; every -ngl fits" if lim == pts[-1]["ngl"] else "; no -ngl fits")
-    return (f"{where}: decode rises from {fmt.rate(pts[0]['tok_s'])} tok/s at -ngl 0 to "
-            f"{fmt.rate(pts[-1]['tok_s'])} tok/s at -ngl {pts[-1]['ngl']}; auto picks -ngl {r['auto_ngl']} "
-            f"({fmt.rate(r['auto_tok_s'])} tok/s){fail}.")
+    fail = (
+        f"; -ngl {lim + 1} and above would fail to allocate"
+        if lim is not None and lim < pts[-1]["ngl"]
+        else "; every -ngl fits"
+        if lim == pts[-1]["ngl"]
+        else "; no -ngl fits"
+    )
+    return (
+        f"{where}: decode rises from {fmt.rate(pts[0]['tok_s'])} tok/s at -ngl 0 to "
+        f"{fmt.rate(pts[-1]['tok_s'])} tok/s at -ngl {pts[-1]['ngl']}; auto picks -ngl {r['auto_ngl']} "
+        f"({fmt.rate(r['auto_tok_s'])} tok/s){fail}."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -110,66 +147,117 @@ def _chart(data) -> Raw:
     parts = [chart.grid(x, y, [], yt)]
     lim = data["fit_limit"]
     if lim is not None and lim < xmax:
-        parts.append(el("rect", el("title", f"-ngl {lim + 1} to {xmax}: would fail to allocate"),
-                        x=x(lim + 0.5), y=fr.y0, width=x(xmax + 0.5) - x(lim + 0.5), height=fr.y1 - fr.y0,
-                        class_="fail-zone"))
-        parts.append(el("text", "would fail to allocate", x=fr.x1 - 4, y=fr.y0 + 14, text_anchor="end",
-                        class_="fail-label"))
+        parts.append(
+            el(
+                "rect",
+                el("title", f"-ngl {lim + 1} to {xmax}: would fail to allocate"),
+                x=x(lim + 0.5),
+                y=fr.y0,
+                width=x(xmax + 0.5) - x(lim + 0.5),
+                height=fr.y1 - fr.y0,
+                class_="fail-zone",
+            )
+        )
+        parts.append(
+            el("text", "would fail to allocate", x=fr.x1 - 4, y=fr.y0 + 14, text_anchor="end", class_="fail-label")
+        )
     elif lim is None:
         parts.append(el("rect", x=fr.x0, y=fr.y0, width=fr.x1 - fr.x0, height=fr.y1 - fr.y0, class_="fail-zone"))
-    parts += [chart.axis(x, at=fr.y1, side="bottom", ticks=xt, fmt=str,
-                         label="-ngl (layers on the GPU)"),
-              chart.axis(y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}",
-                         label="Decode tok/s", label_pos=(8, fr.y0 - 16))]
+    parts += [
+        chart.axis(x, at=fr.y1, side="bottom", ticks=xt, fmt=str, label="-ngl (layers on the GPU)"),
+        chart.axis(
+            y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}", label="Decode tok/s", label_pos=(8, fr.y0 - 16)
+        ),
+    ]
     ok = [(x(p["ngl"]), y(p["tok_s"])) for p in pts if p["fits"]]
     [p for p in pts if p["fits"]]
     parts.append(el("path", d=chart.path_d(ok), class_="curve curve-fits"))
     # the failing tail, joined to the last point that fits
     tail = [p for p in pts if not p["fits"] and (lim is None or p["ngl"] > lim)]
     if tail:
-        join_pts = ([(x(lim), y(pts[lim]["tok_s"]))] if lim is not None else []) + \
-                   [(x(p["ngl"]), y(p["tok_s"])) for p in tail]
+        join_pts = ([(x(lim), y(pts[lim]["tok_s"]))] if lim is not None else []) + [
+            (x(p["ngl"]), y(p["tok_s"])) for p in tail
+        ]
         parts.append(el("path", d=chart.path_d(join_pts), class_="curve curve-fail"))
     dots = []
     for p in pts:
-        t = (f"-ngl {p['ngl']}: {fmt.rate(p['tok_s'])} tok/s, CPU share {fmt.pct(p['cpu_share'])}"
-             + ("" if p["fits"] else " (would fail to allocate)"))
-        dots.append(el("circle", el("title", t), cx=x(p["ngl"]), cy=y(p["tok_s"]), r=3.2,
-                       class_="pt" + ("" if p["fits"] else " pt-fail"), data_ngl=str(p["ngl"]),
-                       data_tok_s=fmt.raw(p["tok_s"]), data_fits="true" if p["fits"] else "false"))
+        t = f"-ngl {p['ngl']}: {fmt.rate(p['tok_s'])} tok/s, CPU share {fmt.pct(p['cpu_share'])}" + (
+            "" if p["fits"] else " (would fail to allocate)"
+        )
+        dots.append(
+            el(
+                "circle",
+                el("title", t),
+                cx=x(p["ngl"]),
+                cy=y(p["tok_s"]),
+                r=3.2,
+                class_="pt" + ("" if p["fits"] else " pt-fail"),
+                data_ngl=str(p["ngl"]),
+                data_tok_s=fmt.raw(p["tok_s"]),
+                data_fits="true" if p["fits"] else "false",
+            )
+        )
     parts.append(el("g", dots, class_="points"))
     # markers: auto -ngl and the fit limit
     a = data["auto"]
     ax, ay = x(a["ngl"]), y(a["tok_s"])
     right = ax > (fr.x0 + fr.x1) / 2
-    marks = [el("line", x1=ax, y1=fr.y1, x2=ax, y2=ay, class_="auto-line"),
-             el("circle", cx=ax, cy=ay, r=6.5, class_="auto-dot", data_auto_ngl=str(a["ngl"])),
-             el("text", f"auto (--fit): -ngl {a['ngl']}, {fmt.rate(a['tok_s'])} tok/s",
-                x=ax + (-10 if right else 10), y=ay - 12, text_anchor="end" if right else "start",
-                class_="auto-label")]
+    marks = [
+        el("line", x1=ax, y1=fr.y1, x2=ax, y2=ay, class_="auto-line"),
+        el("circle", cx=ax, cy=ay, r=6.5, class_="auto-dot", data_auto_ngl=str(a["ngl"])),
+        el(
+            "text",
+            f"auto (--fit): -ngl {a['ngl']}, {fmt.rate(a['tok_s'])} tok/s",
+            x=ax + (-10 if right else 10),
+            y=ay - 12,
+            text_anchor="end" if right else "start",
+            class_="auto-label",
+        ),
+    ]
     if lim is not None and lim < xmax:
         lx = x(lim + 0.5)
-        marks += [el("line", x1=lx, y1=fr.y0, x2=lx, y2=fr.y1, class_="limit-line", data_fit_limit=str(lim)),
-                  el("text", f"fit limit: {lim}", x=lx - 4, y=fr.y1 - 8, text_anchor="end", class_="limit-label")]
+        marks += [
+            el("line", x1=lx, y1=fr.y0, x2=lx, y2=fr.y1, class_="limit-line", data_fit_limit=str(lim)),
+            el("text", f"fit limit: {lim}", x=lx - 4, y=fr.y1 - 8, text_anchor="end", class_="limit-label"),
+        ]
     parts.append(el("g", marks, class_="marks"))
     m = data["model"]
-    return svg(parts, width=W, height=H, id_="offload-chart", class_="chart offload-chart",
-               title=f"Decode tok/s against -ngl: {m.name} {s.quant} on {data['machine'].name}",
-               desc=describe(data))
+    return svg(
+        parts,
+        width=W,
+        height=H,
+        id_="offload-chart",
+        class_="chart offload-chart",
+        title=f"Decode tok/s against -ngl: {m.name} {s.quant} on {data['machine'].name}",
+        desc=describe(data),
+    )
 
 
 def _readouts(data) -> Raw:
     r, m = data["readouts"], data["model"]
     lim = r["fit_limit"]
-    return el("dl", [
-        chart.readout("auto_ngl", r["auto_ngl"], "—" if r["auto_ngl"] is None else f"{r['auto_ngl']} / {m.n_layers + 1}",
-                      "Auto -ngl (--fit)"),
-        chart.readout("fit_limit", lim, "none" if lim is None else str(lim), "Largest -ngl that fits"),
-        chart.readout("auto_tok_s", r["auto_tok_s"], fmt.rate(r["auto_tok_s"]), "Decode at auto", "tok/s"),
-        chart.readout("cpu_tok_s", r["cpu_tok_s"], fmt.rate(r["cpu_tok_s"]), "At -ngl 0", "tok/s"),
-        chart.readout("full_tok_s", r["full_tok_s"], fmt.rate(r["full_tok_s"]),
-                      f"At -ngl {m.n_layers + 1}" if data["machine"].gpu is not None else "Full offload", "tok/s"),
-    ], class_="readouts")
+    return el(
+        "dl",
+        [
+            chart.readout(
+                "auto_ngl",
+                r["auto_ngl"],
+                "—" if r["auto_ngl"] is None else f"{r['auto_ngl']} / {m.n_layers + 1}",
+                "Auto -ngl (--fit)",
+            ),
+            chart.readout("fit_limit", lim, "none" if lim is None else str(lim), "Largest -ngl that fits"),
+            chart.readout("auto_tok_s", r["auto_tok_s"], fmt.rate(r["auto_tok_s"]), "Decode at auto", "tok/s"),
+            chart.readout("cpu_tok_s", r["cpu_tok_s"], fmt.rate(r["cpu_tok_s"]), "At -ngl 0", "tok/s"),
+            chart.readout(
+                "full_tok_s",
+                r["full_tok_s"],
+                fmt.rate(r["full_tok_s"]),
+                f"At -ngl {m.n_layers + 1}" if data["machine"].gpu is not None else "Full offload",
+                "tok/s",
+            ),
+        ],
+        class_="readouts",
+    )
 
 
 def _query(**kw) -> str:
@@ -193,24 +281,54 @@ def _presets() -> Raw:
 
 def _table(data) -> Raw:
     header = ["-ngl", "Decode tok/s", "CPU share of a step", "VRAM (GB)", "RAM (GB)", "Allocation"]
-    rows = [[str(p["ngl"]), fmt.rate(p["tok_s"]), fmt.pct(p["cpu_share"]), f"{p['gpu_gb']:.2f}", f"{p['cpu_gb']:.2f}",
-             ("fits" if p["fits"] else "would fail") + (" (auto)" if p["ngl"] == data["auto"]["ngl"] else "")]
-            for p in data["points"]]
+    rows = [
+        [
+            str(p["ngl"]),
+            fmt.rate(p["tok_s"]),
+            fmt.pct(p["cpu_share"]),
+            f"{p['gpu_gb']:.2f}",
+            f"{p['cpu_gb']:.2f}",
+            ("fits" if p["fits"] else "would fail") + (" (auto)" if p["ngl"] == data["auto"]["ngl"] else ""),
+        ]
+        for p in data["points"]
+    ]
     return data_details("Data table", table(describe(data), header, rows))
 
 
 def render(data) -> str:
     if data["error"]:
-        return el("div", [_presets(), el("div", [el("strong", "Cannot compute these settings: "), data["error"]],
-                                         class_="alert alert-error", role="alert")],
-                  class_="offload-curve", data_state="error")
+        return el(
+            "div",
+            [
+                _presets(),
+                el(
+                    "div",
+                    [el("strong", "Cannot compute these settings: "), data["error"]],
+                    class_="alert alert-error",
+                    role="alert",
+                ),
+            ],
+            class_="offload-curve",
+            data_state="error",
+        )
     parts = [_presets(), _readouts(data)]
     if data["machine"].gpu is None:
-        parts.append(el("p", "This machine has no GPU: every layer runs from system RAM, so -ngl changes nothing.",
-                        class_="note"))
+        parts.append(
+            el(
+                "p",
+                "This machine has no GPU: every layer runs from system RAM, so -ngl changes nothing.",
+                class_="note",
+            )
+        )
     m = data["model"]
-    parts += [el("figure", _chart(data), class_="chart-wrap"),
-              el("p", f"-ngl {m.n_layers} puts every block on the GPU; -ngl {m.n_layers + 1} also moves the output "
-                      "head, which every token reads, hence the last jump.", class_="note"),
-              _table(data)]
+    parts += [
+        el("figure", _chart(data), class_="chart-wrap"),
+        el(
+            "p",
+            f"-ngl {m.n_layers} puts every block on the GPU; -ngl {m.n_layers + 1} also moves the output "
+            "head, which every token reads, hence the last jump.",
+            class_="note",
+        ),
+        _table(data),
+    ]
     return el("div", parts, class_="offload-curve", data_state="ok")

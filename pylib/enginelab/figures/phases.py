@@ -9,6 +9,7 @@ prefill_time), and both are shown side by side.
 
 State: scenario, phase, step (the stage; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,20 +18,20 @@ import inference_trace as it
 import perf_model as pm
 
 from .. import fmt
+from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
 from .load import _edge_label
-from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "phases"
 TITLE = "Prefill and decode on the hardware"
-LEDE = ("Step through one forward pass, stage by stage: which device works, how many bytes it reads and FLOPs it "
-        "does, and whether memory bandwidth or arithmetic sets its time.")
+LEDE = (
+    "Step through one forward pass, stage by stage: which device works, how many bytes it reads and FLOPs it "
+    "does, and whether memory bandwidth or arithmetic sets its time."
+)
 STEP_FIELD = "step"
 PHASES = (("prefill", "Prefill (the prompt)"), ("decode", "Decode (one token)"))
 DEVICE_NAMES = {"gpu": "GPU", "cpu": "CPU", "pcie": "PCIe link", "host": "CPU (host)"}
-
-
 
 
 _CACHE: dict = {}
@@ -66,13 +67,27 @@ def model_total(scenario: str, phase: str) -> float:
     return _CACHE[key]
 
 
-SPEC = Spec(ID, [
-    Choice("scenario", "Scenario", default="partial",
-           options=lambda p: [(k, v["label"]) for k, v in it.PHASE_SCENARIOS.items()]),
-    Choice("phase", "Phase", default="decode", options=lambda p: list(PHASES)),
-    Int("step", "Stage", default=0, min=0, max=lambda p: len(trace(p["scenario"], p["phase"])) - 1,
-        widget="range", help="Drag, or use Back, Play and Step."),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice(
+            "scenario",
+            "Scenario",
+            default="partial",
+            options=lambda p: [(k, v["label"]) for k, v in it.PHASE_SCENARIOS.items()],
+        ),
+        Choice("phase", "Phase", default="decode", options=lambda p: list(PHASES)),
+        Int(
+            "step",
+            "Stage",
+            default=0,
+            min=0,
+            max=lambda p: len(trace(p["scenario"], p["phase"])) - 1,
+            widget="range",
+            help="Drag, or use Back, Play and Step.",
+        ),
+    ],
+)
 
 
 def default_state():
@@ -97,22 +112,58 @@ def compute(state) -> dict:
     p = scenario_placement(state.scenario)
     devices = []
     if mc.gpu is not None:
-        devices.append({"key": "gpu", "name": mc.gpu.name, "bandwidth": mc.gpu.bandwidth, "flops": mc.gpu.flops,
-                        "ridge": mc.gpu.flops / mc.gpu.bandwidth, "mem": "VRAM" if not mc.unified else "unified"})
+        devices.append(
+            {
+                "key": "gpu",
+                "name": mc.gpu.name,
+                "bandwidth": mc.gpu.bandwidth,
+                "flops": mc.gpu.flops,
+                "ridge": mc.gpu.flops / mc.gpu.bandwidth,
+                "mem": "VRAM" if not mc.unified else "unified",
+            }
+        )
     if mc.gpu is not None and not mc.unified:
-        devices.append({"key": "pcie", "name": f"{mc.pcie_gbs:g} GB/s", "bandwidth": mc.pcie, "flops": 0.0,
-                        "ridge": None, "mem": "link"})
-    devices.append({"key": "cpu", "name": mc.ram.name, "bandwidth": mc.ram.bandwidth, "flops": mc.ram.flops,
-                    "ridge": mc.ram.flops / mc.ram.bandwidth, "mem": "RAM"})
+        devices.append(
+            {
+                "key": "pcie",
+                "name": f"{mc.pcie_gbs:g} GB/s",
+                "bandwidth": mc.pcie,
+                "flops": 0.0,
+                "ridge": None,
+                "mem": "link",
+            }
+        )
+    devices.append(
+        {
+            "key": "cpu",
+            "name": mc.ram.name,
+            "bandwidth": mc.ram.bandwidth,
+            "flops": mc.ram.flops,
+            "ridge": mc.ram.flops / mc.ram.bandwidth,
+            "mem": "RAM",
+        }
+    )
     by_dev = {}
-    for s in steps[:i + 1]:
+    for s in steps[: i + 1]:
         b = box_of(s)
         by_dev[b] = by_dev.get(b, 0.0) + s["seconds"]
-    return {"state": state, "scenario": sc, "machine": mc, "placement": p, "model": p.model, "steps": steps,
-            "index": i, "step": cur, "lit": box_of(cur), "devices": devices, "device_s": by_dev,
-            "elapsed_s": cur["elapsed_s"], "trace_total_s": steps[-1]["elapsed_s"],
-            "model_total_s": model_total(state.scenario, state.phase),
-            "model_fn": "decode_step_time" if state.phase == "decode" else "prefill_time"}
+    return {
+        "state": state,
+        "scenario": sc,
+        "machine": mc,
+        "placement": p,
+        "model": p.model,
+        "steps": steps,
+        "index": i,
+        "step": cur,
+        "lit": box_of(cur),
+        "devices": devices,
+        "device_s": by_dev,
+        "elapsed_s": cur["elapsed_s"],
+        "trace_total_s": steps[-1]["elapsed_s"],
+        "model_total_s": model_total(state.scenario, state.phase),
+        "model_fn": "decode_step_time" if state.phase == "decode" else "prefill_time",
+    }
 
 
 def _intensity_text(v: float) -> str:
@@ -126,11 +177,13 @@ def _intensity_text(v: float) -> str:
 def describe(data) -> str:
     s, st = data["step"], data["state"]
     phase = "decode step" if st.phase == "decode" else "prefill"
-    return (f"{data['scenario']['label']}, {phase}, stage {data['index'] + 1} of {len(data['steps'])}: "
-            f"{s['what']} on the {DEVICE_NAMES[s['device']]}: {fmt.bytes_auto(s['bytes'])}, "
-            f"{_flops(s['flops'])}, intensity {_intensity_text(s['intensity'])} FLOP/byte, {s['bound']}-bound, "
-            f"{fmt.seconds(s['seconds'])}; running total {fmt.seconds(data['elapsed_s'])} of "
-            f"{fmt.seconds(data['model_total_s'])} ({data['model_fn']}).")
+    return (
+        f"{data['scenario']['label']}, {phase}, stage {data['index'] + 1} of {len(data['steps'])}: "
+        f"{s['what']} on the {DEVICE_NAMES[s['device']]}: {fmt.bytes_auto(s['bytes'])}, "
+        f"{_flops(s['flops'])}, intensity {_intensity_text(s['intensity'])} FLOP/byte, {s['bound']}-bound, "
+        f"{fmt.seconds(s['seconds'])}; running total {fmt.seconds(data['elapsed_s'])} of "
+        f"{fmt.seconds(data['model_total_s'])} ({data['model_fn']})."
+    )
 
 
 def _flops(f: float) -> str:
@@ -165,14 +218,25 @@ def _boxes(data) -> Raw:
         title = {"gpu": "GPU", "pcie": "PCIe link", "cpu": "CPU + RAM"}[d["key"]]
         if d["key"] == "gpu":
             title += " + " + d["mem"]
-        inner = [el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
-                 el("text", title, x=x + 8, y=BOX_Y + 18, class_="box-title"),
-                 el("text", f"{d['bandwidth'] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 35, class_="box-sub")]
+        inner = [
+            el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
+            el("text", title, x=x + 8, y=BOX_Y + 18, class_="box-title"),
+            el("text", f"{d['bandwidth'] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 35, class_="box-sub"),
+        ]
         if d["flops"]:
             inner.append(el("text", f"{d['flops'] / 1e12:,.4g} TFLOP/s", x=x + 8, y=BOX_Y + 50, class_="box-sub"))
         busy = data["device_s"].get(d["key"], 0.0)
-        inner.append(el("text", f"busy {fmt.seconds(busy)}", x=x + 8, y=BOX_Y + 66, class_="box-sub",
-                        data_readout=f"busy_s_{d['key']}", data_value=fmt.raw(busy)))
+        inner.append(
+            el(
+                "text",
+                f"busy {fmt.seconds(busy)}",
+                x=x + 8,
+                y=BOX_Y + 66,
+                class_="box-sub",
+                data_readout=f"busy_s_{d['key']}",
+                data_value=fmt.raw(busy),
+            )
+        )
         if lit:
             inner.append(el("text", "working", x=x + 8, y=BOX_Y + 84, class_="box-now"))
         parts.append(el("g", inner, class_=f"dev dev-{d['key']}" + (" lit" if lit else ""), data_device=d["key"]))
@@ -183,30 +247,58 @@ def _boxes(data) -> Raw:
 
 def _gauge(data) -> Raw:
     """Arithmetic intensity on a log axis, with each device's ridge point; the current stage as a dot."""
-    lo_e, hi_e = -1, 4   # 0.1 .. 10,000 FLOP/byte
+    lo_e, hi_e = -1, 4  # 0.1 .. 10,000 FLOP/byte
+
     def x(v):
-        t = (math.log10(min(max(v, 10.0 ** lo_e), 10.0 ** hi_e)) - lo_e) / (hi_e - lo_e)
+        t = (math.log10(min(max(v, 10.0**lo_e), 10.0**hi_e)) - lo_e) / (hi_e - lo_e)
         return GX0 + (GX1 - GX0) * t
+
     y = GAUGE_Y + 34
-    parts = [el("text", "Arithmetic intensity, FLOP per byte (log scale)", x=GX0, y=GAUGE_Y, class_="g-title"),
-             el("line", x1=GX0, y1=y, x2=GX1, y2=y, class_="g-axis")]
+    parts = [
+        el("text", "Arithmetic intensity, FLOP per byte (log scale)", x=GX0, y=GAUGE_Y, class_="g-title"),
+        el("line", x1=GX0, y1=y, x2=GX1, y2=y, class_="g-axis"),
+    ]
     for e in range(lo_e, hi_e + 1):
-        v = 10.0 ** e
+        v = 10.0**e
         parts.append(el("line", x1=x(v), y1=y - 4, x2=x(v), y2=y + 4, class_="g-tick"))
-        parts.append(el("text", f"{v:,g}", x=x(v), y=y + 17, class_="g-ticklabel",
-                        text_anchor="start" if e == lo_e else "end" if e == hi_e else "middle"))
+        parts.append(
+            el(
+                "text",
+                f"{v:,g}",
+                x=x(v),
+                y=y + 17,
+                class_="g-ticklabel",
+                text_anchor="start" if e == lo_e else "end" if e == hi_e else "middle",
+            )
+        )
     for d in data["devices"]:
         if d["ridge"] is None:
             continue
         rx = x(d["ridge"])
         parts.append(el("line", x1=rx, y1=y - 12, x2=rx, y2=y + 4, class_=f"g-ridge ridge-{d['key']}"))
-        parts.append(el("text", f"{DEVICE_NAMES[d['key']]} ridge {d['ridge']:,.0f}", x=rx, y=y - 15,
-                        class_=f"g-ridgelabel ridge-{d['key']}", text_anchor="middle"))
+        parts.append(
+            el(
+                "text",
+                f"{DEVICE_NAMES[d['key']]} ridge {d['ridge']:,.0f}",
+                x=rx,
+                y=y - 15,
+                class_=f"g-ridgelabel ridge-{d['key']}",
+                text_anchor="middle",
+            )
+        )
     s = data["step"]
     v = s["intensity"]
     if s["flops"] and s["bytes"]:
-        parts.append(el("circle", el("title", f"this stage: {_intensity_text(v)} FLOP/byte"), cx=x(v), cy=y, r=6,
-                        class_=f"g-dot bound-{s['bound']}"))
+        parts.append(
+            el(
+                "circle",
+                el("title", f"this stage: {_intensity_text(v)} FLOP/byte"),
+                cx=x(v),
+                cy=y,
+                r=6,
+                class_=f"g-dot bound-{s['bound']}",
+            )
+        )
     else:
         why = "no bytes read: the weights arrived over PCIe" if s["flops"] else "no arithmetic: a copy or overhead"
         parts.append(el("text", f"this stage: {why}", x=GX0, y=y + 36, class_="g-note"))
@@ -230,8 +322,17 @@ def _segments(data) -> Raw:
             continue
         xa = GX0 + span * (s["elapsed_s"] - s["seconds"]) / total
         w = span * s["seconds"] / total
-        segs.append(el("rect", el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
-                       x=xa, y=STRIP_Y, width=max(w, 0.8), height=STRIP_H, class_=f"seg-t seg-{box_of(s)}"))
+        segs.append(
+            el(
+                "rect",
+                el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
+                x=xa,
+                y=STRIP_Y,
+                width=max(w, 0.8),
+                height=STRIP_H,
+                class_=f"seg-t seg-{box_of(s)}",
+            )
+        )
     return join(segs)
 
 
@@ -239,13 +340,24 @@ def _strip(data) -> Raw:
     """The phase on one time axis: a segment per stage, coloured by device (built once per scenario and phase);
     the frame's part (in #phases-strip-now) dims the future, outlines the current stage, says the time so far."""
     span = GX1 - GX0
-    return el("g", [
-        el("text", "Time, to scale", x=GX0, y=STRIP_Y - 8, class_="strip-title"),
-        el("text", f"total {fmt.seconds(data['model_total_s'])}", x=GX1, y=STRIP_Y - 8, class_="strip-total",
-           text_anchor="end"),
-        el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"),
-        _static(data, "segments", _segments), el("g", _strip_now(data), id_="phases-strip-now"),
-    ], class_="strip")
+    return el(
+        "g",
+        [
+            el("text", "Time, to scale", x=GX0, y=STRIP_Y - 8, class_="strip-title"),
+            el(
+                "text",
+                f"total {fmt.seconds(data['model_total_s'])}",
+                x=GX1,
+                y=STRIP_Y - 8,
+                class_="strip-total",
+                text_anchor="end",
+            ),
+            el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"),
+            _static(data, "segments", _segments),
+            el("g", _strip_now(data), id_="phases-strip-now"),
+        ],
+        class_="strip",
+    )
 
 
 def _strip_now(data) -> Raw:
@@ -253,23 +365,33 @@ def _strip_now(data) -> Raw:
     span = GX1 - GX0
     cx = GX0 + span * data["elapsed_s"] / total
     cw = span * data["step"]["seconds"] / total
-    return join([
-        el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
-        el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-        _edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17)])
+    return join(
+        [
+            el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
+            el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+            _edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
+        ]
+    )
 
 
 def _chart_title(data) -> str:
-    return (f"{'Decode' if data['state'].phase == 'decode' else 'Prefill'}: {data['scenario']['label']}, "
-            f"stage {data['index'] + 1} of {len(data['steps'])}")
+    return (
+        f"{'Decode' if data['state'].phase == 'decode' else 'Prefill'}: {data['scenario']['label']}, "
+        f"stage {data['index'] + 1} of {len(data['steps'])}"
+    )
 
 
 def _chart(data) -> Raw:
     h = STRIP_Y + STRIP_H + 26
-    return svg([_boxes(data), _gauge(data), _strip(data)], width=W, height=h, title=_chart_title(data),
-               desc=describe(data), id_="phases-chart", class_="chart phases-chart")
-
-
+    return svg(
+        [_boxes(data), _gauge(data), _strip(data)],
+        width=W,
+        height=h,
+        title=_chart_title(data),
+        desc=describe(data),
+        id_="phases-chart",
+        class_="chart phases-chart",
+    )
 
 
 def _stage_list(data) -> Raw:
@@ -277,71 +399,114 @@ def _stage_list(data) -> Raw:
     i = data["index"]
     for s in data["steps"]:
         status = "now" if s["index"] == i else ("done" if s["index"] < i else "todo")
-        detail = (f"{DEVICE_NAMES[s['device']]} · {fmt.bytes_auto(s['bytes'])} · {_flops(s['flops'])} · "
-                  f"{_intensity_text(s['intensity'])} FLOP/B · {s['bound']} · {fmt.seconds(s['seconds'])}")
-        rows.append(el("li", [el("span", str(s["index"] + 1), class_="step-num"),
-                              el("span", s["what"], class_="step-what"), el("span", detail, class_="step-detail")],
-                       class_=f"step step-{status} step-dev-{box_of(s)}", aria_current="step" if status == "now"
-                       else None))
+        detail = (
+            f"{DEVICE_NAMES[s['device']]} · {fmt.bytes_auto(s['bytes'])} · {_flops(s['flops'])} · "
+            f"{_intensity_text(s['intensity'])} FLOP/B · {s['bound']} · {fmt.seconds(s['seconds'])}"
+        )
+        rows.append(
+            el(
+                "li",
+                [
+                    el("span", str(s["index"] + 1), class_="step-num"),
+                    el("span", s["what"], class_="step-what"),
+                    el("span", detail, class_="step-detail"),
+                ],
+                class_=f"step step-{status} step-dev-{box_of(s)}",
+                aria_current="step" if status == "now" else None,
+            )
+        )
     return el("ol", rows, class_="step-list", aria_label="Stages", id_="phases-steps")
 
 
 def _table(data) -> Raw:
     """Every stage of the trace (the same for every frame of a scenario and phase, so built once)."""
+
     def build(data):
         header = ["#", "Stage", "Device", "Bytes", "FLOPs", "FLOP/byte", "Bound", "Seconds", "Running total (s)"]
-        rows = [[str(s["index"] + 1), s["what"], DEVICE_NAMES[s["device"]], f"{s['bytes']:.4g}",
-                 f"{s['flops']:.4g}", _intensity_text(s["intensity"]), s["bound"], f"{s['seconds']:.4g}",
-                 f"{s['elapsed_s']:.6g}"] for s in data["steps"]]
-        rows.append(["", f"perf_model.{data['model_fn']} total", "", "", "", "", "", "",
-                     f"{data['model_total_s']:.6g}"])
+        rows = [
+            [
+                str(s["index"] + 1),
+                s["what"],
+                DEVICE_NAMES[s["device"]],
+                f"{s['bytes']:.4g}",
+                f"{s['flops']:.4g}",
+                _intensity_text(s["intensity"]),
+                s["bound"],
+                f"{s['seconds']:.4g}",
+                f"{s['elapsed_s']:.6g}",
+            ]
+            for s in data["steps"]
+        ]
+        rows.append(
+            ["", f"perf_model.{data['model_fn']} total", "", "", "", "", "", "", f"{data['model_total_s']:.6g}"]
+        )
         phase = "decode step" if data["state"].phase == "decode" else "prefill"
-        caption = (f"{data['scenario']['label']}, {phase}: all {len(data['steps'])} stages of "
-                   f"inference_trace.phase_trace; they add up to perf_model.{data['model_fn']}'s "
-                   f"{fmt.seconds(data['model_total_s'])}.")
+        caption = (
+            f"{data['scenario']['label']}, {phase}: all {len(data['steps'])} stages of "
+            f"inference_trace.phase_trace; they add up to perf_model.{data['model_fn']}'s "
+            f"{fmt.seconds(data['model_total_s'])}."
+        )
         return data_details(f"Data table ({len(data['steps'])} stages)", table(caption, header, rows))
+
     return _static(data, "table", build)
 
 
 def _readouts(data) -> Raw:
     s = data["step"]
     n = len(data["steps"])
-    return el("dl", [
-        _readout("stage_index", data["index"], f"{data['index'] + 1} / {n}", "Stage"),
-        _readout("stage_device", s["device"], DEVICE_NAMES[s["device"]], "Device"),
-        _readout("stage_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes read"),
-        _readout("stage_flops", s["flops"], _flops(s["flops"]), "Arithmetic"),
-        _readout("intensity", s["intensity"], _intensity_text(s["intensity"]), "Intensity", "FLOP/B"),
-        _readout("bound", s["bound"], s["bound"], "Bound by"),
-        _readout("stage_s", s["seconds"], fmt.seconds(s["seconds"]), "This stage"),
-        _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Running total"),
-        _readout("model_total_s", data["model_total_s"], fmt.seconds(data["model_total_s"]),
-                 f"perf_model {data['model_fn']}"),
-    ], class_="readouts", id_="phases-readouts")
+    return el(
+        "dl",
+        [
+            _readout("stage_index", data["index"], f"{data['index'] + 1} / {n}", "Stage"),
+            _readout("stage_device", s["device"], DEVICE_NAMES[s["device"]], "Device"),
+            _readout("stage_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes read"),
+            _readout("stage_flops", s["flops"], _flops(s["flops"]), "Arithmetic"),
+            _readout("intensity", s["intensity"], _intensity_text(s["intensity"]), "Intensity", "FLOP/B"),
+            _readout("bound", s["bound"], s["bound"], "Bound by"),
+            _readout("stage_s", s["seconds"], fmt.seconds(s["seconds"]), "This stage"),
+            _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Running total"),
+            _readout(
+                "model_total_s",
+                data["model_total_s"],
+                fmt.seconds(data["model_total_s"]),
+                f"perf_model {data['model_fn']}",
+            ),
+        ],
+        class_="readouts",
+        id_="phases-readouts",
+    )
 
 
 def _caption(data) -> Raw:
     s = data["step"]
     ridge = next((d["ridge"] for d in data["devices"] if d["key"] == box_of(s)), None)
     ridge_txt = "" if ridge is None else f" The {DEVICE_NAMES[box_of(s)]}'s ridge point is {ridge:,.0f} FLOP/byte."
-    return el("p", [el("strong", f"Stage {data['index'] + 1}: "), s["what"], f" ({s['bound']}-bound).",
-                    ridge_txt], class_="step-caption", id_="phases-caption")
+    return el(
+        "p",
+        [el("strong", f"Stage {data['index'] + 1}: "), s["what"], f" ({s['bound']}-bound).", ridge_txt],
+        class_="step-caption",
+        id_="phases-caption",
+    )
 
 
 def _why(data) -> Raw:
     sc, st = data["scenario"], data["state"]
     if st.phase == "decode":
-        why = (f"Decode at a context of {sc['context']:,} tokens: one token per pass, so each weight fetched "
-               "serves one multiply-add. The intensity stays in single digits, far below every ridge: memory-bound. "
-               "Time = bytes ÷ (70% of the device's bandwidth), device after device, plus a fixed launch, sync "
-               "and sampling overhead.")
+        why = (
+            f"Decode at a context of {sc['context']:,} tokens: one token per pass, so each weight fetched "
+            "serves one multiply-add. The intensity stays in single digits, far below every ridge: memory-bound. "
+            "Time = bytes ÷ (70% of the device's bandwidth), device after device, plus a fixed launch, sync "
+            "and sampling overhead."
+        )
     else:
         dense = [x["intensity"] for x in data["steps"] if x["bytes"] and x["flops"]]
         span = f"{min(dense):,.0f} to {max(dense):,.0f}" if dense else "far above the ridge"
-        why = (f"Prefill of a {sc['n_tokens']:,}-token prompt in micro-batches of {data['placement'].n_ubatch} "
-               f"tokens (-ub): one read of each weight serves every token of the micro-batch, so the intensity "
-               f"is {span} FLOP per byte, past the ridge: compute-bound. With a partial offload, llama.cpp "
-               "copies the CPU blocks' weights over PCIe once and runs their matmuls on the GPU (op offload).")
+        why = (
+            f"Prefill of a {sc['n_tokens']:,}-token prompt in micro-batches of {data['placement'].n_ubatch} "
+            f"tokens (-ub): one read of each weight serves every token of the micro-batch, so the intensity "
+            f"is {span} FLOP per byte, past the ridge: compute-bound. With a partial offload, llama.cpp "
+            "copies the CPU blocks' weights over PCIe once and runs their matmuls on the GPU (op offload)."
+        )
     return el("p", why, class_="note")
 
 
@@ -352,7 +517,7 @@ def patch_key(data) -> str:
 
 def _inner(part: Raw) -> str:
     """The children of a built element (what a frame patch writes into it)."""
-    return part[part.index(">") + 1:part.rindex("<")]
+    return part[part.index(">") + 1 : part.rindex("<")]
 
 
 def frame_patch(data) -> dict:
@@ -361,16 +526,33 @@ def frame_patch(data) -> dict:
     (tests/test_fig_phases.py)."""
     return {
         "key": patch_key(data),
-        "html": {"phases-caption": _inner(_caption(data)), "phases-readouts": _inner(_readouts(data)),
-                 "phases-devices": _inner(_boxes(data)), "phases-gauge": _inner(_gauge(data)),
-                 "phases-strip-now": _strip_now(data), "phases-steps": _inner(_stage_list(data))},
+        "html": {
+            "phases-caption": _inner(_caption(data)),
+            "phases-readouts": _inner(_readouts(data)),
+            "phases-devices": _inner(_boxes(data)),
+            "phases-gauge": _inner(_gauge(data)),
+            "phases-strip-now": _strip_now(data),
+            "phases-steps": _inner(_stage_list(data)),
+        },
         "text": {"phases-chart-title": _chart_title(data), "phases-chart-desc": describe(data)},
         "attrs": {"phases-fig": {"data-step": str(data["index"]), "data-lit": data["lit"]}},
     }
 
 
 def render(data) -> str:
-    return el("div", [_caption(data), _readouts(data), el("figure", [_chart(data)], class_="chart-wrap"),
-                      _stage_list(data), _static(data, "why", _why), _table(data)],
-              class_="fig-phases", id_="phases-fig", data_step=str(data["index"]), data_lit=data["lit"],
-              data_patch_key=patch_key(data))
+    return el(
+        "div",
+        [
+            _caption(data),
+            _readouts(data),
+            el("figure", [_chart(data)], class_="chart-wrap"),
+            _stage_list(data),
+            _static(data, "why", _why),
+            _table(data),
+        ],
+        class_="fig-phases",
+        id_="phases-fig",
+        data_step=str(data["index"]),
+        data_lit=data["lit"],
+        data_patch_key=patch_key(data),
+    )

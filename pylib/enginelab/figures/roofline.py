@@ -6,6 +6,7 @@ I* = peak / bandwidth. The operating point of the chosen batch sits at I = 16 * 
 the batch that reaches I*. Every number comes from perf_model: roofline(), ridge_batch(), quant_bpw() and the
 Device objects of perf_model.MACHINES. This module only arranges and draws them.
 """
+
 from __future__ import annotations
 
 import perf_model as pm
@@ -16,13 +17,14 @@ from ..svg import Raw, data_details, el, join, svg, table
 
 ID = "roofline"
 TITLE = "The roofline: device, quantization and batch"
-LEDE = ("A weight matmul does 2 FLOPs per weight per token in the batch and reads each weight once. Move the "
-        "batch to slide the operating point up the bandwidth slope until it meets the compute roof.")
+LEDE = (
+    "A weight matmul does 2 FLOPs per weight per token in the batch and reads each weight once. Move the "
+    "batch to slide the operating point up the bandwidth slope until it meets the compute roof."
+)
 
 MAX_BATCH = 4096
 NO_MODEL = "none"
 NO_VS = "none"
-
 
 
 def device_of(machine):
@@ -44,20 +46,48 @@ def _also_key(mkey: str) -> str:
     return "also_" + mkey.replace("-", "_").replace(".", "_")
 
 
-SPEC = Spec(ID, [
-    Choice("machine", "Device", default="rtx4090", options=lambda p: _machines(),
-           help="Its ridge point and operating point are marked."),
-    Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
-    Choice("model", "Bits per weight from", default="llama-3.1-8b",
-           options=lambda p: [(NO_MODEL, "the ggml block type alone")]
-           + [(k, f"{m.name} (effective bpw)") for k, m in pm.MODELS.items()],
-           help="A model gives the file's average bpw (Q4_K_M mixes in Q6_K tensors)."),
-    Int("batch", "Batch (tokens per weight read)", default=1, min=1, max=MAX_BATCH, widget="number",
-        help="Decode streams sharing one pass, or a prefill micro-batch."),
-    Choice("vs", "Compare with quantization", default=NO_VS,
-           options=lambda p: [(NO_VS, "none")] + [(q, q) for q in pm.QUANT_PRESETS]),
-] + [Bool(_also_key(k), label, default=False, visible=lambda p, k=k: p["machine"] != k)  # not the device itself
-     for k, label in _machines()])
+SPEC = Spec(
+    ID,
+    [
+        Choice(
+            "machine",
+            "Device",
+            default="rtx4090",
+            options=lambda p: _machines(),
+            help="Its ridge point and operating point are marked.",
+        ),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+        Choice(
+            "model",
+            "Bits per weight from",
+            default="llama-3.1-8b",
+            options=lambda p: (
+                [(NO_MODEL, "the ggml block type alone")]
+                + [(k, f"{m.name} (effective bpw)") for k, m in pm.MODELS.items()]
+            ),
+            help="A model gives the file's average bpw (Q4_K_M mixes in Q6_K tensors).",
+        ),
+        Int(
+            "batch",
+            "Batch (tokens per weight read)",
+            default=1,
+            min=1,
+            max=MAX_BATCH,
+            widget="number",
+            help="Decode streams sharing one pass, or a prefill micro-batch.",
+        ),
+        Choice(
+            "vs",
+            "Compare with quantization",
+            default=NO_VS,
+            options=lambda p: [(NO_VS, "none")] + [(q, q) for q in pm.QUANT_PRESETS],
+        ),
+    ]
+    + [
+        Bool(_also_key(k), label, default=False, visible=lambda p, k=k: p["machine"] != k)  # not the device itself
+        for k, label in _machines()
+    ],
+)
 
 OVERLAY_KEYS = [f.key for f in SPEC.fields if f.key.startswith("also_")]
 
@@ -71,8 +101,13 @@ def controls(state) -> str:
     parts, overlay = [], []
     for key, _sig, html in page.controls_fields(SPEC, state):
         (overlay if key.startswith("also_") else parts).append(html)
-    parts.append(el("fieldset", [el("legend", "Overlay devices"), el("div", overlay, class_="overlay-list")],
-                    class_="overlay-set"))
+    parts.append(
+        el(
+            "fieldset",
+            [el("legend", "Overlay devices"), el("div", overlay, class_="overlay-list")],
+            class_="overlay-set",
+        )
+    )
     return join(parts)
 
 
@@ -102,14 +137,36 @@ def compute(state) -> dict:
             continue
         d = device_of(m)
         r = pm.roofline(d, bpw, state.batch)
-        devices.append({"key": k, "label": _machine_label(k, m), "device": d, "primary": k == state.machine,
-                        "ridge_batch": pm.ridge_batch(d, state.quant, model), "op": r})
-    data = {"state": state, "model": model, "machine": mc, "device": dev, "bpw": bpw, "op": op,
-            "ridge_batch": rb, "vs": vs, "devices": devices}
+        devices.append(
+            {
+                "key": k,
+                "label": _machine_label(k, m),
+                "device": d,
+                "primary": k == state.machine,
+                "ridge_batch": pm.ridge_batch(d, state.quant, model),
+                "op": r,
+            }
+        )
+    data = {
+        "state": state,
+        "model": model,
+        "machine": mc,
+        "device": dev,
+        "bpw": bpw,
+        "op": op,
+        "ridge_batch": rb,
+        "vs": vs,
+        "devices": devices,
+    }
     data["readouts"] = {
-        "bpw": bpw, "intensity": op["intensity"], "attainable_tflops": op["attainable_flops"] / 1e12,
-        "utilization": op["utilization"], "bound": op["bound"], "ridge_intensity": op["ridge_intensity"],
-        "ridge_batch": rb, "intensity_ratio": (op["intensity"] / vs["intensity"]) if vs else None,
+        "bpw": bpw,
+        "intensity": op["intensity"],
+        "attainable_tflops": op["attainable_flops"] / 1e12,
+        "utilization": op["utilization"],
+        "bound": op["bound"],
+        "ridge_intensity": op["ridge_intensity"],
+        "ridge_batch": rb,
+        "intensity_ratio": (op["intensity"] / vs["intensity"]) if vs else None,
     }
     return data
 
@@ -120,18 +177,23 @@ def _bpw_source(data) -> str:
 
 def describe(data) -> str:
     s, op, d = data["state"], data["op"], data["device"]
-    text = (f"{d.name}, {s.quant} at {data['bpw']:.2f} bpw ({_bpw_source(data)}): batch {s.batch} has intensity "
-            f"{op['intensity']:.3g} FLOP/byte, {op['bound']}-bound at {fmt.pct(op['utilization'], 1)} of the "
-            f"{d.fp16_tflops:g} TFLOP/s peak; the ridge is at {op['ridge_intensity']:.3g} FLOP/byte, "
-            f"batch {round(data['ridge_batch'])}.")
+    text = (
+        f"{d.name}, {s.quant} at {data['bpw']:.2f} bpw ({_bpw_source(data)}): batch {s.batch} has intensity "
+        f"{op['intensity']:.3g} FLOP/byte, {op['bound']}-bound at {fmt.pct(op['utilization'], 1)} of the "
+        f"{d.fp16_tflops:g} TFLOP/s peak; the ridge is at {op['ridge_intensity']:.3g} FLOP/byte, "
+        f"batch {round(data['ridge_batch'])}."
+    )
     if data["vs"]:
         v = data["vs"]
-        text += (f" {v['quant']} at {v['bpw']:.2f} bpw has intensity {v['intensity']:.3g}: {s.quant} is "
-                 f"{op['intensity'] / v['intensity']:.2f}x higher.")
+        text += (
+            f" {v['quant']} at {v['bpw']:.2f} bpw has intensity {v['intensity']:.3g}: {s.quant} is "
+            f"{op['intensity'] / v['intensity']:.2f}x higher."
+        )
     others = [x for x in data["devices"] if not x["primary"]]
     if others:
-        text += " Overlaid: " + "; ".join(f"{x['device'].name} ridge batch {round(x['ridge_batch'])}"
-                                          for x in others) + "."
+        text += (
+            " Overlaid: " + "; ".join(f"{x['device'].name} ridge batch {round(x['ridge_batch'])}" for x in others) + "."
+        )
     return text
 
 
@@ -143,6 +205,7 @@ W, H = 720, 440
 
 def _domains(data):
     import math
+
     xs = [data["op"]["intensity"]] + ([data["vs"]["intensity"]] if data["vs"] else [])
     xs += [x["op"]["ridge_intensity"] for x in data["devices"]]
     xlo, xhi = chart.LogScale.decades(min(min(xs) / 2, 1.0), max(xs) * 3)
@@ -160,52 +223,109 @@ def _chart(data) -> Raw:
     fr = chart.Frame(W, H, left=70, top=30, right=24, bottom=52)
     (xlo, xhi), (ylo, yhi) = _domains(data)
     x, y = fr.log_x(xlo, xhi), fr.log_y(ylo, yhi)
-    parts = [fr.clip("roofline-plot"),
-             chart.grid(x, y, x.ticks(), y.ticks()),
-             chart.axis(x, at=fr.y1, side="bottom", label="Arithmetic intensity (FLOP per byte of weights)"),
-             chart.axis(y, at=fr.x0, side="left", label="Attainable FLOP/s", label_pos=(8, fr.y0 - 14))]
+    parts = [
+        fr.clip("roofline-plot"),
+        chart.grid(x, y, x.ticks(), y.ticks()),
+        chart.axis(x, at=fr.y1, side="bottom", label="Arithmetic intensity (FLOP per byte of weights)"),
+        chart.axis(y, at=fr.x0, side="left", label="Attainable FLOP/s", label_pos=(8, fr.y0 - 14)),
+    ]
     lines, label_ys, label_txt = [], [], []
     ordered = sorted(data["devices"], key=lambda v: v["primary"])  # primary drawn last, on top
     for dv in ordered:
         d, r = dv["device"], dv["op"]
         pts = [(x(xlo), y(xlo * d.bandwidth)), (x(r["ridge_intensity"]), y(d.flops)), (x(xhi), y(d.flops))]
         cls = f"roof dev-{dv['key']}" + (" roof-primary" if dv["primary"] else "")
-        lines.append(el("path", el("title", f"{d.name}: {d.bandwidth_gbs:g} GB/s, {d.fp16_tflops:g} TFLOP/s"),
-                        d=chart.path_d(pts), class_=cls, data_device=dv["key"]))
-        lines.append(el("circle", cx=x(r["ridge_intensity"]), cy=y(d.flops), r=4 if dv["primary"] else 3,
-                        class_=f"ridge-dot dev-{dv['key']}"))
+        lines.append(
+            el(
+                "path",
+                el("title", f"{d.name}: {d.bandwidth_gbs:g} GB/s, {d.fp16_tflops:g} TFLOP/s"),
+                d=chart.path_d(pts),
+                class_=cls,
+                data_device=dv["key"],
+            )
+        )
+        lines.append(
+            el(
+                "circle",
+                cx=x(r["ridge_intensity"]),
+                cy=y(d.flops),
+                r=4 if dv["primary"] else 3,
+                class_=f"ridge-dot dev-{dv['key']}",
+            )
+        )
         label_ys.append(y(d.flops) - 6)
         label_txt.append((dv, f"{d.name} · ridge batch {round(dv['ridge_batch'])}"))
     parts.append(el("g", lines, class_="roofs", clip_path="url(#roofline-plot)"))
     placed = chart.spread_labels(label_ys, 14, fr.y0 + 10, fr.y1 - 6)
-    parts.append(el("g", [el("text", t, x=fr.x1 - 4, y=ly, text_anchor="end",
-                             class_=f"roof-label dev-{dv['key']}" + (" roof-label-primary" if dv["primary"] else ""))
-                          for (dv, t), ly in zip(label_txt, placed)], class_="roof-labels"))
+    parts.append(
+        el(
+            "g",
+            [
+                el(
+                    "text",
+                    t,
+                    x=fr.x1 - 4,
+                    y=ly,
+                    text_anchor="end",
+                    class_=f"roof-label dev-{dv['key']}" + (" roof-label-primary" if dv["primary"] else ""),
+                )
+                for (dv, t), ly in zip(label_txt, placed)
+            ],
+            class_="roof-labels",
+        )
+    )
     # the primary device's ridge point, and the batch that reaches it
     op, d = data["op"], data["device"]
     rx, ry = x(op["ridge_intensity"]), y(d.flops)
     rb = round(data["ridge_batch"])
-    marks = [el("line", x1=rx, y1=ry, x2=rx, y2=fr.y1, class_="ridge-line"),
-             el("text", [f"ridge I* = {op['ridge_intensity']:.3g} FLOP/B, batch ",
-                         el("tspan", str(rb), data_ridge_batch=str(rb), class_="ridge-batch")],
-                x=rx + 6, y=fr.y1 - 8, class_="ridge-label", text_anchor="start" if rx < W - 260 else "end",
-                dx=0 if rx < W - 260 else -12)]
+    marks = [
+        el("line", x1=rx, y1=ry, x2=rx, y2=fr.y1, class_="ridge-line"),
+        el(
+            "text",
+            [
+                f"ridge I* = {op['ridge_intensity']:.3g} FLOP/B, batch ",
+                el("tspan", str(rb), data_ridge_batch=str(rb), class_="ridge-batch"),
+            ],
+            x=rx + 6,
+            y=fr.y1 - 8,
+            class_="ridge-label",
+            text_anchor="start" if rx < W - 260 else "end",
+            dx=0 if rx < W - 260 else -12,
+        ),
+    ]
+
     # operating points
     def point(r, cls, text):
         px, py = x(r["intensity"]), y(r["attainable_flops"])
         anchor = "start" if px < W - 240 else "end"
-        return [el("circle", el("title", text), cx=px, cy=py, r=6, class_=cls),
-                el("text", text, x=px + (10 if anchor == "start" else -10), y=py + 18 if cls == "op" else py - 10,
-                   class_=f"{cls}-label", text_anchor=anchor)]
-    marks += point(op, "op", f"batch {s.batch} · {s.quant}: {op['intensity']:.3g} FLOP/B, "
-                             f"{fmt.pct(op['utilization'], 1)} of peak")
+        return [
+            el("circle", el("title", text), cx=px, cy=py, r=6, class_=cls),
+            el(
+                "text",
+                text,
+                x=px + (10 if anchor == "start" else -10),
+                y=py + 18 if cls == "op" else py - 10,
+                class_=f"{cls}-label",
+                text_anchor=anchor,
+            ),
+        ]
+
+    marks += point(
+        op, "op", f"batch {s.batch} · {s.quant}: {op['intensity']:.3g} FLOP/B, {fmt.pct(op['utilization'], 1)} of peak"
+    )
     if data["vs"]:
         v = data["vs"]
         marks += point(v, "op-vs", f"{v['quant']}: {v['intensity']:.3g} FLOP/B")
     parts.append(el("g", marks, class_="marks"))
-    return svg(parts, width=W, height=H, id_="roofline-chart", class_="chart roofline-chart",
-               title=f"Roofline of {d.name} for {s.quant} ({data['bpw']:.2f} bpw) at batch {s.batch}",
-               desc=describe(data))
+    return svg(
+        parts,
+        width=W,
+        height=H,
+        id_="roofline-chart",
+        class_="chart roofline-chart",
+        title=f"Roofline of {d.name} for {s.quant} ({data['bpw']:.2f} bpw) at batch {s.batch}",
+        desc=describe(data),
+    )
 
 
 def _readouts(data) -> Raw:
@@ -213,17 +333,23 @@ def _readouts(data) -> Raw:
     items = [
         chart.readout("bpw", r["bpw"], f"{r['bpw']:.2f}", "Bits per weight"),
         chart.readout("intensity", r["intensity"], f"{r['intensity']:.3g}", "Intensity", "FLOP/B"),
-        chart.readout("attainable_tflops", r["attainable_tflops"], f"{r['attainable_tflops']:.3g}", "Attainable",
-                      "TFLOP/s"),
+        chart.readout(
+            "attainable_tflops", r["attainable_tflops"], f"{r['attainable_tflops']:.3g}", "Attainable", "TFLOP/s"
+        ),
         chart.readout("utilization", r["utilization"], fmt.pct(r["utilization"], 1), "Share of peak"),
         chart.readout("bound", r["bound"], r["bound"], "Bound by"),
-        chart.readout("ridge_intensity", r["ridge_intensity"], f"{r['ridge_intensity']:.3g}", "Ridge point",
-                      "FLOP/B"),
+        chart.readout("ridge_intensity", r["ridge_intensity"], f"{r['ridge_intensity']:.3g}", "Ridge point", "FLOP/B"),
         chart.readout("ridge_batch", r["ridge_batch"], str(round(r["ridge_batch"])), "Ridge batch", "tokens"),
     ]
     if r["intensity_ratio"] is not None:
-        items.append(chart.readout("intensity_ratio", r["intensity_ratio"], f"×{r['intensity_ratio']:.2f}",
-                                   f"Intensity vs {data['vs']['quant']}"))
+        items.append(
+            chart.readout(
+                "intensity_ratio",
+                r["intensity_ratio"],
+                f"×{r['intensity_ratio']:.2f}",
+                f"Intensity vs {data['vs']['quant']}",
+            )
+        )
     return el("dl", items, class_="readouts")
 
 
@@ -235,12 +361,21 @@ def presets() -> list:
     """The module's three "Try this" questions as (label, query string, hint)."""
     rb3060 = round(pm.ridge_batch(pm.MACHINES["rtx3060"].gpu, "Q4_K_M", pm.MODELS["llama-3.1-8b"]))
     return [
-        ("1 · RTX 3060 + Q4_K_M: its ridge batch", _query(machine="rtx3060", quant="Q4_K_M", batch=rb3060),
-         "The batch at which decode stops being memory-bound"),
-        ("2 · F16 → Q4_K_M at batch 1", _query(quant="Q4_K_M", vs="F16", batch=1),
-         "Same FLOPs from fewer bytes: intensity rises about 3.3x"),
-        ("3 · M4 Max vs RTX 4090", _query(machine="m4max", **{_also_key("rtx4090"): True}),
-         "Apple silicon reaches its ridge at a much smaller batch"),
+        (
+            "1 · RTX 3060 + Q4_K_M: its ridge batch",
+            _query(machine="rtx3060", quant="Q4_K_M", batch=rb3060),
+            "The batch at which decode stops being memory-bound",
+        ),
+        (
+            "2 · F16 → Q4_K_M at batch 1",
+            _query(quant="Q4_K_M", vs="F16", batch=1),
+            "Same FLOPs from fewer bytes: intensity rises about 3.3x",
+        ),
+        (
+            "3 · M4 Max vs RTX 4090",
+            _query(machine="m4max", **{_also_key("rtx4090"): True}),
+            "Apple silicon reaches its ridge at a much smaller batch",
+        ),
     ]
 
 
@@ -249,26 +384,65 @@ def _presets(data) -> Raw:
 
 
 def _table(data) -> Raw:
-    header = ["Device", "Peak FP16 (TFLOP/s)", "Bandwidth (GB/s)", "Ridge (FLOP/B)", "Ridge batch",
-              f"Attainable at batch {data['state'].batch} (TFLOP/s)", "Share of peak", "Bound"]
+    header = [
+        "Device",
+        "Peak FP16 (TFLOP/s)",
+        "Bandwidth (GB/s)",
+        "Ridge (FLOP/B)",
+        "Ridge batch",
+        f"Attainable at batch {data['state'].batch} (TFLOP/s)",
+        "Share of peak",
+        "Bound",
+    ]
     rows = []
     for dv in data["devices"]:
         d, r = dv["device"], dv["op"]
-        rows.append([d.name + (" (fitted)" if getattr(d, "fitted", False) else " (approx.)" if d.approx else ""), f"{d.fp16_tflops:g}", f"{d.bandwidth_gbs:g}",
-                     f"{r['ridge_intensity']:.3g}", str(round(dv["ridge_batch"])),
-                     f"{r['attainable_flops'] / 1e12:.3g}", fmt.pct(r["utilization"], 1), r["bound"]])
+        rows.append(
+            [
+                d.name + (" (fitted)" if getattr(d, "fitted", False) else " (approx.)" if d.approx else ""),
+                f"{d.fp16_tflops:g}",
+                f"{d.bandwidth_gbs:g}",
+                f"{r['ridge_intensity']:.3g}",
+                str(round(dv["ridge_batch"])),
+                f"{r['attainable_flops'] / 1e12:.3g}",
+                fmt.pct(r["utilization"], 1),
+                r["bound"],
+            ]
+        )
     if data["vs"]:
         v = data["vs"]
-        rows.append([f"{data['device'].name} with {v['quant']} ({v['bpw']:.2f} bpw)", f"{data['device'].fp16_tflops:g}",
-                     f"{data['device'].bandwidth_gbs:g}", f"{v['ridge_intensity']:.3g}", str(round(v["ridge_batch"])),
-                     f"{v['attainable_flops'] / 1e12:.3g}", fmt.pct(v["utilization"], 1), v["bound"]])
+        rows.append(
+            [
+                f"{data['device'].name} with {v['quant']} ({v['bpw']:.2f} bpw)",
+                f"{data['device'].fp16_tflops:g}",
+                f"{data['device'].bandwidth_gbs:g}",
+                f"{v['ridge_intensity']:.3g}",
+                str(round(v["ridge_batch"])),
+                f"{v['attainable_flops'] / 1e12:.3g}",
+                fmt.pct(v["utilization"], 1),
+                v["bound"],
+            ]
+        )
     return data_details("Data table", table(describe(data), header, rows))
 
 
 def render(data) -> str:
-    return el("div", [_presets(data), _readouts(data),
-                      el("figure", _chart(data), class_="chart-wrap"),
-                      el("p", ["Intensity I = 16 × batch / bpw. Attainable = min(peak, I × bandwidth). "
-                               "Compute peaks marked approx. are estimates, and those marked fitted were fitted to the module's "
-                               "prefill numbers: neither is a vendor figure."], class_="note"),
-                      _table(data)], class_="roofline")
+    return el(
+        "div",
+        [
+            _presets(data),
+            _readouts(data),
+            el("figure", _chart(data), class_="chart-wrap"),
+            el(
+                "p",
+                [
+                    "Intensity I = 16 × batch / bpw. Attainable = min(peak, I × bandwidth). "
+                    "Compute peaks marked approx. are estimates, and those marked fitted were fitted to the module's "
+                    "prefill numbers: neither is a vendor figure."
+                ],
+                class_="note",
+            ),
+            _table(data),
+        ],
+        class_="roofline",
+    )

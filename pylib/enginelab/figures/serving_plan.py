@@ -4,26 +4,27 @@ Every number comes from the course-side module serving_plan (vllm_plan, sglang_p
 engine versions it follows. This module arranges the plan into controls, readouts, a stacked bar of the
 GPU's memory, the start-up log lines, the command line and a data table.
 """
+
 from __future__ import annotations
 
 import perf_model as pm
 
 from .. import fmt
+from .. import serving_plan as sp
+from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Bool, Choice, Float, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
-from ..chart import readout as _readout  # the data-readout contract, in one place
-from .. import serving_plan as sp
 
 ID = "serving-plan"
 TITLE = "vLLM and SGLang memory planner"
-LEDE = ("Both serving engines grab the KV cache up front. Pick an engine, a model, a GPU and the engine's own "
-        "settings: see what the weights, activations and CUDA graphs take, how many tokens the KV pool holds, "
-        "and the start-up lines the engine would log.")
+LEDE = (
+    "Both serving engines grab the KV cache up front. Pick an engine, a model, a GPU and the engine's own "
+    "settings: see what the weights, activations and CUDA graphs take, how many tokens the KV pool holds, "
+    "and the start-up lines the engine would log."
+)
 
 VLLM_READOUTS = ("gpu_kv_cache_tokens", "max_concurrency", "num_gpu_blocks", "available_kv_gib", "fits")
 SGLANG_READOUTS = ("max_total_num_tokens", "max_running_requests", "mem_fraction_static", "kv_pool_gib", "fits")
-
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -39,35 +40,101 @@ def _is(engine):
 
 MFS_OPTIONS = [("auto", "auto (SGLang's heuristic)")] + [(f"{x / 100:.2f}", f"{x / 100:.2f}") for x in range(40, 96)]
 
-SPEC = Spec(ID, [
-    Choice("engine", "Engine", default="vllm", options=[("vllm", "vLLM (vllm serve)"),
-                                                        ("sglang", "SGLang (sglang.launch_server)")]),
-    Choice("model", "Model", default="llama-3.1-8b",
-           options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
-    Choice("machine", "GPU", default="rtx4090",
-           options=lambda p: [(k, m.gpu.name) for k, m in sp.serving_machines().items()]),
-    Choice("weights", "Checkpoint weights", default="bf16",
-           options=lambda p: [(k, v[0]) for k, v in sp.WEIGHT_DTYPES.items()]),
-    Int("ctx", "Context (--max-model-len / --context-length)", default=8192, min=16,
-        max=lambda p: _model(p).max_position_embeddings, step=1024,
-        help="Longest request, prompt plus output, in tokens."),
-    Choice("kv", "KV cache dtype (--kv-cache-dtype)", default="auto",
-           options=[("auto", "auto (= model dtype)"), ("fp8", "fp8 (e4m3)"), ("fp8_e5m2", "fp8_e5m2")]),
-    Bool("graphs", "CUDA graphs", default=True,
-         help="Off: --enforce-eager (vLLM) / --disable-cuda-graph (SGLang)."),
-    Float("util", "--gpu-memory-utilization", default=0.92, min=0.05, max=1.0, step=0.01, visible=_is("vllm"),
-          help="Fraction of total GPU memory vLLM may use."),
-    Choice("block_size", "--block-size (tokens per block)", default="16", visible=_is("vllm"),
-           options=[(str(b), str(b)) for b in (8, 16, 32, 64, 128)]),
-    Int("max_num_seqs", "--max-num-seqs", default=256, min=1, max=1024, visible=_is("vllm"),
-        help="Concurrency cap; also sizes the sampler and CUDA graphs."),
-    Int("max_num_batched_tokens", "--max-num-batched-tokens", default=2048, min=16, max=65536, step=256,
-        visible=_is("vllm"), help="Tokens per scheduler step; sizes the profiling run."),
-    Choice("mfs", "--mem-fraction-static", default="auto", options=MFS_OPTIONS, visible=_is("sglang"),
-           help="Fraction of free memory for weights + KV pool."),
-    Float("other_gib", "Used by other processes (GiB)", default=0.0, min=0.0, max=32.0, step=0.25,
-          help="A desktop or another program on the same GPU."),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice(
+            "engine",
+            "Engine",
+            default="vllm",
+            options=[("vllm", "vLLM (vllm serve)"), ("sglang", "SGLang (sglang.launch_server)")],
+        ),
+        Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
+        Choice(
+            "machine",
+            "GPU",
+            default="rtx4090",
+            options=lambda p: [(k, m.gpu.name) for k, m in sp.serving_machines().items()],
+        ),
+        Choice(
+            "weights",
+            "Checkpoint weights",
+            default="bf16",
+            options=lambda p: [(k, v[0]) for k, v in sp.WEIGHT_DTYPES.items()],
+        ),
+        Int(
+            "ctx",
+            "Context (--max-model-len / --context-length)",
+            default=8192,
+            min=16,
+            max=lambda p: _model(p).max_position_embeddings,
+            step=1024,
+            help="Longest request, prompt plus output, in tokens.",
+        ),
+        Choice(
+            "kv",
+            "KV cache dtype (--kv-cache-dtype)",
+            default="auto",
+            options=[("auto", "auto (= model dtype)"), ("fp8", "fp8 (e4m3)"), ("fp8_e5m2", "fp8_e5m2")],
+        ),
+        Bool(
+            "graphs", "CUDA graphs", default=True, help="Off: --enforce-eager (vLLM) / --disable-cuda-graph (SGLang)."
+        ),
+        Float(
+            "util",
+            "--gpu-memory-utilization",
+            default=0.92,
+            min=0.05,
+            max=1.0,
+            step=0.01,
+            visible=_is("vllm"),
+            help="Fraction of total GPU memory vLLM may use.",
+        ),
+        Choice(
+            "block_size",
+            "--block-size (tokens per block)",
+            default="16",
+            visible=_is("vllm"),
+            options=[(str(b), str(b)) for b in (8, 16, 32, 64, 128)],
+        ),
+        Int(
+            "max_num_seqs",
+            "--max-num-seqs",
+            default=256,
+            min=1,
+            max=1024,
+            visible=_is("vllm"),
+            help="Concurrency cap; also sizes the sampler and CUDA graphs.",
+        ),
+        Int(
+            "max_num_batched_tokens",
+            "--max-num-batched-tokens",
+            default=2048,
+            min=16,
+            max=65536,
+            step=256,
+            visible=_is("vllm"),
+            help="Tokens per scheduler step; sizes the profiling run.",
+        ),
+        Choice(
+            "mfs",
+            "--mem-fraction-static",
+            default="auto",
+            options=MFS_OPTIONS,
+            visible=_is("sglang"),
+            help="Fraction of free memory for weights + KV pool.",
+        ),
+        Float(
+            "other_gib",
+            "Used by other processes (GiB)",
+            default=0.0,
+            min=0.0,
+            max=32.0,
+            step=0.25,
+            help="A desktop or another program on the same GPU.",
+        ),
+    ],
+)
 
 
 def default_state():
@@ -81,19 +148,31 @@ def compute(state) -> dict:
     data = {"state": state, "engine": state.engine, "plan": None, "error": None}
     try:
         if state.engine == "vllm":
-            plan = sp.vllm_plan(state.model, state.machine, state.weights, gpu_memory_utilization=state.util,
-                                max_model_len=state.ctx, block_size=int(state.block_size),
-                                kv_cache_dtype=state.kv, enforce_eager=not state.graphs,
-                                max_num_seqs=state.max_num_seqs,
-                                max_num_batched_tokens=state.max_num_batched_tokens,
-                                other_processes_gib=state.other_gib)
+            plan = sp.vllm_plan(
+                state.model,
+                state.machine,
+                state.weights,
+                gpu_memory_utilization=state.util,
+                max_model_len=state.ctx,
+                block_size=int(state.block_size),
+                kv_cache_dtype=state.kv,
+                enforce_eager=not state.graphs,
+                max_num_seqs=state.max_num_seqs,
+                max_num_batched_tokens=state.max_num_batched_tokens,
+                other_processes_gib=state.other_gib,
+            )
         else:
-            plan = sp.sglang_plan(state.model, state.machine, state.weights,
-                                  mem_fraction_static=None if state.mfs == "auto" else float(state.mfs),
-                                  context_length=state.ctx,
-                                  kv_cache_dtype={"fp8": "fp8_e4m3"}.get(state.kv, state.kv),
-                                  disable_cuda_graph=not state.graphs, other_processes_gib=state.other_gib)
-    except ValueError as e:   # settings the planner rejects: shown, never a crash
+            plan = sp.sglang_plan(
+                state.model,
+                state.machine,
+                state.weights,
+                mem_fraction_static=None if state.mfs == "auto" else float(state.mfs),
+                context_length=state.ctx,
+                kv_cache_dtype={"fp8": "fp8_e4m3"}.get(state.kv, state.kv),
+                disable_cuda_graph=not state.graphs,
+                other_processes_gib=state.other_gib,
+            )
+    except ValueError as e:  # settings the planner rejects: shown, never a crash
         data["error"] = str(e)
         data["readouts"] = {k: None for k in (VLLM_READOUTS if state.engine == "vllm" else SGLANG_READOUTS)}
         data["readouts"]["fits"] = False
@@ -131,13 +210,17 @@ def describe(data) -> str:
     if not p["fits"]:
         return f"{where}: would not start. {p['error']}"
     if s.engine == "vllm":
-        return (f"{where} at gpu_memory_utilization {s.util:g}: {fmt.gib(p['available_kv_bytes'])} for the KV "
-                f"cache, {p['num_gpu_blocks']:,} blocks of {p['block_size']} tokens; GPU KV cache size "
-                f"{p['gpu_kv_cache_tokens']:,} tokens, maximum concurrency {p['max_concurrency']:.2f}x for "
-                f"{p['max_model_len']:,}-token requests.")
-    return (f"{where} at mem_fraction_static {p['mem_fraction_static']:g}: a pool of "
-            f"{p['max_total_num_tokens']:,} tokens ({fmt.gib(p['kv_cache_bytes'])}), max running requests "
-            f"{p['max_running_requests']:,}.")
+        return (
+            f"{where} at gpu_memory_utilization {s.util:g}: {fmt.gib(p['available_kv_bytes'])} for the KV "
+            f"cache, {p['num_gpu_blocks']:,} blocks of {p['block_size']} tokens; GPU KV cache size "
+            f"{p['gpu_kv_cache_tokens']:,} tokens, maximum concurrency {p['max_concurrency']:.2f}x for "
+            f"{p['max_model_len']:,}-token requests."
+        )
+    return (
+        f"{where} at mem_fraction_static {p['mem_fraction_static']:g}: a pool of "
+        f"{p['max_total_num_tokens']:,} tokens ({fmt.gib(p['kv_cache_bytes'])}), max running requests "
+        f"{p['max_running_requests']:,}."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -145,12 +228,22 @@ def describe(data) -> str:
 # ---------------------------------------------------------------------------------------------------------
 W, PAD, BAR_Y, BAR_H = 500, 10, 30, 36
 
-VLLM_SEGMENTS = (("weights", "Weights"), ("activation", "Peak activation"), ("non_torch", "Non-torch"),
-                 ("graphs", "CUDA graphs"), ("kv", "KV cache pool"), ("unused", "Unused in budget"),
-                 ("reserved", "Outside gpu_memory_utilization"))
-SGLANG_SEGMENTS = (("weights", "Weights"), ("kv", "KV cache pool"), ("unused", "Unused in budget"),
-                   ("activation", "Activations + CUDA graphs (1 - fraction)"),
-                   ("reserved", "CUDA context + other processes"))
+VLLM_SEGMENTS = (
+    ("weights", "Weights"),
+    ("activation", "Peak activation"),
+    ("non_torch", "Non-torch"),
+    ("graphs", "CUDA graphs"),
+    ("kv", "KV cache pool"),
+    ("unused", "Unused in budget"),
+    ("reserved", "Outside gpu_memory_utilization"),
+)
+SGLANG_SEGMENTS = (
+    ("weights", "Weights"),
+    ("kv", "KV cache pool"),
+    ("unused", "Unused in budget"),
+    ("activation", "Activations + CUDA graphs (1 - fraction)"),
+    ("reserved", "CUDA context + other processes"),
+)
 
 
 def segments(data) -> list:
@@ -158,21 +251,35 @@ def segments(data) -> list:
     p = data["plan"]
     if data["engine"] == "vllm":
         over = max(0.0, -p["available_kv_bytes"])
-        vals = {"weights": p["weights_bytes"], "activation": p["peak_activation_bytes"],
-                "non_torch": p["non_torch_bytes"], "graphs": p["cudagraph_bytes"],
-                # a plan that fails its start-up checks never allocates the pool: the budget stays unused
-                "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
-                "unused": max(0.0, p["available_kv_bytes"] - (p["kv_cache_bytes"] if p["fits"] else 0.0)),
-                "reserved": max(0.0, p["reserved_bytes"] - over)}
-        exact = {"weights": True, "activation": False, "non_torch": False, "graphs": False, "kv": True,
-                 "unused": True, "reserved": True}
+        vals = {
+            "weights": p["weights_bytes"],
+            "activation": p["peak_activation_bytes"],
+            "non_torch": p["non_torch_bytes"],
+            "graphs": p["cudagraph_bytes"],
+            # a plan that fails its start-up checks never allocates the pool: the budget stays unused
+            "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
+            "unused": max(0.0, p["available_kv_bytes"] - (p["kv_cache_bytes"] if p["fits"] else 0.0)),
+            "reserved": max(0.0, p["reserved_bytes"] - over),
+        }
+        exact = {
+            "weights": True,
+            "activation": False,
+            "non_torch": False,
+            "graphs": False,
+            "kv": True,
+            "unused": True,
+            "reserved": True,
+        }
         segs = VLLM_SEGMENTS
     else:
         over = max(0.0, -p["rest_bytes"])
-        vals = {"weights": p["weights_bytes"], "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
-                "unused": max(0.0, p["unused_bytes"] if p["fits"] else p["rest_bytes"]),
-                "activation": max(0.0, p["activation_reserve_bytes"] - over),
-                "reserved": p["cuda_context_bytes"] + p["other_processes_bytes"]}
+        vals = {
+            "weights": p["weights_bytes"],
+            "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
+            "unused": max(0.0, p["unused_bytes"] if p["fits"] else p["rest_bytes"]),
+            "activation": max(0.0, p["activation_reserve_bytes"] - over),
+            "reserved": p["cuda_context_bytes"] + p["other_processes_bytes"],
+        }
         exact = {"weights": True, "kv": True, "unused": True, "activation": True, "reserved": False}
         segs = SGLANG_SEGMENTS
     return [(k, label, vals[k], exact[k]) for k, label in segs]
@@ -192,14 +299,33 @@ def _bar(data) -> Raw:
         if v <= 0:
             continue
         w = span * v / scale_max
-        parts.append(el("rect", el("title", f"{label}: {fmt.gib(v)}{'' if exact else ' (estimated)'}"),
-                        x=x, y=BAR_Y, width=max(w, 0.5), height=BAR_H, class_=f"sp-seg sp-seg-{key}",
-                        data_segment=key, data_bytes=f"{v:.0f}"))
+        parts.append(
+            el(
+                "rect",
+                el("title", f"{label}: {fmt.gib(v)}{'' if exact else ' (estimated)'}"),
+                x=x,
+                y=BAR_Y,
+                width=max(w, 0.5),
+                height=BAR_H,
+                class_=f"sp-seg sp-seg-{key}",
+                data_segment=key,
+                data_bytes=f"{v:.0f}",
+            )
+        )
         x += w
     parts.append(el("rect", x=left, y=BAR_Y, width=x_of(total) - left, height=BAR_H, class_="capacity"))
     if used > total * (1 + 1e-9):
-        parts.append(el("rect", el("title", f"Over the GPU: {fmt.gib(used - total)}"), x=x_of(total), y=BAR_Y - 3,
-                        width=x_of(used) - x_of(total), height=BAR_H + 6, class_="overflow"))
+        parts.append(
+            el(
+                "rect",
+                el("title", f"Over the GPU: {fmt.gib(used - total)}"),
+                x=x_of(total),
+                y=BAR_Y - 3,
+                width=x_of(used) - x_of(total),
+                height=BAR_H + 6,
+                class_="overflow",
+            )
+        )
     # budget marker: where the engine's own limit ends
     if data["engine"] == "vllm":
         bx, blabel = x_of(p["requested_bytes"]), f"gpu_memory_utilization {p['gpu_memory_utilization']:g}"
@@ -208,15 +334,23 @@ def _bar(data) -> Raw:
         blabel = f"mem_fraction_static {p['mem_fraction_static']:g}"
     parts.append(el("line", x1=bx, x2=bx, y1=BAR_Y - 6, y2=BAR_Y + BAR_H + 6, class_="sp-budget"))
     anchor = "end" if bx > W * 0.6 else "start"
-    parts.append(el("text", blabel, x=bx + (-4 if anchor == "end" else 4), y=BAR_Y + BAR_H + 18,
-                    class_="sp-budget-label", text_anchor=anchor))
+    parts.append(
+        el(
+            "text",
+            blabel,
+            x=bx + (-4 if anchor == "end" else 4),
+            y=BAR_Y + BAR_H + 18,
+            class_="sp-budget-label",
+            text_anchor=anchor,
+        )
+    )
     # per-request ticks across the KV pool: each tick is one max_model_len request
     kv_bytes = dict((k, v) for k, _, v, _ in segs)["kv"]
     if data["engine"] == "vllm":
         per_req = p["blocks_per_request"] * p["page_size_bytes"] * p["num_layers"]
     else:
         per_req = p["context_length"] * p["cell_size_bytes"]
-    kx0 = left + span * sum(v for k, _, v, _ in segs[:[k for k, *_ in segs].index("kv")]) / scale_max
+    kx0 = left + span * sum(v for k, _, v, _ in segs[: [k for k, *_ in segs].index("kv")]) / scale_max
     n_req = int(kv_bytes // per_req) if per_req else 0
     if 1 <= n_req <= 64:
         for i in range(1, n_req + 1):
@@ -224,7 +358,7 @@ def _bar(data) -> Raw:
             parts.append(el("line", x1=tx, x2=tx, y1=BAR_Y + BAR_H - 9, y2=BAR_Y + BAR_H, class_="sp-req-tick"))
     # legend, wrapped into rows
     ly, lx, legend = BAR_Y + BAR_H + 34, left, []
-    for key, label, v, exact in segs:
+    for key, label, v, _exact in segs:
         if v <= 0:
             continue
         wlab = 16 + 7 * len(label) + 16
@@ -234,17 +368,30 @@ def _bar(data) -> Raw:
         legend.append(el("text", label, x=lx + 16, y=ly + 11, class_="legend-label"))
         lx += wlab
     note_y = ly + 30
-    legend.append(el("text", (f"Ticks in the KV pool: one {(p.get('max_model_len') or p.get('context_length')):,}"
-                              f"-token request each." if 1 <= n_req <= 64 else
-                              "Hover a segment for its size; the data table marks which terms are estimates."),
-                     x=left, y=note_y, class_="legend-label"))
+    legend.append(
+        el(
+            "text",
+            (
+                f"Ticks in the KV pool: one {(p.get('max_model_len') or p.get('context_length')):,}-token request each."
+                if 1 <= n_req <= 64
+                else "Hover a segment for its size; the data table marks which terms are estimates."
+            ),
+            x=left,
+            y=note_y,
+            class_="legend-label",
+        )
+    )
     height = note_y + PAD
     eng = "vLLM" if data["engine"] == "vllm" else "SGLang"
-    return svg([el("g", parts, class_="sp-bar"), el("g", legend, class_="legend")], width=W, height=height,
-               title=f"{eng} GPU memory plan: {p['model']} on {p['gpu']}", desc=describe(data),
-               id_="serving-plan-chart", class_="chart serving-plan-chart")
-
-
+    return svg(
+        [el("g", parts, class_="sp-bar"), el("g", legend, class_="legend")],
+        width=W,
+        height=height,
+        title=f"{eng} GPU memory plan: {p['model']} on {p['gpu']}",
+        desc=describe(data),
+        id_="serving-plan-chart",
+        class_="chart serving-plan-chart",
+    )
 
 
 def _n(v, digits=0) -> str:
@@ -256,28 +403,54 @@ def _readouts(data) -> Raw:
     fits = r["fits"]
     if data["engine"] == "vllm":
         items = [
-            _readout("gpu_kv_cache_tokens", r["gpu_kv_cache_tokens"], _n(r["gpu_kv_cache_tokens"]),
-                     "GPU KV cache size", "tokens"),
-            _readout("max_concurrency", r["max_concurrency"],
-                     "—" if r["max_concurrency"] is None else f"{r['max_concurrency']:.2f}x",
-                     f"Maximum concurrency for {data['state'].ctx:,} tokens per request"),
+            _readout(
+                "gpu_kv_cache_tokens",
+                r["gpu_kv_cache_tokens"],
+                _n(r["gpu_kv_cache_tokens"]),
+                "GPU KV cache size",
+                "tokens",
+            ),
+            _readout(
+                "max_concurrency",
+                r["max_concurrency"],
+                "—" if r["max_concurrency"] is None else f"{r['max_concurrency']:.2f}x",
+                f"Maximum concurrency for {data['state'].ctx:,} tokens per request",
+            ),
             _readout("num_gpu_blocks", r["num_gpu_blocks"], _n(r["num_gpu_blocks"]), "num_gpu_blocks"),
-            _readout("available_kv_gib", r["available_kv_gib"],
-                     "—" if r["available_kv_gib"] is None else f"{r['available_kv_gib']:.2f}",
-                     "Available KV cache memory", "GiB"),
+            _readout(
+                "available_kv_gib",
+                r["available_kv_gib"],
+                "—" if r["available_kv_gib"] is None else f"{r['available_kv_gib']:.2f}",
+                "Available KV cache memory",
+                "GiB",
+            ),
             _readout("fits", fits, "yes" if fits else "no", "Starts"),
         ]
     else:
         items = [
-            _readout("max_total_num_tokens", r["max_total_num_tokens"], _n(r["max_total_num_tokens"]),
-                     "max_total_num_tokens", "tokens"),
-            _readout("max_running_requests", r["max_running_requests"], _n(r["max_running_requests"]),
-                     "max_running_requests"),
-            _readout("mem_fraction_static", r["mem_fraction_static"],
-                     "—" if r["mem_fraction_static"] is None else f"{r['mem_fraction_static']:g}",
-                     "mem_fraction_static"),
-            _readout("kv_pool_gib", r["kv_pool_gib"], "—" if r["kv_pool_gib"] is None else f"{r['kv_pool_gib']:.2f}",
-                     "KV pool", "GiB"),
+            _readout(
+                "max_total_num_tokens",
+                r["max_total_num_tokens"],
+                _n(r["max_total_num_tokens"]),
+                "max_total_num_tokens",
+                "tokens",
+            ),
+            _readout(
+                "max_running_requests", r["max_running_requests"], _n(r["max_running_requests"]), "max_running_requests"
+            ),
+            _readout(
+                "mem_fraction_static",
+                r["mem_fraction_static"],
+                "—" if r["mem_fraction_static"] is None else f"{r['mem_fraction_static']:g}",
+                "mem_fraction_static",
+            ),
+            _readout(
+                "kv_pool_gib",
+                r["kv_pool_gib"],
+                "—" if r["kv_pool_gib"] is None else f"{r['kv_pool_gib']:.2f}",
+                "KV pool",
+                "GiB",
+            ),
             _readout("fits", fits, "yes" if fits else "no", "Starts"),
         ]
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
@@ -286,55 +459,102 @@ def _readouts(data) -> Raw:
 def _table(data) -> Raw:
     p = data["plan"]
     total = p["total_bytes"]
-    rows = [[label, fmt.gib(v), f"{100 * v / total:.1f}%", "exact" if exact else "estimated"]
-            for _, label, v, exact in segments(data)]
+    rows = [
+        [label, fmt.gib(v), f"{100 * v / total:.1f}%", "exact" if exact else "estimated"]
+        for _, label, v, exact in segments(data)
+    ]
     if data["engine"] == "vllm":
-        extra = [["KV page (one block, one layer)", f"{p['page_size_bytes']:,} B", "", "exact"],
-                 ["KV per token (all layers)", f"{p['kv_bytes_per_token']:,.0f} B", "", "exact"],
-                 ["One max_model_len request", fmt.gib(p["needed_bytes"]), "", "exact"]]
+        extra = [
+            ["KV page (one block, one layer)", f"{p['page_size_bytes']:,} B", "", "exact"],
+            ["KV per token (all layers)", f"{p['kv_bytes_per_token']:,.0f} B", "", "exact"],
+            ["One max_model_len request", fmt.gib(p["needed_bytes"]), "", "exact"],
+        ]
     else:
-        extra = [["KV cell (one token, all layers)", f"{p['cell_size_bytes']:,} B", "", "exact"],
-                 ["Free before loading", fmt.gib(p["free_before_load_bytes"]), "", "estimated"]]
+        extra = [
+            ["KV cell (one token, all layers)", f"{p['cell_size_bytes']:,} B", "", "exact"],
+            ["Free before loading", fmt.gib(p["free_before_load_bytes"]), "", "estimated"],
+        ]
     return data_details("Data table", table(describe(data), ["Term", "Size", "Share of GPU", "How"], rows + extra))
 
 
 def render(data) -> str:
     s = data["state"]
     if data["error"]:
-        return el("div", [el("div", [el("strong", "Cannot plan these settings: "), data["error"]],
-                             class_="alert alert-error", role="alert"), _readouts(data)],
-                  class_="serving-plan", data_state="error")
+        return el(
+            "div",
+            [
+                el(
+                    "div",
+                    [el("strong", "Cannot plan these settings: "), data["error"]],
+                    class_="alert alert-error",
+                    role="alert",
+                ),
+                _readouts(data),
+            ],
+            class_="serving-plan",
+            data_state="error",
+        )
     p = data["plan"]
     parts = []
     if not p["fits"]:
-        parts.append(el("div", [el("strong", "Would not start: "), p["error"]],
-                        class_="alert alert-overask", role="alert", data_startup_error="true"))
+        parts.append(
+            el(
+                "div",
+                [el("strong", "Would not start: "), p["error"]],
+                class_="alert alert-overask",
+                role="alert",
+                data_startup_error="true",
+            )
+        )
     parts.append(_readouts(data))
     parts.append(el("figure", [_bar(data)], class_="chart-wrap"))
     log_title = "Start-up log (what the engine would print, estimated)"
-    parts.append(el("div", [el("h2", log_title, class_="sp-h"),
-                            el("pre", el("code", "\n".join(p["log_lines"])), class_="sp-log", data_log="true")],
-                    class_="sp-log-block"))
+    parts.append(
+        el(
+            "div",
+            [
+                el("h2", log_title, class_="sp-h"),
+                el("pre", el("code", "\n".join(p["log_lines"])), class_="sp-log", data_log="true"),
+            ],
+            class_="sp-log-block",
+        )
+    )
     cmd_id = "serving-command"
-    parts.append(el("div", [
-        el("div", [el("pre", el("code", p["command"], id_=cmd_id)),
-                   el("button", "Copy command", type="button", class_="copy", data_copy_target=f"#{cmd_id}")],
-           class_="command"),
-    ], class_="command-block"))
+    parts.append(
+        el(
+            "div",
+            [
+                el(
+                    "div",
+                    [
+                        el("pre", el("code", p["command"], id_=cmd_id)),
+                        el("button", "Copy command", type="button", class_="copy", data_copy_target=f"#{cmd_id}"),
+                    ],
+                    class_="command",
+                ),
+            ],
+            class_="command-block",
+        )
+    )
     notes = list(p["notes"])
     if s.weights in ("awq", "gptq"):
-        notes.append("AWQ and GPTQ need a pre-quantized checkpoint; the repository name in the command is "
-                     "illustrative.")
+        notes.append(
+            "AWQ and GPTQ need a pre-quantized checkpoint; the repository name in the command is illustrative."
+        )
     version = sp.VLLM_VERSION if s.engine == "vllm" else sp.SGLANG_VERSION
     notes.append(f"Follows {version}.")
     if s.engine == "vllm":
-        notes.append("Exact (vLLM's formulas): requested memory, weights, KV page size, num_gpu_blocks, the KV cache "
-                     "size in tokens, the concurrency and the start-up checks. Estimated: peak activation, non-torch "
-                     "memory and CUDA graphs (vLLM measures these on the real GPU).")
+        notes.append(
+            "Exact (vLLM's formulas): requested memory, weights, KV page size, num_gpu_blocks, the KV cache "
+            "size in tokens, the concurrency and the start-up checks. Estimated: peak activation, non-torch "
+            "memory and CUDA graphs (vLLM measures these on the real GPU)."
+        )
     else:
-        notes.append("Exact (SGLang's formulas): the default mem_fraction_static, the KV cell size, "
-                     "max_total_num_tokens from the free memory, and max_running_requests. Estimated: the CUDA "
-                     "context, which sets the free memory before the weights load.")
+        notes.append(
+            "Exact (SGLang's formulas): the default mem_fraction_static, the KV cell size, "
+            "max_total_num_tokens from the free memory, and max_running_requests. Estimated: the CUDA "
+            "context, which sets the free memory before the weights load."
+        )
     parts.append(el("ul", [el("li", n) for n in notes], class_="sp-notes"))
     parts.append(_table(data))
     return el("div", parts, class_="serving-plan", data_state="ok" if p["fits"] else "error")

@@ -9,6 +9,7 @@ bytes / (ETA_DECODE x bandwidth), the module's 70% efficiency applied to every t
 
 The machine table has no drive capacity: the drive is drawn at DRIVE_GB (an assumption, labelled as one).
 """
+
 from __future__ import annotations
 
 import math
@@ -16,30 +17,38 @@ import math
 import perf_model as pm
 
 from .. import fmt
+from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Spec
 from ..svg import Raw, data_details, el, svg, table
-from ..chart import readout as _readout  # the data-readout contract, in one place
 
 ID = "tiers"
 TITLE = "Memory tiers"
-LEDE = ("Where a weight can live on one machine: how much each tier holds, how fast it reads, and how long one "
-        "decode token takes when the weights stream from there.")
+LEDE = (
+    "Where a weight can live on one machine: how much each tier holds, how fast it reads, and how long one "
+    "decode token takes when the weights stream from there."
+)
 
-DRIVE_GB = 2000.0   # assumed NVMe capacity (the module's range is 1-4 TB); Machine has no drive size
+DRIVE_GB = 2000.0  # assumed NVMe capacity (the module's range is 1-4 TB); Machine has no drive size
 TIER_ORDER = ("drive", "ram", "pcie", "vram", "unified")
-TIER_NAMES = {"drive": "NVMe drive", "ram": "System RAM", "pcie": "PCIe link", "vram": "GPU VRAM",
-              "unified": "Unified memory"}
+TIER_NAMES = {
+    "drive": "NVMe drive",
+    "ram": "System RAM",
+    "pcie": "PCIe link",
+    "vram": "GPU VRAM",
+    "unified": "Unified memory",
+}
 
 
-
-SPEC = Spec(ID, [
-    Choice("machine", "Machine", default="rtx4090",
-           options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]),
-    Choice("model", "Model", default="llama-3.1-8b",
-           options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
-    Choice("quant", "Quantization", default="Q4_K_M",
-           options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice(
+            "machine", "Machine", default="rtx4090", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
+        ),
+        Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+    ],
+)
 
 
 def default_state():
@@ -62,21 +71,47 @@ def machine_tiers(mc) -> list[dict]:
     """The five tiers, each with present/absent, device name, capacity (bytes or None) and bandwidth (B/s)."""
     discrete = mc.gpu is not None and not mc.unified
     rows = [
-        {"key": "drive", "present": True, "device": f"NVMe, {mc.drive_gbs:g} GB/s sequential read",
-         "capacity": DRIVE_GB * pm.GB, "capacity_assumed": True, "bandwidth": mc.drive_gbs * pm.GB},
-        {"key": "ram", "present": not mc.unified, "device": mc.ram.name,
-         "capacity": mc.ram.mem_bytes, "bandwidth": mc.ram.bandwidth,
-         "absent": "same pool as unified memory" if mc.unified else ""},
-        {"key": "pcie", "present": discrete, "device": f"{mc.pcie_gbs:g} GB/s per direction" if discrete else "",
-         "capacity": None, "bandwidth": mc.pcie if discrete else 0.0,
-         "absent": "" if discrete else ("no discrete GPU" if mc.unified else "no GPU")},
-        {"key": "vram", "present": discrete, "device": mc.gpu.name if discrete else "",
-         "capacity": mc.gpu.mem_bytes if discrete else None, "bandwidth": mc.gpu.bandwidth if discrete else 0.0,
-         "absent": "" if discrete else ("the GPU uses unified memory" if mc.unified else "no GPU")},
-        {"key": "unified", "present": bool(mc.unified), "device": mc.gpu.name if mc.unified else "",
-         "capacity": mc.gpu.mem_bytes if mc.unified else None, "bandwidth": mc.gpu.bandwidth if mc.unified else 0.0,
-         "gpu_share": mc.gpu_share if mc.unified else None,
-         "absent": "" if mc.unified else "not Apple silicon"},
+        {
+            "key": "drive",
+            "present": True,
+            "device": f"NVMe, {mc.drive_gbs:g} GB/s sequential read",
+            "capacity": DRIVE_GB * pm.GB,
+            "capacity_assumed": True,
+            "bandwidth": mc.drive_gbs * pm.GB,
+        },
+        {
+            "key": "ram",
+            "present": not mc.unified,
+            "device": mc.ram.name,
+            "capacity": mc.ram.mem_bytes,
+            "bandwidth": mc.ram.bandwidth,
+            "absent": "same pool as unified memory" if mc.unified else "",
+        },
+        {
+            "key": "pcie",
+            "present": discrete,
+            "device": f"{mc.pcie_gbs:g} GB/s per direction" if discrete else "",
+            "capacity": None,
+            "bandwidth": mc.pcie if discrete else 0.0,
+            "absent": "" if discrete else ("no discrete GPU" if mc.unified else "no GPU"),
+        },
+        {
+            "key": "vram",
+            "present": discrete,
+            "device": mc.gpu.name if discrete else "",
+            "capacity": mc.gpu.mem_bytes if discrete else None,
+            "bandwidth": mc.gpu.bandwidth if discrete else 0.0,
+            "absent": "" if discrete else ("the GPU uses unified memory" if mc.unified else "no GPU"),
+        },
+        {
+            "key": "unified",
+            "present": bool(mc.unified),
+            "device": mc.gpu.name if mc.unified else "",
+            "capacity": mc.gpu.mem_bytes if mc.unified else None,
+            "bandwidth": mc.gpu.bandwidth if mc.unified else 0.0,
+            "gpu_share": mc.gpu_share if mc.unified else None,
+            "absent": "" if mc.unified else "not Apple silicon",
+        },
     ]
     for r in rows:
         r["name"] = TIER_NAMES[r["key"]]
@@ -102,15 +137,24 @@ def compute(state) -> dict:
         if t["key"] == "unified" and cap:
             cap = cap * t["gpu_share"]  # what the GPU may use of it
         t["holds_file"] = None if (cap is None or not t["present"]) else file_b <= cap
-    return {"state": state, "machine": mc, "model": model, "weights_read_bytes": nbytes, "file_bytes": file_b,
-            "eta": eta, "tiers": tiers}
+    return {
+        "state": state,
+        "machine": mc,
+        "model": model,
+        "weights_read_bytes": nbytes,
+        "file_bytes": file_b,
+        "eta": eta,
+        "tiers": tiers,
+    }
 
 
 def describe(data) -> str:
     m, mc, s = data["model"], data["machine"], data["state"]
     parts = [f"{t['name']} {fmt.seconds(t['token_s'])}" for t in data["tiers"] if t["token_s"] is not None]
-    return (f"{m.name} {s.quant} reads {fmt.gb(data['weights_read_bytes'], 2)} of weights per decode token; on "
-            f"{mc.name}, at {data['eta']:.0%} of each tier's bandwidth, one token takes: " + ", ".join(parts) + ".")
+    return (
+        f"{m.name} {s.quant} reads {fmt.gb(data['weights_read_bytes'], 2)} of weights per decode token; on "
+        f"{mc.name}, at {data['eta']:.0%} of each tier's bandwidth, one token takes: " + ", ".join(parts) + "."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -138,11 +182,11 @@ class LogAxis:
         self.a, self.b = a, b
 
     def x(self, v: float) -> float:
-        t = (math.log10(max(v, 10.0 ** self.a)) - self.a) / (self.b - self.a)
+        t = (math.log10(max(v, 10.0**self.a)) - self.a) / (self.b - self.a)
         return X0 + (X1 - X0) * min(1.0, max(0.0, t))
 
     def ticks(self):
-        return [10.0 ** e for e in range(self.a, self.b + 1)]
+        return [10.0**e for e in range(self.a, self.b + 1)]
 
 
 def _gb_tick(v: float) -> str:
@@ -157,8 +201,9 @@ def _time_tick(v: float) -> str:
     return f"{v * 1e6:g} µs"
 
 
-def _panel(y0: float, title: str, axis: LogAxis, rows: list, tick_text, unit_note: str, key: str,
-           marker=None) -> tuple[Raw, float]:
+def _panel(
+    y0: float, title: str, axis: LogAxis, rows: list, tick_text, unit_note: str, key: str, marker=None
+) -> tuple[Raw, float]:
     """One log-scale bar panel. rows: (tier dict, value or None, label text, readout (name, raw) or None)."""
     parts = [el("text", title, x=0, y=y0 + 16, class_="panel-title")]
     top = y0 + PANEL_HEAD
@@ -179,23 +224,51 @@ def _panel(y0: float, title: str, axis: LogAxis, rows: list, tick_text, unit_not
             row.append(el("text", text, x=X0 + 4, y=y + BAR_H - 2, class_="absent-note"))
         else:
             x = axis.x(value)
-            row.append(el("rect", el("title", f"{t['name']}: {text}"), x=X0, y=y + 1, width=max(x - X0, 1.0),
-                          height=BAR_H - 2, class_=f"bar bar-{key}"))
+            row.append(
+                el(
+                    "rect",
+                    el("title", f"{t['name']}: {text}"),
+                    x=X0,
+                    y=y + 1,
+                    width=max(x - X0, 1.0),
+                    height=BAR_H - 2,
+                    class_=f"bar bar-{key}",
+                )
+            )
             inside = x - X0 > 0.55 * (X1 - X0)
-            row.append(el("text", text, x=x - 4 if inside else x + 4, y=y + BAR_H - 2,
-                          class_="value" + (" value-inside" if inside else ""),
-                          text_anchor="end" if inside else None,
-                          data_readout=readout[0] if readout else None,
-                          data_value=fmt.raw(readout[1]) if readout else None))
+            row.append(
+                el(
+                    "text",
+                    text,
+                    x=x - 4 if inside else x + 4,
+                    y=y + BAR_H - 2,
+                    class_="value" + (" value-inside" if inside else ""),
+                    text_anchor="end" if inside else None,
+                    data_readout=readout[0] if readout else None,
+                    data_value=fmt.raw(readout[1]) if readout else None,
+                )
+            )
         parts.append(el("g", row, class_=cls, data_tier=t["key"]))
     if marker is not None:
         mv, mtext = marker
         mx = axis.x(mv)
-        parts.append(el("g", [
-            el("line", x1=mx, y1=top - 6, x2=mx, y2=bottom + 2, class_="marker-line"),
-            el("text", mtext, x=mx + 4 if mx < X1 - 160 else mx - 4, y=top - 8, class_="marker-text",
-               text_anchor=None if mx < X1 - 160 else "end"),
-        ], class_="mark mark-file"))
+        parts.append(
+            el(
+                "g",
+                [
+                    el("line", x1=mx, y1=top - 6, x2=mx, y2=bottom + 2, class_="marker-line"),
+                    el(
+                        "text",
+                        mtext,
+                        x=mx + 4 if mx < X1 - 160 else mx - 4,
+                        y=top - 8,
+                        class_="marker-text",
+                        text_anchor=None if mx < X1 - 160 else "end",
+                    ),
+                ],
+                class_="mark mark-file",
+            )
+        )
     return el("g", parts, class_=f"panel panel-{key}"), bottom + AXIS_H + 8
 
 
@@ -227,55 +300,104 @@ def _chart(data) -> Raw:
     def time_row(t):
         if not t["present"]:
             return (t, None, t["absent"], None)
-        return (t, t["token_s"], f"{fmt.seconds(t['token_s'])} · {fmt.rate(t['tok_s'])} tok/s",
-                (f"token_s_{t['key']}", t["token_s"]))
+        return (
+            t,
+            t["token_s"],
+            f"{fmt.seconds(t['token_s'])} · {fmt.rate(t['tok_s'])} tok/s",
+            (f"token_s_{t['key']}", t["token_s"]),
+        )
 
     y = 0.0
-    p1, y = _panel(y, "Capacity", cap_axis, [cap_row(t) for t in tiers], _gb_tick, "GB · log scale", "cap",
-                   marker=(data["file_bytes"] / pm.GB, f"model file {fmt.gb(data['file_bytes'])}"))
+    p1, y = _panel(
+        y,
+        "Capacity",
+        cap_axis,
+        [cap_row(t) for t in tiers],
+        _gb_tick,
+        "GB · log scale",
+        "cap",
+        marker=(data["file_bytes"] / pm.GB, f"model file {fmt.gb(data['file_bytes'])}"),
+    )
     p2, y = _panel(y, "Bandwidth", bw_axis, [bw_row(t) for t in tiers], _gb_tick, "GB/s · log scale", "bw")
-    p3, y = _panel(y, "One decode token from each tier", t_axis, [time_row(t) for t in tiers],
-                   _time_tick, f"{fmt.gb(data['weights_read_bytes'], 2)} at {data['eta']:.0%} · log scale", "time")
+    p3, y = _panel(
+        y,
+        "One decode token from each tier",
+        t_axis,
+        [time_row(t) for t in tiers],
+        _time_tick,
+        f"{fmt.gb(data['weights_read_bytes'], 2)} at {data['eta']:.0%} · log scale",
+        "time",
+    )
     s = data["state"]
-    return svg([p1, p2, p3], width=W, height=round(y),
-               title=f"Memory tiers of {data['machine'].name}, {data['model'].name} {s.quant}",
-               desc=describe(data), id_="tiers-chart", class_="chart tiers-chart")
-
-
+    return svg(
+        [p1, p2, p3],
+        width=W,
+        height=round(y),
+        title=f"Memory tiers of {data['machine'].name}, {data['model'].name} {s.quant}",
+        desc=describe(data),
+        id_="tiers-chart",
+        class_="chart tiers-chart",
+    )
 
 
 def _table(data) -> Raw:
-    header = ["Tier", "Device", "Capacity", "Bandwidth (GB/s)", "Holds the model file", "Time per token",
-              "tok/s"]
+    header = ["Tier", "Device", "Capacity", "Bandwidth (GB/s)", "Holds the model file", "Time per token", "tok/s"]
     rows = []
     for t in data["tiers"]:
         if not t["present"]:
             rows.append([t["name"], f"not present: {t['absent']}", "—", "—", "—", "—", "—"])
             continue
-        cap = "—" if t["capacity"] is None else fmt.gb(t["capacity"], 0) + (" (assumed)" if t["capacity_assumed"]
-                                                                            else "")
+        cap = (
+            "—" if t["capacity"] is None else fmt.gb(t["capacity"], 0) + (" (assumed)" if t["capacity_assumed"] else "")
+        )
         holds = "—" if t["holds_file"] is None else ("yes" if t["holds_file"] else "no")
-        rows.append([t["name"], t["device"], cap, f"{t['bandwidth'] / pm.GB:,.4g}", holds,
-                     fmt.seconds(t["token_s"]), fmt.rate(t["tok_s"])])
+        rows.append(
+            [
+                t["name"],
+                t["device"],
+                cap,
+                f"{t['bandwidth'] / pm.GB:,.4g}",
+                holds,
+                fmt.seconds(t["token_s"]),
+                fmt.rate(t["tok_s"]),
+            ]
+        )
     return data_details("Data table", table(describe(data), header, rows))
 
 
 def render(data) -> str:
     m = data["model"]
     fastest = min((t for t in data["tiers"] if t["token_s"] is not None), key=lambda t: t["token_s"])
-    readouts = el("dl", [
-        _readout("weights_read_bytes", data["weights_read_bytes"], fmt.gb_num(data["weights_read_bytes"], 2),
-                 "Weights read per token", "GB"),
-        _readout("file_bytes", data["file_bytes"], fmt.gb_num(data["file_bytes"], 2), "GGUF file", "GB"),
-        _readout("eta", data["eta"], fmt.pct(data["eta"]), "Assumed efficiency (of peak bandwidth)"),
-        _readout("best_tok_s", fastest["tok_s"], fmt.rate(fastest["tok_s"]), f"Best case ({fastest['name']})",
-                 "tok/s"),
-    ], class_="readouts")
-    note = el("p", [
-        "Every weight except the token embedding table (", el("code", "token_embd"),
-        ", read one row at a time) is read once per token",
-        " (for a mixture of experts, only the routed share)" if m.is_moe else "",
-        f". Time per token = bytes ÷ ({data['eta']:.0%} × bandwidth). The drive's capacity is an assumption "
-        f"({DRIVE_GB / 1000:g} TB); the machine table lists only its read speed."], class_="note")
-    return el("div", [readouts, el("figure", [_chart(data)], class_="chart-wrap"), note, _table(data)],
-              class_="fig-tiers")
+    readouts = el(
+        "dl",
+        [
+            _readout(
+                "weights_read_bytes",
+                data["weights_read_bytes"],
+                fmt.gb_num(data["weights_read_bytes"], 2),
+                "Weights read per token",
+                "GB",
+            ),
+            _readout("file_bytes", data["file_bytes"], fmt.gb_num(data["file_bytes"], 2), "GGUF file", "GB"),
+            _readout("eta", data["eta"], fmt.pct(data["eta"]), "Assumed efficiency (of peak bandwidth)"),
+            _readout(
+                "best_tok_s", fastest["tok_s"], fmt.rate(fastest["tok_s"]), f"Best case ({fastest['name']})", "tok/s"
+            ),
+        ],
+        class_="readouts",
+    )
+    note = el(
+        "p",
+        [
+            "Every weight except the token embedding table (",
+            el("code", "token_embd"),
+            ", read one row at a time) is read once per token",
+            " (for a mixture of experts, only the routed share)" if m.is_moe else "",
+            f". Time per token = bytes ÷ ({data['eta']:.0%} × bandwidth). The drive's capacity is an assumption "
+            f"({DRIVE_GB / 1000:g} TB); the machine table lists only its read speed.",
+        ],
+        class_="note",
+    )
+    return el(
+        "div", [readouts, el("figure", [_chart(data)], class_="chart-wrap"), note, _table(data)], class_="fig-tiers"
+    )

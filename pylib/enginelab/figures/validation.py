@@ -4,6 +4,7 @@ The dataset, the predictions, the error summary and the llama-bench parser all l
 module `validation`; this figure draws predicted-against-measured per device (log axes, y = x), the error
 distribution, the median absolute errors, a table, and a box for pasting one's own llama-bench output.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,24 +12,26 @@ import math
 import perf_model as pm
 
 from .. import fmt
+from .. import validation as val
+from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
-from ..chart import readout as _readout  # the data-readout contract, in one place
-from .. import validation as val
 
 ID = "validation"
 TITLE = "How good are these estimates?"
-LEDE = ("Our decode and prompt-processing estimates next to published llama-bench results, with a source for "
-        "every row. Paste your own llama-bench output to see your measurement beside our estimate.")
+LEDE = (
+    "Our decode and prompt-processing estimates next to published llama-bench results, with a source for "
+    "every row. Paste your own llama-bench output to see your measurement beside our estimate."
+)
 
 READOUTS = ("decode_mape", "prefill_mape", "n_measurements", "paste_rows")
 FAMILIES = ("Apple M1", "Apple M2", "Apple M3", "Apple M4", "NVIDIA (CUDA)")
-PLACEHOLDER = ("| model | size | params | backend | ngl | test | t/s |\n"
-               "| --- | ---: | ---: | --- | --: | --- | ---: |\n"
-               "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | Metal | 99 | pp512 | 540.15 ± 0.18 |\n"
-               "(or the JSON of llama-bench -o json)")
-
-
+PLACEHOLDER = (
+    "| model | size | params | backend | ngl | test | t/s |\n"
+    "| --- | ---: | ---: | --- | --: | --- | ---: |\n"
+    "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | Metal | 99 | pp512 | 540.15 ± 0.18 |\n"
+    "(or the JSON of llama-bench -o json)"
+)
 
 
 def _fam_class(family: str) -> str:
@@ -42,17 +45,36 @@ def _machine_options(p):
     return own + ds
 
 
-SPEC = Spec(ID, [
-    Choice("family", "Highlight devices", default="all",
-           options=[("all", "All devices")] + [(f, f) for f in FAMILIES]),
-    Text("bench", "Your llama-bench output", default="", max_len=20000, rows=7, placeholder=PLACEHOLDER,
-         help="Paste the table llama-bench prints (-o md, the default) or its -o json output."),
-    Choice("model", "Your model", default="llama-2-7b",
-           options=lambda p: [(k, m.name) for k, m in val.all_models().items()]),
-    Choice("quant", "Quant (if the table does not name one)", default="Q4_0",
-           options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
-    Choice("machine", "Your machine", default="rtx4090", options=_machine_options),
-])
+SPEC = Spec(
+    ID,
+    [
+        Choice(
+            "family", "Highlight devices", default="all", options=[("all", "All devices")] + [(f, f) for f in FAMILIES]
+        ),
+        Text(
+            "bench",
+            "Your llama-bench output",
+            default="",
+            max_len=20000,
+            rows=7,
+            placeholder=PLACEHOLDER,
+            help="Paste the table llama-bench prints (-o md, the default) or its -o json output.",
+        ),
+        Choice(
+            "model",
+            "Your model",
+            default="llama-2-7b",
+            options=lambda p: [(k, m.name) for k, m in val.all_models().items()],
+        ),
+        Choice(
+            "quant",
+            "Quant (if the table does not name one)",
+            default="Q4_0",
+            options=lambda p: [(q, q) for q in pm.QUANT_PRESETS],
+        ),
+        Choice("machine", "Your machine", default="rtx4090", options=_machine_options),
+    ],
+)
 
 
 def default_state():
@@ -80,7 +102,8 @@ def compute(state) -> dict:
         except ValueError as e:
             data["paste_error"] = str(e)
     data["readouts"] = {
-        "decode_mape": summ["decode_mape"], "prefill_mape": summ["prefill_mape"],
+        "decode_mape": summ["decode_mape"],
+        "prefill_mape": summ["prefill_mape"],
         "n_measurements": summ["n_tg"] + summ["n_pp"],
         "paste_rows": None if data["paste"] is None else len(data["paste"]["rows"]),
     }
@@ -89,10 +112,12 @@ def compute(state) -> dict:
 
 def describe(data) -> str:
     s = data["summary"]
-    text = (f"Against {s['n_rows']} published llama-bench results, our median absolute error is "
-            f"{fmt.pct(s['decode_mape'])} for decode (tg128, or tg512 where that is what was run; {s['n_tg']} measurements) and "
-            f"{fmt.pct(s['prefill_mape'])} for prompt processing (pp512, {s['n_pp']}); the median signed error is "
-            f"{_signed(s['decode_bias'])} and {_signed(s['prefill_bias'])}.")
+    text = (
+        f"Against {s['n_rows']} published llama-bench results, our median absolute error is "
+        f"{fmt.pct(s['decode_mape'])} for decode (tg128, or tg512 where that is what was run; {s['n_tg']} measurements) and "
+        f"{fmt.pct(s['prefill_mape'])} for prompt processing (pp512, {s['n_pp']}); the median signed error is "
+        f"{_signed(s['decode_bias'])} and {_signed(s['prefill_bias'])}."
+    )
     if data["paste"] is not None:
         text += f" Your paste: {len(data['paste']['rows'])} row(s) compared."
     elif data["paste_error"]:
@@ -129,8 +154,8 @@ def _ticks(lo, hi):
     mults = (1, 2, 5) if math.log10(hi / lo) <= 2.2 else (1, 3)
     out = []
     e = math.floor(math.log10(lo))
-    while 10 ** e <= hi:
-        out += [m * 10 ** e for m in mults if lo <= m * 10 ** e <= hi]
+    while 10**e <= hi:
+        out += [m * 10**e for m in mults if lo <= m * 10**e <= hi]
         e += 1
     return out
 
@@ -156,18 +181,39 @@ def _scatter(data, metric: str, title: str) -> Raw:
     parts.append(el("rect", x=ML, y=MT, width=x1 - ML, height=y1 - MT, class_="frame"))
     parts.append(el("line", x1=sx(lo), y1=sy(lo), x2=sx(hi), y2=sy(hi), class_="identity"))
     parts.append(el("text", "y = x", x=sx(hi) - 6, y=sy(hi) + 14, class_="identity-label", text_anchor="end"))
-    parts.append(el("text", "measured tok/s (log)", x=(ML + x1) / 2, y=y1 + 30, class_="axis-label",
-                    text_anchor="middle"))
+    parts.append(
+        el("text", "measured tok/s (log)", x=(ML + x1) / 2, y=y1 + 30, class_="axis-label", text_anchor="middle")
+    )
     cy = (MT + y1) / 2
-    parts.append(el("text", "predicted tok/s (log)", x=12, y=cy, class_="axis-label", text_anchor="middle",
-                    transform=f"rotate(-90 12 {cy:.1f})"))
+    parts.append(
+        el(
+            "text",
+            "predicted tok/s (log)",
+            x=12,
+            y=cy,
+            class_="axis-label",
+            text_anchor="middle",
+            transform=f"rotate(-90 12 {cy:.1f})",
+        )
+    )
     dots = []
     for meas, pred, p in sorted(pts, key=lambda t: (t[2]["family"] == fam, t[2]["device"], t[2]["quant"])):
         dim = fam != "all" and p["family"] != fam
-        tip = (f"{p['device']}, {p['model']} {p['quant']}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
-               f"tok/s ({_signed(pred / meas - 1)})")
-        dots.append(el("circle", el("title", tip), cx=sx(meas), cy=sy(pred), r=3.5,
-                       class_=f"pt {_fam_class(p['family'])}" + (" dim" if dim else ""), data_metric=metric))
+        tip = (
+            f"{p['device']}, {p['model']} {p['quant']}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
+            f"tok/s ({_signed(pred / meas - 1)})"
+        )
+        dots.append(
+            el(
+                "circle",
+                el("title", tip),
+                cx=sx(meas),
+                cy=sy(pred),
+                r=3.5,
+                class_=f"pt {_fam_class(p['family'])}" + (" dim" if dim else ""),
+                data_metric=metric,
+            )
+        )
     parts.append(el("g", dots, class_="points"))
     # legend under the panel
     lx, ly = ML, y1 + 50
@@ -182,10 +228,19 @@ def _scatter(data, metric: str, title: str) -> Raw:
     name = "Decode (tgN)" if metric == "tg" else "Prompt processing (pp512)"
     s = data["summary"]
     key = "decode" if metric == "tg" else "prefill"
-    desc = (f"{name}: predicted against measured tokens per second for {len(pts)} published results, log axes; "
-            f"median absolute error {fmt.pct(s[key + '_mape'])}, median signed error {_signed(s[key + '_bias'])}.")
-    return svg(parts, width=PANEL_W, height=height, title=f"{name}: predicted against measured", desc=desc,
-               id_=f"validation-scatter-{metric}", class_="chart validation-chart")
+    desc = (
+        f"{name}: predicted against measured tokens per second for {len(pts)} published results, log axes; "
+        f"median absolute error {fmt.pct(s[key + '_mape'])}, median signed error {_signed(s[key + '_bias'])}."
+    )
+    return svg(
+        parts,
+        width=PANEL_W,
+        height=height,
+        title=f"{name}: predicted against measured",
+        desc=desc,
+        id_=f"validation-scatter-{metric}",
+        class_="chart validation-chart",
+    )
 
 
 BINS = [(-1.0, -0.5)] + [(a / 100, (a + 10) / 100) for a in range(-50, 50, 10)] + [(0.5, 10.0)]
@@ -225,89 +280,220 @@ def _histogram(data, metric: str, title: str) -> Raw:
         bh = h * c / top
         x = ML + i * bw
         lo, hi = BINS[i]
-        parts.append(el("rect", el("title", f"{_bin_label(lo, hi)}: {c} measurement(s)"), x=x + 1, y=base - bh,
-                        width=bw - 2, height=max(bh, 0.0), class_=f"hist-bar hist-{metric}", data_count=c))
+        parts.append(
+            el(
+                "rect",
+                el("title", f"{_bin_label(lo, hi)}: {c} measurement(s)"),
+                x=x + 1,
+                y=base - bh,
+                width=bw - 2,
+                height=max(bh, 0.0),
+                class_=f"hist-bar hist-{metric}",
+                data_count=c,
+            )
+        )
         if c:
             parts.append(el("text", str(c), x=x + bw / 2, y=base - bh - 3, class_="tick", text_anchor="middle"))
-    zero = ML + 6 * bw   # the bin boundary at 0%
+    zero = ML + 6 * bw  # the bin boundary at 0%
     parts.append(el("line", x1=zero, x2=zero, y1=34, y2=base, class_="identity"))
     parts.append(el("line", x1=ML, x2=x1, y1=base, y2=base, class_="axis-line"))
     for i, lab in ((1, "-50%"), (4, "-20%"), (6, "0"), (8, "+20%"), (11, "+50%")):
         parts.append(el("text", lab, x=ML + i * bw, y=base + 14, class_="tick", text_anchor="middle"))
-    parts.append(el("text", "error = predicted / measured - 1", x=(ML + x1) / 2, y=base + 30, class_="axis-label",
-                    text_anchor="middle"))
+    parts.append(
+        el(
+            "text",
+            "error = predicted / measured - 1",
+            x=(ML + x1) / 2,
+            y=base + 30,
+            class_="axis-label",
+            text_anchor="middle",
+        )
+    )
     name = "Decode (tgN)" if metric == "tg" else "Prompt processing (pp512)"
-    desc = f"{name}: how many of {len(errs)} estimates fall in each 10% error bin: " + ", ".join(
-        f"{_bin_label(*BINS[i])}: {c}" for i, c in enumerate(counts) if c) + "."
-    return svg(parts, width=PANEL_W, height=base + 40, title=f"{name}: error distribution", desc=desc,
-               id_=f"validation-hist-{metric}", class_="chart validation-chart validation-hist")
+    desc = (
+        f"{name}: how many of {len(errs)} estimates fall in each 10% error bin: "
+        + ", ".join(f"{_bin_label(*BINS[i])}: {c}" for i, c in enumerate(counts) if c)
+        + "."
+    )
+    return svg(
+        parts,
+        width=PANEL_W,
+        height=base + 40,
+        title=f"{name}: error distribution",
+        desc=desc,
+        id_=f"validation-hist-{metric}",
+        class_="chart validation-chart validation-hist",
+    )
 
 
 def _chart(data) -> Raw:
-    return el("div", [_scatter(data, "tg", "Decode, tg128 / tg512"), _scatter(data, "pp", "Prompt, pp512"),
-                      _histogram(data, "tg", "Decode error"), _histogram(data, "pp", "Prompt error")],
-              class_="validation-grid")
-
-
+    return el(
+        "div",
+        [
+            _scatter(data, "tg", "Decode, tg128 / tg512"),
+            _scatter(data, "pp", "Prompt, pp512"),
+            _histogram(data, "tg", "Decode error"),
+            _histogram(data, "pp", "Prompt error"),
+        ],
+        class_="validation-grid",
+    )
 
 
 def _readouts(data) -> Raw:
     r, s = data["readouts"], data["summary"]
-    return el("dl", [
-        _readout("decode_mape", r["decode_mape"], fmt.pct(r["decode_mape"]), "Median |error|, decode (tgN)"),
-        _readout("prefill_mape", r["prefill_mape"], fmt.pct(r["prefill_mape"]), "Median |error|, prompt (pp512)"),
-        _readout("n_measurements", r["n_measurements"], f"{r['n_measurements']}",
-                 f"Measurements ({s['n_rows']} rows)"),
-        _readout("paste_rows", r["paste_rows"], "—" if r["paste_rows"] is None else str(r["paste_rows"]),
-                 "Your rows compared"),
-    ], class_="readouts")
+    return el(
+        "dl",
+        [
+            _readout("decode_mape", r["decode_mape"], fmt.pct(r["decode_mape"]), "Median |error|, decode (tgN)"),
+            _readout("prefill_mape", r["prefill_mape"], fmt.pct(r["prefill_mape"]), "Median |error|, prompt (pp512)"),
+            _readout(
+                "n_measurements", r["n_measurements"], f"{r['n_measurements']}", f"Measurements ({s['n_rows']} rows)"
+            ),
+            _readout(
+                "paste_rows",
+                r["paste_rows"],
+                "—" if r["paste_rows"] is None else str(r["paste_rows"]),
+                "Your rows compared",
+            ),
+        ],
+        class_="readouts",
+    )
 
 
 def _paste_block(data) -> Raw:
     data["state"]
     if data["paste_error"]:
-        return el("div", [el("strong", "Could not read your llama-bench output: "), data["paste_error"]],
-                  class_="alert alert-error paste-error", role="alert", data_paste_error="true")
+        return el(
+            "div",
+            [el("strong", "Could not read your llama-bench output: "), data["paste_error"]],
+            class_="alert alert-error paste-error",
+            role="alert",
+            data_paste_error="true",
+        )
     if data["paste"] is None:
-        return el("p", "Paste llama-bench output in the box above to compare it with our estimate for the model, "
-                       "quant and machine you pick.", class_="note paste-hint")
+        return el(
+            "p",
+            "Paste llama-bench output in the box above to compare it with our estimate for the model, "
+            "quant and machine you pick.",
+            class_="note paste-hint",
+        )
     res = data["paste"]
     rows = []
     for i, r in enumerate(res["rows"]):
         est = r["estimate_tps"]
-        rows.append(el("tr", [
-            el("th", r["model"] or "—", scope="row"), el("td", r["test"]), el("td", r["quant_used"]),
-            el("td", fmt.rate(r["tps"]), class_="measured"),
-            el("td", fmt.rate(est), class_="estimate"),
-            el("td", _signed(r["error"]), class_="error"),
-            el("td", r["note"] or "", class_="row-note"),
-        ], data_paste_row=i, data_test=r["test"], data_measured=fmt.raw(r["tps"]), data_estimate=fmt.raw(est),
-            data_error=fmt.raw(r["error"])))
+        rows.append(
+            el(
+                "tr",
+                [
+                    el("th", r["model"] or "—", scope="row"),
+                    el("td", r["test"]),
+                    el("td", r["quant_used"]),
+                    el("td", fmt.rate(r["tps"]), class_="measured"),
+                    el("td", fmt.rate(est), class_="estimate"),
+                    el("td", _signed(r["error"]), class_="error"),
+                    el("td", r["note"] or "", class_="row-note"),
+                ],
+                data_paste_row=i,
+                data_test=r["test"],
+                data_measured=fmt.raw(r["tps"]),
+                data_estimate=fmt.raw(est),
+                data_error=fmt.raw(r["error"]),
+            )
+        )
     caption = f"Your llama-bench rows against our estimate for {res['model']} on {res['machine']}"
-    return el("div", [el("table", [
-        el("caption", caption),
-        el("thead", el("tr", [el("th", h, scope="col") for h in
-                              ("model", "test", "quant", "measured t/s", "our estimate t/s", "error", "note")])),
-        el("tbody", rows)], class_="data paste-table")], class_="paste-result")
+    return el(
+        "div",
+        [
+            el(
+                "table",
+                [
+                    el("caption", caption),
+                    el(
+                        "thead",
+                        el(
+                            "tr",
+                            [
+                                el("th", h, scope="col")
+                                for h in ("model", "test", "quant", "measured t/s", "our estimate t/s", "error", "note")
+                            ],
+                        ),
+                    ),
+                    el("tbody", rows),
+                ],
+                class_="data paste-table",
+            )
+        ],
+        class_="paste-result",
+    )
 
 
 def _table(data) -> Raw:
-    header = ["Device", "Model", "Quant", "Decode test", "measured", "predicted", "error", "Prompt test", "measured",
-              "predicted", "error", "Source"]
+    header = [
+        "Device",
+        "Model",
+        "Quant",
+        "Decode test",
+        "measured",
+        "predicted",
+        "error",
+        "Prompt test",
+        "measured",
+        "predicted",
+        "error",
+        "Source",
+    ]
     rows = []
     for p in data["preds"]:
-        rows.append([p["device"], p["model"], p["quant"], p["tg_test"], fmt.rate(p["tg_measured"]),
-                     fmt.rate(p["tg_predicted"]), _signed(p["tg_error"]), p["pp_test"], fmt.rate(p["pp_measured"]),
-                     fmt.rate(p["pp_predicted"]), _signed(p["pp_error"]), p["source"]])
+        rows.append(
+            [
+                p["device"],
+                p["model"],
+                p["quant"],
+                p["tg_test"],
+                fmt.rate(p["tg_measured"]),
+                fmt.rate(p["tg_predicted"]),
+                _signed(p["tg_error"]),
+                p["pp_test"],
+                fmt.rate(p["pp_measured"]),
+                fmt.rate(p["pp_predicted"]),
+                _signed(p["pp_error"]),
+                p["source"],
+            ]
+        )
     s = data["summary"]
-    dev_rows = [[d, str(st["n_tg"]), fmt.pct(st["decode_mape"]), _signed(st["decode_bias"]), str(st["n_pp"]),
-                 fmt.pct(st["prefill_mape"]), _signed(st["prefill_bias"])] for d, st in s["by_device"].items()]
-    return join([
-        data_details("Per-device errors", table("Median absolute and signed errors per device", [
-            "Device", "decode n", "median |error|", "median error", "prompt n", "median |error|", "median error"],
-            dev_rows)),
-        data_details("Data table", table(describe(data), header, rows)),
-    ])
+    dev_rows = [
+        [
+            d,
+            str(st["n_tg"]),
+            fmt.pct(st["decode_mape"]),
+            _signed(st["decode_bias"]),
+            str(st["n_pp"]),
+            fmt.pct(st["prefill_mape"]),
+            _signed(st["prefill_bias"]),
+        ]
+        for d, st in s["by_device"].items()
+    ]
+    return join(
+        [
+            data_details(
+                "Per-device errors",
+                table(
+                    "Median absolute and signed errors per device",
+                    [
+                        "Device",
+                        "decode n",
+                        "median |error|",
+                        "median error",
+                        "prompt n",
+                        "median |error|",
+                        "median error",
+                    ],
+                    dev_rows,
+                ),
+            ),
+            data_details("Data table", table(describe(data), header, rows)),
+        ]
+    )
 
 
 def render(data) -> str:
@@ -316,12 +502,18 @@ def render(data) -> str:
         _readouts(data),
         el("div", _paste_block(data), class_="paste-block", aria_live="polite"),
         el("figure", [_chart(data)], class_="chart-wrap"),
-        el("p", [f"Decode (tgN) is predicted as one decode step at N/2 tokens of context (the middle of the run), prompt "
-                 f"processing as prefill_time(512) in 512-token micro-batches, both with the whole model on the GPU "
-                 f"and the module's efficiencies (70% of peak bandwidth, 50% of peak FP16 throughput): nothing is "
-                 f"fitted to these measurements. The median signed errors ({_signed(s['decode_bias'])} decode, "
-                 f"{_signed(s['prefill_bias'])} prompt) show the bias. Apple GPU FP16 throughput is approximated "
-                 f"from core count and clock, so prompt estimates there are rougher."], class_="note"),
+        el(
+            "p",
+            [
+                f"Decode (tgN) is predicted as one decode step at N/2 tokens of context (the middle of the run), prompt "
+                f"processing as prefill_time(512) in 512-token micro-batches, both with the whole model on the GPU "
+                f"and the module's efficiencies (70% of peak bandwidth, 50% of peak FP16 throughput): nothing is "
+                f"fitted to these measurements. The median signed errors ({_signed(s['decode_bias'])} decode, "
+                f"{_signed(s['prefill_bias'])} prompt) show the bias. Apple GPU FP16 throughput is approximated "
+                f"from core count and clock, so prompt estimates there are rougher."
+            ],
+            class_="note",
+        ),
         _table(data),
     ]
     return el("div", parts, class_="validation")

@@ -1,6 +1,5 @@
 # Exercise 1, one solution: size Qwen2.5 32B at Q5_K_M for an RTX 5090 with a 16k context.
-from perf_model import (MODELS, GB, Device, Machine, DDR5_DUAL, weight_bytes, kv_cache_bytes, place,
-                        decode_step_time)
+from perf_model import DDR5_DUAL, GB, MODELS, Device, Machine, decode_step_time, kv_cache_bytes, place, weight_bytes
 
 rtx5090 = Machine("RTX 5090 32 GB + DDR5", Device("RTX 5090", 32, 1792, 209.5), DDR5_DUAL, 63.0)
 qwen32 = MODELS["qwen2.5-32b"]
@@ -24,6 +23,8 @@ fits_q8_0 = place(qwen32, rtx5090, "Q5_K_M", n_ctx=n_ctx, kv_type="q8_0", n_gpu_
 p = place(qwen32, rtx5090, "Q5_K_M", n_ctx=n_ctx, kv_type="f16")
 estimate = decode_step_time(p, context=n_ctx)["tok_per_s"]
 print(f"file {file_gb:.2f} GB, KV at {n_ctx} tokens {kv_gb:.2f} GB (f16)")
-print(f"decode: at most {decode_upper_bound_tok_s:.0f} tok/s; the model's estimate at a full 16k context "
-      f"is {estimate:.0f} tok/s")
+print(
+    f"decode: at most {decode_upper_bound_tok_s:.0f} tok/s; the model's estimate at a full 16k context "
+    f"is {estimate:.0f} tok/s"
+)
 print(f"fits with f16 KV: {fits_f16}, with q8_0 KV: {fits_q8_0}")

@@ -1,14 +1,16 @@
 # Exercise 3, one solution: a workload on which SGLang's radix cache computes more prefill than vLLM's pages.
-from kv_managers import Request, RadixManager, PagedManager, simulate
+from kv_managers import PagedManager, RadixManager, Request, simulate
 
-capacity_tokens = 152      # tight: the two documents and their questions fill most of the pool
-schedule_policy = "lpm"    # SGLang's longest-prefix-match order (the default is "fcfs")
+capacity_tokens = 152  # tight: the two documents and their questions fill most of the pool
+schedule_policy = "lpm"  # SGLang's longest-prefix-match order (the default is "fcfs")
+
 
 def doc(first_id, n):
     return list(range(first_id, first_id + n))
 
-manual = doc(5_000, 48)    # a 48-token document: 3 whole 16-token blocks
-faq = doc(7_000, 80)       # an 80-token document: 5 whole blocks
+
+manual = doc(5_000, 48)  # a 48-token document: 3 whole 16-token blocks
+faq = doc(7_000, 80)  # an 80-token document: 5 whole blocks
 
 workload = [
     # step 0: one question about each document puts both into the cache
