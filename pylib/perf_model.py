@@ -646,10 +646,19 @@ def _kv_type(kv_type: str) -> GGMLType:
     return GGML_TYPES[kv_type.upper()]
 
 
-def kv_bytes_per_token_layer(model, kv_type: str = "f16") -> float:
+def kv_elements_per_token_layer(model) -> int:
+    """K and V elements one token adds to one layer: 2 (K and V) x n_kv_heads x head_dim.
+
+    The one KV formula: llama.cpp's cache, vLLM's pages and SGLang's cells all multiply it by their
+    element size (serving_plan uses it too)."""
     model = get_model(model)
+    return 2 * model.num_key_value_heads * model.d_head
+
+
+def kv_bytes_per_token_layer(model, kv_type: str = "f16") -> float:
+    """Bytes one token adds to one layer's cache in llama.cpp's -ctk/-ctv type."""
     g = _kv_type(kv_type)
-    return 2 * model.num_key_value_heads * model.d_head * g.type_size / g.block_size
+    return kv_elements_per_token_layer(model) * g.type_size / g.block_size
 
 
 def kv_bytes_per_token(model, kv_type: str = "f16") -> float:

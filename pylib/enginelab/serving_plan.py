@@ -198,9 +198,8 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int = 2) -> int:
 
 
 def vllm_page_size_bytes(model, block_size: int = VLLM_BLOCK_SIZE, kv_cache_dtype: str = "auto") -> int:
-    """One block of one layer (FullAttentionSpec.page_size_bytes)."""
-    model = pm.get_model(model)
-    return 2 * block_size * model.num_key_value_heads * model.d_head * kv_dtype_bytes(kv_cache_dtype)
+    """One block of one layer (FullAttentionSpec.page_size_bytes): block_size tokens of K and V."""
+    return block_size * pm.kv_elements_per_token_layer(model) * kv_dtype_bytes(kv_cache_dtype)
 
 
 def peak_activation_bytes(
@@ -490,8 +489,9 @@ def sglang_mem_fraction_static(
 
 
 def sglang_cell_size_bytes(model, kv_cache_dtype: str = "auto") -> int:
+    """One token of K and V in every layer (SGLang's token pool cell)."""
     model = pm.get_model(model)
-    return model.num_key_value_heads * model.d_head * model.num_hidden_layers * 2 * kv_dtype_bytes(kv_cache_dtype)
+    return model.num_hidden_layers * pm.kv_elements_per_token_layer(model) * kv_dtype_bytes(kv_cache_dtype)
 
 
 def sglang_plan(

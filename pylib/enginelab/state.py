@@ -61,6 +61,7 @@ class Field:
     widget: str = ""  # a rendering hint for controls ("select", "number", "range"); "" = by kind
 
     kind = "field"
+    value_type = Any  # the Python type of the field's value in a State (its dataclass annotation)
 
     def parse(self, raw: str, partial: dict) -> tuple[Any, str | None]:
         raise NotImplementedError
@@ -90,6 +91,7 @@ class Field:
 class Choice(Field):
     options: Dyn = ()  # [(value, label), ...] or callable(partial) -> that
     kind = "choice"
+    value_type = str
 
     def options_for(self, partial: dict) -> list[tuple[str, str]]:
         return [(str(v), str(lab)) for v, lab in _resolve(self.options, partial)]
@@ -124,6 +126,10 @@ class Int(Field):
     step: int = 1
     auto: str | None = None  # a word accepted besides numbers (e.g. "auto" for -ngl)
     kind = "int"
+
+    @property
+    def value_type(self):
+        return int if self.auto is None else int | str  # "auto" or a number
 
     def bounds(self, partial) -> tuple[int | None, int | None]:
         return _resolve(self.min, partial), _resolve(self.max, partial)
@@ -174,6 +180,7 @@ class Float(Field):
     max: Dyn = None
     step: float = 0.1
     kind = "float"
+    value_type = float
 
     def bounds(self, partial):
         return _resolve(self.min, partial), _resolve(self.max, partial)
@@ -210,6 +217,7 @@ class Float(Field):
 @dataclasses.dataclass(frozen=True)
 class Bool(Field):
     kind = "bool"
+    value_type = bool
     TRUE = ("1", "true", "yes", "on")
     FALSE = ("0", "false", "no", "off", "")
 
@@ -239,6 +247,7 @@ class Text(Field):
     rows: int = 6
     placeholder: str = ""
     kind = "text"
+    value_type = str
 
     def parse(self, raw, partial):
         s = str(raw).replace("\r\n", "\n").replace("\r", "\n")
@@ -262,7 +271,9 @@ class Spec:
         if len(set(keys)) != len(keys):
             raise ValueError(f"duplicate field keys in spec {name!r}")
         self.by_key = {f.key: f for f in self.fields}
-        cls = dataclasses.make_dataclass(f"{name.title().replace('-', '')}State", [(k, Any) for k in keys], frozen=True)
+        cls = dataclasses.make_dataclass(
+            f"{name.title().replace('-', '')}State", [(f.key, f.value_type) for f in self.fields], frozen=True
+        )
         cls.replace = lambda self, **kw: dataclasses.replace(self, **kw)
         cls.as_dict = lambda self: {k: getattr(self, k) for k in keys}
         self.State = cls
