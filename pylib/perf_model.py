@@ -903,6 +903,7 @@ class Placement:
     free_bytes: float = 0.0  # what it has free (capacity less the margin on a GPU)
     overflow_bytes: float = 0.0
     failing_device: str = ""
+    fit_next_gpu_total: float | None = None  # --fit: GPU bytes at one more layer (the one that did not fit)
 
     @property
     def gpu_total(self) -> float:
@@ -1109,8 +1110,15 @@ def place(
 
     # --fit: the largest ngl whose GPU total keeps the margin free.  GPU bytes
     # grow with ngl (tested), so a binary search finds it.
+    tried: dict = {}
+
+    def gpu_total(ngl: int) -> float:
+        if ngl not in tried:
+            tried[ngl] = build(ngl).gpu_total
+        return tried[ngl]
+
     def ok(ngl: int) -> bool:
-        return build(ngl).gpu_total + margin <= cap_gpu
+        return gpu_total(ngl) + margin <= cap_gpu
 
     if ok(n + 1):
         best = n + 1
@@ -1123,7 +1131,9 @@ def place(
             else:
                 hi = mid
         best = lo
-    return replace(build(best), auto=True)
+    # the first -ngl that did not fit (what stopped --fit), for explanations
+    nxt = gpu_total(best + 1) if best < n + 1 else None
+    return replace(build(best), auto=True, fit_next_gpu_total=nxt)
 
 
 def _check_fit(p: Placement) -> Placement:

@@ -8,6 +8,7 @@ import pytest
 
 import perf_model as pm
 from enginelab import advisor as A
+from enginelab import findings as findings_mod
 
 # ---------------------------------------------------------------------------------------------------------
 # An independent re-check: a state dict -> perf_model, without going through the advisor's own evaluate()
@@ -541,8 +542,8 @@ def test_every_apply_button_moves_the_numbers_as_predicted():
         c = predicted[json.dumps(a, sort_keys=True)]
         assert got["advisor_decode_tok_s"] == pytest.approx(c.after["decode_tok_s"], rel=1e-12)
         # the calculator part shows the same placement
-        calc = F.compute(new)["calc"]["readouts"]
-        assert calc["n_gpu_layers"] == c.after["n_gpu_layers"]
+        calc = F.compute(new)["calc"].readouts
+        assert calc.n_gpu_layers == c.after["n_gpu_layers"]
     assert 'data-undo=""' in html and "disabled" in re.search(r"<button[^>]*data-undo[^>]*>", html).group(0)
 
 
@@ -606,11 +607,11 @@ def _golden(name: str, text: str):
 
 
 def test_golden_gains_chart_default():
-    _golden("advisor.svg", str(F.gains_chart(F.compute(F.default_state()))) + "\n")
+    _golden("advisor.svg", str(findings_mod.gains_chart(F.compute(F.default_state())["found"])) + "\n")
 
 
 def test_golden_gains_chart_overask():
-    _golden("advisor-overask.svg", str(F.gains_chart(F.compute(fstate("?ngl=65")))) + "\n")
+    _golden("advisor-overask.svg", str(findings_mod.gains_chart(F.compute(fstate("?ngl=65"))["found"])) + "\n")
 
 
 def test_golden_speculative_chart():
@@ -639,7 +640,7 @@ def test_recipe_when_nothing_loads_at_the_asked_quant():
 
 def test_findings_html_for_the_calculators_state():
     cs = calculator.SPEC.from_query("?model=llama-3.1-70b&machine=rtx4090&ctx=16384&tokens=8000")[0]
-    html = F.findings_html(cs, apply_keys=[f.key for f in calculator.SPEC.fields])
+    html = calculator.findings_html(calculator.compute(cs))  # what the calculator page shows
     assert 'data-cause="pp_bound_by_pcie"' in html  # its -ub/-b change needs keys the
     assert "(set it on the advisor page)" in html  # calculator does not have
     for a in buttons(html):

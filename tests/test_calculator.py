@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
+from goldens import golden
 
 import perf_model as pm
-from enginelab import page
+from enginelab import page, scenario
 from enginelab.figures import REGISTRY
 from enginelab.figures import calculator as calc
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
 def state(q=""):
@@ -69,16 +65,15 @@ def test_readouts_are_perf_models_numbers(q):
     )
     dec = pm.decode_step_time(p, mc, context=s.tokens)
     pre = pm.prefill_time(p, mc, s.tokens)
-    r = d["readouts"]
-    assert r == {
-        "n_gpu_layers": p.n_gpu_layers,
-        "vram_gb": p.gpu_total / pm.GB,
-        "ram_gb": p.cpu_total / pm.GB,
-        "decode_tok_s": dec["tok_per_s"],
-        "prefill_tok_s": pre["tok_per_s"],
-        "cpu_share": dec["cpu_s"] / dec["total_s"],
-        "fits": True,
-    }
+    assert d.readouts == scenario.Readouts(
+        n_gpu_layers=p.n_gpu_layers,
+        vram_gb=p.gpu_total / pm.GB,
+        ram_gb=p.cpu_total / pm.GB,
+        decode_tok_s=dec["tok_per_s"],
+        prefill_tok_s=pre["tok_per_s"],
+        cpu_share=dec["cpu_s"] / dec["total_s"],
+        fits=True,
+    )
     html = calc.render(d)
     for k in calc.READOUTS:
         assert f'data-readout="{k}"' in html
@@ -87,16 +82,16 @@ def test_readouts_are_perf_models_numbers(q):
 def test_module_listing_row_qwen32b_on_4060ti():
     # Module: "Qwen2.5 32B on RTX 4060 Ti 16GB -ngl 44/65 VRAM 14.8 GB decode 5.8 tok/s (CPU share 62%)"
     d = calc.compute(calc.default_state())
-    r = d["readouts"]
-    assert r["n_gpu_layers"] == 44 and f"{r['vram_gb']:.1f}" == "14.8"
-    assert f"{r['decode_tok_s']:.1f}" == "5.8" and f"{r['cpu_share']:.0%}" == "62%"
+    r = d.readouts
+    assert r.n_gpu_layers == 44 and f"{r.vram_gb:.1f}" == "14.8"
+    assert f"{r.decode_tok_s:.1f}" == "5.8" and f"{r.cpu_share:.0%}" == "62%"
     assert "-ngl 44 of 65" in calc.describe(d)
 
 
 def test_overask_is_explicit_and_shows_no_speed():
     d = calc.compute(state("?ngl=65"))
-    r = d["readouts"]
-    assert r["fits"] is False and r["decode_tok_s"] is None and r["prefill_tok_s"] is None
+    r = d.readouts
+    assert r.fits is False and r.decode_tok_s is None and r.prefill_tok_s is None
     html = calc.render(d)
     assert "Would fail to allocate" in html and re.search(r"needs [\d.]+ GB, [\d.]+ GB free", html)
     assert 'data-readout="decode_tok_s" data-value=""' in html
@@ -124,7 +119,7 @@ def test_ngl_bound_follows_the_model_and_machine():
 
 def test_command_line():
     d = calc.compute(state("?kv=q8_0&ngl=30&ctx=16384"))
-    cmd = d["command"]
+    cmd = d.command
     assert cmd.startswith("llama-server -m ") and "-c 16384" in cmd and "-ngl 30" in cmd
     assert "-ctk q8_0 -ctv q8_0" in cmd and "-fa on" in cmd
     assert 'id="llama-command"' in calc.render(d)
@@ -142,9 +137,4 @@ def test_render_is_pure_and_prerender_matches():
     "name, q", [("calculator", ""), ("calculator-overask", "?ngl=65"), ("calculator-cpu", "?machine=cpu-ddr5")]
 )
 def test_golden_svg(name, q):
-    svg = calc._bar_chart(calc.compute(state(q)))
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(svg + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name, str(calc._bar_chart(calc.compute(state(q)))), newline=True)

@@ -305,25 +305,25 @@ def golden(name: str, text: str):
 def test_explain_covers_every_readout_and_agrees_with_it(q):
     s, msgs = _calc.SPEC.from_query(q)
     assert msgs == []
-    e = _explain.explain(s)
     d = _calc.compute(s)
-    r = d["readouts"]
+    e = _explain.explain(d)
+    r = d.readouts
     assert set(e) == set(_calc.READOUTS) == set(_explain.NAMES)
     for name, html in e.items():
         assert html.startswith(f'<details class="explain" data-explain="{name}">') and "Formula:" in html
-    assert f"{r['vram_gb']:.2f} GB" in e["vram_gb"] and f"{r['ram_gb']:.2f} GB" in e["ram_gb"]
-    assert f"{r['n_gpu_layers']} of" in e["n_gpu_layers"] or "0" in e["n_gpu_layers"]
-    if r["fits"]:
-        assert f"→ {_fmt.rate(r['decode_tok_s'])} tok/s" in e["decode_tok_s"]
-        assert f"→ {_fmt.rate(r['prefill_tok_s'])} tok/s" in e["prefill_tok_s"]
-        assert _fmt.pct(r["cpu_share"]) in e["cpu_share"]
+    assert f"{r.vram_gb:.2f} GB" in e["vram_gb"] and f"{r.ram_gb:.2f} GB" in e["ram_gb"]
+    assert f"{r.n_gpu_layers} of" in e["n_gpu_layers"] or "0" in e["n_gpu_layers"]
+    if r.fits:
+        assert f"→ {_fmt.rate(r.decode_tok_s)} tok/s" in e["decode_tok_s"]
+        assert f"→ {_fmt.rate(r.prefill_tok_s)} tok/s" in e["prefill_tok_s"]
+        assert _fmt.pct(r.cpu_share) in e["cpu_share"]
         assert "Result: </span>yes" in e["fits"]
     else:
         assert "Not computed" in e["decode_tok_s"] and "Result: </span>no: " in e["fits"]
 
 
 def test_explain_auto_ngl_shows_the_next_layer_does_not_fit():
-    e = _explain.explain(_calc.default_state())["n_gpu_layers"]
+    e = _explain.explain(_calc.compute(_calc.default_state()))["n_gpu_layers"]
     p = pm.place(pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_ctx=8192)
     q = pm.place(
         pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_ctx=8192, n_gpu_layers=p.n_gpu_layers + 1

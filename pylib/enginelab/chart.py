@@ -269,3 +269,13 @@ def spread_labels(ys: list, min_gap: float, lo: float, hi: float) -> list:
         out[i] = y
         prev = y
     return out
+
+
+def edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
+    """A label under a timeline cursor at cx, kept inside [x0, x1]: centred, or flush with the nearer edge
+    (the load and phases step-throughs)."""
+    if cx > x1 - 80:
+        return el("text", text, x=x1, y=y, class_="strip-elapsed", text_anchor="end")
+    if cx < x0 + 80:
+        return el("text", text, x=x0, y=y, class_="strip-elapsed")
+    return el("text", text, x=cx, y=y, class_="strip-elapsed", text_anchor="middle")

@@ -190,18 +190,24 @@ _CONFIG_CACHE: dict = {}
 _DROPPED: dict = {}
 
 
-def config_model(compact_text: str):
-    """The Model of a (compact or full) config.json text, or None when it does not parse. Cached."""
+def config_result(compact_text: str) -> tuple:
+    """(Model, None) for a (compact or full) config.json text, or (None, the ValueError's message) when it does
+    not parse. Cached: a state's config is parsed once, however many views read it."""
     if compact_text in _CONFIG_CACHE:
         return _CONFIG_CACHE[compact_text]
     try:
-        m = model_from_config_text(expand_compact(compact_text))
-    except ValueError:
-        m = None
+        result = (model_from_config_text(expand_compact(compact_text)), None)
+    except ValueError as e:
+        result = (None, str(e))
     if len(_CONFIG_CACHE) > 32:
         _CONFIG_CACHE.clear()
-    _CONFIG_CACHE[compact_text] = m
-    return m
+    _CONFIG_CACHE[compact_text] = result
+    return result
+
+
+def config_model(compact_text: str):
+    """The Model of a config.json text, or None when it does not parse (see config_result)."""
+    return config_result(compact_text)[0]
 
 
 def set_dropped(model: pm.Model, file_name: str = "", file_size: int | None = None) -> None:

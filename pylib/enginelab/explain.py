@@ -1,13 +1,13 @@
 """'How is this computed?' for every number of the fit-and-speed calculator.
 
-    explain(state) -> {readout_name: html}
+    explain(scn) -> {readout_name: html}
 
-`state` is the calculator's state (figures/calculator.py SPEC: model, machine, quant, kv, ctx, ngl, tokens,
-n_cpu_moe). Each value is a self-contained <details class="explain" data-explain="<readout>"> fragment, built
-with svg.el (every text escaped): the formula in the engine's terms, the inputs with their values for this
-state, and the result, all recomputed here from perf_model's public functions (place, decode_step_time,
-prefill_time, kv_cache_bytes, compute_buffer_bytes and the ETA_* constants), so it always agrees with the
-readout it explains. Names: n_gpu_layers, vram_gb, ram_gb, decode_tok_s, prefill_tok_s, cpu_share, fits.
+`scn` is the calculator's Scenario (enginelab.scenario.build): its placement, decode and prefill are the very
+objects the readouts show, so every box substitutes the same numbers into its formula and adds them up to
+the readout (the terms in a "Result" line sum to the number it ends with; tests check this). Nothing is
+recomputed here. Each value is a self-contained <details class="explain" data-explain="<readout>"> fragment,
+built with svg.el (every text escaped): the formula in the engine's terms, the inputs for this state, and the
+result. Names: n_gpu_layers, vram_gb, ram_gb, decode_tok_s, prefill_tok_s, cpu_share, fits.
 """
 
 from __future__ import annotations
@@ -36,23 +36,22 @@ def _gb(b) -> str:
     return fmt.gb(b, 2)
 
 
-def explain(state) -> dict:
-    """{readout: html} for the calculator state (see the module docstring)."""
-    from .figures import calculator  # resolves your own config.json, GGUF file or machine too
+def _sum(terms: list, total: str) -> str:
+    """'a (what) + b (what) = total': a Result line whose terms add up to the readout."""
+    return " + ".join(f"{v} ({what})" for v, what in terms) + f" = {total}"
 
-    sd = state.as_dict() if hasattr(state, "as_dict") else dict(vars(state))
-    model, mc = calculator._model(sd), calculator._machine(sd)
-    quant = None if getattr(state, "model", "") == "gguf" else state.quant
-    ngl = None if state.ngl == "auto" else state.ngl
-    try:
-        p = pm.place(model, mc, quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl, n_cpu_moe=state.n_cpu_moe)
-    except ValueError as e:
-        msg = f"perf_model rejects these settings: {e}"
+
+def explain(scn) -> dict:
+    """{readout: html} for a calculator Scenario (see the module docstring)."""
+    p, mc, model = scn.placement, scn.machine, scn.model
+    if p is None:
+        msg = f"perf_model rejects these settings: {scn.error}"
         return {k: str(_box(k, "—", [], msg)) for k in NAMES}
     n = model.num_hidden_layers
     out = {}
     margin = p.fit_margin
-    kv_tok_layer = pm.kv_bytes_per_token_layer(model, state.kv)
+    kv_tok_layer = pm.kv_bytes_per_token_layer(model, p.kv_type)
+    gl = p.gpu_layers
 
     # -- n_gpu_layers --------------------------------------------------------------------------------------
     if mc.gpu is None:
@@ -60,25 +59,13 @@ def explain(state) -> dict:
             "n_gpu_layers", "no GPU: -ngl 0", [("Machine", mc.name)], "0", "Every layer runs from system RAM."
         )
     elif p.auto:
-        nxt = None
-        if p.n_gpu_layers < n + 1:
-            q = pm.place(
-                model,
-                mc,
-                quant,
-                n_ctx=state.ctx,
-                kv_type=state.kv,
-                n_gpu_layers=p.n_gpu_layers + 1,
-                n_cpu_moe=state.n_cpu_moe,
-            )
-            nxt = q.gpu_total
         inputs = [
             ("GPU capacity", _gb(p.gpu_capacity) + (f" ({mc.gpu_share:.0%} of unified memory)" if mc.unified else "")),
             ("--fit-target margin", f"{pm.FIT_TARGET_MIB} MiB = {_gb(margin)}"),
             (f"GPU total at -ngl {p.n_gpu_layers}", _gb(p.gpu_total)),
         ]
-        if nxt is not None:
-            inputs.append((f"GPU total at -ngl {p.n_gpu_layers + 1}", _gb(nxt) + " (does not fit)"))
+        if p.fit_next_gpu_total is not None:
+            inputs.append((f"GPU total at -ngl {p.n_gpu_layers + 1}", _gb(p.fit_next_gpu_total) + " (does not fit)"))
         out["n_gpu_layers"] = _box(
             "n_gpu_layers",
             "ngl = the largest value in 0 … n_layers + 1 with GPU total(ngl) + margin ≤ capacity",
@@ -96,8 +83,6 @@ def explain(state) -> dict:
         )
 
     # -- vram_gb / ram_gb ----------------------------------------------------------------------------------
-    gl = p.gpu_layers
-    pm.compute_buffer_bytes(model, p.n_ubatch)
     out["vram_gb"] = _box(
         "vram_gb",
         "VRAM = weights of the GPU layers (+ output head) + KV of the GPU layers + compute buffer",
@@ -106,7 +91,7 @@ def explain(state) -> dict:
             (
                 "KV cache on the GPU",
                 f"{_gb(p.gpu_kv)} = {fmt.integer(kv_tok_layer)} B per token per layer "
-                f"× n_ctx {state.ctx:,} × {gl} layers ({state.kv})",
+                f"× n_ctx {p.n_ctx:,} × {gl} layers ({p.kv_type})",
             ),
             (
                 "Compute buffer",
@@ -114,7 +99,10 @@ def explain(state) -> dict:
                 + (f" = 4 B × n_ubatch {p.n_ubatch} × (vocab + 3 × ffn)" if p.gpu_compute else ""),
             ),
         ],
-        f"{p.gpu_total / pm.GB:.2f} GB",
+        _sum(
+            [(_gb(p.gpu_weights), "weights"), (_gb(p.gpu_kv), "KV"), (_gb(p.gpu_compute), "compute")],
+            f"{p.gpu_total / pm.GB:.2f} GB",
+        ),
         "Sliding-window layers hold only their window of KV." if model.sliding_window else "",
     )
     out["ram_gb"] = _box(
@@ -131,13 +119,16 @@ def explain(state) -> dict:
             (
                 "KV cache in RAM",
                 f"{_gb(p.cpu_kv)} = {fmt.integer(kv_tok_layer)} B per token per layer "
-                f"× n_ctx {state.ctx:,} × {n - gl} layers",
+                f"× n_ctx {p.n_ctx:,} × {n - gl} layers",
             ),
             ("Host compute buffer", _gb(p.cpu_compute)),
         ],
-        f"{p.cpu_total / pm.GB:.2f} GB",
+        _sum(
+            [(_gb(p.cpu_weights), "weights"), (_gb(p.cpu_kv), "KV"), (_gb(p.cpu_compute), "buffer")],
+            f"{p.cpu_total / pm.GB:.2f} GB",
+        ),
         "token_embd stays in host memory: a lookup reads one row of it."
-        + (f" {state.n_cpu_moe} layers keep their experts in RAM (--n-cpu-moe)." if state.n_cpu_moe else ""),
+        + (f" {p.n_cpu_moe} layers keep their experts in RAM (--n-cpu-moe)." if p.n_cpu_moe else ""),
     )
 
     # -- fits ------------------------------------------------------------------------------------------------
@@ -158,59 +149,54 @@ def explain(state) -> dict:
     )
 
     # -- speeds ------------------------------------------------------------------------------------------------
-    if not p.fits:
-        why = "Not computed: this placement would fail to allocate, so llama.cpp would not run."
+    d, f = scn.decode, scn.prefill
+    if d is None or f is None:
+        why = (
+            "Not computed: this placement would fail to allocate, so llama.cpp would not run."
+            if not p.fits
+            else f"Not computed: {scn.error}"
+        )
         for k in ("decode_tok_s", "prefill_tok_s", "cpu_share"):
             out[k] = _box(k, "—", [], why)
         return {k: str(v) for k, v in out.items()}
-    d = pm.decode_step_time(p, mc, context=state.tokens)
-    f = pm.prefill_time(p, mc, state.tokens)
-    bw_g = mc.gpu.bandwidth if mc.gpu is not None else 0.0
-    dec_inputs = []
-    if d["gpu_bytes"]:
+    tokens = d["context"]
+    dec_inputs, terms = [], []
+    for side, dev in (("gpu", mc.gpu), ("cpu", mc.ram)):
+        if not d[side + "_bytes"]:
+            continue
+        label = "GPU" if side == "gpu" else "CPU"
         dec_inputs.append(
             (
-                "GPU bytes per token",
-                f"{_gb(d['gpu_bytes'])} (weights {_gb(d['gpu_weight_bytes'])}"
-                f" + KV {_gb(d['gpu_kv_bytes'])} at {state.tokens:,} tokens)",
+                f"{label} bytes per token",
+                f"{_gb(d[side + '_bytes'])} (weights {_gb(d[side + '_weight_bytes'])}"
+                f" + KV {_gb(d[side + '_kv_bytes'])} at {tokens:,} tokens)",
             )
         )
-        dec_inputs.append(
-            (
-                "GPU time",
-                f"{fmt.seconds(d['gpu_s'])} = bytes / ({pm.ETA_DECODE} × "
-                f"{bw_g / pm.GB:,.0f} GB/s), {d['gpu_bound']}-bound",
-            )
+        bound = d[side + "_bound"]
+        how = (
+            f"bytes / ({pm.ETA_DECODE} × {dev.bandwidth_gbs:,.1f} GB/s)"
+            if bound == "memory"
+            else f"FLOPs / ({pm.ETA_PREFILL} × {dev.fp16_tflops:g} TFLOP/s)"
         )
-    if d["cpu_bytes"]:
-        dec_inputs.append(
-            (
-                "CPU bytes per token",
-                f"{_gb(d['cpu_bytes'])} (weights {_gb(d['cpu_weight_bytes'])} + KV {_gb(d['cpu_kv_bytes'])})",
-            )
-        )
-        dec_inputs.append(
-            (
-                "CPU time",
-                f"{fmt.seconds(d['cpu_s'])} = bytes / ({pm.ETA_DECODE} × "
-                f"{mc.ram.bandwidth / pm.GB:,.1f} GB/s), {d['cpu_bound']}-bound",
-            )
-        )
+        dec_inputs.append((f"{label} time", f"{fmt.seconds(d[side + '_s'])} = {how}, {bound}-bound"))
+        terms.append((fmt.seconds(d[side + "_s"]), label))
     dec_inputs.append(("Fixed overhead per token", fmt.seconds(d["overhead_s"])))
+    terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
     out["decode_tok_s"] = _box(
         "decode_tok_s",
-        "t_token = Σ_devices max(bytes_d / (η_decode × bandwidth_d), FLOPs_d / (η_prefill × "
-        "peak_d)) + overhead;  tok/s = 1 / t_token",
+        "t_token = Σ_devices max(bytes_d / (η_decode × bandwidth_d), FLOPs_d / (η_prefill × peak_d)) + overhead;"
+        "  tok/s = 1 / t_token",
         dec_inputs,
-        f"t_token = {fmt.seconds(d['total_s'])} → {fmt.rate(d['tok_per_s'])} tok/s",
+        "t_token = " + _sum(terms, fmt.seconds(d["total_s"])) + f" → {fmt.rate(d['tok_per_s'])} tok/s",
         f"η_decode = {pm.ETA_DECODE} of peak bandwidth (the module's assumption). Every weight a token uses is read "
         f"once per token, plus the KV cache of the context.",
     )
     pre_inputs = [
-        ("Prompt tokens", f"{state.tokens:,} in {f['n_micro_batches']} micro-batch(es) of n_ubatch {f['n_ubatch']}"),
+        ("Prompt tokens", f"{f['n_tokens']:,} in {f['n_micro_batches']} micro-batch(es) of n_ubatch {f['n_ubatch']}"),
         ("Matmul + attention FLOPs", f"{f['flops']:.3g}"),
     ]
-    for kind, t in sorted(f["parts_s"].items()):
+    parts = sorted(f["parts_s"].items())
+    for kind, t in parts:
         pre_inputs.append((f"Time on {kind}", fmt.seconds(t)))
     out["prefill_tok_s"] = _box(
         "prefill_tok_s",
@@ -218,14 +204,15 @@ def explain(state) -> dict:
         "(η_prefill × bandwidth) [+ PCIe copy of CPU weights with op offload];  "
         "tok/s = tokens / Σ time",
         pre_inputs,
-        f"{fmt.seconds(f['total_s'])} → {fmt.rate(f['tok_per_s'])} tok/s",
+        _sum([(fmt.seconds(t), kind) for kind, t in parts], fmt.seconds(f["total_s"]))
+        + f" → {fmt.rate(f['tok_per_s'])} tok/s",
         f"η_prefill = {pm.ETA_PREFILL} of peak FP16 tensor throughput (the module's assumption).",
     )
     out["cpu_share"] = _box(
         "cpu_share",
         "CPU share = CPU time per token / total time per token",
         [("CPU time", fmt.seconds(d["cpu_s"])), ("Total time", fmt.seconds(d["total_s"]))],
-        fmt.pct(d["cpu_s"] / d["total_s"]),
+        fmt.pct(d["cpu_share"]),
         "The part of each decode step spent reading weights and KV from system RAM.",
     )
     return {k: str(v) for k, v in out.items()}

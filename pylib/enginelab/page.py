@@ -7,7 +7,8 @@ A figure module provides ID, TITLE, SPEC (a state.Spec), default_state(), comput
 render(data) -> str, and optionally LEDE (one sentence of plain text under the title),
 controls(state) -> str to replace the generic controls, STEP_FIELD (the key of an Int field with
 widget="range") to get Back / Play / Step buttons for an animated figure, and frame_patch(data) to update
-such a figure in place between frames (see patch_view).
+such a figure in place between frames (see patch_view), and deferred_html(state) -> {element id: html} for
+extras that render(data, defer=True) leaves as placeholders (see view).
 """
 
 from __future__ import annotations
@@ -154,11 +155,15 @@ def messages_html(messages: list[str]) -> Raw:
     return el("ul", [el("li", m) for m in messages])
 
 
-def view(fig, state) -> dict:
-    """Everything the page needs for one state: the figure HTML, the live summary, the query string."""
+def view(fig, state, defer: bool = False) -> dict:
+    """Everything the page needs for one state: the figure HTML, the live summary, the query string.
+
+    defer: for a figure with deferred_html(state), render its slow extras as placeholders that the page
+    fills right after (the browser does this; the build pre-renders them inline)."""
     data = fig.compute(state)
+    deferred = defer and hasattr(fig, "deferred_html")
     return {
-        "figure": fig.render(data),
+        "figure": fig.render(data, defer=True) if deferred else fig.render(data),
         "summary": fig.describe(data),
         "query": fig.SPEC.to_query(state),
     }

@@ -103,7 +103,7 @@ class App:
         view = None if force else self.page.patch_view(self.fig, state)
         t1 = time.perf_counter()
         if view is None or not window.enginelab.applyPatch(view["patch"]):
-            view = self.page.view(self.fig, state)
+            view = self.page.view(self.fig, state, defer=True)  # slow extras come after (after_render)
             t1 = time.perf_counter()
             self.root.innerHTML = view["figure"]  # the one write for the figure
         self.summary.textContent = view["summary"]
@@ -246,8 +246,6 @@ def main():
 
     fig = figures.get(str(html.dataset.figure))
     status("Drawing the figure…", 5)
-    if hasattr(fig, "DEFER_FINDINGS"):
-        fig.DEFER_FINDINGS = True  # slow extras come after the numbers (App.after_render)
     app = App(fig, page)
     app.start()
     setup_own_model(app)

@@ -247,11 +247,15 @@ def slots_active(s: Setup) -> int:
     return max(1, min(s.users, s.n_parallel, by_pool))
 
 
-def evaluate(s: Setup, prefill: bool = True) -> Outcome:
+def evaluate(s: Setup, prefill: bool = True, known=None) -> Outcome:
     """perf_model's prediction for a setup (None speeds where it would not load).
 
-    prefill=False skips the prompt timing (the slowest part to compute) when only decode matters."""
-    p = place_setup(s)
+    prefill=False skips the prompt timing (the slowest part to compute) when only decode matters.
+    known: (placement, decode, prefill) that the caller already computed for this very setup (the
+    calculator's Scenario), so the setup is placed and timed once; the decode is reused only when the thread
+    model leaves it unchanged."""
+    k_place, k_decode, k_prefill = known if known is not None else (None, None, None)
+    p = k_place if k_place is not None else place_setup(s)
     base = dict(
         placement=p, fits=p.fits, ngl=p.n_gpu_layers, gpu_layers=p.gpu_layers, vram=p.gpu_total, ram=p.cpu_total
     )
@@ -265,9 +269,12 @@ def evaluate(s: Setup, prefill: bool = True) -> Outcome:
             active=0,
             **base,
         )
-    d = decode_setup(p, s, s.tokens)
+    same_threads = thread_factor(s.threads, s.perf_cores) == 1.0
+    d = k_decode if (k_decode is not None and same_threads) else decode_setup(p, s, s.tokens)
     f = {"tok_per_s": None, "total_s": None}
-    if prefill:
+    if prefill and k_prefill is not None:
+        f = k_prefill
+    elif prefill:
         # unified memory has no PCIe link to copy over (pcie_gbs = 0): no op offload to time
         f = pm.prefill_time(
             p,

@@ -8,17 +8,15 @@ findings, recipes, LoRA and speculative decoding, and the calculator figure's ow
 Each suggested change is a button carrying `data-set-state` (the state keys it sets, as JSON); the page's
 generic glue (site/assets/setstate.js) puts those values into the form and fires its input event, so an apply
 goes through the same form -> state -> render -> URL path as any other edit, and `data-undo` restores the
-previous values. `findings_html(state)` returns the findings block alone, for embedding in another figure.
+previous values. The findings block itself is enginelab.findings, shared with the calculator.
 """
 
 from __future__ import annotations
 
-import json
-
 import perf_model as pm
 
 from .. import advisor as adv
-from .. import fmt
+from .. import findings, fmt, scenario
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Float, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
@@ -125,15 +123,6 @@ LORA_TARGETS = {
     "qkvo": ("q_proj", "k_proj", "v_proj", "o_proj"),
     "all": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
 }
-CAUSE_LABELS = {
-    "over_ask": "Over-ask: load fails",
-    "partial_offload": "Partial offload",
-    "kv_competes": "KV cache competes with weights",
-    "kv_overflow_long_context": "Long context",
-    "pp_bound_by_pcie": "Prompt processing bound by PCIe",
-    "too_many_threads": "Too many CPU threads",
-    "concurrency_cap": "Concurrency cap",
-}
 
 
 def default_state():
@@ -161,9 +150,10 @@ def _state_dict(state) -> dict:
 def compute(state) -> dict:
     state = _as_state(state)
     calc_state, _ = calculator.SPEC.coerce({k: getattr(state, k) for k in CALC_KEYS})
+    scn = scenario.build(calc_state)
     data = {
         "state": state,
-        "calc": calculator.compute(calc_state),
+        "calc": scn,
         "error": None,
         "findings": [],
         "outcome": None,
@@ -172,18 +162,28 @@ def compute(state) -> dict:
         "spec": None,
         "notes": [],
     }
-    data["calc"]["with_findings"] = False  # this page shows the findings itself, with more around them
     sd = _state_dict(state)
     sd["b"] = max(state.b, state.ub)
+    # the calculator's Scenario was placed and timed with llama.cpp's default batches: reuse it when they hold
+    same = (state.ub, sd["b"]) == (pm.N_UBATCH_DEFAULT, pm.N_BATCH_DEFAULT) and scn.placement is not None
     try:
         setup = adv.setup_from_state(sd)
-        data["setup"] = setup
-        data["outcome"] = adv.evaluate(setup)
-        data["findings"] = adv.advise_setup(setup, data["outcome"])
     except Exception as e:  # noqa: BLE001  bad settings or a gap in the model: shown, never a crash
-        data["error"] = f"{type(e).__name__}: {e}"
+        setup, found = None, findings.Findings((), None, f"{type(e).__name__}: {e}", "")
+    else:
+        found = findings.for_setup(
+            setup,
+            f"{state.model} {state.quant} on {state.machine}",
+            (scn.placement, scn.decode, scn.prefill) if same else None,
+        )
+    data["found"] = found
+    data["setup"] = setup
+    if found.error:
+        data["error"] = found.error
         data["readouts"] = {"advice_count": None, "advisor_decode_tok_s": None, "aggregate_tok_s": None}
         return data
+    data["outcome"] = found.outcome
+    data["findings"] = list(found.findings)
     o = data["outcome"]
     data["readouts"] = {
         "advice_count": len(data["findings"]),
@@ -245,178 +245,13 @@ def describe(data) -> str:
     tail = f" Best change: {best.title} ({best.effect})." if best else ""
     return (
         f"{head} Advisor: {len(fs)} finding{'s' if len(fs) != 1 else ''}: "
-        f"{', '.join(CAUSE_LABELS[f.cause] for f in fs)}.{tail}"
+        f"{', '.join(findings.CAUSE_LABELS[f.cause] for f in fs)}.{tail}"
     )
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Render
 # ---------------------------------------------------------------------------------------------------------
-def _apply_button(apply: dict, label: str, what: str) -> Raw:
-    return el(
-        "button",
-        label,
-        type="button",
-        class_="apply",
-        data_set_state=json.dumps(apply, sort_keys=True, separators=(",", ":")),
-        aria_label=f"{label}: {what}",
-    )
-
-
-def _flags(flags: dict) -> Raw:
-    return el(
-        "dl",
-        [el("div", [el("dt", k), el("dd", el("code", v))], class_="flag") for k, v in flags.items()],
-        class_="flags",
-    )
-
-
-def _change_item(c, i: int, apply_keys=None) -> Raw:
-    can = apply_keys is None or set(c.apply) <= set(apply_keys)
-    return el(
-        "li",
-        [
-            el(
-                "div",
-                [
-                    el("code", c.title, class_="change-title"),
-                    _apply_button(c.apply, "Apply", c.title)
-                    if can
-                    else el("small", "(set it on the advisor page)", class_="note"),
-                ],
-                class_="change-head",
-            ),
-            el("p", c.effect, class_="effect", data_gain=fmt.raw(c.gain), data_metric=c.metric),
-            el("p", c.note, class_="note") if c.note else "",
-            el("details", [el("summary", "Flags (llama.cpp, vLLM, SGLang)"), _flags(c.flags)], class_="flag-details"),
-        ],
-        class_="change",
-        data_rank=str(i + 1),
-    )
-
-
-def _finding(f, apply_keys=None) -> Raw:
-    return el(
-        "section",
-        [
-            el("h3", [el("span", CAUSE_LABELS[f.cause], class_="cause"), " ", f.title]),
-            el("ul", [el("li", t) for t in f.evidence_text], class_="evidence"),
-            el("ol", [_change_item(c, i, apply_keys) for i, c in enumerate(f.changes)], class_="changes")
-            if f.changes
-            else el("p", "No single change helps here.", class_="note"),
-        ],
-        class_=f"finding finding-{f.cause}",
-        data_cause=f.cause,
-    )
-
-
-GW, ROW, PAD = 480, 40, 12
-
-
-def _gains(data) -> list:
-    """Decode-speed changes across findings, one row per distinct apply, fastest first."""
-    seen, rows = set(), []
-    for f in data["findings"]:
-        for c in f.changes:
-            if c.metric != "decode_tok_s" or c.after["decode_tok_s"] is None:
-                continue
-            key = json.dumps(c.apply, sort_keys=True)
-            if key in seen:
-                continue
-            seen.add(key)
-            rows.append(c)
-    rows.sort(key=lambda c: -c.after["decode_tok_s"])
-    return rows[:6]
-
-
-def gains_chart(data) -> Raw | None:
-    rows = _gains(data)
-    if not rows:
-        return None
-    now = data["outcome"].decode_tok_s
-    top = max([c.after["decode_tok_s"] for c in rows] + [now or 0.0]) * 1.08
-    left, right = PAD, GW - PAD - 64
-    span = right - left
-    x = lambda v: left + span * v / top  # noqa: E731
-    parts = []
-    for i, c in enumerate(rows):
-        y0 = PAD + 18 + i * ROW
-        v = c.after["decode_tok_s"]
-        parts.append(
-            el(
-                "g",
-                [
-                    el("text", c.title, x=left, y=y0 + 11, class_="gain-label"),
-                    el(
-                        "rect",
-                        el("title", f"{c.title}: {fmt.rate(v)} tok/s"),
-                        x=left,
-                        y=y0 + 16,
-                        width=max(0.5, x(v) - left),
-                        height=14,
-                        class_="gain-bar",
-                    ),
-                    el("text", f"{fmt.rate(v)} tok/s", x=x(v) + 4, y=y0 + 27, class_="gain-value"),
-                ],
-                class_="gain-row",
-            )
-        )
-    h = PAD + 18 + len(rows) * ROW + PAD
-    if now:
-        parts.append(el("line", x1=x(now), x2=x(now), y1=PAD + 14, y2=h - PAD + 2, class_="now-line"))
-        right_half = x(now) > GW / 2  # keep the label inside the chart: left of the line on the right half
-        parts.append(
-            el(
-                "text",
-                f"now {fmt.rate(now)} tok/s",
-                x=x(now) + (-4 if right_half else 4),
-                y=PAD + 8,
-                class_="now-label",
-                text_anchor="end" if right_half else None,
-            )
-        )
-    else:
-        parts.append(el("text", "now: does not load", x=left, y=PAD + 8, class_="now-label"))
-    s = data["state"]
-    desc = (
-        f"Decode speed after each suggested change for {s.model} {s.quant} on {s.machine}: "
-        + "; ".join(f"{c.title} {fmt.rate(c.after['decode_tok_s'])} tok/s" for c in rows)
-        + (f"; now {fmt.rate(now)} tok/s." if now else "; now it does not load.")
-    )
-    return svg(
-        parts,
-        width=GW,
-        height=h,
-        title="Decode speed after each suggested change",
-        desc=desc,
-        id_="advisor-chart",
-        class_="chart advisor-chart",
-    )
-
-
-def _gains_table(data) -> Raw:
-    rows = _gains(data)
-    now = data["outcome"].decode_tok_s
-    return data_details(
-        "Data table",
-        table(
-            "Decode tok/s before and after each suggested change (perf_model)",
-            ["Change", "-ngl before", "-ngl after", "Decode before", "Decode after", "VRAM after (GB)"],
-            [
-                [
-                    c.title,
-                    str(c.before["n_gpu_layers"]),
-                    str(c.after["n_gpu_layers"]),
-                    fmt.rate(now),
-                    fmt.rate(c.after["decode_tok_s"]),
-                    f"{c.after['vram_gb']:.2f}",
-                ]
-                for c in rows
-            ],
-        ),
-    )
-
-
 def _advisor_readouts(data) -> Raw:
     r, s = data["readouts"], data["state"]
     n = r["advice_count"]
@@ -443,70 +278,12 @@ def _advisor_readouts(data) -> Raw:
     return el("dl", items, class_="readouts advisor-readouts")
 
 
-def _findings_block(data, apply_keys=None, with_chart: bool = True) -> Raw:
-    head = el(
-        "div",
-        [
-            el("h2", "What holds this setup back", id_="advisor-findings-title"),
-            el(
-                "button",
-                "Undo",
-                type="button",
-                data_undo="",
-                disabled=True,
-                aria_label="Undo the last applied change",
-                class_="undo",
-            ),
-        ],
-        class_="findings-head",
-    )
-    if data["error"]:
-        body = [
-            el(
-                "div",
-                [el("strong", "The advisor cannot judge these settings: "), data["error"]],
-                class_="alert alert-error",
-                role="alert",
-            )
-        ]
-    elif not data["findings"]:
-        o = data["outcome"]
-        body = [
-            el(
-                "p",
-                [
-                    el("strong", "Nothing to fix. "),
-                    f"Every layer sits where it runs fastest for this workload: decode "
-                    f"{fmt.rate(o.decode_tok_s)} tok/s. Faster needs a smaller quant, a faster GPU, or "
-                    f"speculative decoding (pick a draft model above).",
-                ],
-                class_="no-findings",
-                data_findings="0",
-            )
-        ]
-    else:
-        body = [_finding(f, apply_keys) for f in data["findings"]]
-        chart = gains_chart(data) if with_chart else None
-        if chart is not None:
-            body.append(el("figure", [chart], class_="chart-wrap"))
-            body.append(_gains_table(data))
-    return el(
-        "section",
-        [head] + body,
-        class_="advisor-findings",
-        aria_labelledby="advisor-findings-title",
-        data_findings=str(len(data["findings"])),
-    )
-
-
 def findings_html(state, apply_keys=None, with_chart: bool = True) -> str:
-    """The findings block alone (with its Apply / Undo buttons) for a state, for embedding in another figure.
-
-    state: this figure's state, a dict or query string, or another figure's state with the same keys (the
-    calculator's: the advisor's extra fields take their defaults). apply_keys: the state keys the host page
-    can set; a change that needs others is listed without an Apply button. In the calculator:
-    `findings_html(state, apply_keys=[f.key for f in calculator.SPEC.fields])`."""
-    return str(_findings_block(compute(state), apply_keys, with_chart))
+    """The findings block alone (with its Apply / Undo buttons) for a state of this figure (a dict, a query
+    string, or another figure's state with the same keys: the advisor's extra fields take their defaults).
+    apply_keys: the state keys the host page can set; a change that needs others is listed without an Apply
+    button."""
+    return str(findings.block(compute(state)["found"], apply_keys, with_chart))
 
 
 def _recipe_block(data) -> Raw:
@@ -528,7 +305,7 @@ def _recipe_block(data) -> Raw:
                 ],
                 class_="command",
             ),
-            _apply_button(changed, "Use this configuration", adv.GOALS[r.goal])
+            findings.apply_button(changed, "Use this configuration", adv.GOALS[r.goal])
             if changed
             else el("p", "The calculator already holds this configuration.", class_="note", data_recipe_applied="true"),
         ],
@@ -561,7 +338,7 @@ def _lora_block(data) -> Raw:
         [
             el("h2", "Fine-tuned model: a runtime LoRA adapter"),
             el("ul", [el("li", t) for t in items]),
-            _flags(c["flags"]),
+            findings.flags_list(c["flags"]),
             data_details(
                 "Adapter shapes",
                 table(
@@ -664,7 +441,7 @@ def _spec_block(data) -> Raw:
             el("h2", f"Speculative decoding with {sp['draft']}"),
             el("ul", [el("li", t) for t in items]),
             el("figure", [_spec_chart(sp)], class_="chart-wrap"),
-            _flags(sp["flags"]),
+            findings.flags_list(sp["flags"]),
         ],
         class_="advisor-spec",
         data_spec_tok_s=fmt.raw(sp["tok_s"]),
@@ -673,7 +450,11 @@ def _spec_block(data) -> Raw:
 
 
 def render(data) -> str:
-    parts = [Raw(calculator.render(data["calc"])), _advisor_readouts(data), _findings_block(data)]
+    parts = [
+        Raw(calculator.render(data["calc"], with_findings=False)),  # this page shows the findings itself
+        _advisor_readouts(data),
+        findings.block(data["found"]),
+    ]
     for n in data["notes"]:
         parts.append(el("p", n, class_="note advisor-note"))
     if data.get("recipe"):

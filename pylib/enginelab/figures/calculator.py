@@ -2,17 +2,16 @@
 
 Inputs are llama.cpp's own: the model and its quantization, the KV-cache type (-ctk/-ctv), the context it
 allocates (-c, n_ctx), -ngl (auto: what --fit would pick), --n-cpu-moe, and the conversation length the
-speeds are estimated at. Everything numeric comes from perf_model: place(), decode_step_time(),
-prefill_time(). This module only arranges and draws it.
+speeds are estimated at. compute(state) is enginelab.scenario.build: one Scenario (placement, decode and
+prefill from perf_model, computed once) that this module draws, and that the "how is this computed?" boxes
+(enginelab.explain) and the advisor's findings (enginelab.findings) read too.
 """
 
 from __future__ import annotations
 
-import shlex
-
 import perf_model as pm
 
-from .. import chart, custom, fmt
+from .. import chart, custom, explain, findings, fmt, scenario
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -29,26 +28,8 @@ READOUTS = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s"
 # ---------------------------------------------------------------------------------------------------------
 # State
 # ---------------------------------------------------------------------------------------------------------
-CATALOG_DEFAULT_MODEL = "qwen2.5-32b"
-
-
-def _model(partial):
-    """The chosen Model: a catalog entry, your pasted config.json (model=custom, its JSON in `cfg`), or the
-    GGUF file you dropped this session (model=gguf). A config that does not parse falls back to the default
-    model for the bounds here; compute() reports the error."""
-    key = partial["model"]
-    if key == "custom":
-        m = custom.config_model(partial.get("cfg", ""))
-        return m if m is not None else pm.MODELS[CATALOG_DEFAULT_MODEL]
-    if key == "gguf" and custom.dropped_model() is not None:
-        return custom.dropped_model()
-    return pm.MODELS[key]
-
-
-def _machine(partial):
-    if partial["machine"] == "custom":
-        return custom.machine_from_state(partial)
-    return pm.MACHINES[partial["machine"]]
+_model = scenario.model_for  # the Model / Machine a state names (catalog, your config or file, your machine)
+_machine = scenario.machine_for
 
 
 def _model_options(partial):
@@ -86,7 +67,7 @@ def _is_custom_machine(p) -> bool:
 SPEC = Spec(
     ID,
     [
-        Choice("model", "Model", default=CATALOG_DEFAULT_MODEL, options=_model_options),
+        Choice("model", "Model", default=scenario.CATALOG_DEFAULT_MODEL, options=_model_options),
         Text(
             "cfg",
             "Your config.json",
@@ -159,97 +140,28 @@ def default_state():
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def command_line(state, placement=None, model=None) -> str:
-    """The llama-server invocation for these settings (the GGUF file name is illustrative)."""
-    m = model if model is not None else pm.MODELS[state.model]
-    args = ["llama-server", "-m", f"{m.name.replace(' ', '-')}-{state.quant}.gguf", "-c", str(state.ctx)]
-    if state.ngl != "auto":
-        args += ["-ngl", str(state.ngl)]
-    if state.kv != "f16":
-        args += ["-ctk", state.kv, "-ctv", state.kv]
-        args += ["-fa", "on"]  # a quantized V cache needs flash attention
-    if state.n_cpu_moe:
-        args += ["--n-cpu-moe", str(state.n_cpu_moe)]
-    return " ".join(shlex.quote(a) for a in args)
-
-
-def compute(state) -> dict:
-    partial = state.as_dict() if hasattr(state, "as_dict") else dict(vars(state))
-    model = _model(partial)
-    machine = _machine(partial)
-    quant = None if state.model == "gguf" else state.quant
-    ngl = None if state.ngl == "auto" else state.ngl
-    data = {
-        "state": state,
-        "model": model,
-        "machine": machine,
-        "error": None,
-        "placement": None,
-        "decode": None,
-        "prefill": None,
-        "command": command_line(state, model=model),
-    }
-    if state.model == "custom":
-        try:
-            custom.model_from_config_text(custom.expand_compact(state.cfg))
-        except ValueError as e:
-            data["error"] = f"{e} (showing {model.name} until the config parses)"
-    try:
-        p = pm.place(
-            model, machine, quant, n_ctx=state.ctx, kv_type=state.kv, n_gpu_layers=ngl, n_cpu_moe=state.n_cpu_moe
-        )
-    except ValueError as e:  # settings perf_model rejects: shown, never a crash
-        data["error"] = str(e)
-        data["readouts"] = {k: None for k in READOUTS} | {"fits": False}
-        return data
-    data["placement"] = p
-    if hasattr(pm, "llama_server_command"):
-        data["command"] = pm.llama_server_command(p)
-    if data["error"]:  # a config that did not parse: numbers for the fallback model would mislead
-        data["readouts"] = {k: None for k in READOUTS} | {"fits": False}
-        return data
-    r = {
-        "n_gpu_layers": p.n_gpu_layers,
-        "vram_gb": p.gpu_total / pm.GB,
-        "ram_gb": p.cpu_total / pm.GB,
-        "decode_tok_s": None,
-        "prefill_tok_s": None,
-        "cpu_share": None,
-        "fits": bool(p.fits),
-    }
-    if p.fits:
-        try:
-            d = pm.decode_step_time(p, machine, context=state.tokens)
-            f = pm.prefill_time(p, machine, state.tokens)
-        except (ValueError, ArithmeticError) as e:  # a gap in the model: say so rather than guess a number
-            data["error"] = f"perf_model could not time this placement ({type(e).__name__}: {e})"
-            data["readouts"] = r
-            return data
-        data["decode"], data["prefill"] = d, f
-        r["decode_tok_s"] = d["tok_per_s"]
-        r["prefill_tok_s"] = f["tok_per_s"]
-        r["cpu_share"] = d["cpu_s"] / d["total_s"]
-    data["readouts"] = r
-    return data
+def compute(state) -> scenario.Scenario:
+    """The state's Scenario (enginelab.scenario.build): placed and timed once, shared by every view."""
+    return scenario.build(state)
 
 
 def describe(data) -> str:
-    s, r, m = data["state"], data["readouts"], data["model"]
-    where = f"{m.name} {s.quant} on {data['machine'].name}, n_ctx {s.ctx:,} ({s.kv} KV)"
-    if data["error"]:
-        return f"{where}: not computable: {data['error']}"
-    p = data["placement"]
-    if not r["fits"]:
+    s, r, m = data.state, data.readouts, data.model
+    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {s.ctx:,} ({s.kv} KV)"
+    if data.error:
+        return f"{where}: not computable: {data.error}"
+    p = data.placement
+    if not r.fits:
         return f"{where}: -ngl {p.n_gpu_layers} would fail to allocate: {_overask_text(data)}."
     return (
         f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} on the GPU, {fmt.gb(p.gpu_total)} VRAM and "
-        f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r['decode_tok_s'])} tok/s at {s.tokens:,} tokens "
-        f"(CPU share {fmt.pct(r['cpu_share'])}), prefill {fmt.rate(r['prefill_tok_s'])} tok/s."
+        f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r.decode_tok_s)} tok/s at {s.tokens:,} tokens "
+        f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s."
     )
 
 
 def _overask_text(data) -> str:
-    p = data["placement"]
+    p = data.placement
     req, free = getattr(p, "requested_bytes", None), getattr(p, "free_bytes", None)
     if req is not None and free is not None:
         return f"needs {fmt.gb(req)}, {fmt.gb(free)} free"
@@ -276,7 +188,7 @@ def _bars(data) -> list[dict]:
 
     A discrete GPU and system RAM are two pools. Apple's unified memory is one pool of which the GPU may use a
     share: the first bar is that share with what the GPU holds, the second the whole pool with everything."""
-    p, mc = data["placement"], data["machine"]
+    p, mc = data.placement, data.machine
     pools = []
     gpu_margin = p.fit_margin if p.gpu_total else 0.0
     if mc.gpu is not None and getattr(mc, "unified", False):
@@ -400,7 +312,7 @@ def _bar_chart(data) -> Raw:
         [join(rows), el("g", legend, class_="legend")],
         width=W,
         height=height,
-        title=f"Memory: {data['model'].name} {data['state'].quant} on {data['machine'].name}",
+        title=f"Memory: {data.model.name} {data.state.quant} on {data.machine.name}",
         desc=describe(data),
         id_="calculator-chart",
         class_="chart calculator-chart",
@@ -415,21 +327,19 @@ def _readout(name: str, value, text: str, label: str, unit: str = "", how: str =
 
 def _explain(data) -> dict:
     """'How is this computed?' per readout (enginelab.explain): the formula and this state's inputs."""
-    if data["error"] and data["placement"] is None:
+    if data.placement is None:
         return {}
     try:
-        from .. import explain
-
-        return explain.explain(data["state"])
+        return explain.explain(data)
     except Exception as e:  # noqa: BLE001  an explanation must never take the numbers down with it
         return {k: str(el("p", f"(no explanation: {type(e).__name__})", class_="explain-missing")) for k in READOUTS}
 
 
-def _readouts(data) -> Raw:
-    r, m = data["readouts"], data["model"]
-    how = {} if DEFER_FINDINGS else _explain(data)  # deferred in the browser: see deferred_html
-    fits = r["fits"]
-    ngl = r["n_gpu_layers"]
+def _readouts(data, defer: bool = False) -> Raw:
+    r, m = data.readouts, data.model
+    how = {} if defer else _explain(data)  # deferred in the browser: see deferred_html
+    fits = r.fits
+    ngl = r.n_gpu_layers
     items = [
         _readout(
             "n_gpu_layers",
@@ -440,40 +350,40 @@ def _readouts(data) -> Raw:
         ),
         _readout(
             "vram_gb",
-            r["vram_gb"],
-            "—" if r["vram_gb"] is None else f"{r['vram_gb']:.1f}",
+            r.vram_gb,
+            "—" if r.vram_gb is None else f"{r.vram_gb:.1f}",
             "VRAM",
             "GB",
             how=how.get("vram_gb", ""),
         ),
         _readout(
             "ram_gb",
-            r["ram_gb"],
-            "—" if r["ram_gb"] is None else f"{r['ram_gb']:.1f}",
+            r.ram_gb,
+            "—" if r.ram_gb is None else f"{r.ram_gb:.1f}",
             "RAM",
             "GB",
             how=how.get("ram_gb", ""),
         ),
         _readout(
             "decode_tok_s",
-            r["decode_tok_s"],
-            fmt.rate(r["decode_tok_s"]),
+            r.decode_tok_s,
+            fmt.rate(r.decode_tok_s),
             "Decode",
             "tok/s",
             how=how.get("decode_tok_s", ""),
         ),
         _readout(
             "prefill_tok_s",
-            r["prefill_tok_s"],
-            fmt.rate(r["prefill_tok_s"]),
+            r.prefill_tok_s,
+            fmt.rate(r.prefill_tok_s),
             "Prefill",
             "tok/s",
             how=how.get("prefill_tok_s", ""),
         ),
         _readout(
             "cpu_share",
-            r["cpu_share"],
-            fmt.pct(r["cpu_share"]),
+            r.cpu_share,
+            fmt.pct(r.cpu_share),
             "CPU share of a decode step",
             how=how.get("cpu_share", ""),
         ),
@@ -492,23 +402,27 @@ def _table(data) -> Raw:
     return data_details("Data table", table(describe(data), header, rows))
 
 
-def render(data) -> str:
-    s = data["state"]
+def render(data, defer: bool = False, with_findings: bool = True) -> str:
+    """The calculator for a Scenario. defer: leave the explanations and the advisor's findings as
+    placeholders for the page to fill right after the numbers are on screen (deferred_html); the browser glue
+    passes True, the build pre-renders everything inline. with_findings=False leaves the findings out (the
+    advisor page shows its own)."""
+    s = data.state
     parts = []
-    if data["error"]:
+    if data.error:
         parts.append(
             el(
                 "div",
-                [el("strong", "Cannot compute these settings: "), data["error"]],
+                [el("strong", "Cannot compute these settings: "), data.error],
                 class_="alert alert-error",
                 role="alert",
             )
         )
-        parts.append(_readouts(data))
-        if data["placement"] is not None:
+        parts.append(_readouts(data, defer))
+        if data.placement is not None:
             parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
         return el("div", parts, class_="calculator", data_state="error")
-    p = data["placement"]
+    p = data.placement
     if not p.fits:
         parts.append(
             el(
@@ -524,7 +438,7 @@ def render(data) -> str:
                 data_overask="true",
             )
         )
-    parts.append(_readouts(data))
+    parts.append(_readouts(data, defer))
     parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
     parts.append(
         el(
@@ -541,7 +455,7 @@ def render(data) -> str:
                 el(
                     "div",
                     [
-                        el("pre", el("code", data["command"], id_="llama-command")),
+                        el("pre", el("code", data.command, id_="llama-command")),
                         el("button", "Copy command", type="button", class_="copy", data_copy_target="#llama-command"),
                     ],
                     class_="command",
@@ -550,26 +464,24 @@ def render(data) -> str:
             class_="command-block",
         )
     )
-    if data.get("with_findings", True):
-        parts.append(findings_slot(data))
+    if with_findings:
+        parts.append(findings_slot(data, defer))
     parts.append(_table(data))
     return el("div", parts, class_="calculator", data_state="ok" if p.fits else "overask")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The advisor's findings under the numbers. They take longer than the numbers (each suggestion re-runs the
-# model), so in the browser the glue sets DEFER_FINDINGS: render() leaves a placeholder and the page fills it
-# right after the numbers are on screen (deferred_html). Pre-rendered pages carry the findings inline.
+# model), so in the browser render(..., defer=True) leaves a placeholder that the page fills right after the
+# numbers are on screen (deferred_html). Pre-rendered pages carry the findings inline.
 # ---------------------------------------------------------------------------------------------------------
-DEFER_FINDINGS = False
-
-
 def _advisable(state) -> bool:
     return state.model not in custom.RESERVED_KEYS and state.machine != "custom"
 
 
-def findings_html(state) -> str:
-    if not _advisable(state):
+def findings_html(data) -> str:
+    """The advisor's findings for a Scenario, with Apply buttons for the calculator's own keys."""
+    if not _advisable(data.state):
         return str(
             el(
                 "p",
@@ -577,17 +489,15 @@ def findings_html(state) -> str:
                 class_="note",
             )
         )
-    from . import advisor  # imported here: the advisor figure imports this module
-
     # without the advisor's gains chart: one chart per calculator page (its bars)
-    return advisor.findings_html(state, apply_keys=[f.key for f in SPEC.fields], with_chart=False)
+    return str(findings.block(findings.for_scenario(data), apply_keys=[f.key for f in SPEC.fields], with_chart=False))
 
 
-def findings_slot(data) -> Raw:
-    state = data["state"]
+def findings_slot(data, defer: bool = False) -> Raw:
+    state = data.state
     inner = el(
         "div",
-        el("p", "Checking this setup for bottlenecks…", class_="note") if DEFER_FINDINGS else Raw(findings_html(state)),
+        el("p", "Checking this setup for bottlenecks…", class_="note") if defer else Raw(findings_html(data)),
         id_="calc-findings-body",
     )
     return el(
@@ -606,16 +516,17 @@ def findings_slot(data) -> Raw:
         ],
         class_="calc-findings",
         id_="calc-findings",
-        data_deferred="findings" if DEFER_FINDINGS else None,
+        data_deferred="findings" if defer else None,
         aria_live="polite",
     )
 
 
 def deferred_html(state) -> dict:
-    """{element id: inner HTML} that the glue fills in after a render (see DEFER_FINDINGS): the advisor's
-    findings and each readout's "how is this computed?"."""
-    out = {f"explain-{k}": v for k, v in _explain({"state": state, "error": None, "placement": True}).items()}
-    out["calc-findings-body"] = findings_html(state)
+    """{element id: inner HTML} that the glue fills in after render(..., defer=True): each readout's "how is
+    this computed?" and the advisor's findings, from the state's (memoised) Scenario."""
+    data = compute(state)
+    out = {f"explain-{k}": v for k, v in _explain(data).items()}
+    out["calc-findings-body"] = findings_html(data)
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inference_trace as it
 import perf_model as pm
 
-from .. import fmt
+from .. import chart, fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
@@ -408,18 +408,9 @@ def _strip_now(data) -> Raw:
             el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
             el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
             el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
-            _edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18),
+            chart.edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18),
         ]
     )
-
-
-def _edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
-    """A label under the cursor, kept inside the chart: centred, or flush with the nearer edge."""
-    if cx > x1 - 80:
-        return el("text", text, x=x1, y=y, class_="strip-elapsed", text_anchor="end")
-    if cx < x0 + 80:
-        return el("text", text, x=x0, y=y, class_="strip-elapsed")
-    return el("text", text, x=cx, y=y, class_="strip-elapsed", text_anchor="middle")
 
 
 def _chart_title(data) -> str:

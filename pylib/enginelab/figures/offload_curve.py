@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
-from .. import chart, fmt
+from .. import chart, fmt, scenario
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
 
@@ -67,14 +67,18 @@ def default_state():
 # Compute
 # ---------------------------------------------------------------------------------------------------------
 def compute(state) -> dict:
-    model, mc = pm.MODELS[state.model], pm.MACHINES[state.machine]
+    # the auto (--fit) point is the calculator's Scenario for these settings; the sweep places every other -ngl
+    scn = scenario.build(state)
+    model, mc = scn.model, scn.machine
     kw = dict(n_ctx=state.ctx, kv_type=state.kv)
     data = {"state": state, "model": model, "machine": mc, "error": None, "points": [], "auto": None, "fit_limit": None}
     try:
-        auto = pm.place(model, mc, state.quant, n_gpu_layers=None, **kw)
+        if scn.placement is None:
+            raise ValueError(scn.error)
+        auto = scn.placement
         top = model.n_layers + 1 if mc.gpu is not None else 0
         for n in range(0, top + 1):
-            p = pm.place(model, mc, state.quant, n_gpu_layers=n, **kw)
+            p = auto if n == auto.n_gpu_layers else pm.place(model, mc, state.quant, n_gpu_layers=n, **kw)
             d = pm.decode_step_time(p, mc, context=state.tokens)
             data["points"].append(
                 {
@@ -87,7 +91,7 @@ def compute(state) -> dict:
                     "error": p.error,
                 }
             )
-        auto_d = pm.decode_step_time(auto, mc, context=state.tokens)
+        auto_d = scn.decode if scn.decode is not None else pm.decode_step_time(auto, mc, context=state.tokens)
     except ValueError as e:
         data["error"] = str(e)
         data["readouts"] = {k: None for k in ("auto_ngl", "fit_limit", "auto_tok_s", "cpu_tok_s", "full_tok_s")}

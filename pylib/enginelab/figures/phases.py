@@ -17,11 +17,10 @@ import math
 import inference_trace as it
 import perf_model as pm
 
-from .. import fmt
+from .. import chart, fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
-from .load import _edge_label
 
 ID = "phases"
 TITLE = "Prefill and decode on the hardware"
@@ -369,7 +368,7 @@ def _strip_now(data) -> Raw:
         [
             el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
             el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-            _edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
+            chart.edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
         ]
     )
 

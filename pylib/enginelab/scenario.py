@@ -1,0 +1,159 @@
+"""The calculator family's one compute stage: a calculator state in, a typed Scenario out.
+
+    state (figures/calculator.py SPEC) -> build(state) -> Scenario -> calculator / explain / advisor findings
+
+A Scenario holds everything the views of one setup read: the model and machine the state names (a catalog
+entry, your pasted config.json, the GGUF file you dropped, or a machine you described), the placement
+llama.cpp would make (perf_model.place, once), the decode and prefill timings (perf_model.decode_step_time
+and prefill_time, once), the readouts, and the llama-server command line (engine_io.llama_server_command).
+The calculator's numbers, their "how is this computed?" boxes (enginelab.explain) and the advisor's findings
+(enginelab.findings) all render from it, so a number on the page is one hop from the Scenario field it
+shows and two from the perf_model function that computed it.
+
+build() is pure and memoised per state: the calculator's render and the deferred explanations and findings
+that follow it share one Scenario.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import perf_model as pm
+
+from . import custom
+
+CATALOG_DEFAULT_MODEL = "qwen2.5-32b"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a state names
+# ---------------------------------------------------------------------------------------------------------
+def model_for(values) -> pm.Model:
+    """The Model a state (or the partial values of one, while a Spec validates it) names: a catalog key,
+    model=custom (your config.json, compact, in `cfg`) or model=gguf (the GGUF file dropped into this page).
+    A config that does not parse stands in with the default catalog model for the bounds of later fields;
+    build() reports the error."""
+    key = values["model"]
+    if key == "custom":
+        m, _err = custom.config_result(values.get("cfg", ""))
+        return m if m is not None else pm.MODELS[CATALOG_DEFAULT_MODEL]
+    if key == "gguf" and custom.dropped_model() is not None:
+        return custom.dropped_model()
+    return pm.MODELS[key]
+
+
+def machine_for(values) -> pm.Machine:
+    """The Machine a state names: a catalog key, or machine=custom (its numbers in gpu_gb ... pcie)."""
+    if values["machine"] == "custom":
+        return custom.machine_from_state(values)
+    return pm.MACHINES[values["machine"]]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The Scenario
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Readouts:
+    """The calculator's numbers (the page's data-readout values), None where they cannot be computed."""
+
+    n_gpu_layers: int | None
+    vram_gb: float | None
+    ram_gb: float | None
+    decode_tok_s: float | None
+    prefill_tok_s: float | None
+    cpu_share: float | None
+    fits: bool
+
+    NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+
+    @classmethod
+    def empty(cls) -> Readouts:
+        return cls(None, None, None, None, None, None, False)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    state: object  # the calculator state it was built from
+    model: pm.Model
+    machine: pm.Machine
+    quant: str | None  # None: a dropped GGUF file's own tensor types
+    placement: pm.Placement | None  # None when perf_model rejected the settings (see error)
+    decode: dict | None  # perf_model.decode_step_time at state.tokens of context; None when it does not load
+    prefill: dict | None  # perf_model.prefill_time for a state.tokens-token prompt
+    error: str | None  # why the numbers are missing (or would mislead), in plain words
+    command: str  # the llama-server command line for these settings ("" without a placement)
+    readouts: Readouts
+
+    @property
+    def computable(self) -> bool:
+        """The numbers stand for the state (no error, a placement)."""
+        return self.error is None and self.placement is not None
+
+
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 16
+
+
+def build(state) -> Scenario:
+    """The Scenario of a calculator state (memoised: the same state gives the same object). A state of another
+    figure of the family works too: the keys it lacks take DEFAULTS (-ngl auto, no --n-cpu-moe)."""
+    key = (state, id(custom.dropped_model()) if getattr(state, "model", None) == "gguf" else None)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return hit
+    scn = _build(state)
+    _CACHE[key] = scn
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return scn
+
+
+# What a state of another figure in the family (the offload curve's, say) leaves out takes these values.
+DEFAULTS = {"cfg": "", "ngl": "auto", "n_cpu_moe": 0}
+
+
+def _build(state) -> Scenario:
+    v = {**DEFAULTS, **state.as_dict()}
+    model, machine = model_for(v), machine_for(v)
+    quant = None if v["model"] == "gguf" else v["quant"]
+    ngl = None if v["ngl"] == "auto" else v["ngl"]
+    error = None
+    if v["model"] == "custom":
+        _m, err = custom.config_result(v["cfg"])
+        if err:
+            error = f"{err} (showing {model.name} until the config parses)"
+
+    def scenario(placement=None, decode=None, prefill=None, readouts=None, command=""):
+        return Scenario(
+            state, model, machine, quant, placement, decode, prefill, error, command, readouts or Readouts.empty()
+        )
+
+    try:
+        p = pm.place(model, machine, quant, n_ctx=v["ctx"], kv_type=v["kv"], n_gpu_layers=ngl, n_cpu_moe=v["n_cpu_moe"])
+    except ValueError as e:  # settings perf_model rejects: shown, never a crash
+        error = str(e)
+        return scenario()
+    command = pm.llama_server_command(p)
+    if error:  # a config that did not parse: numbers for the stand-in model would mislead
+        return scenario(placement=p, command=command)
+    base = dict(n_gpu_layers=p.n_gpu_layers, vram_gb=p.gpu_total / pm.GB, ram_gb=p.cpu_total / pm.GB)
+    if not p.fits:
+        r = Readouts(**base, decode_tok_s=None, prefill_tok_s=None, cpu_share=None, fits=False)
+        return scenario(placement=p, readouts=r, command=command)
+    try:
+        d = pm.decode_step_time(p, machine, context=v["tokens"])
+        f = pm.prefill_time(p, machine, v["tokens"])
+    except (ValueError, ArithmeticError) as e:  # a gap in the model: say so rather than guess a number
+        error = f"perf_model could not time this placement ({type(e).__name__}: {e})"
+        r = Readouts(**base, decode_tok_s=None, prefill_tok_s=None, cpu_share=None, fits=True)
+        return scenario(placement=p, readouts=r, command=command)
+    r = Readouts(
+        **base,
+        decode_tok_s=d["tok_per_s"],
+        prefill_tok_s=f["tok_per_s"],
+        cpu_share=d["cpu_s"] / d["total_s"],
+        fits=True,
+    )
+    return scenario(placement=p, decode=d, prefill=f, readouts=r, command=command)
