@@ -533,16 +533,16 @@ def test_every_apply_button_moves_the_numbers_as_predicted():
     html = F.render(data)
     applies = buttons(html)
     assert applies, "no apply buttons"
-    predicted = {json.dumps(c.apply, sort_keys=True): c for f in data["findings"] for c in f.changes}
+    predicted = {json.dumps(c.apply, sort_keys=True): c for f in data.findings for c in f.changes}
     assert {json.dumps(a, sort_keys=True) for a in applies} == set(predicted)
     for a in applies:
         new, msgs = F.SPEC.coerce({**s.as_dict(), **a})
         assert msgs == []
-        got = F.compute(new)["readouts"]
+        got = F.compute(new).readouts
         c = predicted[json.dumps(a, sort_keys=True)]
-        assert got["advisor_decode_tok_s"] == pytest.approx(c.after["decode_tok_s"], rel=1e-12)
+        assert got.advisor_decode_tok_s == pytest.approx(c.after["decode_tok_s"], rel=1e-12)
         # the calculator part shows the same placement
-        calc = F.compute(new)["calc"].readouts
+        calc = F.compute(new).calc.readouts
         assert calc.n_gpu_layers == c.after["n_gpu_layers"]
     assert 'data-undo=""' in html and "disabled" in re.search(r"<button[^>]*data-undo[^>]*>", html).group(0)
 
@@ -560,11 +560,11 @@ def test_recipe_lora_and_speculative_panels():
     data = F.compute(s)
     html = F.render(data)
     r = A.recipe("one_user_fits", "llama-3.1-8b", "rtx4060ti", "Q4_K_M", context=2000, users=2, tokens=2000)
-    assert data["recipe"].state == r.state
+    assert data.recipe.state == r.state
     use = [b for b in buttons(html) if "ctx" in b]
     assert use == [{"ctx": 4096, "ngl": 33}]  # only what differs from the current state
     assert 'data-lora-bytes="27262976"' in html  # rank 16 on q,k,v,o of the 8B, by hand above
-    sp = A.speculative(data["outcome"].placement, "llama-3.2-1b", 0.7, 3, context=2000)
+    sp = A.speculative(data.outcome.placement, "llama-3.2-1b", 0.7, 3, context=2000)
     assert f'data-spec-tok-s="{sp["tok_s"]!r}"' in html
     assert 'id="spec-chart"' in html and "--spec-draft-n-max 3" in html
 
@@ -607,16 +607,16 @@ def _golden(name: str, text: str):
 
 
 def test_golden_gains_chart_default():
-    _golden("advisor.svg", str(findings_mod.gains_chart(F.compute(F.default_state())["found"])) + "\n")
+    _golden("advisor.svg", str(findings_mod.gains_chart(F.compute(F.default_state()).found)) + "\n")
 
 
 def test_golden_gains_chart_overask():
-    _golden("advisor-overask.svg", str(findings_mod.gains_chart(F.compute(fstate("?ngl=65"))["found"])) + "\n")
+    _golden("advisor-overask.svg", str(findings_mod.gains_chart(F.compute(fstate("?ngl=65")).found)) + "\n")
 
 
 def test_golden_speculative_chart():
     d = F.compute(fstate("?model=llama-3.1-8b&machine=rtx4060ti&draft=llama-3.2-1b"))
-    _golden("advisor-spec.svg", str(F._spec_chart(d["spec"])) + "\n")
+    _golden("advisor-spec.svg", str(F._spec_chart(d.spec)) + "\n")
 
 
 def test_unified_memory_partial_offload_does_not_time_pcie():

@@ -174,8 +174,8 @@ def test_scenario_is_memoised_and_the_advisor_page_reuses_it():
     s = calc.default_state()
     assert calc.compute(s) is calc.compute(s)
     a = fig_advisor.compute(fig_advisor.default_state())
-    assert a["calc"] is calc.compute(calc.SPEC.coerce(a["calc"].state.as_dict())[0])
-    assert a["outcome"].placement is a["calc"].placement  # the advisor judged the very same placement
+    assert a.calc is calc.compute(calc.SPEC.coerce(a.calc.state.as_dict())[0])
+    assert a.outcome.placement is a.calc.placement  # the advisor judged the very same placement
 
 
 def test_render_takes_deferral_as_an_argument():

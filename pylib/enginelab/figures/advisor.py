@@ -13,6 +13,8 @@ previous values. The findings block itself is enginelab.findings, shared with th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import perf_model as pm
 
 from .. import advisor as adv
@@ -147,21 +149,41 @@ def _state_dict(state) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class AdvisorReadouts:
+    advice_count: int | None
+    advisor_decode_tok_s: float | None
+    aggregate_tok_s: float | None
+
+
+@dataclass(frozen=True)
+class AdvisorData:
+    state: object  # this figure's state
+    calc: scenario.Scenario  # the calculator's Scenario for the same model, machine and settings
+    found: findings.Findings  # the advisor's findings for the whole setup (threads, slots, users, batches)
+    readouts: AdvisorReadouts
+    recipe: object = None  # advisor Recipe for state.goal
+    lora: dict | None = None  # advisor.lora_cost
+    spec: dict | None = None  # advisor.speculative
+    notes: tuple = ()  # what could not be computed, in words
+
+    @property
+    def error(self) -> str | None:
+        return self.found.error
+
+    @property
+    def findings(self) -> tuple:
+        return self.found.findings
+
+    @property
+    def outcome(self):
+        return self.found.outcome
+
+
+def compute(state) -> AdvisorData:
     state = _as_state(state)
     calc_state, _ = calculator.SPEC.coerce({k: getattr(state, k) for k in CALC_KEYS})
     scn = scenario.build(calc_state)
-    data = {
-        "state": state,
-        "calc": scn,
-        "error": None,
-        "findings": [],
-        "outcome": None,
-        "recipe": None,
-        "lora": None,
-        "spec": None,
-        "notes": [],
-    }
     sd = _state_dict(state)
     sd["b"] = max(state.b, state.ub)
     # the calculator's Scenario was placed and timed with llama.cpp's default batches: reuse it when they hold
@@ -169,30 +191,21 @@ def compute(state) -> dict:
     try:
         setup = adv.setup_from_state(sd)
     except Exception as e:  # noqa: BLE001  bad settings or a gap in the model: shown, never a crash
-        setup, found = None, findings.Findings((), None, f"{type(e).__name__}: {e}", "")
+        found = findings.Findings((), None, f"{type(e).__name__}: {e}", "")
     else:
         found = findings.for_setup(
             setup,
             f"{state.model} {state.quant} on {state.machine}",
             (scn.placement, scn.decode, scn.prefill) if same else None,
         )
-    data["found"] = found
-    data["setup"] = setup
     if found.error:
-        data["error"] = found.error
-        data["readouts"] = {"advice_count": None, "advisor_decode_tok_s": None, "aggregate_tok_s": None}
-        return data
-    data["outcome"] = found.outcome
-    data["findings"] = list(found.findings)
-    o = data["outcome"]
-    data["readouts"] = {
-        "advice_count": len(data["findings"]),
-        "advisor_decode_tok_s": o.decode_tok_s,
-        "aggregate_tok_s": o.aggregate_tok_s,
-    }
+        return AdvisorData(state, scn, found, AdvisorReadouts(None, None, None))
+    o = found.outcome
+    readouts = AdvisorReadouts(len(found.findings), o.decode_tok_s, o.aggregate_tok_s)
+    notes, recipe, lora, spec = [], None, None, None
     if state.goal != "none":
         try:
-            data["recipe"] = adv.recipe(
+            recipe = adv.recipe(
                 state.goal,
                 state.model,
                 state.machine,
@@ -202,7 +215,7 @@ def compute(state) -> dict:
                 tokens=state.tokens,
             )
         except Exception as e:  # noqa: BLE001  a gap in the course module: say so, keep the page
-            data["notes"].append(f"Recipe: {type(e).__name__}: {e}")
+            notes.append(f"Recipe: {type(e).__name__}: {e}")
     if state.lora_rank > 0:
         try:
             targets = LORA_TARGETS[state.lora_targets]
@@ -210,7 +223,7 @@ def compute(state) -> dict:
                 targets = {"qkvo": ("qkv_proj", "o_proj"), "all": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")}[
                     state.lora_targets
                 ]
-            data["lora"] = adv.lora_cost(
+            lora = adv.lora_cost(
                 state.model,
                 state.lora_rank,
                 targets,
@@ -220,25 +233,23 @@ def compute(state) -> dict:
                 n_adapters=1,
             )
         except Exception as e:  # noqa: BLE001
-            data["notes"].append(f"LoRA: {type(e).__name__}: {e}")
+            notes.append(f"LoRA: {type(e).__name__}: {e}")
     if state.draft != "none":
         if not o.fits:
-            data["notes"].append("Speculative decoding: the target does not load with these settings.")
+            notes.append("Speculative decoding: the target does not load with these settings.")
         else:
             try:
-                data["spec"] = adv.speculative(
-                    o.placement, state.draft, state.acceptance, state.n_draft, context=state.tokens
-                )
+                spec = adv.speculative(o.placement, state.draft, state.acceptance, state.n_draft, context=state.tokens)
             except Exception as e:  # noqa: BLE001
-                data["notes"].append(f"Speculative decoding: {type(e).__name__}: {e}")
-    return data
+                notes.append(f"Speculative decoding: {type(e).__name__}: {e}")
+    return AdvisorData(state, scn, found, readouts, recipe, lora, spec, tuple(notes))
 
 
 def describe(data) -> str:
-    fs = data["findings"]
-    head = calculator.describe(data["calc"])
-    if data["error"]:
-        return f"{head} Advisor: {data['error']}"
+    fs = data.findings
+    head = calculator.describe(data.calc)
+    if data.error:
+        return f"{head} Advisor: {data.error}"
     if not fs:
         return f"{head} Advisor: nothing to fix."
     best = next((f.changes[0] for f in fs if f.changes), None)
@@ -253,14 +264,14 @@ def describe(data) -> str:
 # Render
 # ---------------------------------------------------------------------------------------------------------
 def _advisor_readouts(data) -> Raw:
-    r, s = data["readouts"], data["state"]
-    n = r["advice_count"]
+    r, s = data.readouts, data.state
+    n = r.advice_count
     items = [
         _readout("advice_count", n, "—" if n is None else str(n), "Findings"),
         _readout(
             "advisor_decode_tok_s",
-            r["advisor_decode_tok_s"],
-            fmt.rate(r["advisor_decode_tok_s"]),
+            r.advisor_decode_tok_s,
+            fmt.rate(r.advisor_decode_tok_s),
             "Decode with -t " + ("default" if s.threads == "auto" else str(s.threads)),
             "tok/s",
         ),
@@ -269,9 +280,9 @@ def _advisor_readouts(data) -> Raw:
         items.append(
             _readout(
                 "aggregate_tok_s",
-                r["aggregate_tok_s"],
-                fmt.rate(r["aggregate_tok_s"]),
-                f"All sequences ({data['outcome'].active if data['outcome'] else 0} at once)",
+                r.aggregate_tok_s,
+                fmt.rate(r.aggregate_tok_s),
+                f"All sequences ({data.outcome.active if data.outcome else 0} at once)",
                 "tok/s",
             )
         )
@@ -283,12 +294,12 @@ def findings_html(state, apply_keys=None, with_chart: bool = True) -> str:
     string, or another figure's state with the same keys: the advisor's extra fields take their defaults).
     apply_keys: the state keys the host page can set; a change that needs others is listed without an Apply
     button."""
-    return str(findings.block(compute(state)["found"], apply_keys, with_chart))
+    return str(findings.block(compute(state).found, apply_keys, with_chart))
 
 
 def _recipe_block(data) -> Raw:
-    r = data["recipe"]
-    s = data["state"]
+    r = data.recipe
+    s = data.state
     apply = {k: v for k, v in r.state.items() if k in SPEC.by_key and k != "goal"}
     changed = {k: v for k, v in apply.items() if str(v) != SPEC.by_key[k].encode(getattr(s, k))}
     return el(
@@ -315,7 +326,7 @@ def _recipe_block(data) -> Raw:
 
 
 def _lora_block(data) -> Raw:
-    c = data["lora"]
+    c = data.lora
     rows = [
         [t, f"{v['A'][0]} x {v['A'][1]}", f"{v['B'][0]} x {v['B'][1]}", fmt.integer(v["params"])]
         for t, v in c["per_layer"].items()
@@ -409,7 +420,7 @@ def _spec_chart(sp) -> Raw:
 
 
 def _spec_block(data) -> Raw:
-    sp = data["spec"]
+    sp = data.spec
     if not sp["fits"]:
         return el(
             "section",
@@ -451,16 +462,16 @@ def _spec_block(data) -> Raw:
 
 def render(data) -> str:
     parts = [
-        Raw(calculator.render(data["calc"], with_findings=False)),  # this page shows the findings itself
+        Raw(calculator.render(data.calc, with_findings=False)),  # this page shows the findings itself
         _advisor_readouts(data),
-        findings.block(data["found"]),
+        findings.block(data.found),
     ]
-    for n in data["notes"]:
+    for n in data.notes:
         parts.append(el("p", n, class_="note advisor-note"))
-    if data.get("recipe"):
+    if data.recipe:
         parts.append(_recipe_block(data))
-    if data.get("lora"):
+    if data.lora:
         parts.append(_lora_block(data))
-    if data.get("spec"):
+    if data.spec:
         parts.append(_spec_block(data))
     return str(el("div", parts, class_="fig-advisor"))
