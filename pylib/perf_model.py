@@ -57,6 +57,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from enginelab import measured as _measured  # the measured profile's parameters (section 7)
+
 # What moved out of this file, re-exported so `from perf_model import ...` keeps working:
 #   enginelab.ggml       ggml block types, GGUF tensors, llama-quantize presets and rules
 #   enginelab.engine_io  llama.cpp's defaults, config.json / GGUF header import, the llama-server command line
@@ -696,16 +698,33 @@ class Device:
     """One memory + compute device: a GPU, or the CPU with its system RAM."""
 
     name: str
-    mem_gb: float  # capacity, decimal GB (see the module docstring)
+    mem_gb: float  # capacity as sold: a "12 GB" card (12 GiB; the course profile counts it as 12e9 bytes)
     bandwidth_gbs: float  # peak memory bandwidth, GB/s
-    fp16_tflops: float  # peak dense FP16 matmul throughput (tensor cores, FP32 accumulate)
+    # Peak FP16 rate, TFLOP/s: for a GPU the datasheet's dense FP16 tensor figure with FP32 accumulate; for
+    # Apple the GPU's FP32 rate; for a CPU the peak FP32 FMA rate of all its cores.
+    fp16_tflops: float
     source: str = ""
     approx: bool = False  # True where a figure is our approximation, not a vendor spec
     fitted: bool = False  # True where a figure was fitted to the module's printed numbers
+    backend: str = ""  # llama.cpp backend: cuda, rocm, vulkan, metal, sycl, cpu ("" = by its role: see device_backend)
+    cores: int = 0  # a CPU's physical cores (0: estimated from fp16_tflops, see enginelab.measured.cpu_cores)
+
+    def __post_init__(self):
+        _check(
+            self.backend in ("",) + _measured.BACKENDS,
+            "backend",
+            f"unknown backend {self.backend!r}; allowed: {', '.join(_measured.BACKENDS)}",
+        )
 
     @property
     def mem_bytes(self) -> float:
+        """Capacity in the course profile's decimal bytes (the module's convention)."""
         return self.mem_gb * GB
+
+    @property
+    def mem_gib_bytes(self) -> float:
+        """Capacity in real bytes: a "12 GB" card has 12 GiB."""
+        return self.mem_gb * GiB
 
     @property
     def bandwidth(self) -> float:
@@ -841,6 +860,17 @@ MACHINES: dict[str, Machine] = {
 # PCIe: 4.0 x16 = 31.5 GB/s per direction, 4.0 x8 (RTX 4060 Ti) = 15.75, 5.0 x16 = 63.0.
 
 
+def device_backend(machine: Machine, side: str) -> str:
+    """The llama.cpp backend that runs `side` ("gpu" or "cpu") of a machine: the Device's own backend, else
+    cpu for the host, metal for Apple's unified GPU, cuda for a discrete GPU."""
+    dev = machine.gpu if side == "gpu" else machine.ram
+    if dev is not None and dev.backend:
+        return dev.backend
+    if side != "gpu":
+        return "cpu"
+    return "metal" if machine.unified else "cuda"
+
+
 def get_machine(machine) -> Machine:
     if isinstance(machine, Machine):
         return machine
@@ -904,6 +934,7 @@ class Placement:
     overflow_bytes: float = 0.0
     failing_device: str = ""
     fit_next_gpu_total: float | None = None  # --fit: GPU bytes at one more layer (the one that did not fit)
+    profile: str = "course"  # how capacities were counted, and the timing profile used by default
 
     @property
     def gpu_total(self) -> float:
@@ -998,12 +1029,28 @@ def _layer_bytes_uncached(model: Model, quant) -> tuple:
     return dense, experts, other
 
 
-def _gpu_capacity(machine: Machine) -> float:
+# What the driver, the CUDA/ROCm context and a desktop hold before llama.cpp asks for free memory, MiB.
+# Seen in real logs: an RTX 4090 D reports 24563 MiB total and 23042 MiB free (ollama issue #8923, Linux);
+# an RTX 5060 Ti 16 GB, 15055 MiB free of about 16310 (lmstudio-bug-tracker issue #1360, Windows): 1.2-1.5 GiB.
+# The measured profile subtracts this from the card's GiB; the course profile keeps the module's decimal GB.
+DRIVER_RESERVE_MIB = 1300
+
+
+def _gpu_capacity(machine: Machine, profile: str = "course") -> float:
+    """Bytes llama.cpp may use on the GPU (0 without one)."""
     if machine.gpu is None:
         return 0.0
+    if profile == "measured":
+        if machine.unified:  # macOS's recommendedMaxWorkingSetSize: a share of the real GiB
+            return machine.gpu.mem_gib_bytes * machine.gpu_share
+        return max(0.0, machine.gpu.mem_gib_bytes - DRIVER_RESERVE_MIB * MiB)
     if machine.unified:
         return machine.gpu.mem_bytes * machine.gpu_share
     return machine.gpu.mem_bytes
+
+
+def _ram_capacity(machine: Machine, profile: str = "course") -> float:
+    return machine.ram.mem_gib_bytes if profile == "measured" else machine.ram.mem_bytes
 
 
 def place(
@@ -1016,9 +1063,15 @@ def place(
     n_cpu_moe: int = 0,
     n_ubatch: int = N_UBATCH_DEFAULT,
     fit_target_mib: float = FIT_TARGET_MIB,
+    profile: str = "course",
 ) -> Placement:
-    """Place a model on a machine the way llama.cpp would (see the section comment)."""
+    """Place a model on a machine the way llama.cpp would (see the section comment).
+
+    profile: "course" counts device memory in the module's decimal GB; "measured" in real GiB, less what
+    the driver holds (DRIVER_RESERVE_MIB). The placement remembers it: decode_step_time and prefill_time use
+    it when not told otherwise."""
     model, machine = get_model(model), get_machine(machine)
+    profile = _check_profile(profile)
     if quant is not None or not model.gguf_tensors:
         check_quant(quant)
     _kv_type(kv_type)
@@ -1047,8 +1100,9 @@ def place(
     kv_layer = [per_tok * kv_layer_tokens(model, il, n_ctx) for il in range(n)]
     out_bytes = sum(v for k, v in other.items() if k != "token_embd")
     embd = other.get("token_embd", 0)
-    cap_gpu = _gpu_capacity(machine)
-    cap_cpu = machine.ram.mem_bytes
+    tied = "output" not in other
+    cap_gpu = _gpu_capacity(machine, profile)
+    cap_cpu = _ram_capacity(machine, profile)
     margin = fit_target_mib * MiB if machine.gpu is not None else 0.0
 
     def build(ngl: int) -> Placement:
@@ -1066,21 +1120,22 @@ def place(
             else:
                 cw += dense[il] + experts[il]
                 ck += kv_layer[il]
-        cw += embd
-        if out_gpu:
-            gw += out_bytes
-        else:
-            cw += out_bytes
         any_gpu = machine.gpu is not None and (ngl > 0)
+        if machine.unified and any_gpu:
+            gw += embd  # Metal maps the whole file into one buffer: the working-set limit counts token_embd
+        else:
+            cw += embd  # the input layer: a lookup reads one row, from host memory
+        if out_gpu:
+            # with tied embeddings the output layer's token_embd is a duplicated tensor: a GPU copy (on
+            # unified memory the mapping already holds it)
+            gw += out_bytes + (embd if tied and not machine.unified else 0)
+        else:
+            cw += out_bytes  # a tied head on the CPU reads the mapped token_embd: no second copy
         # The GPU runs every micro-batch matmul (op offload included), so its
         # buffer holds the logits; the host keeps a small staging buffer.
         gc = compute_buffer_bytes(model, n_ubatch) if any_gpu else 0.0
         cc = compute_buffer_bytes(model, n_ubatch) if not any_gpu else 4.0 * n_ubatch * 2 * model.hidden_size
-        if machine.unified:
-            # one pool of memory: the CPU side shares it too
-            cap_cpu_eff = machine.ram.mem_bytes
-        else:
-            cap_cpu_eff = cap_cpu
+        cap_cpu_eff = cap_cpu  # (unified memory: one pool, which the CPU side shares too)
         p = Placement(
             model,
             machine,
@@ -1102,6 +1157,7 @@ def place(
             cap_cpu_eff,
             margin,
             n_ubatch,
+            profile=profile,
         )
         return _check_fit(p)
 
@@ -1144,8 +1200,8 @@ def _check_fit(p: Placement) -> Placement:
         if p.gpu_total > 0 and need_gpu + p.fit_margin > p.gpu_capacity:
             return _fail(p, "GPU (unified)", need_gpu, p.gpu_capacity - p.fit_margin)
         need = p.gpu_total + p.cpu_total
-        if need > m.ram.mem_bytes:
-            return _fail(p, "unified memory", need, m.ram.mem_bytes)
+        if need > p.cpu_capacity:
+            return _fail(p, "unified memory", need, p.cpu_capacity)
         return p
     if p.gpu_total > 0 and p.gpu_total + p.fit_margin > p.gpu_capacity:
         return _fail(p, "GPU", p.gpu_total, p.gpu_capacity - p.fit_margin)
@@ -1171,68 +1227,133 @@ def _fail(p: Placement, dev: str, need: float, free: float) -> Placement:
 
 
 # ---------------------------------------------------------------------------
-# 7. Time: decode and prefill
+# 7. Time: decode and prefill, in two profiles
 # ---------------------------------------------------------------------------
+# Both profiles time the same work: what each device moves and computes in one
+# forward pass (_decode_work, _prefill_work).  They differ in how fast the
+# hardware does it:
+#
+#   profile="course"    the module's assumptions, and the default of every
+#                       function here, so the module's listings print its
+#                       numbers: ETA_DECODE of peak bandwidth, ETA_PREFILL of
+#                       peak FP16 FLOP/s, a fixed DECODE_OVERHEAD_S per step.
+#   profile="measured"  the practitioner's estimate: a few physical parameters
+#                       per backend (CUDA, ROCm, Vulkan, Metal, SYCL, CPU),
+#                       fitted on published llama-bench runs; see
+#                       enginelab.measured for each parameter and its reason.
+#
 # Decode (one token per sequence per pass): every device streams the weights it
-# holds plus its blocks' KV cache, at ETA_DECODE of its peak bandwidth; the
-# devices run one after the other (layer by layer), so their times add.
-#   t_token = sum_d B_d / (ETA_DECODE * beta_d) + DECODE_OVERHEAD_S
+# holds plus its blocks' KV cache; the devices run one after the other (layer by
+# layer), so their times add.  In the course profile
+#   t_token = sum_d max(B_d / (ETA_DECODE * beta_d), F_d / (ETA_PREFILL * P_d)) + DECODE_OVERHEAD_S
 # An MoE block reads only the experts a token is routed to (num_experts_per_tok
 # of num_local_experts).  With a batch of B sequences, the weights are read once
 # per pass, each sequence's KV once, and the matmul FLOPs grow with B: a device
 # takes the longer of its memory time and its compute time (the roofline).
+# The output head is read every step too; with tied embeddings (no
+# output.weight) it is token_embd itself, all of it.
+
+PROFILES = ("course", "measured")
 
 
-def _device_bytes(p: Placement, context: int, batch: int = 1) -> dict:
-    """Bytes each device reads for one decode pass, split into weights and KV."""
+def _check_profile(profile, placement=None) -> str:
+    if profile is None:
+        return placement.profile if placement is not None else "course"
+    _check(profile in PROFILES, "profile", f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    return profile
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one device does in one forward pass (decode step or prefill micro-batch)."""
+
+    weight_bytes: float = 0.0  # weights streamed from its memory
+    kv_bytes: float = 0.0  # K and V read (decode) from its memory
+    flops: float = 0.0  # matmul FLOPs (2 per weight per token) plus attention
+    attn_flops: float = 0.0  # the attention part of flops
+    layers: int = 0  # blocks that run here (each costs the backend's per-layer graph overhead)
+    weights_by_type: tuple = ()  # ((ggml type, weights streamed), ...): what dequantization works on
+    head_on_this: bool = False  # the output head runs here
+
+    @property
+    def bytes(self) -> float:
+        return self.weight_bytes + self.kv_bytes
+
+
+_WORK_CACHE: dict = {}
+
+
+def _layer_types(m: Model, quant) -> tuple:
+    """Per block: {type: (dense weights, expert weights)} and the head's {type: weights}; cached."""
+    key = (m, quant)
+    if key not in _WORK_CACHE:
+        blocks = [dict() for _ in range(m.n_layers)]
+        head: dict = {}
+        tied = not any(r["cls"] == "output" for r in quantize_plan(m, quant))
+        for r in quantize_plan(m, quant):
+            il, typ, n = r["layer"], r["type"], r["n_elements"]
+            if il >= 0:
+                d, e = blocks[il].get(typ, (0, 0))
+                blocks[il][typ] = (d, e + n) if r["cls"].endswith("_exps") else (d + n, e)
+            elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
+                head[typ] = head.get(typ, 0) + n
+            elif r["cls"] != "token_embd":
+                head[typ] = head.get(typ, 0) + n  # output_norm: runs with the head
+        _WORK_CACHE[key] = (blocks, head)
+    return _WORK_CACHE[key]
+
+
+def _head_bytes(p: Placement) -> float:
+    """Bytes of the output projection (and final norm): output.weight, or token_embd when tied."""
+    _dense, _experts, other = _layer_bytes(p.model, p.quant)
+    head = sum(v for k, v in other.items() if k != "token_embd")
+    if "output" not in other:  # tied embeddings: the head is token_embd itself
+        head += other.get("token_embd", 0)
+    return head
+
+
+def _moe_fraction(m: Model, tokens: int) -> tuple:
+    """(share of expert weights touched by `tokens` tokens, share each token multiplies): k/E per token,
+    and 1 - (1 - k/E)^tokens distinct experts over the batch."""
+    if not m.is_moe:
+        return 1.0, 1.0
+    k, e = m.num_experts_per_tok, m.n_expert
+    return 1.0 - (1.0 - k / e) ** tokens, k / e
+
+
+def _decode_work(p: Placement, context: int, batch: int) -> dict:
+    """{"gpu": Work, "cpu": Work} for one decode pass of `batch` sequences at `context` tokens of KV."""
     m = p.model
-    dense, experts, other = _layer_bytes(m, p.quant)
-    frac = 1.0
-    if m.is_moe:
-        # distinct experts touched by `batch` tokens, each routed to k of E experts
-        e, k = m.n_expert, m.num_experts_per_tok
-        frac = 1.0 - (1.0 - k / e) ** batch
+    dense, experts, _other = _layer_bytes(m, p.quant)
+    blocks, head = _layer_types(m, p.quant)
+    touched, routed = _moe_fraction(m, batch)
     per_tok = kv_bytes_per_token_layer(m, p.kv_type)
-    kv_tok = [per_tok * kv_layer_tokens(m, il, context) for il in range(m.n_layers)]
-    out = {"gpu_weights": 0.0, "gpu_kv": 0.0, "cpu_weights": 0.0, "cpu_kv": 0.0, "gpu_params": 0.0, "cpu_params": 0.0}
-    params, exp_params, out_params = _layer_params(m, p.quant)
+    attn_per = 4.0 * m.num_attention_heads * m.d_head  # QK^T and AV FLOPs per query-key pair
+    acc = {s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}} for s in ("gpu", "cpu")}
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
-        out[dev + "_weights"] += dense[il]
-        out[exp_dev + "_weights"] += experts[il] * frac
-        out[dev + "_kv"] += kv_tok[il] * batch
-        out[dev + "_params"] += params[il]
-        out[exp_dev + "_params"] += exp_params[il]
-    head = sum(v for k, v in other.items() if k != "token_embd")
+        a, ae = acc[dev], acc[exp_dev]
+        a["w"] += dense[il]
+        ae["w"] += experts[il] * touched
+        ctx = kv_layer_tokens(m, il, context)
+        a["kv"] += per_tok * ctx * batch
+        a["af"] += attn_per * ctx * batch
+        a["layers"] += 1
+        for typ, (dn, en) in blocks[il].items():
+            a["f"] += 2.0 * dn * batch
+            ae["f"] += 2.0 * en * routed * batch
+            a["types"][typ] = a["types"].get(typ, 0.0) + dn
+            ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
     hd = "gpu" if p.output_on_gpu else "cpu"
-    out[hd + "_weights"] += head
-    out[hd + "_params"] += out_params
-    return out
-
-
-_PARAM_CACHE: dict = {}
-
-
-def _layer_params(m: Model, quant) -> tuple:
-    """Per block: weights a token multiplies (experts scaled to the routed share), and the head's; cached."""
-    key = (m, quant)
-    if key not in _PARAM_CACHE:
-        params = [0.0] * m.n_layers
-        exp_params = [0.0] * m.n_layers
-        out_params = 0.0
-        for r in quantize_plan(m, quant):
-            if r["cls"] == "token_embd":
-                continue
-            if r["layer"] >= 0:
-                if r["cls"].endswith("_exps"):
-                    exp_params[r["layer"]] += r["n_elements"] * m.num_experts_per_tok / max(1, m.n_expert)
-                else:
-                    params[r["layer"]] += r["n_elements"]
-            else:
-                out_params += r["n_elements"]
-        _PARAM_CACHE[key] = (params, exp_params, out_params)
-    return _PARAM_CACHE[key]
+    acc[hd]["w"] += _head_bytes(p)
+    for typ, n in head.items():
+        acc[hd]["f"] += 2.0 * n * batch
+        acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + n
+    return {
+        s: Work(a["w"], a["kv"], a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), s == hd)
+        for s, a in acc.items()
+    }
 
 
 def _device_for(p: Placement, side: str) -> Device:
@@ -1241,67 +1362,109 @@ def _device_for(p: Placement, side: str) -> Device:
     return p.machine.ram
 
 
-def decode_step_time(placement: Placement, machine=None, context: int = 0, batch: int = 1) -> dict:
+def decode_step_time(
+    placement: Placement, machine=None, context: int = 0, batch: int = 1, profile=None, n_threads=None
+) -> dict:
     """Time of one decode pass at `context` tokens of KV per sequence, for `batch` sequences.
 
-    Returns gpu_s, cpu_s, overhead_s, total_s, tok_per_s (all sequences), per-device
-    bytes and FLOPs, and whether each device is memory- or compute-bound."""
+    profile: "course" (the module's assumptions) or "measured" (fitted on published llama-bench runs);
+    None uses the placement's (place's default is "course").  n_threads: llama.cpp's -t for the CPU
+    side (measured profile; None = all the CPU's cores).
+
+    Returns gpu_s, cpu_s, overhead_s, total_s, tok_per_s (all sequences), per-device bytes and FLOPs,
+    whether each device is memory- or compute-bound, and for the measured profile `range_tok_s`
+    (the typical spread of published runs around the estimate) and `basis` (the parameters used)."""
     p = placement
     machine = p.machine if machine is None else get_machine(machine)
-    _check(isinstance(context, int) and context >= 0, "context", f"must be an integer >= 0, got {context!r}")
-    _check(isinstance(batch, int) and batch >= 1, "batch", f"must be an integer >= 1, got {batch!r}")
-    b = _device_bytes(p, context, batch)
-    res = {"context": context, "batch": batch}
+    _check(
+        isinstance(context, int) and not isinstance(context, bool) and context >= 0,
+        "context",
+        f"must be an integer >= 0, got {context!r}",
+    )
+    _check(
+        isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1,
+        "batch",
+        f"must be an integer >= 1, got {batch!r}",
+    )
+    profile = _check_profile(profile, p)
+    n_threads = _check_threads(n_threads)
+    work = _decode_work(p, context, batch)
+    res = {"context": context, "batch": batch, "profile": profile}
+    basis = {}
     for side in ("gpu", "cpu"):
-        B = b[side + "_weights"] + b[side + "_kv"]
-        # 2 FLOPs per weight per token, plus attention over the context (QK and AV)
-        flops = 2.0 * b[side + "_params"] * batch
-        flops += _attn_flops_decode(p, side, context) * batch
-        if B == 0 and flops == 0:
-            t_mem = t_cmp = 0.0
+        w = work[side]
+        if w.bytes == 0 and w.flops == 0:
+            t_mem = t_cmp = t = 0.0
+        elif profile == "course":
+            dev = _device_for(p, side)
+            t_mem = w.bytes / (ETA_DECODE * dev.bandwidth)
+            t_cmp = w.flops / (ETA_PREFILL * dev.flops)
+            t = max(t_mem, t_cmp)
         else:
             dev = _device_for(p, side)
-            t_mem = B / (ETA_DECODE * dev.bandwidth)
-            t_cmp = flops / (ETA_PREFILL * dev.flops)
-        res[side + "_bytes"] = B
-        res[side + "_weight_bytes"] = b[side + "_weights"]
-        res[side + "_kv_bytes"] = b[side + "_kv"]
-        res[side + "_flops"] = flops
+            backend = device_backend(machine, side)
+            t, t_mem, t_cmp, basis[side] = _measured.decode_seconds(w, dev, backend, n_threads, batch)
+        res[side + "_bytes"] = w.bytes
+        res[side + "_weight_bytes"] = w.weight_bytes
+        res[side + "_kv_bytes"] = w.kv_bytes
+        res[side + "_flops"] = w.flops
         res[side + "_mem_s"] = t_mem
         res[side + "_compute_s"] = t_cmp
-        res[side + "_s"] = max(t_mem, t_cmp)
+        res[side + "_s"] = t
         res[side + "_bound"] = "compute" if t_cmp > t_mem else "memory"
-    res["overhead_s"] = DECODE_OVERHEAD_S
-    res["total_s"] = res["gpu_s"] + res["cpu_s"] + DECODE_OVERHEAD_S
+    if profile == "course":
+        overhead = DECODE_OVERHEAD_S
+    else:
+        overhead = _measured.step_overhead_seconds(
+            {s: work[s].layers for s in work}, {s: device_backend(machine, s) for s in work}, p.output_on_gpu
+        )
+        res["basis"] = basis
+    res["overhead_s"] = overhead
+    res["total_s"] = res["gpu_s"] + res["cpu_s"] + overhead
     res["tok_per_s"] = batch / res["total_s"]
     res["seq_tok_per_s"] = 1.0 / res["total_s"]
     res["cpu_share"] = res["cpu_s"] / res["total_s"]
+    if profile == "measured":
+        main = device_backend(machine, "gpu" if work["gpu"].bytes > work["cpu"].bytes else "cpu")
+        res["backend"] = main
+        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], main, "decode")
     return res
 
 
-def _attn_flops_decode(p: Placement, side: str, context: int) -> float:
-    m = p.model
-    per = 4.0 * m.num_attention_heads * m.d_head
-    return sum(per * kv_layer_tokens(m, il, context) for il in range(m.n_layers) if p.layer_device[il] == side)
+def _check_threads(n_threads):
+    _check(
+        n_threads is None
+        or (isinstance(n_threads, int) and not isinstance(n_threads, bool) and 1 <= n_threads <= 1024),
+        "n_threads",
+        f"must be None (all cores) or an integer from 1 to 1024, got {n_threads!r}",
+    )
+    return n_threads
 
 
 # Prefill (prompt processing) runs in micro-batches of n_ubatch tokens.  In one
 # micro-batch of u tokens:
-#   * every matmul does 2*u FLOPs per weight, and causal attention compares the
-#     token at position q with its q keys (QK^T and AV: 4 * n_head * head_dim
-#     FLOPs per pair; a sliding-window layer stops at its window);
-#   * the device computes at ETA_PREFILL of its peak FLOP/s and, one after the
-#     other, streams its weights once per micro-batch at ETA_PREFILL of its
-#     bandwidth (prefill kernels dequantize as they go; the two do not overlap well);
+#   * every matmul does 2*u FLOPs per weight it multiplies: an MoE token
+#     multiplies only its k routed experts (plus any shared expert), and the
+#     output head runs for the last token of the sequence only (llama.cpp
+#     computes logits where the batch asks for them: the last prompt token);
+#   * causal attention compares the token at position q with its q keys (QK^T and
+#     AV: 4 * n_head * head_dim FLOPs per pair; a sliding-window layer stops at
+#     its window);
+#   * each micro-batch streams the weights it touches once: every dense weight,
+#     and the experts that any of its u tokens is routed to;
+#   * course profile: the device computes at ETA_PREFILL of its peak FLOP/s and,
+#     one after the other, streams its weights at ETA_PREFILL of its bandwidth;
+#     measured profile: enginelab.measured.prefill_seconds;
 #   * with a partial offload and u >= 32, llama.cpp's op offload runs the CPU
-#     blocks' matmuls on the GPU too, copying their weights over PCIe at ETA_PCIE
-#     of the link.  We charge the copy once per logical batch (-b, 2048 tokens):
-#     the backend overlaps the later micro-batches' copies with compute, so the
-#     exposed cost is close to one copy (an approximation);
+#     blocks' matmuls on the GPU too, copying their weights over PCIe.  The course
+#     profile charges the copy once per logical batch (-b, 2048 tokens) at
+#     ETA_PCIE of the link; the measured profile charges it for every micro-batch
+#     (ggml's scheduler copies the weights each time the graph runs);
 #   * without a GPU the CPU does all of it at its own (much lower) FLOP/s.
 # Fitted to the module's prefill column (0.924-0.935 reproduces it): the share of the PCIe link the weight
 # copies of op offload reach.
 ETA_PCIE = 0.93
+PREFILL_GROUP_MAX = 64  # more micro-batches than this are timed in groups (the steps list stays short)
 
 
 def prefill_time(
@@ -1311,19 +1474,38 @@ def prefill_time(
     n_ubatch=None,
     n_batch: int = N_BATCH_DEFAULT,
     op_offload: bool = True,
+    profile=None,
+    n_threads=None,
 ) -> dict:
-    """Time to process a prompt of n_tokens; returns total_s, tok_per_s and its parts."""
+    """Time to process a prompt of n_tokens; returns total_s, tok_per_s and its parts.
+
+    profile and n_threads as for decode_step_time (for the CPU, n_threads is llama.cpp's -tb)."""
     p = placement
     machine = p.machine if machine is None else get_machine(machine)
-    _check(isinstance(n_tokens, int) and n_tokens > 0, "n_tokens", f"must be a positive integer, got {n_tokens!r}")
+    _check(
+        isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and 0 < n_tokens <= MAX_TOKENS,
+        "n_tokens",
+        f"must be an integer from 1 to {MAX_TOKENS:,}, got {n_tokens!r}",
+    )
     ub = p.n_ubatch if n_ubatch is None else n_ubatch
-    _check(isinstance(ub, int) and ub >= 1, "n_ubatch", f"must be a positive integer, got {ub!r}")
-    steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload)
+    _check(
+        isinstance(ub, int) and not isinstance(ub, bool) and 1 <= ub <= MAX_TOKENS,
+        "n_ubatch",
+        f"must be a positive integer, got {ub!r}",
+    )
+    _check(
+        isinstance(n_batch, int) and not isinstance(n_batch, bool) and 1 <= n_batch <= MAX_TOKENS,
+        "n_batch",
+        f"must be a positive integer, got {n_batch!r}",
+    )
+    profile = _check_profile(profile, p)
+    n_threads = _check_threads(n_threads)
+    steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload, profile=profile, n_threads=n_threads)
     total = sum(s["time_s"] for s in steps)
     parts: dict = {}
     for s in steps:
         parts[s["kind"]] = parts.get(s["kind"], 0.0) + s["time_s"]
-    return {
+    res = {
         "n_tokens": n_tokens,
         "n_ubatch": ub,
         "total_s": total,
@@ -1332,7 +1514,72 @@ def prefill_time(
         "n_micro_batches": -(-n_tokens // ub),
         "flops": sum(s["flops"] for s in steps),
         "steps": steps,
+        "profile": profile,
     }
+    if profile == "measured":
+        heavy = max(
+            ("gpu", "cpu"), key=lambda s: parts.get(s, 0.0) + (parts.get("gpu_offload", 0.0) if s == "gpu" else 0)
+        )
+        res["backend"] = device_backend(machine, heavy)
+        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "prefill")
+    return res
+
+
+MAX_TOKENS = 1 << 25  # the longest prompt or context timed (Model's context bound)
+
+
+def _prefill_work(p: Placement, start: int, u: int) -> dict:
+    """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
+    head is _head_work: it runs for the last token only)."""
+    m = p.model
+    dense, experts, _other = _layer_bytes(m, p.quant)
+    blocks, _head = _layer_types(m, p.quant)
+    touched, routed = _moe_fraction(m, u)
+    attn_per = 4.0 * m.num_attention_heads * m.d_head
+    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}} for s in ("gpu", "cpu")}
+    pairs = {}  # attention pairs per window size (one closed form per distinct window)
+    for il in range(m.n_layers):
+        dev = p.layer_device[il]
+        exp_dev = "cpu" if il < p.n_cpu_moe else dev
+        a, ae = acc[dev], acc[exp_dev]
+        a["w"] += dense[il]
+        ae["w"] += experts[il] * touched
+        win = m.sliding_window if m.is_swa_layer(il) else 0
+        if win not in pairs:
+            pairs[win] = _causal_pairs_window(win, start, start + u)
+        a["af"] += attn_per * pairs[win]
+        a["layers"] += 1
+        for typ, (dn, en) in blocks[il].items():
+            a["f"] += 2.0 * dn * u
+            ae["f"] += 2.0 * en * routed * u
+            a["types"][typ] = a["types"].get(typ, 0.0) + dn
+            ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
+    return {
+        s: Work(a["w"], 0.0, a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())))
+        for s, a in acc.items()
+    }
+
+
+def _with_head(w: Work, head: Work, u: int) -> Work:
+    """w plus the output head run for each of u tokens (the course profile's prefill)."""
+    types = dict(w.weights_by_type)
+    for typ, n in head.weights_by_type:
+        types[typ] = types.get(typ, 0.0) + n
+    return replace(
+        w,
+        weight_bytes=w.weight_bytes + head.weight_bytes,
+        flops=w.flops + head.flops * u,
+        weights_by_type=tuple(sorted(types.items())),
+        head_on_this=True,
+    )
+
+
+def _head_work(p: Placement) -> tuple:
+    """(side, Work) of the output head for one token: its weights read once, multiplying one vector."""
+    _blocks, head = _layer_types(p.model, p.quant)
+    flops = sum(2.0 * n for n in head.values())
+    side = "gpu" if p.output_on_gpu else "cpu"
+    return side, Work(_head_bytes(p), 0.0, flops, 0.0, 0, tuple(sorted(head.items())), True)
 
 
 def prefill_steps(
@@ -1341,111 +1588,124 @@ def prefill_steps(
     n_ubatch: int = N_UBATCH_DEFAULT,
     n_batch: int = N_BATCH_DEFAULT,
     op_offload: bool = True,
+    profile=None,
+    n_threads=None,
 ) -> list:
     """The prefill as a list of timed steps (one per micro-batch and device, plus PCIe copies).
 
-    Each step: kind ('gpu', 'cpu', 'pcie'), ubatch index, tokens, bytes, flops, time_s."""
-    m, mc = p.model, p.machine
-    # prefill touches every expert: use all expert bytes/params, not the routed share
-    w = _prefill_weights(p)
+    Each step: kind ('gpu', 'cpu', 'gpu_offload', 'pcie'), ubatch index, tokens, n_ubatches, bytes,
+    flops, time_s.  Past PREFILL_GROUP_MAX micro-batches, consecutive ones are timed together (a step's
+    n_ubatches says how many), so a million-token prompt costs no more to time than a short one."""
+    profile = _check_profile(profile, p)
+    mc = p.machine
     steps = []
-    done = 0
-    i = 0
-    per_layer_attn = 4.0 * m.num_attention_heads * m.d_head
+    n_ub = -(-n_tokens // n_ubatch)
+    group = max(1, -(-n_ub // PREFILL_GROUP_MAX))
     has_gpu = mc.gpu is not None and p.gpu_layers + (1 if p.output_on_gpu else 0) > 0
-    while done < n_tokens:
-        u = min(n_ubatch, n_tokens - done)
-        start = done
-        done += u
+    head_side, head_work = _head_work(p)
+    i = 0
+    start = 0
+    while start < n_tokens:
+        # `group` micro-batches of n_ubatch tokens (the last group may be shorter), timed at their middle
+        k = min(group, -(-(n_tokens - start) // n_ubatch))
+        toks = min(k * n_ubatch, n_tokens - start)
+        u = min(n_ubatch, toks)
+        # the group's attention: each micro-batch sees its own prefix; the middle one stands for all
+        mid = start + (toks - u) // 2
+        work = _prefill_work(p, mid, u)
+        if profile == "course":
+            # The course profile keeps the module's simplification: logits for every prompt token, the head's
+            # weights streamed with each micro-batch. Its fitted constants (RTX 3060 / 4060 Ti FP16, ETA_PCIE)
+            # were fitted under it, and no values of them reproduce the module's four prefill numbers once the
+            # head runs for the last token only (the 32B partial offload then reaches at most 329 tok/s
+            # against the module's 342). The measured profile computes the last token's logits only.
+            work = dict(work)
+            work[head_side] = _with_head(work[head_side], head_work, u)
+        scale = toks / u
         # op offload needs a discrete GPU behind a PCIe link (unified memory has no copy to make:
         # the CPU blocks simply run on the CPU)
         offload = op_offload and has_gpu and not mc.unified and mc.pcie > 0 and u >= OP_OFFLOAD_MIN_BATCH
         for side in ("gpu", "cpu"):
-            params = w[side + "_params"]
-            byts = w[side + "_bytes"]
-            # causal attention: the token at position q compares itself with q keys
-            attn = sum(
-                per_layer_attn * _causal_pairs(m, il, start, done)
-                for il in range(m.n_layers)
-                if p.layer_device[il] == side
-            )
-            flops = 2.0 * params * u + attn
+            w = work[side]
+            flops = w.flops * scale
             if flops == 0:
                 continue
             if side == "cpu" and offload:
-                # op offload: the CPU blocks' weights cross PCIe once per logical batch,
-                # then the GPU does their arithmetic.
-                if start % n_batch == 0:
-                    t_x = byts / (ETA_PCIE * mc.pcie)
-                    steps.append(
-                        {
-                            "kind": "pcie",
-                            "ubatch": i,
-                            "tokens": u,
-                            "bytes": byts,
-                            "flops": 0.0,
-                            "time_s": t_x,
-                            "device": "PCIe",
-                        }
-                    )
+                # op offload: the CPU blocks' weights cross PCIe, then the GPU does their arithmetic
+                if profile == "course":
+                    n_copies = sum(1 for j in range(k) if (start + j * n_ubatch) % n_batch == 0)
+                    t_x = w.weight_bytes * n_copies / (ETA_PCIE * mc.pcie)
+                else:
+                    n_copies = k
+                    t_x = _measured.pcie_seconds(w.weight_bytes * k, mc.pcie)
+                if n_copies:
+                    steps.append(_step("pcie", i, toks, k, w.weight_bytes * n_copies, 0.0, t_x, "PCIe"))
                 dev = mc.gpu
-                t = flops / (ETA_PREFILL * dev.flops)
-                steps.append(
-                    {
-                        "kind": "gpu_offload",
-                        "ubatch": i,
-                        "tokens": u,
-                        "bytes": 0.0,
-                        "flops": flops,
-                        "time_s": t,
-                        "device": dev.name,
-                    }
-                )
+                if profile == "course":
+                    t = flops / (ETA_PREFILL * dev.flops)
+                else:
+                    t = _measured.prefill_seconds(
+                        w, dev, device_backend(mc, "gpu"), u, k, None, offloaded=True, scale=scale
+                    )[0]
+                steps.append(_step("gpu_offload", i, toks, k, 0.0, flops, t, dev.name))
                 continue
             dev = _device_for(p, side)
-            t_c = flops / (ETA_PREFILL * dev.flops)
-            t_m = byts / (ETA_PREFILL * dev.bandwidth)
-            steps.append(
-                {
-                    "kind": side,
-                    "ubatch": i,
-                    "tokens": u,
-                    "bytes": byts,
-                    "flops": flops,
-                    "time_s": t_c + t_m,
-                    "compute_s": t_c,
-                    "mem_s": t_m,
-                    "device": dev.name,
-                }
-            )
-        i += 1
+            t_c, t_m = _prefill_device_seconds(w, dev, mc, side, u, k, scale, profile, n_threads)
+            steps.append(_step(side, i, toks, k, w.weight_bytes * k, flops, t_c + t_m, dev.name, t_c, t_m))
+        if profile != "course" and start + toks >= n_tokens:
+            # the sequence's last token: the output head computes its logits (one token: never offloaded)
+            dev = _device_for(p, head_side)
+            w = head_work
+            t_c, t_m = _prefill_device_seconds(w, dev, mc, head_side, 1, 1, 1.0, profile, n_threads)
+            s = _step(head_side, i + k - 1, 1, 0, w.weight_bytes, w.flops, t_c + t_m, dev.name, t_c, t_m)
+            s["head"] = True
+            steps.append(s)
+        start += toks
+        i += k
     return steps
+
+
+def _step(kind, i, toks, k, byts, flops, t, device, t_c=None, t_m=None) -> dict:
+    s = {
+        "kind": kind,
+        "ubatch": i,
+        "tokens": toks,
+        "n_ubatches": k,
+        "bytes": byts,
+        "flops": flops,
+        "time_s": t,
+        "device": device,
+    }
+    if t_c is not None:
+        s["compute_s"], s["mem_s"] = t_c, t_m
+    return s
+
+
+def _prefill_device_seconds(
+    w: Work, dev: Device, mc: Machine, side: str, u: int, k: int, scale: float, profile: str, n_threads
+) -> tuple:
+    """(compute seconds, memory seconds) of k micro-batches of u tokens doing `w` each on `dev` (their FLOPs
+    are `scale` times w's: the last micro-batch of a group may be shorter)."""
+    if profile == "course":
+        return w.flops * scale / (ETA_PREFILL * dev.flops), w.weight_bytes * k / (ETA_PREFILL * dev.bandwidth)
+    return _measured.prefill_seconds(w, dev, device_backend(mc, side), u, k, n_threads, scale=scale)
+
+
+def _causal_pairs_window(w: int, start: int, end: int) -> float:
+    """Query-key pairs computed for positions start+1..end: sum of min(q, w) (w = 0: no window), in
+    closed form."""
+
+    def upto(n: int) -> float:  # sum_{q=1}^{n} min(q, w)
+        if not w or n <= w:
+            return n * (n + 1) / 2.0
+        return w * (w + 1) / 2.0 + (n - w) * w
+
+    return upto(end) - upto(start)
 
 
 def _causal_pairs(m: Model, il: int, start: int, end: int) -> float:
     """Query-key pairs computed for positions start+1..end of layer il (causal, windowed)."""
-    w = m.sliding_window if m.is_swa_layer(il) else 0
-    if not w:
-        return (end * (end + 1) - start * (start + 1)) / 2.0
-    return float(sum(min(q, w) for q in range(start + 1, end + 1)))
-
-
-def _prefill_weights(p: Placement) -> dict:
-    m = p.model
-    out = {"gpu_params": 0.0, "cpu_params": 0.0, "gpu_bytes": 0.0, "cpu_bytes": 0.0}
-    for r in quantize_plan(m, p.quant):
-        if r["cls"] == "token_embd":
-            continue
-        il = r["layer"]
-        if il < 0:
-            side = "gpu" if p.output_on_gpu else "cpu"
-        elif r["cls"].endswith("_exps") and il < p.n_cpu_moe:
-            side = "cpu"
-        else:
-            side = p.layer_device[il]
-        out[side + "_params"] += r["n_elements"]
-        out[side + "_bytes"] += r["bytes"]
-    return out
+    return _causal_pairs_window(m.sliding_window if m.is_swa_layer(il) else 0, start, end)
 
 
 # ---------------------------------------------------------------------------

@@ -161,63 +161,78 @@ def weight_order(t: Tensor):
 # ---------------------------------------------------------------------------
 # 3. llama-quantize presets
 # ---------------------------------------------------------------------------
-# A preset (llama_ftype) has a default ggml type, and llama_tensor_get_type in
-# src/llama-quant.cpp moves some tensors to other types by their role, their
-# layer and the model's shape.  The rules below follow that function line by
-# line for the presets listed in QUANT_PRESETS.
+# A preset (llama_ftype) has a default ggml type (llama_ftype_get_default_type),
+# and llama_tensor_get_type_impl in src/llama-quant.cpp moves some tensors to
+# other types by their role (its tensor_category), their layer and the model's
+# shape.  The rules below follow that function branch by branch for the presets
+# listed in QUANT_PRESETS.
 #
 # Naming: the module prints plain "Q3_K" and "Q2_K" rows that store every
 # quantizable tensor in that one ggml type (3.44 and 2.63 bpw for Llama 3.1 8B),
-# so those two names mean the plain types here.  llama-quantize's own "Q2_K"
-# mix is available as "Q2_K_MIX"; its "Q3_K" is only an alias of Q3_K_M.
+# so in the library those two names mean the plain types.  llama-quantize's own
+# "Q2_K" mix, the file people download as Q2_K, is "Q2_K_MIX" here (its label in
+# the app is "Q2_K", and its file name ends in -Q2_K.gguf); llama-quantize's
+# "Q3_K" is only an alias of Q3_K_M.
 
 # preset -> default ggml type (llama_ftype_get_default_type)
 _FTYPE_DEFAULT = {
-    "F32": "F32",
-    "F16": "F16",
-    "BF16": "BF16",
-    "Q8_0": "Q8_0",
-    "Q6_K": "Q6_K",
-    "Q5_K_M": "Q5_K",
-    "Q5_K_S": "Q5_K",
-    "Q5_0": "Q5_0",
-    "Q5_1": "Q5_1",
-    "Q4_K_M": "Q4_K",
-    "Q4_K_S": "Q4_K",
-    "Q4_0": "Q4_0",
-    "Q4_1": "Q4_1",
-    "IQ4_NL": "IQ4_NL",
-    "IQ4_XS": "IQ4_XS",
-    "Q3_K_L": "Q3_K",
-    "Q3_K_M": "Q3_K",
-    "Q3_K_S": "Q3_K",
-    "Q2_K_MIX": "Q2_K",
-    "Q2_K_S": "Q2_K",
+    "F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q6_K": "Q6_K",
+    "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
+    "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K", "Q4_0": "Q4_0", "Q4_1": "Q4_1",
+    "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS",
+    "Q3_K_L": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K",
+    "IQ3_M": "IQ3_S", "IQ3_S": "IQ3_S", "IQ3_XS": "IQ3_S", "IQ3_XXS": "IQ3_XXS",
+    "Q2_K_MIX": "Q2_K", "Q2_K_S": "Q2_K",
+    "IQ2_M": "IQ2_S", "IQ2_S": "IQ2_XS", "IQ2_XS": "IQ2_XS", "IQ2_XXS": "IQ2_XXS",
+    "IQ1_M": "IQ1_M", "IQ1_S": "IQ1_S",
     "MXFP4_MOE": "MXFP4",
-}
+}  # fmt: skip
 # names that store every quantizable tensor in one ggml type (llama-quantize --pure)
 _PURE = {"Q3_K": "Q3_K", "Q2_K": "Q2_K", "Q4_K": "Q4_K", "Q5_K": "Q5_K"}
+# The presets whose published files are made with an importance matrix: llama-quantize refuses IQ1/IQ2/
+# IQ3_XXS tensors (and Q2_K_S's Q2_K tensors) without one (tensor_requires_imatrix), and the rest of the IQ
+# family is published with one too (the i-quants were designed around it). An imatrix changes a few rules
+# (IQ3_XXS's attn_v and ffn_down, IQ4's and Q4_0/Q5_0's first ffn_down layers).
+IMATRIX_PRESETS = ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M",
+                   "IQ4_XS", "IQ4_NL", "Q2_K_S")  # fmt: skip
 
 QUANT_PRESETS = [
-    "F16",
-    "BF16",
-    "Q8_0",
-    "Q6_K",
-    "Q5_K_M",
-    "Q5_K_S",
-    "Q4_K_M",
-    "Q4_K_S",
-    "Q4_0",
-    "IQ4_XS",
-    "IQ4_NL",
-    "Q3_K_L",
-    "Q3_K_M",
-    "Q3_K_S",
-    "Q3_K",
-    "Q2_K_MIX",
-    "Q2_K",
-]
+    "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q4_0",
+    "IQ4_XS", "IQ4_NL", "Q3_K_L", "Q3_K_M", "Q3_K_S", "IQ3_M", "IQ3_XXS", "Q3_K",
+    "Q2_K_MIX", "Q2_K_S", "IQ2_M", "IQ2_XS", "Q2_K",
+]  # fmt: skip
 ALL_QUANTS = QUANT_PRESETS + [q for q in list(_FTYPE_DEFAULT) + list(_PURE) if q not in QUANT_PRESETS]
+
+# What people see: the file names on Hugging Face (llama-quantize's own names); the module's single-type rows
+# say what they are.
+_LABELS = {
+    "Q2_K_MIX": "Q2_K",
+    "Q2_K": "every tensor Q2_K (the module's table)",
+    "Q3_K": "every tensor Q3_K (the module's table)",
+    "Q4_K": "every tensor Q4_K",
+    "Q5_K": "every tensor Q5_K",
+}
+
+
+def quant_label(quant: str) -> str:
+    """The name a preset goes by in the app and on Hugging Face (Q2_K_MIX is the file called Q2_K)."""
+    return _LABELS.get(quant, quant)
+
+
+def quant_file_tag(quant) -> str:
+    """The tag in a GGUF file name: Model-<tag>.gguf (Q2_K_MIX -> Q2_K; the pure types get -pure)."""
+    if quant is None:
+        return "model"
+    if quant == "Q2_K_MIX":
+        return "Q2_K"
+    if quant in _PURE:
+        return quant + "-pure"
+    return quant
+
+
+def quant_options() -> list:
+    """(value, label) for every preset a quantization dropdown offers."""
+    return [(q, quant_label(q)) for q in QUANT_PRESETS]
 
 
 def check_quant(quant: str) -> str:
@@ -259,53 +274,75 @@ def _allows_quantization(t: Tensor) -> bool:
 
 
 def _fallback(t: Tensor, typ: str) -> str:
-    # tensor_type_fallback: a row that is not a multiple of the block size cannot
-    # use that type; llama-quantize picks a 32-weight type instead.
+    # tensor_type_fallback: a row that is not a multiple of the block size cannot use that type;
+    # llama-quantize picks a 32-weight type instead.  The 256-weight IQ types and Q2_K/Q3_K fall back to
+    # IQ4_NL (the llama-quant.cpp our rules follow; its 2026 rewrite sends Q2_K/Q3_K to Q4_0 instead, the same
+    # 4.5 bpw, so sizes agree either way).
     bs = GGML_TYPES[typ].block_size
     if t.ne[0] % bs == 0:
         return typ
-    alt = {
-        "IQ1_S": "IQ4_NL",
-        "IQ1_M": "IQ4_NL",
-        "IQ2_XXS": "IQ4_NL",
-        "IQ2_XS": "IQ4_NL",
-        "IQ2_S": "IQ4_NL",
-        "IQ3_XXS": "IQ4_NL",
-        "IQ3_S": "IQ4_NL",
-        "IQ4_XS": "IQ4_NL",
-        "Q2_K": "Q4_0",
-        "Q3_K": "Q4_0",
-        "TQ1_0": "Q4_0",
-        "TQ2_0": "Q4_0",
-        "Q4_K": "Q5_0",
-        "Q5_K": "Q5_1",
-        "Q6_K": "Q8_0",
-    }.get(typ, "F16")
+    alt = {"IQ1_S": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ2_XXS": "IQ4_NL", "IQ2_XS": "IQ4_NL",
+           "IQ2_S": "IQ4_NL", "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL",
+           "Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "TQ1_0": "Q4_0", "TQ2_0": "Q4_0",
+           "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}.get(typ, "F16")  # fmt: skip
     if t.ne[0] % GGML_TYPES[alt].block_size:
         alt = "F16"
     return alt
 
 
-def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tied: bool) -> str:
-    """llama_tensor_get_type_impl for the K-quant and legacy presets."""
+_IQ2_GROUP = ("IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M")
+_ATTN_V = ("attn_v", "attn_qkv", "attn_kv_b")  # category_is_attn_v: fused qkv and MLA's kv_b count as attn_v
+
+
+def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tied: bool, imatrix: bool) -> str:
+    """llama_tensor_get_type_impl, branch by branch."""
     new = default
     n_expert = model.n_expert
     gqa = model.n_gqa
     cls = t.cls
+    iq2s = ftype in ("IQ2_S", "IQ2_M")
     if cls == "output" or (tied and cls == "token_embd"):
-        # the output head (and a tied embedding, which is the same matrix) gets Q6_K
+        # the output head (and a tied embedding, which is the same matrix)
         if ftype == "MXFP4_MOE" or t.ne[0] % GGML_TYPES[new].block_size:
             return "Q8_0"
+        if ftype in _IQ2_GROUP or ftype == "IQ3_XXS":
+            return "Q5_K"
         return new if new == "Q8_0" else "Q6_K"
     if ftype == "MXFP4_MOE":
         return "MXFP4" if len(t.ne) > 2 and t.ne[2] > 1 else "Q8_0"
     if cls == "token_embd":
+        if ftype in ("IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"):
+            return "Q2_K"
+        if ftype in ("IQ2_S", "IQ2_M", "IQ3_XXS"):
+            return "IQ3_S"
         return new
-    if cls in ("attn_v", "attn_qkv"):
+    if ftype in _IQ2_GROUP:
+        if cls in _ATTN_V:
+            new = "Q4_K" if gqa >= 4 or n_expert >= 4 else ("IQ3_S" if iq2s else "Q2_K")
+            counters["i_attention_wv"] += 1
+        elif n_expert == 8 and cls == "attn_k":
+            new = "Q4_K"
+        elif cls in ("ffn_down", "ffn_down_exps"):
+            if counters["i_ffn_down"] < counters["n_ffn_down"] // 8:
+                new = "IQ3_S" if iq2s else "Q2_K"
+            counters["i_ffn_down"] += 1
+        elif cls == "attn_output":
+            if n_expert == 8:
+                new = "Q5_K"
+            elif ftype in ("IQ1_S", "IQ1_M"):
+                new = "IQ2_XXS"
+            elif iq2s:
+                new = "IQ3_S"
+        return new
+    if cls in _ATTN_V:
         i, n = counters["i_attention_wv"], counters["n_attention_wv"]
         if ftype == "Q2_K_MIX":
             new = "Q4_K" if gqa >= 4 else "Q3_K"
         elif ftype == "Q2_K_S" and gqa >= 4:
+            new = "Q4_K"
+        elif ftype == "IQ3_XXS":
+            new = "Q4_K" if gqa >= 4 else ("IQ3_XXS" if imatrix else "IQ3_S")
+        elif ftype in ("IQ3_XS", "IQ3_S") and gqa >= 4:
             new = "Q4_K"
         elif ftype == "IQ3_M":
             new = "Q4_K"
@@ -328,9 +365,13 @@ def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tie
         # category_is_attn_v() already routes fused qkv here, so it never runs.)
         return new
     if cls == "attn_k":
-        return "Q8_0" if n_expert == 8 else new
+        if n_expert == 8:
+            return "Q8_0"
+        return {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
+    if cls == "attn_q":
+        return {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
     if cls in ("ffn_down", "ffn_down_exps"):
-        # the layer index: a counter for dense models, the tensor name for MoE
+        # layer_info: the layer index is a counter for dense models, the tensor's block for MoE
         il = t.layer if n_expert > 1 else counters["i_ffn_down"]
         n = counters["n_ffn_down"]
         if ftype == "Q2_K_MIX":
@@ -338,27 +379,44 @@ def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tie
         elif ftype == "Q2_K_S":
             if il < n // 8:
                 new = "Q4_K"
+        elif ftype == "IQ3_XXS" and not imatrix:
+            new = "Q4_K" if il < n // 8 else "Q3_K"
         elif ftype == "Q3_K_M":
             new = "Q5_K" if il < n // 16 else "Q4_K"  # the Q3_K branch is Falcon-only
+        elif ftype == "IQ3_M" and (il < n // 8 or (n_expert == 8 and _use_more_bits(il, n))):
+            new = "Q4_K"
         elif ftype == "Q3_K_L":
             new = "Q5_K"
         elif ftype == "Q4_K_M":
             if _use_more_bits(il, n):
                 new = "Q6_K"
-        elif il < n // 8 and ftype in ("IQ4_NL", "IQ4_XS"):
-            new = "Q5_K"  # without an imatrix
+        elif il < n // 8 and ftype in ("IQ4_NL", "IQ4_XS") and not imatrix:
+            new = "Q5_K"
         elif ftype == "Q5_K_M" and _use_more_bits(il, n):
             new = "Q6_K"
         elif ftype == "Q4_K_S" and il < n // 8:
             new = "Q5_K"
+        elif ftype in ("Q4_0", "Q5_0") and imatrix and il < n // 8:
+            new = "Q4_1" if ftype == "Q4_0" else "Q5_1"
         counters["i_ffn_down"] += 1
         return new
     if cls == "attn_output":
         if n_expert == 8:
-            if ftype in ("Q2_K_MIX", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ4_XS"):
+            if ftype in ("Q2_K_MIX", "IQ3_XS", "IQ3_XXS", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M",
+                         "IQ3_S", "IQ3_M", "IQ4_XS"):  # fmt: skip
                 new = "Q5_K"
         else:
-            new = {"Q2_K_MIX": "Q3_K", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K"}.get(ftype, new)
+            new = {"Q2_K_MIX": "Q3_K", "IQ3_XXS": "IQ3_S", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K", "IQ3_M": "Q4_K"}.get(
+                ftype, new
+            )
+        return new
+    if cls in ("ffn_gate", "ffn_up", "ffn_gate_exps", "ffn_up_exps"):
+        key = "i_ffn_gate" if "gate" in cls else "i_ffn_up"
+        il = t.layer if n_expert > 1 else counters[key]
+        n = counters["n_ffn_down"]
+        if ftype == "IQ3_XS" and n // 8 <= il < 7 * n // 8:
+            new = "IQ3_XXS"
+        counters[key] += 1
         return new
     return new
 
@@ -377,19 +435,22 @@ def tensor_bytes(t: Tensor, typ: str) -> int:
 _PLAN_CACHE: dict = {}
 
 
-def quantize_plan(model, quant) -> list:
+def quantize_plan(model, quant, imatrix=None) -> list:
     """One row per tensor: GGUF name, ggml type, element count and bytes.
 
     `model` is a perf_model.Model (anything with its fields and tensors()). Types follow llama-quantize's
-    per-tensor rules (above) for a preset, or
-    one type for every quantizable tensor for the plain names Q2_K/Q3_K/Q4_K/Q5_K.
-    A model read from a GGUF header returns the file's own types for quant=None.
+    per-tensor rules (above) for a preset, or one type for every quantizable tensor for the plain names
+    Q2_K/Q3_K/Q4_K/Q5_K. A model read from a GGUF header returns the file's own types for quant=None.
+    imatrix: whether the file was made with an importance matrix (None: as published files of the preset
+    are, see IMATRIX_PRESETS).
     """
     if quant is None and model.gguf_tensors:
-        key = (model, None)
+        key = (model, None, None)
     else:
         quant = check_quant(quant)
-        key = (model, quant)
+        if imatrix is None:
+            imatrix = quant in IMATRIX_PRESETS
+        key = (model, quant, bool(imatrix))
     if key in _PLAN_CACHE:
         return _PLAN_CACHE[key]
     tensors = model.tensors()
@@ -402,8 +463,10 @@ def quantize_plan(model, quant) -> list:
         counters = {
             "i_attention_wv": 0,
             "i_ffn_down": 0,
-            "n_attention_wv": sum(1 for t in tensors if t.cls in ("attn_v", "attn_qkv")),
-            "n_ffn_down": model.num_hidden_layers,
+            "i_ffn_gate": 0,
+            "i_ffn_up": 0,
+            "n_attention_wv": sum(1 for t in tensors if t.cls in _ATTN_V),
+            "n_ffn_down": model.num_hidden_layers,  # init_quantize_state_counters: n_layer
         }
         pure = quant in _PURE
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
@@ -415,8 +478,10 @@ def quantize_plan(model, quant) -> list:
             elif pure:
                 typ = _fallback(t, default)
             else:
-                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied))
+                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, bool(imatrix)))
             rows.append(_row(t, typ))
+    if len(_PLAN_CACHE) > 256:
+        _PLAN_CACHE.clear()
     _PLAN_CACHE[key] = rows
     return rows
 
