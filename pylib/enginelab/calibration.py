@@ -1,0 +1,394 @@
+"""Calibrating the measured profile on published llama-bench runs, and its leave-one-device-out error.
+
+    runs (data/calibration/*.csv, data/lab/cpu_runs.csv)  ->  Sample: the work of each run, from perf_model
+        ->  fit(backend, kind): the few parameters of enginelab.measured that minimise the log error
+        ->  loo(backend, kind): for every device, fit without it and predict it: the held-out error
+
+Every run names its model as llama-bench prints it ("llama 8B Q4_K - Medium", 8.03 B params, 4.58 GiB); a run
+is used only if a known config.json gives that parameter count within 1% and our quantize_plan gives its
+file size within 3% (so the work we time is the work it measured). Each device weighs the same in a fit, however
+many runs it has, and every parameter is pulled gently toward its physical prior (measured.PRIORS), so a
+backend with few devices cannot be fitted to one of them.
+
+tools/fit_measured.py runs the fits and writes enginelab/data/measured_params.json (the values the measured
+profile uses, the runs and devices behind them, the held-out errors and the typical ranges shown in the app);
+tests/test_calibration.py re-runs the leave-one-device-out check and gates its median error.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import statistics
+from dataclasses import dataclass, replace
+from importlib import resources
+
+import perf_model as pm
+
+from . import measured
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. The models the runs used (Hugging Face config.json values)
+# ---------------------------------------------------------------------------------------------------------
+_L2_7B = dict(
+    model_type="llama",
+    num_hidden_layers=32,
+    hidden_size=4096,
+    intermediate_size=11008,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    vocab_size=32000,
+)  # meta-llama/Llama-2-7b-hf
+CONFIGS = {
+    # (GGUF architecture, params in billions as llama-bench prints them): config.json
+    ("llama", "6.74"): _L2_7B,
+    ("llama", "7.24"): dict(_L2_7B, intermediate_size=14336, num_key_value_heads=8),  # mistralai/Mistral-7B-v0.1
+    ("llama", "8.03"): dict(_L2_7B, intermediate_size=14336, num_key_value_heads=8, vocab_size=128256),  # Llama-3-8B
+    ("llama", "13.02"): dict(_L2_7B, num_hidden_layers=40, hidden_size=5120, intermediate_size=13824,
+                             num_attention_heads=40, num_key_value_heads=40),  # meta-llama/Llama-2-13b-hf
+    ("llama", "70.55"): dict(_L2_7B, num_hidden_layers=80, hidden_size=8192, intermediate_size=28672,
+                             num_attention_heads=64, num_key_value_heads=8, vocab_size=128256),  # Llama-3-70B
+    ("llama", "3.21"): dict(_L2_7B, num_hidden_layers=28, hidden_size=3072, intermediate_size=8192,
+                            num_attention_heads=24, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+                            tie_word_embeddings=True),  # meta-llama/Llama-3.2-3B
+    ("llama", "1.24"): dict(_L2_7B, num_hidden_layers=16, hidden_size=2048, intermediate_size=8192,
+                            num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                            tie_word_embeddings=True),  # meta-llama/Llama-3.2-1B
+    ("llama", "1.10"): dict(_L2_7B, num_hidden_layers=22, hidden_size=2048, intermediate_size=5632,
+                            num_attention_heads=32, num_key_value_heads=4),  # TinyLlama/TinyLlama-1.1B
+    ("llama", "46.70"): dict(model_type="mixtral", num_hidden_layers=32, hidden_size=4096, intermediate_size=14336,
+                             num_attention_heads=32, num_key_value_heads=8, vocab_size=32000, num_local_experts=8,
+                             num_experts_per_tok=2),  # mistralai/Mixtral-8x7B-v0.1
+    ("qwen3", "4.02"): dict(model_type="qwen3", num_hidden_layers=36, hidden_size=2560, intermediate_size=9728,
+                            num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                            tie_word_embeddings=True),  # Qwen/Qwen3-4B
+    ("qwen3moe", "30.53"): "qwen3-30b-a3b",
+    ("gpt-oss", "20.91"): "gpt-oss-20b",
+    ("gpt-oss", "116.83"): dict(model_type="gpt_oss", num_hidden_layers=36, hidden_size=2880, intermediate_size=2880,
+                                num_attention_heads=64, num_key_value_heads=8, head_dim=64, vocab_size=201088,
+                                num_local_experts=128, num_experts_per_tok=4, sliding_window=128),  # gpt-oss-120b
+    ("qwen2", "0.49"): "qwen2.5-0.5b",
+    ("qwen2", "7.62"): "qwen2.5-7b",
+    ("qwen2", "14.77"): "qwen2.5-14b",
+    ("qwen2", "32.76"): "qwen2.5-32b",
+}  # fmt: skip
+
+_MODEL_CACHE: dict = {}
+
+
+def model_for(model_type: str, params_b: str):
+    """The perf_model.Model of a run (its GGUF architecture and llama-bench's params column), or None."""
+    key = (model_type, str(params_b).strip())
+    if key not in _MODEL_CACHE:
+        cfg = CONFIGS.get(key)
+        if cfg is None:
+            m = None
+        elif isinstance(cfg, str):
+            m = pm.MODELS[cfg]
+        else:
+            m = pm.model_from_hf_config(dict(cfg, max_position_embeddings=8192), name=f"{key[0]} {key[1]}B")
+        if m is not None and abs(m.total_params() / 1e9 - float(key[1])) > 0.01 * float(key[1]):
+            m = None  # the config is not the model the run used
+        _MODEL_CACHE[key] = m
+    return _MODEL_CACHE[key]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. The runs
+# ---------------------------------------------------------------------------------------------------------
+def _csv(name: str) -> list:
+    try:
+        text = resources.files("enginelab.data").joinpath(name).read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        return []
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _num(s):
+    try:
+        v = float(str(s).split()[0].replace(",", ""))
+    except (ValueError, IndexError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured number and the work it timed."""
+
+    device: str
+    backend: str
+    kind: str  # "decode" or "prefill"
+    tps: float  # measured tokens per second
+    tokens: int  # tgN / ppN
+    work: tuple  # decode: ((side, Work), ...); prefill: ((side, Work, u, k, scale), ...) + the head
+    dev: pm.Device
+    n_threads: int | None
+    source: str
+    label: str  # model and quant, for reports
+
+
+def devices() -> dict:
+    """{device name: pm.Device} from data/calibration/devices.csv (with its backend family) and the lab's machine."""
+    out = {}
+    for r in _csv("calibration_devices.csv"):
+        bw, tf = _num(r.get("bandwidth_gbs")), _num(r.get("fp16_tflops"))
+        if bw is None or tf is None:
+            continue
+        cores = 0
+        if r.get("kind") == "cpu":  # "16 cores / 32 threads", "8P+4E cores": physical cores
+            text = str(r.get("cores", "")).split("/")[0].split("cores")[0]
+            cores = sum(int(x) for x in re.findall(r"\d+", text))
+        out[r["device"]] = pm.Device(r["device"], 1e6, bw, tf, source=r.get("source", ""), cores=cores)
+    return out
+
+
+def _placement(model, dev: pm.Device, backend: str, quant: str):
+    """The whole model on one device (llama-bench -ngl 99, or a CPU run)."""
+    d = replace(dev, backend=backend)
+    if backend == "cpu":
+        mc = pm.Machine(dev.name, None, d, 0.0)
+        return pm.place(model, mc, quant, n_ctx=4096, n_gpu_layers=0)
+    mc = pm.Machine(dev.name, d, pm.DDR5_DUAL, 31.5, unified=backend == "metal")
+    return pm.place(model, mc, quant, n_ctx=4096, n_gpu_layers=model.n_layers + 1)
+
+
+def _decode_sample(p, tokens: int) -> tuple:
+    # llama-bench tgN generates N tokens from an empty context: on average N/2 tokens of KV per step
+    work = pm._decode_work(p, tokens // 2, 1)
+    return tuple((s, w) for s, w in work.items() if w.bytes or w.flops)
+
+
+def _prefill_sample(p, tokens: int, ubatch: int) -> tuple:
+    out = []
+    start = 0
+    while start < tokens:
+        u = min(ubatch, tokens - start)
+        for s, w in pm._prefill_work(p, start, u).items():
+            if w.flops:
+                out.append((s, w, u, 1, 1.0))
+        start += u
+    side, head = pm._head_work(p)
+    out.append((side, head, 1, 1, 1.0))
+    return tuple(out)
+
+
+def samples(include_lab: bool = True) -> list:
+    """Every usable (device, model, quant, test) measurement as a Sample (see the module docstring)."""
+    devs = devices()
+    out = []
+    runs = _csv("calibration_runs.csv") + _csv("calibration_pr_tables.csv")
+    if include_lab:
+        runs += _csv("lab_cpu_runs.csv")
+    for r in runs:
+        dev = devs.get(r.get("device", ""))
+        backend = (r.get("backend") or "").strip().lower()
+        if dev is None or backend not in measured.BACKENDS:
+            continue
+        model = model_for(r.get("model_type", ""), r.get("params_b", r.get("params", "")))
+        quant = (r.get("quant") or "").strip()
+        if quant == "Q2_K":
+            quant = "Q2_K_MIX"  # llama-bench's "Q2_K - Medium" file is llama-quantize's Q2_K mix
+        if model is None or quant not in pm.ALL_QUANTS:
+            continue
+        size = _num(r.get("size_gib"))
+        if size is not None:
+            ours = pm.weight_bytes(model, quant)["total"] / pm.GiB
+            if abs(ours / size - 1) > 0.03:
+                continue  # not the file the run measured
+        try:
+            p = _placement(model, dev, backend, quant)
+        except ValueError:
+            continue
+        threads = _num(r.get("threads"))
+        n_threads = int(threads) if backend == "cpu" and threads else None
+        label = f"{r.get('model', '')} {quant}"
+        for kind, test_key, tps_key in (("decode", "test_tg", "tg_tps"), ("prefill", "test_pp", "pp_tps")):
+            test, tps = (r.get(test_key) or "").strip(), _num(r.get(tps_key))
+            if "test" in r and "tps" in r:  # pr_tables / lab rows: one test per row
+                test, tps = (r.get("test") or "").strip(), _num(r.get("tps") or r.get("t_per_s"))
+                if kind == "decode" and not (test.startswith("tg") or (r.get("microbatch") == "1")):
+                    continue
+                if kind == "prefill" and not (test.startswith("pp") and r.get("microbatch", "512") not in ("1",)):
+                    continue
+                if str(r.get("depth", "0") or "0") not in ("0", ""):
+                    continue
+            if not tps or test[:2] not in ("tg", "pp"):
+                continue
+            n = int(_num(test[2:]) or 0)
+            if n <= 0:
+                continue
+            if kind == "decode":
+                work = _decode_sample(p, n)
+            else:
+                ub = int(_num(r.get("n_ubatch") or r.get("microbatch")) or pm.N_UBATCH_DEFAULT)
+                work = _prefill_sample(p, n, min(ub, n))
+            out.append(Sample(dev.name, backend, kind, tps, n, work, dev, n_threads, r.get("source", ""), label))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. Prediction with given parameters
+# ---------------------------------------------------------------------------------------------------------
+def predict(s: Sample, params: dict) -> float:
+    """Tokens per second the measured profile gives a sample with this parameter table."""
+    if s.kind == "decode":
+        t = 0.0
+        layers = {}
+        for side, w in s.work:
+            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params)[0]
+            layers[side] = w.layers
+        t += measured.step_overhead_seconds(layers, {side: s.backend for side in layers}, params=params)
+        return 1.0 / t
+    t = 0.0
+    for side, w, u, k, scale in s.work:
+        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale)
+        t += tc + tm
+    return s.tokens / t
+
+
+# The parameters each fit may move (the rest keep their priors)
+FREE = {
+    ("gpu", "decode"): ("eta_bw", "bw_sat_gbs", "layer_us", "step_us"),
+    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_f", "pp_sat_tflops", "pp_layer_us"),
+    ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "layer_us", "step_us", "dq.f16", "dq.legacy", "dq.kquant", "dq.iquant"),
+    ("cpu", "prefill"): ("pp_eff_q", "pp_dq.legacy", "pp_dq.kquant", "pp_dq.iquant", "pp_layer_us"),
+}  # fmt: skip
+BOUNDS = {  # physical limits of each parameter
+    "eta_bw": (0.2, 1.0), "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "step_us": (1.0, 20000.0),
+    "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0),
+    "pp_sat_tflops": (1.0, 5000.0), "pp_layer_us": (0.5, 5000.0),
+}  # fmt: skip
+PRIOR_WEIGHT = 0.02  # how strongly each (log) parameter is pulled toward its prior, against the data
+
+
+def _bound(name: str) -> tuple:
+    if name.startswith(("dq.", "pp_dq.")):
+        return (0.05, 100.0)
+    return BOUNDS[name]
+
+
+def _objective(values: dict, samples_: list, backend: str, prior: measured.Params) -> float:
+    prm = prior.with_values(values)
+    params = dict(measured.PARAMS, **{backend: prm})
+    by_dev: dict = {}
+    for s in samples_:
+        try:
+            e = math.log(predict(s, params) / s.tps)
+        except (ZeroDivisionError, ValueError, OverflowError):
+            e = 10.0
+        # Huber: a run far off (another build, a misreport) does not dominate
+        a = abs(e)
+        by_dev.setdefault(s.device, []).append(e * e if a < 0.25 else 0.25 * (2 * a - 0.25))
+    loss = sum(sum(v) / len(v) for v in by_dev.values()) / max(1, len(by_dev))
+    for name, v in values.items():
+        p0 = _prior_value(prior, name)
+        loss += PRIOR_WEIGHT * (math.log(v / p0)) ** 2
+    return loss
+
+
+def _prior_value(prior: measured.Params, name: str) -> float:
+    if "." in name:
+        a, b = name.split(".", 1)
+        return getattr(prior, a)[b]
+    return getattr(prior, name)
+
+
+def fit(samples_: list, backend: str, kind: str, iterations: int = 400) -> dict:
+    """The free parameters of (backend, kind) that minimise the devices' mean squared log error (plus the
+    prior term), by Nelder-Mead in log space from the prior. Returns {name: value}."""
+    group = "cpu" if backend == "cpu" else "gpu"
+    names = FREE[(group, kind)]
+    prior = measured.PRIORS[backend]
+    sel = [s for s in samples_ if s.backend == backend and s.kind == kind]
+    if not sel:
+        return {}
+    x0 = [math.log(_prior_value(prior, n)) for n in names]
+
+    def f(x):
+        vals = {}
+        for n, xi in zip(names, x):
+            lo, hi = _bound(n)
+            vals[n] = min(max(math.exp(xi), lo), hi)
+        return _objective(vals, sel, backend, prior)
+
+    best = _nelder_mead(f, x0, iterations)
+    out = {}
+    for n, xi in zip(names, best):
+        lo, hi = _bound(n)
+        out[n] = min(max(math.exp(xi), lo), hi)
+    return out
+
+
+def _nelder_mead(f, x0: list, iterations: int, step: float = 0.4) -> list:
+    n = len(x0)
+    pts = [list(x0)] + [[x0[j] + (step if j == i else 0.0) for j in range(n)] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iterations):
+        order = sorted(range(n + 1), key=lambda i: vals[i])
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if vals[-1] - vals[0] < 1e-9:
+            break
+        c = [sum(p[j] for p in pts[:-1]) / n for j in range(n)]
+        xr = [c[j] + (c[j] - pts[-1][j]) for j in range(n)]
+        fr = f(xr)
+        if fr < vals[0]:
+            xe = [c[j] + 2 * (c[j] - pts[-1][j]) for j in range(n)]
+            fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = [c[j] + 0.5 * (pts[-1][j] - c[j]) for j in range(n)]
+            fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:  # shrink toward the best
+                for i in range(1, n + 1):
+                    pts[i] = [pts[0][j] + 0.5 * (pts[i][j] - pts[0][j]) for j in range(n)]
+                    vals[i] = f(pts[i])
+    return pts[min(range(n + 1), key=lambda i: vals[i])]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 4. Held-out error
+# ---------------------------------------------------------------------------------------------------------
+def errors(samples_: list, params: dict) -> list:
+    """(sample, estimate / measured - 1) for every sample."""
+    return [(s, predict(s, params) / s.tps - 1.0) for s in samples_]
+
+
+def loo(samples_: list, backend: str, kind: str, iterations: int = 400) -> list:
+    """Leave one device out: for each device, fit on the others and predict its runs. Returns (sample, error)."""
+    sel = [s for s in samples_ if s.backend == backend and s.kind == kind]
+    out = []
+    for dev in sorted({s.device for s in sel}):
+        train = [s for s in sel if s.device != dev]
+        values = fit(train, backend, kind, iterations) if train else {}
+        params = dict(measured.PARAMS, **{backend: measured.PRIORS[backend].with_values(values)})
+        out += errors([s for s in sel if s.device == dev], params)
+    return out
+
+
+def summary(errs: list) -> dict:
+    """Median and 90th percentile of |error|, the count, and the 20th-80th percentile of measured/estimated."""
+    if not errs:
+        return {"n": 0}
+    a = sorted(abs(e) for _s, e in errs)
+    ratio = sorted(1.0 / (1.0 + e) for _s, e in errs)  # measured / estimated
+
+    def q(xs, f):
+        i = f * (len(xs) - 1)
+        lo = int(math.floor(i))
+        hi = min(lo + 1, len(xs) - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+    return {
+        "n": len(errs),
+        "devices": len({s.device for s, _e in errs}),
+        "median": statistics.median(a),
+        "p90": q(a, 0.9),
+        "range": (q(ratio, 0.2), q(ratio, 0.8)),
+    }
