@@ -1274,6 +1274,7 @@ class Work:
     layers: int = 0  # blocks that run here (each costs the backend's per-layer graph overhead)
     weights_by_type: tuple = ()  # ((ggml type, weights streamed), ...): what dequantization works on
     head_on_this: bool = False  # the output head runs here
+    expert_calls: float = 0.0  # MoE: routed experts multiplied (distinct experts touched, summed over blocks)
 
     @property
     def bytes(self) -> float:
@@ -1329,13 +1330,15 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     touched, routed = _moe_fraction(m, batch)
     per_tok = kv_bytes_per_token_layer(m, p.kv_type)
     attn_per = 4.0 * m.num_attention_heads * m.d_head  # QK^T and AV FLOPs per query-key pair
-    acc = {s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}} for s in ("gpu", "cpu")}
+    acc = {s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in ("gpu", "cpu")}
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
         a, ae = acc[dev], acc[exp_dev]
         a["w"] += dense[il]
         ae["w"] += experts[il] * touched
+        if experts[il]:
+            ae["x"] += touched * m.n_expert
         ctx = kv_layer_tokens(m, il, context)
         a["kv"] += per_tok * ctx * batch
         a["af"] += attn_per * ctx * batch
@@ -1351,7 +1354,9 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         acc[hd]["f"] += 2.0 * n * batch
         acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + n
     return {
-        s: Work(a["w"], a["kv"], a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), s == hd)
+        s: Work(
+            a["w"], a["kv"], a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), s == hd, a["x"]
+        )
         for s, a in acc.items()
     }
 

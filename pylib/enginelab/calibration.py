@@ -69,11 +69,33 @@ CONFIGS = {
     ("gpt-oss", "116.83"): dict(model_type="gpt_oss", num_hidden_layers=36, hidden_size=2880, intermediate_size=2880,
                                 num_attention_heads=64, num_key_value_heads=8, head_dim=64, vocab_size=201088,
                                 num_local_experts=128, num_experts_per_tok=4, sliding_window=128),  # gpt-oss-120b
+    ("qwen2", "1.54"): dict(model_type="qwen2", num_hidden_layers=28, hidden_size=1536, intermediate_size=8960,
+                            num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
+                            tie_word_embeddings=True),  # Qwen/Qwen2.5-1.5B
+    ("gemma2", "2.61"): dict(model_type="gemma2", num_hidden_layers=26, hidden_size=2304, intermediate_size=9216,
+                             num_attention_heads=8, num_key_value_heads=4, head_dim=256, vocab_size=256000,
+                             sliding_window=4096),  # google/gemma-2-2b
     ("qwen2", "0.49"): "qwen2.5-0.5b",
     ("qwen2", "7.62"): "qwen2.5-7b",
     ("qwen2", "14.77"): "qwen2.5-14b",
     ("qwen2", "32.76"): "qwen2.5-32b",
 }  # fmt: skip
+
+# Benchmark tables in pull requests print only a size label ("llama 8B"): the model behind each label in
+# llama.cpp's own benchmarking (ggml-org/llama.cpp PRs by its maintainers).
+LABELS = {
+    ("llama", "7B"): "6.74", ("llama", "8B"): "8.03", ("llama", "13B"): "13.02", ("llama", "70B"): "70.55",
+    ("llama", "3B"): "3.21", ("llama", "1B"): "1.24", ("llama", "8x7B"): "46.70",
+    ("qwen2", "7B"): "7.62", ("qwen2", "14B"): "14.77", ("qwen2", "1.5B"): "1.54", ("qwen2", "0.5B"): "0.49",
+    ("qwen3", "4B"): "4.02", ("qwen3moe", "30B.A3B"): "30.53",
+    ("gpt-oss", "20B"): "20.91", ("gpt-oss", "120B"): "116.83", ("gemma2", "2B"): "2.61",
+}  # fmt: skip
+# Kernel generations: runs older than these are not today's llama.cpp for that backend and test (CUDA and ROCm
+# prompt processing moved to int8 tensor-core MMQ in June 2024, ggml-org/llama.cpp PR #7676).
+# Decode kernels changed too (CUDA graphs in May 2024, faster mat-vec kernels over 2024): runs before the
+# autumn of 2024 decode 10-30% slower than today's builds on the same card.
+MIN_DATE = {("cuda", "prefill"): "2024-07", ("rocm", "prefill"): "2024-07",
+            ("cuda", "decode"): "2024-09", ("rocm", "decode"): "2024-09"}  # fmt: skip
 
 _MODEL_CACHE: dict = {}
 
@@ -187,7 +209,11 @@ def samples(include_lab: bool = True) -> list:
         backend = (r.get("backend") or "").strip().lower()
         if dev is None or backend not in measured.BACKENDS:
             continue
-        model = model_for(r.get("model_type", ""), r.get("params_b", r.get("params", "")))
+        params = r.get("params_b") or ""
+        if not params and r.get("model"):
+            words = r["model"].split()
+            params = LABELS.get((r.get("model_type", ""), words[1] if len(words) > 1 else ""), "")
+        model = model_for(r.get("model_type", ""), params)
         quant = (r.get("quant") or "").strip()
         if quant == "Q2_K":
             quant = "Q2_K_MIX"  # llama-bench's "Q2_K - Medium" file is llama-quantize's Q2_K mix
@@ -216,6 +242,8 @@ def samples(include_lab: bool = True) -> list:
                 if str(r.get("depth", "0") or "0") not in ("0", ""):
                     continue
             if not tps or test[:2] not in ("tg", "pp"):
+                continue
+            if (r.get("date") or "9999") < MIN_DATE.get((backend, kind), ""):
                 continue
             n = int(_num(test[2:]) or 0)
             if n <= 0:
@@ -251,13 +279,13 @@ def predict(s: Sample, params: dict) -> float:
 
 # The parameters each fit may move (the rest keep their priors)
 FREE = {
-    ("gpu", "decode"): ("eta_bw", "bw_sat_gbs", "layer_us", "step_us"),
+    ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us"),
     ("gpu", "prefill"): ("pp_eff_q", "pp_eff_f", "pp_sat_tflops", "pp_layer_us"),
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "layer_us", "step_us", "dq.f16", "dq.legacy", "dq.kquant", "dq.iquant"),
     ("cpu", "prefill"): ("pp_eff_q", "pp_dq.legacy", "pp_dq.kquant", "pp_dq.iquant", "pp_layer_us"),
 }  # fmt: skip
 BOUNDS = {  # physical limits of each parameter
-    "eta_bw": (0.2, 1.0), "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "step_us": (1.0, 20000.0),
+    "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0), "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "step_us": (1.0, 20000.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0),
     "pp_sat_tflops": (1.0, 5000.0), "pp_layer_us": (0.5, 5000.0),
 }  # fmt: skip

@@ -23,10 +23,15 @@ per block. On a CPU the matmul rate is per thread and per ggml type (pp_eff by t
 
 Why each parameter exists (the reasons are physics; the values are fitted):
   eta_bw       streaming kernels never reach the datasheet bandwidth: refresh, page misses, the tail of each
-               kernel. GDDR and LPDDR parts reach 80-90% with large mat-vecs.
+               kernel. GDDR and LPDDR parts reach 80-90% with large F16 mat-vecs.
+  eta_q/eta_iq quantized mat-vec kernels dequantize as they read (more instructions per byte, smaller loads):
+               they reach a lower share than F16, the IQ lattices (table lookups) lower still.
   bw_sat       a single sequence issues one mat-vec per weight matrix; to saturate HBM (2-5 TB/s) a kernel
-               must keep megabytes in flight, and llama.cpp's batch-1 kernels do not: H100s and Instinct
-               cards decode far below their bandwidth ("batch-1 behaviour of HBM parts").
+               must keep megabytes in flight, and llama.cpp's batch-1 kernels do not: H100s, RTX 5090s and
+               Instinct cards decode far below their bandwidth ("batch-1 behaviour of HBM parts"). The
+               achieved bandwidth bends into this ceiling (soft_min).
+  expert_us    an MoE block multiplies each routed expert separately (a gather of its rows, a short mat-vec on
+               a small matrix): a fixed cost per routed expert, so MoE decode runs well below its bytes.
   layer_us     every block is a dozen kernels (norms, rope, matmuls, attention, adds); each launch and sync
                costs microseconds whatever its size, so small models and fast cards are launch-bound.
   step_us      sampling, the host round trip and graph setup, once per token.
@@ -52,8 +57,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
+
+from .ggml import GGML_TYPES
 
 BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl", "cpu")
 GPU_BACKENDS = BACKENDS[:-1]
@@ -78,10 +86,14 @@ def type_class(ggml_type: str) -> str:
 class Params:
     """One backend's parameters (see the module docstring for the reason behind each)."""
 
-    eta_bw: float = 0.85
+    eta_bw: float = 0.85  # F16/BF16/F32 weights and the KV cache
+    eta_legacy: float = 0.8  # Q8_0, Q4_0, MXFP4...: simple blocks, mat-vec kernels that dequantize as they read
+    eta_q: float = 0.7  # the K-quants (super-blocks with sub-block scales)
+    eta_iq: float = 0.6  # the IQ lattices (table lookups per weight)
     bw_sat_gbs: float = 1e6  # GPU: saturation bandwidth of batch-1 kernels (GB/s); huge = none
     thread_bw_gbs: float = 1e6  # CPU: bandwidth one thread pulls (GB/s); huge = none
     layer_us: float = 20.0
+    expert_us: float = 3.0  # decode: per routed expert multiplied in a block (MoE)
     step_us: float = 200.0
     overlap: float = 0.5
     dq: dict = field(
@@ -174,11 +186,33 @@ def _cpu_rate(device, n_threads) -> float:
     return device.fp16_tflops * 1e12 * min(t, cores) / cores
 
 
+_GEFORCE = re.compile(r"geforce|titan|\b(rtx|gtx)\s?\d{3,4}\b(?!.*\b(ada|pro|blackwell)\b)", re.I)
+
+
+def tensor_tflops(device, backend: str) -> float:
+    """The FP16 tensor rate llama.cpp's GEMMs run at, TFLOP/s. A Device gives the datasheet's FP16 figure with
+    FP32 accumulate; NVIDIA's GeForce cards run FP32 accumulation at half their FP16-accumulate (and a quarter
+    of their int8) tensor rate, while workstation and datacenter parts run it at the full rate, and llama.cpp's
+    kernels accumulate in FP16/int32 (MMQ, cuBLAS with FP16 compute). So a GeForce's figure counts twice."""
+    if backend in ("cuda", "vulkan") and _GEFORCE.search(getattr(device, "name", "") or ""):
+        return 2.0 * device.fp16_tflops
+    return device.fp16_tflops
+
+
 def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
     bw = prm.eta_bw * device.bandwidth_gbs * 1e9
     if backend == "cpu":
         return min(bw, _threads(device, n_threads) * prm.thread_bw_gbs * 1e9)
-    return 1.0 / (1.0 / bw + 1.0 / (prm.bw_sat_gbs * 1e9))
+    return soft_min(bw, prm.bw_sat_gbs * 1e9)
+
+
+SATURATION_SHARPNESS = 6.0  # how sharply a rate bends into its ceiling (a p-norm; 6 is close to a hard minimum)
+
+
+def soft_min(x: float, cap: float) -> float:
+    """x below the ceiling `cap`, bending smoothly into it: (x^-p + cap^-p)^(-1/p)."""
+    p = SATURATION_SHARPNESS
+    return (x**-p + cap**-p) ** (-1.0 / p)
 
 
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
@@ -191,12 +225,35 @@ def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int =
 # ---------------------------------------------------------------------------------------------------------
 # Decode
 # ---------------------------------------------------------------------------------------------------------
+def _class_bytes(work) -> dict:
+    """Bytes streamed per type class (weights), plus the KV cache as f16."""
+    out = {"kv": work.kv_bytes}
+    for t, w in work.weights_by_type:
+        g = GGML_TYPES.get(t)
+        out[type_class(t)] = out.get(type_class(t), 0.0) + w * (g.bpw / 8.0 if g else 2.0)
+    scale = work.weight_bytes / max(1.0, sum(v for k, v in out.items() if k != "kv"))
+    for k in CLASSES:  # the weights' bytes as perf_model counted them (rows padded to whole blocks)
+        if k in out:
+            out[k] *= scale
+    return out
+
+
 def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, params: dict | None = None) -> tuple:
     """(seconds, memory seconds, compute seconds, basis) of one decode pass's work on one device."""
     prm = params_for(backend, params)
-    bw = _bw_eff(device, backend, prm, n_threads)
-    t_mem = work.bytes / bw
-    t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch)
+    if backend == "cpu":
+        bw = _bw_eff(device, backend, prm, n_threads)
+        t_mem = work.bytes / bw
+        t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch)
+    else:
+        # mat-vec kernels reach eta of the (saturating) bandwidth, lower for types that dequantize as they read
+        bw = _bw_eff(device, backend, prm, n_threads) / prm.eta_bw
+        eta = {"kv": prm.eta_bw, "f16": prm.eta_bw, "legacy": prm.eta_legacy, "kquant": prm.eta_q, "iquant": prm.eta_iq}
+        t_mem = sum(b / (eta[c] * bw) for c, b in _class_bytes(work).items())
+        bw = work.bytes / t_mem if t_mem else bw
+        t_cmp = 0.0
+    # MoE: every routed expert is a small matrix of its own (a gather, a short kernel): a cost per expert
+    t_mem += work.expert_calls * prm.expert_us * 1e-6
     # batched decode: the matmul FLOPs themselves (2 per weight per sequence) at the prefill rate
     if batch > 1:
         t_cmp = max(t_cmp, _matmul_seconds(work.flops, work, device, backend, prm, n_threads))
@@ -205,7 +262,7 @@ def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, p
     if backend == "cpu":
         basis.update(n_threads=_threads(device, n_threads), thread_bw_gbs=prm.thread_bw_gbs)
     else:
-        basis["bw_sat_gbs"] = prm.bw_sat_gbs
+        basis.update(bw_sat_gbs=prm.bw_sat_gbs, eta_q=prm.eta_q)
     return t, t_mem, t_cmp, basis
 
 
@@ -244,9 +301,10 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
     if backend == "cpu":
         base = _cpu_rate(device, n_threads) * prm.pp_eff_q
         return flops * sum(s / (base * prm.pp_dq.get(c, 1.0)) for c, s in shares.items())
-    peak = device.fp16_tflops * 1e12
+    peak = tensor_tflops(device, backend) * 1e12
     f16 = shares.get("f16", 0.0)
-    per_flop = f16 / (prm.pp_eff_f * peak) + (1.0 - f16) / (prm.pp_eff_q * peak) + 1.0 / (prm.pp_sat_tflops * 1e12)
+    sat = prm.pp_sat_tflops * 1e12
+    per_flop = f16 / soft_min(prm.pp_eff_f * peak, sat) + (1.0 - f16) / soft_min(prm.pp_eff_q * peak, sat)
     return flops * per_flop
 
 
