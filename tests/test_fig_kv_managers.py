@@ -4,21 +4,18 @@ the module's compare() numbers as the chat preset's final counters, frame patche
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from html import escape as html_escape
-from pathlib import Path
 
 import pytest
+from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import kv_managers as kv
 from enginelab import page
 from enginelab.figures import REGISTRY
 from enginelab.figures import kv_managers as fig
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 RECT = re.compile(r'<rect x="(\d+)" y="(\d+)" width="9" height="9" data-i="(\d+)" class="([^"]*)"/>')
 
 
@@ -314,8 +311,4 @@ def test_render_is_pure_and_stepping_is_cheap():
 )
 def test_golden_svg(name, q):
     svg = fig.sheet_svg(fig.compute(state(q)))
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(svg + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name, svg, newline=True)

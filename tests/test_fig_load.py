@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
+from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import inference_trace as it
 from enginelab import page
 from enginelab.figures import REGISTRY, load
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
 def state(q=""):
@@ -141,11 +137,7 @@ def test_render_is_pure_and_fast():
 )
 def test_golden_svg(name, q):
     svg = load._chart(load.compute(state(q)))
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(svg + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name, svg, newline=True)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
+from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import inference_trace as it
 import perf_model as pm
 from enginelab import page
 from enginelab.figures import REGISTRY, phases
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
 def state(q=""):
@@ -129,11 +125,7 @@ def test_render_is_pure():
 )
 def test_golden_svg(name, q):
     svg = phases._chart(phases.compute(state(q)))
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(svg + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name, svg, newline=True)
 
 
 @pytest.mark.parametrize("scenario", list(it.PHASE_SCENARIOS))
