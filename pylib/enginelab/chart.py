@@ -249,10 +249,6 @@ def presets(spec, items, label: str = "Try this") -> Raw:
     return el("nav", [el("span", label, class_="presets-label"), el("ul", buttons)], class_="presets", aria_label=label)
 
 
-def legend_swatch(cls: str, text: str) -> Raw:
-    return el("li", [el("span", "", class_=f"swatch {cls}", aria_hidden="true"), text])
-
-
 def spread_labels(ys: list, min_gap: float, lo: float, hi: float) -> list:
     """Label positions near the wanted ys (same order), at least min_gap apart, kept inside [lo, hi] when
     there is room: push down from the top, then, if the stack ran past hi, push up from the bottom."""

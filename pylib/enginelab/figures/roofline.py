@@ -114,11 +114,6 @@ def controls(state) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def _bpw(state) -> float:
-    model = None if state.model == NO_MODEL else pm.MODELS[state.model]
-    return pm.quant_bpw(state.quant, model)
-
-
 def compute(state) -> dict:
     model = None if state.model == NO_MODEL else pm.MODELS[state.model]
     mc = pm.MACHINES[state.machine]
