@@ -422,7 +422,7 @@ def _boxes(data: LoadData) -> Raw:
     return el("g", parts, class_="tiers", id_="load-boxes")
 
 
-def _static(data, name: str, build):
+def _static(data: LoadData, name: str, build):
     """A part of the page that depends only on the trace (scenario, warm): built once, reused every frame."""
     key = (name, data.state.scenario, bool(data.state.warm))
     if key not in _TRACE_CACHE:
