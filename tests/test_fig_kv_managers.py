@@ -36,6 +36,16 @@ def readouts(html: str) -> dict:
     return dict(re.findall(r'data-readout="([a-z_]+)" data-value="([^"]*)"', html))
 
 
+def simulate_all(workload: str, cap: int, pol: str) -> dict:
+    """The module's three runs of a workload, straight from kv_managers.simulate."""
+    reqs = fig.workload_requests(workload)
+    return {
+        "slots": kv.simulate(kv.SlotManager(cap), reqs),
+        "paged": kv.simulate(kv.PagedManager(cap), reqs),
+        "radix": kv.simulate(kv.RadixManager(cap, schedule_policy=pol), reqs),
+    }
+
+
 def test_registered_as_a_step_through_figure():
     assert REGISTRY["kv-managers"] is fig and fig.ID == "kv-managers"
     assert fig.STEP_FIELD == "step"
@@ -58,7 +68,7 @@ def test_the_modules_compare_numbers_are_the_chat_presets_final_counters():
     want = {"slots": (376, 4), "paged": (268, 5), "radix": (208, 5)}
     runs = kv.compare(capacity_tokens=384)
     d = fig.compute(state("?step=62"))
-    assert d["step"] == 62 == d["sim"]["last_step"] and d["capacity"] == 384
+    assert d.step == 62 == d.sim.last_step and d.capacity == 384
     r = readouts(fig.render(d))
     for name, (computed, peak) in want.items():
         s = runs[name]["summary"]
@@ -86,15 +96,9 @@ def test_the_modules_compare_numbers_are_the_chat_presets_final_counters():
 def test_counters_at_the_last_step_match_simulates_summary(q):
     s = state(q)
     d0 = fig.compute(s)
-    cap, pol = d0["capacity"], d0["policy"]
-    reqs = fig.workload_requests(s.workload)
-    runs = {
-        "slots": kv.simulate(kv.SlotManager(cap), reqs),
-        "paged": kv.simulate(kv.PagedManager(cap), reqs),
-        "radix": kv.simulate(kv.RadixManager(cap, schedule_policy=pol), reqs),
-    }
+    runs = simulate_all(s.workload, d0.capacity, d0.policy)
     last = max(r["frames"][-1]["step"] for r in runs.values())
-    assert d0["sim"]["last_step"] == last
+    assert d0.sim.last_step == last
     d = fig.compute(s.replace(step=last))
     r = readouts(fig.render(d))
     for name, run in runs.items():
@@ -108,17 +112,18 @@ def test_counters_at_the_last_step_match_simulates_summary(q):
 def test_every_cell_class_is_its_frames_state_code_and_owner_hue():
     for q in ("", "?workload=radix-loses", "?workload=agent"):
         s = state(q)
-        sim = fig.compute(s)["sim"]
-        frames = {name: {f["step"]: f for f in sim["per"][name]["frames"]} for name in fig.MANAGERS}
+        sim = fig.compute(s).sim
+        runs = simulate_all(s.workload, sim.capacity, sim.policy)  # the module's own frames, not the figure's copy
+        frames = {name: {f["step"]: f for f in runs[name]["frames"]} for name in fig.MANAGERS}
         checked = 0
-        for t in range(sim["first_step"], sim["last_step"] + 1):
+        for t in range(sim.first_step, sim.last_step + 1):
             html = fig.render(fig.compute(s.replace(step=t)))
             for name in fig.MANAGERS:
                 f = frames[name].get(t)
                 if f is None:
                     continue
                 cells = grid_cells(html, name)
-                assert len(cells) == sim["capacity"]
+                assert len(cells) == sim.capacity
                 for (x, y, i, cls), code, owner in zip(cells, f["state"], f["owner"]):
                     assert (x, y) == (1 + 10 * (i % 16), 1 + 10 * (i // 16))
                     words = cls.split()
@@ -127,62 +132,60 @@ def test_every_cell_class_is_its_frames_state_code_and_owner_hue():
                     if owner < 0:
                         assert hue == [] and code == "."
                     else:
-                        assert hue == [f"h{sim['hue'][owner]}"]
+                        assert hue == [f"h{sim.hue[owner]}"]
                 checked += 1
-        assert checked == sum(len(sim["per"][n]["frames"]) for n in fig.MANAGERS)
+        assert checked == sum(len(runs[n]["frames"]) for n in fig.MANAGERS)
 
 
 def test_hues_follow_sessions_and_turn_two_reuses_turn_ones_colour():
     d = fig.compute(state())
-    hue = d["sim"]["hue"]
+    hue = d.sim.hue
     assert [hue[r] for r in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]  # user u: requests 2u and 2u+1
-    assert d["sim"]["sessions"] == ["user0", "user1", "user2", "user3"]
+    assert d.sim.sessions == ("user0", "user1", "user2", "user3")
 
 
 def test_live_counters_are_running_sums_of_the_events():
     s = state("?workload=agent")
-    sim = fig.compute(s)["sim"]
+    sim = fig.compute(s).sim
     for name in fig.MANAGERS:
-        per = sim["per"][name]
+        run = sim.runs[name]
         computed = reused = pre = peak = 0
-        for f in per["frames"]:
-            ev = f["events"]
-            computed += sum(e["computed"] for e in ev if e["type"] == "admit")
-            reused += sum(e["reused"] for e in ev if e["type"] == "admit")
-            pre += sum(1 for e in ev if e["type"] == "preempt")
-            now = len(f["running"]) + sum(1 for e in ev if e["type"] == "finish")
+        for f in run.frames:
+            ev = f.events
+            computed += sum(e.computed for e in ev if e.type == "admit")
+            reused += sum(e.reused for e in ev if e.type == "admit")
+            pre += sum(1 for e in ev if e.type == "preempt")
+            now = len(f.running) + sum(1 for e in ev if e.type == "finish")
             peak = max(peak, now)
-            p = fig.compute(s.replace(step=f["step"]))["panels"][name]
-            assert (p["computed"], p["reused"], p["preemptions"], p["concurrency"], p["peak"]) == (
+            p = fig.compute(s.replace(step=f.step)).panels[name]
+            assert (p.computed, p.reused, p.preemptions, p.concurrency, p.peak) == (
                 computed,
                 reused,
                 pre,
                 now,
                 peak,
             )
-            assert p["cells_used"] == sum(1 for c in f["state"] if c not in ".EX")
+            assert p.cells_used == sum(1 for c in f.state if c not in ".EX")
     # the agent preset: vLLM preempts once (AGENT_FIGURE_PRESET's comment), the others never
-    assert [sim["per"][n]["live"][-1]["preemptions"] for n in fig.MANAGERS] == [0, 1, 0]
+    assert [sim.runs[n].live[-1].preemptions for n in fig.MANAGERS] == [0, 1, 0]
 
 
 def test_idle_gaps_and_finished_managers_show_their_last_frame_settled():
     s = state()
-    sim = fig.compute(s)["sim"]
-    paged = sim["per"]["paged"]
-    gap = next(a for a, b in zip(paged["steps"], paged["steps"][1:]) if b - a > 1)  # paged skips idle steps
-    f = paged["frames"][paged["steps"].index(gap)]
-    p = fig.compute(s.replace(step=gap + 1))["panels"]["paged"]
-    assert not p["exact"] and p["concurrency"] == 0
-    assert p["codes"] == f["state"].replace("P", "p").replace("R", "r").replace("D", "d").replace("E", ".").replace(
-        "X", "."
-    )
-    assert all(c.islower() or c == "." for c in p["codes"])
+    sim = fig.compute(s).sim
+    paged = sim.runs["paged"]
+    gap = next(a for a, b in zip(paged.steps, paged.steps[1:]) if b - a > 1)  # paged skips idle steps
+    f = paged.frames[paged.steps.index(gap)]
+    p = fig.compute(s.replace(step=gap + 1)).panels["paged"]
+    assert not p.exact and p.concurrency == 0
+    assert p.codes == f.state.replace("P", "p").replace("R", "r").replace("D", "d").replace("E", ".").replace("X", ".")
+    assert all(c.islower() or c == "." for c in p.codes)
     # radix-loses: radix and paged finish at 24, slots runs to 40; at 40 the first two show their step-24 frame
     s2 = state("?workload=radix-loses&step=40")
     d = fig.compute(s2)
-    assert d["sim"]["last_step"] == 40
+    assert d.sim.last_step == 40
     for n, last in (("paged", 24), ("radix", 24), ("slots", 40)):
-        assert d["panels"][n]["last_step"] == last and d["panels"][n]["done"]
+        assert d.panels[n].last_step == last and d.panels[n].done
     html = fig.render(d)
     assert "finished at step 24" in html
     assert readouts(html)["radix_computed"] == "336" and readouts(html)["paged_computed"] == "272"
@@ -191,12 +194,12 @@ def test_idle_gaps_and_finished_managers_show_their_last_frame_settled():
 def test_radix_loses_preset_is_exercise_3_at_its_capacity():
     s = state("?workload=radix-loses")
     d = fig.compute(s.replace(step=24))
-    assert d["capacity"] == kv.RADIX_LOSES_CAPACITY == 192 and d["policy"] == "lpm"
+    assert d.capacity == kv.RADIX_LOSES_CAPACITY == 192 and d.policy == "lpm"
     assert fig.SPEC.to_query(s) == "?workload=radix-loses"  # preset capacity and policy stay out of the URL
     # 336 vs 272 prefill tokens (kv_managers.radix_loses_workload's docstring); fcfs makes it a tie
-    assert (d["panels"]["radix"]["computed"], d["panels"]["paged"]["computed"]) == (336, 272)
+    assert (d.panels["radix"].computed, d.panels["paged"].computed) == (336, 272)
     tie = fig.compute(state("?workload=radix-loses&policy=fcfs&step=24"))
-    assert tie["panels"]["radix"]["computed"] == 272
+    assert tie.panels["radix"].computed == 272
     # 192 cells = 12 rows of 16
     assert len(grid_cells(fig.render(d), "radix")) == 192
     assert 'viewBox="0 0 161 121"' in fig.render(d)
@@ -223,7 +226,7 @@ def test_bad_query_values_are_explained_and_fall_back():
 def test_a_tiny_pool_rejects_and_still_renders():
     d = fig.compute(state("?capacity=64"))
     for n in fig.MANAGERS:
-        assert d["panels"][n]["summary"]["rejected"]  # the 97..154-token second turns do not fit in 64 cells
+        assert d.panels[n].summary.rejected  # the 97..154-token second turns do not fit in 64 cells
     html = fig.render(d)
     assert "rejected" in html and len(grid_cells(html, "paged")) == 64
 
@@ -261,10 +264,10 @@ def apply_patch(html: str, patch: dict) -> str:
 @pytest.mark.parametrize("q", ["", "?workload=agent"])
 def test_a_frame_patch_turns_any_frame_into_a_full_render_of_another(q):
     s = state(q)
-    sim = fig.compute(s)["sim"]
-    steps = range(sim["first_step"], sim["last_step"] + 1)
+    sim = fig.compute(s).sim
+    steps = range(sim.first_step, sim.last_step + 1)
     prev = fig.render(fig.compute(s))
-    for t in list(steps)[1::3] + [sim["first_step"]]:
+    for t in list(steps)[1::3] + [sim.first_step]:
         d = fig.compute(s.replace(step=t))
         pv = page.patch_view(fig, s.replace(step=t))
         patch = json.loads(pv["patch"])
