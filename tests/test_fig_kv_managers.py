@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from html import escape as html_escape
 
 import pytest
@@ -107,6 +108,39 @@ def test_counters_at_the_last_step_match_simulates_summary(q):
         assert int(r[f"{name}_reused"]) == sm["cache_hit_tokens"]
         assert int(r[f"{name}_peak"]) == sm["peak_concurrency"]
         assert int(r[f"{name}_preemptions"]) == sm["preemptions"]
+
+
+@pytest.mark.parametrize("workload", list(fig.WORKLOADS))
+def test_peak_concurrency_is_simulates_own(workload):
+    """Once a manager has finished, its live "Peak so far" is simulate's summary["peak_concurrency"], the same
+    number as the "At the end" line; the running peak shown before that ends exactly there, for every pool size
+    and schedule_policy the figure offers (so the counter never jumps on the last frame)."""
+    for cap in sorted({fig._preset_capacity(workload), *fig.CAPACITIES}):
+        for pol in ("fcfs", "lpm"):
+            runs = simulate_all(workload, cap, pol)
+            sim = fig.simulation(workload, cap, pol)
+            for name, run in runs.items():
+                want = run["summary"]["peak_concurrency"]
+                assert sim.runs[name].summary.peak_concurrency == want
+                assert sim.runs[name].live[-1].peak == want, (workload, cap, pol, name)
+    s = state(f"?workload={workload}")
+    d = fig.compute(s.replace(step=fig.compute(s).sim.last_step))
+    r = readouts(fig.render(d))
+    for name in fig.MANAGERS:
+        assert d.panels[name].done
+        assert r[f"{name}_peak"] == r[f"{name}_final_peak"] == str(d.panels[name].summary.peak_concurrency)
+
+
+def test_a_finished_panels_peak_is_read_from_the_summary(monkeypatch):
+    # a simulation whose summary says 99: a finished manager shows 99, a running one its frames' peak so far
+    s = state()
+    sim = fig.compute(s).sim
+    runs = {n: replace(r, summary=replace(r.summary, peak_concurrency=99)) for n, r in sim.runs.items()}
+    monkeypatch.setitem(fig._SIM_CACHE, sim.key, replace(sim, runs=runs, cache={}))
+    end = fig.compute(s.replace(step=sim.last_step))
+    assert [end.panels[n].peak for n in fig.MANAGERS] == [99, 99, 99]
+    start = fig.compute(s)
+    assert [start.panels[n].peak for n in fig.MANAGERS] == [1, 1, 1]  # user 0's first turn alone
 
 
 def test_every_cell_class_is_its_frames_state_code_and_owner_hue():

@@ -4,7 +4,9 @@ Each manager gets the same pool of `capacity_tokens` cells (one cell = the KV of
 requests; kv_managers.simulate records one frame per simulated step (the frame format is documented at the top
 of kv_managers.py). This module only draws those frames: a grid of cells per manager, coloured by the user whose
 KV a cell holds, with the cell's state (cached, reused, prefilled, decoded, ...) shown by fill, outline and shape,
-plus running counters summed from the frames' events.
+plus running counters summed from the frames' events. Peak concurrency is the module's: simulate's
+summary["peak_concurrency"] once a manager has finished (and in the "At the end" line); while it runs, the most
+requests its frames so far show holding cells (simulate reports its peak for the whole run only).
 
 State: workload (a preset), capacity ("preset" or a pool size), policy (SGLang's schedule_policy, "preset" or
 fcfs/lpm) and step (the simulation step; STEP_FIELD, so the page gets Back / Play / Step and a scrubber). The
@@ -171,7 +173,7 @@ class Counters:
     reused: int  # prompt tokens reused so far
     preemptions: int
     concurrency: int  # requests holding cells during the frame's step
-    peak: int  # the most so far
+    peak: int  # the most so far (the frames' holding counts; compute shows the summary's once a run is done)
 
 
 NO_COUNTERS = Counters(computed=0, reused=0, preemptions=0, concurrency=0, peak=0)  # before the first frame
@@ -408,7 +410,7 @@ class Panel:
     reused: int
     preemptions: int
     concurrency: int  # requests holding cells in this step (0 between frames)
-    peak: int
+    peak: int  # so far; simulate's summary["peak_concurrency"] once done
     running: tuple[int, ...]  # the step's, when exact
     waiting: tuple[int, ...]
     events: tuple[Event, ...]
@@ -479,7 +481,8 @@ def compute(state: State) -> KvData:
             reused=live.reused,
             preemptions=live.preemptions,
             concurrency=live.concurrency if exact else 0,
-            peak=live.peak,
+            # the module's own peak once the run is over; before that, the frames' highest holding count so far
+            peak=run.summary.peak_concurrency if done else live.peak,
             running=f.running if (f and exact) else (),
             waiting=f.waiting if (f and exact) else (),
             events=f.events if (f and exact) else (),
