@@ -85,6 +85,19 @@ def test_axis_draws_one_tick_and_label_per_tick_and_escapes_text():
         chart.axis(x, at=0, side="top")
 
 
+def test_readout_is_the_data_readout_contract():
+    r = chart.readout("tok_s", 41.25, "41.2", "Decode", "tok/s")
+    assert r == (
+        '<div class="readout readout-tok_s"><dt>Decode</dt><dd><output data-readout="tok_s" data-value="41.25">41.2'
+        '</output><span class="unit">tok/s</span></dd></div>'
+    )
+    # ids for a figure whose frame patches rewrite the number and its unit; nothing else changes
+    r = chart.readout("n", 3, "3", "N", "of 5", output_id="o", unit_id="u")
+    assert '<output id="o" data-readout="n" data-value="3">3</output><span class="unit" id="u">of 5</span>' in r
+    assert chart.readout_attrs("fits", False) == {"data_readout": "fits", "data_value": "false"}
+    assert chart.readout_attrs("none", None) == {"data_readout": "none", "data_value": ""}
+
+
 def test_path_d_and_label_spreading():
     assert chart.path_d([(0, 1), (2.5, 3.333)]) == "M0,1L2.5,3.33"
     assert chart.path_d([]) == ""

@@ -13,7 +13,7 @@ import pytest
 from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import kv_managers as kv
-from enginelab import page
+from enginelab import chart, page
 from enginelab.figures import REGISTRY
 from enginelab.figures import kv_managers as fig
 
@@ -141,6 +141,26 @@ def test_a_finished_panels_peak_is_read_from_the_summary(monkeypatch):
     assert [end.panels[n].peak for n in fig.MANAGERS] == [99, 99, 99]
     start = fig.compute(s)
     assert [start.panels[n].peak for n in fig.MANAGERS] == [1, 1, 1]  # user 0's first turn alone
+
+
+def test_counters_are_chart_readouts():
+    # every number on the page carries the one data-readout markup (enginelab.chart), with the ids frame patches use
+    d = fig.compute(state("?step=31"))
+    html = fig.render(d)
+    for n in fig.MANAGERS:
+        p = d.panels[n]
+        peak = chart.readout(f"{n}_peak", p.peak, str(p.peak), "Peak so far", "requests", output_id=f"kv-{n}-peak")
+        used = chart.readout(
+            f"{n}_cells_used",
+            p.cells_used,
+            f"{p.cells_used}/384",
+            "Cells in use",
+            f"{p.cells_cached} cached",
+            output_id=f"kv-{n}-cells_used",
+            unit_id=f"kv-{n}-cached",
+        )
+        assert peak in html and used in html
+    assert html.count('<div class="readout readout-') == 3 * len(fig.COUNTERS)
 
 
 def test_every_cell_class_is_its_frames_state_code_and_owner_hue():

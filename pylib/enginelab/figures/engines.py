@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..chart import readout_attrs  # the data-readout contract, in one place
 from ..state import Bool, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -656,12 +657,7 @@ def render(data: EnginesData) -> str:
         el(
             "p",
             [
-                el(
-                    "output",
-                    str(data.readouts.rows_shown),
-                    data_readout="rows_shown",
-                    data_value=str(data.readouts.rows_shown),
-                ),
+                el("output", str(data.readouts.rows_shown), **readout_attrs("rows_shown", data.readouts.rows_shown)),
                 " rows shown. ",
                 describe(data),
             ],

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import kv_managers as kvm
 
-from .. import fmt
+from .. import chart, fmt
 from ..state import Choice, Int, Spec
-from ..svg import Raw, data_details, el, esc, join, table
+from ..svg import Raw, data_details, el, join, table
 
 ID = "kv-managers"
 TITLE = "Three KV managers, one workload"
@@ -565,17 +565,6 @@ def _grid(name: str, data: KvData, **pos) -> Raw:
     )
 
 
-def _readout(name: str, value, text: str, label: str, sub: str = "", oid: str = "", uid: str = "") -> Raw:
-    # a format string rather than el() (same markup); oid / uid: ids of the parts a frame patch rewrites
-    o_id = f' id="{oid}"' if oid else ""
-    u_id = f' id="{uid}"' if uid else ""
-    unit = f'<span class="unit"{u_id}>{esc(sub)}</span>' if sub else ""
-    return Raw(
-        f'<div class="readout kv-readout-{name}"><dt>{esc(label)}</dt><dd><output{o_id} data-readout="{name}" '
-        f'data-value="{esc(fmt.raw(value))}">{esc(text)}</output>{unit}</dd></div>'
-    )
-
-
 def _status_text(name: str, data: KvData) -> str:
     p = data.panels[name]
     if p.done and data.step > p.last_step:
@@ -641,18 +630,20 @@ def _live(name: str, data: KvData) -> Raw:
         text, value = values[k]
         if k == "cells_used":
             readouts.append(
-                _readout(
+                chart.readout(
                     f"{name}_{k}",
                     value,
                     text,
                     label,
                     v[f"kv-{name}-cached"][0],
-                    oid=f"kv-{name}-{k}",
-                    uid=f"kv-{name}-cached",
+                    output_id=f"kv-{name}-{k}",
+                    unit_id=f"kv-{name}-cached",
                 )
             )
         else:
-            readouts.append(_readout(f"{name}_{k}", value, text, label, units.get(k, ""), oid=f"kv-{name}-{k}"))
+            readouts.append(
+                chart.readout(f"{name}_{k}", value, text, label, units.get(k, ""), output_id=f"kv-{name}-{k}")
+            )
     return join(
         [
             el("p", v[f"kv-{name}-status"][0], class_="kv-status", id_=f"kv-{name}-status"),
@@ -667,14 +658,9 @@ def _final(name: str, data: KvData) -> Raw:
     rej = len(s.rejected)
     parts = [
         el("strong", "At the end: "),
-        el(
-            "span",
-            f"{s.prefill_computed:,}",
-            data_readout=f"{name}_final_computed",
-            data_value=str(s.prefill_computed),
-        ),
+        el("span", f"{s.prefill_computed:,}", **chart.readout_attrs(f"{name}_final_computed", s.prefill_computed)),
         f" of {s.prompt_tokens:,} prompt tokens computed ({s.prefill_saved_frac:.0%} saved), peak ",
-        el("span", str(s.peak_concurrency), data_readout=f"{name}_final_peak", data_value=str(s.peak_concurrency)),
+        el("span", str(s.peak_concurrency), **chart.readout_attrs(f"{name}_final_peak", s.peak_concurrency)),
         f" at once, {s.preemptions} preemption{'s' if s.preemptions != 1 else ''}, "
         f"{s.steps} steps" + (f", {rej} rejected" if rej else "") + ".",
     ]

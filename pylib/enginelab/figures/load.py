@@ -19,6 +19,7 @@ import perf_model as pm
 
 from .. import fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from ..chart import readout_attrs
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -383,8 +384,7 @@ def _boxes(data: LoadData) -> Raw:
                     x=x + 8,
                     y=BOX_Y + 54,
                     class_="box-sub",
-                    data_readout=f"resident_{t}",
-                    data_value=fmt.raw(held),
+                    **readout_attrs(f"resident_{t}", held),
                 )
             )
             fw = (bw - 16) * min(1.0, held / cap)

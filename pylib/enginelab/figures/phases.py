@@ -22,6 +22,7 @@ import perf_model as pm
 
 from .. import fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from ..chart import readout_attrs
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
 from .load import _edge_label
@@ -295,8 +296,7 @@ def _boxes(data: PhasesData) -> Raw:
                 x=x + 8,
                 y=BOX_Y + 66,
                 class_="box-sub",
-                data_readout=f"busy_s_{d.key}",
-                data_value=fmt.raw(busy),
+                **readout_attrs(f"busy_s_{d.key}", busy),
             )
         )
         if lit:

@@ -22,6 +22,7 @@ import perf_model as pm
 
 from .. import fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from ..chart import readout_attrs
 from ..state import Choice, Spec
 from ..svg import Raw, data_details, el, svg, table
 
@@ -280,8 +281,7 @@ def _panel(
                     y=y + BAR_H - 2,
                     class_="value" + (" value-inside" if inside else ""),
                     text_anchor="end" if inside else None,
-                    data_readout=readout[0] if readout else None,
-                    data_value=fmt.raw(readout[1]) if readout else None,
+                    **(readout_attrs(*readout) if readout else {}),
                 )
             )
         parts.append(el("g", row, class_=cls, data_tier=t.key))
