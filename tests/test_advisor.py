@@ -492,17 +492,14 @@ def test_pure_stdlib_import():
 # The [advisor] figure page (enginelab.figures.advisor): state, apply buttons, golden SVGs
 # ---------------------------------------------------------------------------------------------------------
 import json  # noqa: E402
-import os  # noqa: E402
 import re  # noqa: E402
 from html import unescape  # noqa: E402
-from pathlib import Path  # noqa: E402
+
+from goldens import golden  # noqa: E402  tests/golden/<name>.svg, byte for byte
 
 from enginelab import page as _page  # noqa: E402
 from enginelab.figures import REGISTRY, calculator  # noqa: E402
 from enginelab.figures import advisor as F  # noqa: E402
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
 def fstate(q=""):
@@ -598,12 +595,7 @@ def test_pages_render_for_many_states(q):
 
 
 def _golden(name: str, text: str):
-    path = GOLDEN / name
-    if UPDATE or not path.exists():
-        if not UPDATE:
-            pytest.fail(f"{path} is missing: run with ENGINELAB_UPDATE_GOLDEN=1 and review it")
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} changed: review and regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name.removesuffix(".svg"), text)
 
 
 def test_golden_gains_chart_default():

@@ -7,19 +7,16 @@ Expected numbers are derived here by hand or from perf_model directly, never fro
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
+from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import kv_managers as kvm
 import perf_model as pm
 from enginelab import exercises as ex
 from enginelab import plot
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
 def run(n, code):
@@ -395,8 +392,4 @@ def test_golden_line_svg():
         ylabel="tok/s",
         marks={"full offload": 49},
     )
-    path = GOLDEN / "plot-line.svg"
-    if UPDATE:
-        path.write_text(s + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert s + "\n" == path.read_text(), "plot-line.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden("plot-line", s, newline=True)

@@ -85,6 +85,19 @@ def test_axis_draws_one_tick_and_label_per_tick_and_escapes_text():
         chart.axis(x, at=0, side="top")
 
 
+def test_readout_is_the_data_readout_contract():
+    r = chart.readout("tok_s", 41.25, "41.2", "Decode", "tok/s")
+    assert r == (
+        '<div class="readout readout-tok_s"><dt>Decode</dt><dd><output data-readout="tok_s" data-value="41.25">41.2'
+        '</output><span class="unit">tok/s</span></dd></div>'
+    )
+    # ids for a figure whose frame patches rewrite the number and its unit; nothing else changes
+    r = chart.readout("n", 3, "3", "N", "of 5", output_id="o", unit_id="u")
+    assert '<output id="o" data-readout="n" data-value="3">3</output><span class="unit" id="u">of 5</span>' in r
+    assert chart.readout_attrs("fits", False) == {"data_readout": "fits", "data_value": "false"}
+    assert chart.readout_attrs("none", None) == {"data_readout": "none", "data_value": ""}
+
+
 def test_path_d_and_label_spreading():
     assert chart.path_d([(0, 1), (2.5, 3.333)]) == "M0,1L2.5,3.33"
     assert chart.path_d([]) == ""
@@ -220,24 +233,24 @@ def test_decode_lines_are_decode_curve_of_a_placement_per_kv_type(q):
     d = dc.compute(s)
     m, mc = pm.MODELS[s.model], pm.MACHINES[s.machine]
     kvs = [k for k in pm.KV_TYPES if getattr(s, "kv_" + k)]
-    assert [ln["kv"] for ln in d["lines"]] == kvs
-    ctxs = d["contexts"]
+    assert [ln.kv for ln in d.lines] == kvs
+    ctxs = list(d.contexts)
     assert ctxs[0] == 0 and ctxs[-1] == s.ctx and len(ctxs) == dc.N_SAMPLES + 1
     svg = svg_of(dc.render(d), "decode-curve-chart")
-    for ln in d["lines"]:
-        p = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=ln["kv"])
-        assert ln["ngl"] == p.n_gpu_layers
-        assert ln["curve"] == it.decode_curve(p, mc, ctxs)
+    for ln in d.lines:
+        p = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=ln.kv)
+        assert ln.ngl == p.n_gpu_layers
+        assert ln.curve == tuple(dc.CurvePoint.of(c) for c in it.decode_curve(p, mc, ctxs))
         # the marker: the first context whose KV bytes per token reach the weight bytes per token
         w = it.decode_curve(p, mc, [0])[0]["weight_bytes"]
-        c = ln["cross"]
-        assert pm.kv_cache_bytes(m, c, ln["kv"]) >= w > pm.kv_cache_bytes(m, c - 1, ln["kv"])
+        c = ln.cross
+        assert pm.kv_cache_bytes(m, c, ln.kv) >= w > pm.kv_cache_bytes(m, c - 1, ln.kv)
         if c <= s.ctx:
             at = it.decode_curve(p, mc, [c - 1, c])
             assert at[0]["kv_bytes"] < at[0]["weight_bytes"] and at[1]["kv_bytes"] >= at[1]["weight_bytes"]
-            assert f'data-kv="{ln["kv"]}" data-cross="{c}"' in svg
+            assert f'data-kv="{ln.kv}" data-cross="{c}"' in svg
         else:
-            assert f'data-kv="{ln["kv"]}" data-cross=' not in svg
+            assert f'data-kv="{ln.kv}" data-cross=' not in svg
 
 
 def test_decode_module_listing():
@@ -246,14 +259,14 @@ def test_decode_module_listing():
     #   q8_0: 0k 151.6, 4k 142.9, 16k 121.8, 32k 101.7, 64k 76.6 tok/s
     d = dc.compute(dstate())
     want = {"f16": [151.6, 136.0, 103.8, 78.9, 53.3], "q8_0": [151.6, 142.9, 121.8, 101.7, 76.6]}
-    for ln in d["lines"]:
-        if ln["kv"] in want:
-            by = {c["context"]: c["tok_s"] for c in ln["curve"]}
-            assert [round(by[c], 1) for c in (0, 4096, 16384, 32768, 65536)] == want[ln["kv"]]
+    for ln in d.lines:
+        if ln.kv in want:
+            by = {c.context: c.tok_s for c in ln.curve}
+            assert [round(by[c], 1) for c in (0, 4096, 16384, 32768, 65536)] == want[ln.kv]
     # "at 32k tokens [the f16 cache] is almost as large as the weights": by hand, weights read per token over
     # 2*32*8*128*2 = 131072 bytes per token of f16 cache
-    f16 = d["lines"][0]
-    assert f16["cross"] == -(-int(f16["weight_bytes"]) // 131072) and 32768 < f16["cross"] < 40000
+    f16 = d.lines[0]
+    assert f16.cross == -(-int(f16.weight_bytes) // 131072) and 32768 < f16.cross < 40000
 
 
 def test_decode_sliding_window_and_empty_selection():
@@ -262,7 +275,7 @@ def test_decode_sliding_window_and_empty_selection():
     per = pm.kv_bytes_per_token(m, "f16")
     assert pm.kv_cache_bytes(m, 8192, "f16") == per / 2 * 8192 + per / 2 * 4096
     d = dc.compute(dstate("?kv_f16=0&kv_q8_0=0&kv_q4_0=0"))
-    assert d["lines"] == [] and "Choose at least one KV cache type" in dc.render(d)
+    assert d.lines == () and "Choose at least one KV cache type" in dc.render(d)
     assert dc.kv_equals_weights_context(m, "f16", 1e30) is None
 
 

@@ -107,14 +107,14 @@ def test_the_module_defaults_are_kept_and_the_descriptions_are_ours():
 
 def test_unfiltered_page_shows_everything():
     d, html = view()
-    assert d["readouts"]["rows_shown"] == 8 + 17 + 12 + 11
+    assert d.readouts.rows_shown == 8 + 17 + 12 + 11
     assert len(params(html)) == 17 + 12 + 11
     assert html.count('<th scope="col" class="eng eng-') == 3
 
 
 def test_text_filter_is_case_insensitive_and_needs_every_word():
     d, html = view("?q=LPM")
-    assert params(html) == ["--schedule-policy"] and d["comparison"] == []
+    assert params(html) == ["--schedule-policy"] and d.comparison == ()
     _, html = view("?q=kv%20dtype")
     assert params(html) == ["--kv-cache-dtype", "--kv-cache-dtype"]  # vLLM's and SGLang's
     _, html = view("?q=kv%20zzz")
@@ -123,19 +123,19 @@ def test_text_filter_is_case_insensitive_and_needs_every_word():
     _, html = view("?q=0.92")
     assert params(html) == ["--gpu-memory-utilization"] and "<mark>0.92</mark>" in html
     d, _ = view("?q=radix")
-    assert [r["aspect"] for r in d["comparison"]] == ["KV cache", "Prefix reuse"]
+    assert [r.aspect for r in d.comparison] == ["KV cache", "Prefix reuse"]
 
 
 def test_engine_checkboxes_hide_columns_and_tables():
     d, html = view("?llama=0")
     assert "config-llama" not in html and 'class="eng eng-llama"' not in html
     assert 'id="config-vllm"' in html and 'id="config-sglang"' in html
-    assert d["engines"] == ["vllm", "sglang"] and eg.SPEC.to_query(d["state"]) == "?llama=0"
+    assert d.engines == ("vllm", "sglang") and eg.SPEC.to_query(d.state) == "?llama=0"
     d, html = view("?llama=0&vllm=0&sglang=0")
-    assert d["engines"] == [] and "No engine selected" in html and '<table class="engines-table' not in html
+    assert d.engines == () and "No engine selected" in html and '<table class="engines-table' not in html
     # the filter only looks at the engines shown
     d, _ = view("?q=ggml&llama=0")
-    assert d["comparison"] == []
+    assert d.comparison == ()
 
 
 def test_parameters_link_to_the_figures_where_they_matter():
@@ -183,7 +183,7 @@ def test_controls_filter_box_and_checkboxes():
 
 def test_map_counts_links_per_engine_and_figure():
     d, html = view()
-    assert d["counts"]["sglang"]["kv-managers"] == 3 and d["counts"]["vllm"]["serving-plan"] == 4
+    assert d.counts["sglang"]["kv-managers"] == 3 and d.counts["vllm"]["serving-plan"] == 4
     svg = re.search(r'<svg [^>]*id="engines-map".*?</svg>', html, re.S).group(0)
     assert 'role="img"' in svg and "<desc" in svg
     assert svg.count('class="map-dot') == 3 * len(eg.FIGURES)

@@ -4,21 +4,19 @@ the module's compare() numbers as the chat preset's final counters, frame patche
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
+from dataclasses import replace
 from html import escape as html_escape
-from pathlib import Path
 
 import pytest
+from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import kv_managers as kv
-from enginelab import page
+from enginelab import chart, page
 from enginelab.figures import REGISTRY
 from enginelab.figures import kv_managers as fig
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 RECT = re.compile(r'<rect x="(\d+)" y="(\d+)" width="9" height="9" data-i="(\d+)" class="([^"]*)"/>')
 
 
@@ -37,6 +35,16 @@ def grid_cells(html: str, name: str) -> list[tuple[int, int, int, str]]:
 
 def readouts(html: str) -> dict:
     return dict(re.findall(r'data-readout="([a-z_]+)" data-value="([^"]*)"', html))
+
+
+def simulate_all(workload: str, cap: int, pol: str) -> dict:
+    """The module's three runs of a workload, straight from kv_managers.simulate."""
+    reqs = fig.workload_requests(workload)
+    return {
+        "slots": kv.simulate(kv.SlotManager(cap), reqs),
+        "paged": kv.simulate(kv.PagedManager(cap), reqs),
+        "radix": kv.simulate(kv.RadixManager(cap, schedule_policy=pol), reqs),
+    }
 
 
 def test_registered_as_a_step_through_figure():
@@ -61,7 +69,7 @@ def test_the_modules_compare_numbers_are_the_chat_presets_final_counters():
     want = {"slots": (376, 4), "paged": (268, 5), "radix": (208, 5)}
     runs = kv.compare(capacity_tokens=384)
     d = fig.compute(state("?step=62"))
-    assert d["step"] == 62 == d["sim"]["last_step"] and d["capacity"] == 384
+    assert d.step == 62 == d.sim.last_step and d.capacity == 384
     r = readouts(fig.render(d))
     for name, (computed, peak) in want.items():
         s = runs[name]["summary"]
@@ -89,15 +97,9 @@ def test_the_modules_compare_numbers_are_the_chat_presets_final_counters():
 def test_counters_at_the_last_step_match_simulates_summary(q):
     s = state(q)
     d0 = fig.compute(s)
-    cap, pol = d0["capacity"], d0["policy"]
-    reqs = fig.workload_requests(s.workload)
-    runs = {
-        "slots": kv.simulate(kv.SlotManager(cap), reqs),
-        "paged": kv.simulate(kv.PagedManager(cap), reqs),
-        "radix": kv.simulate(kv.RadixManager(cap, schedule_policy=pol), reqs),
-    }
+    runs = simulate_all(s.workload, d0.capacity, d0.policy)
     last = max(r["frames"][-1]["step"] for r in runs.values())
-    assert d0["sim"]["last_step"] == last
+    assert d0.sim.last_step == last
     d = fig.compute(s.replace(step=last))
     r = readouts(fig.render(d))
     for name, run in runs.items():
@@ -108,20 +110,74 @@ def test_counters_at_the_last_step_match_simulates_summary(q):
         assert int(r[f"{name}_preemptions"]) == sm["preemptions"]
 
 
+@pytest.mark.parametrize("workload", list(fig.WORKLOADS))
+def test_peak_concurrency_is_simulates_own(workload):
+    """Once a manager has finished, its live "Peak so far" is simulate's summary["peak_concurrency"], the same
+    number as the "At the end" line; the running peak shown before that ends exactly there, for every pool size
+    and schedule_policy the figure offers (so the counter never jumps on the last frame)."""
+    for cap in sorted({fig._preset_capacity(workload), *fig.CAPACITIES}):
+        for pol in ("fcfs", "lpm"):
+            runs = simulate_all(workload, cap, pol)
+            sim = fig.simulation(workload, cap, pol)
+            for name, run in runs.items():
+                want = run["summary"]["peak_concurrency"]
+                assert sim.runs[name].summary.peak_concurrency == want
+                assert sim.runs[name].live[-1].peak == want, (workload, cap, pol, name)
+    s = state(f"?workload={workload}")
+    d = fig.compute(s.replace(step=fig.compute(s).sim.last_step))
+    r = readouts(fig.render(d))
+    for name in fig.MANAGERS:
+        assert d.panels[name].done
+        assert r[f"{name}_peak"] == r[f"{name}_final_peak"] == str(d.panels[name].summary.peak_concurrency)
+
+
+def test_a_finished_panels_peak_is_read_from_the_summary(monkeypatch):
+    # a simulation whose summary says 99: a finished manager shows 99, a running one its frames' peak so far
+    s = state()
+    sim = fig.compute(s).sim
+    runs = {n: replace(r, summary=replace(r.summary, peak_concurrency=99)) for n, r in sim.runs.items()}
+    monkeypatch.setitem(fig._SIM_CACHE, sim.key, replace(sim, runs=runs, cache={}))
+    end = fig.compute(s.replace(step=sim.last_step))
+    assert [end.panels[n].peak for n in fig.MANAGERS] == [99, 99, 99]
+    start = fig.compute(s)
+    assert [start.panels[n].peak for n in fig.MANAGERS] == [1, 1, 1]  # user 0's first turn alone
+
+
+def test_counters_are_chart_readouts():
+    # every number on the page carries the one data-readout markup (enginelab.chart), with the ids frame patches use
+    d = fig.compute(state("?step=31"))
+    html = fig.render(d)
+    for n in fig.MANAGERS:
+        p = d.panels[n]
+        peak = chart.readout(f"{n}_peak", p.peak, str(p.peak), "Peak so far", "requests", output_id=f"kv-{n}-peak")
+        used = chart.readout(
+            f"{n}_cells_used",
+            p.cells_used,
+            f"{p.cells_used}/384",
+            "Cells in use",
+            f"{p.cells_cached} cached",
+            output_id=f"kv-{n}-cells_used",
+            unit_id=f"kv-{n}-cached",
+        )
+        assert peak in html and used in html
+    assert html.count('<div class="readout readout-') == 3 * len(fig.COUNTERS)
+
+
 def test_every_cell_class_is_its_frames_state_code_and_owner_hue():
     for q in ("", "?workload=radix-loses", "?workload=agent"):
         s = state(q)
-        sim = fig.compute(s)["sim"]
-        frames = {name: {f["step"]: f for f in sim["per"][name]["frames"]} for name in fig.MANAGERS}
+        sim = fig.compute(s).sim
+        runs = simulate_all(s.workload, sim.capacity, sim.policy)  # the module's own frames, not the figure's copy
+        frames = {name: {f["step"]: f for f in runs[name]["frames"]} for name in fig.MANAGERS}
         checked = 0
-        for t in range(sim["first_step"], sim["last_step"] + 1):
+        for t in range(sim.first_step, sim.last_step + 1):
             html = fig.render(fig.compute(s.replace(step=t)))
             for name in fig.MANAGERS:
                 f = frames[name].get(t)
                 if f is None:
                     continue
                 cells = grid_cells(html, name)
-                assert len(cells) == sim["capacity"]
+                assert len(cells) == sim.capacity
                 for (x, y, i, cls), code, owner in zip(cells, f["state"], f["owner"]):
                     assert (x, y) == (1 + 10 * (i % 16), 1 + 10 * (i // 16))
                     words = cls.split()
@@ -130,62 +186,60 @@ def test_every_cell_class_is_its_frames_state_code_and_owner_hue():
                     if owner < 0:
                         assert hue == [] and code == "."
                     else:
-                        assert hue == [f"h{sim['hue'][owner]}"]
+                        assert hue == [f"h{sim.hue[owner]}"]
                 checked += 1
-        assert checked == sum(len(sim["per"][n]["frames"]) for n in fig.MANAGERS)
+        assert checked == sum(len(runs[n]["frames"]) for n in fig.MANAGERS)
 
 
 def test_hues_follow_sessions_and_turn_two_reuses_turn_ones_colour():
     d = fig.compute(state())
-    hue = d["sim"]["hue"]
+    hue = d.sim.hue
     assert [hue[r] for r in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]  # user u: requests 2u and 2u+1
-    assert d["sim"]["sessions"] == ["user0", "user1", "user2", "user3"]
+    assert d.sim.sessions == ("user0", "user1", "user2", "user3")
 
 
 def test_live_counters_are_running_sums_of_the_events():
     s = state("?workload=agent")
-    sim = fig.compute(s)["sim"]
+    sim = fig.compute(s).sim
     for name in fig.MANAGERS:
-        per = sim["per"][name]
+        run = sim.runs[name]
         computed = reused = pre = peak = 0
-        for f in per["frames"]:
-            ev = f["events"]
-            computed += sum(e["computed"] for e in ev if e["type"] == "admit")
-            reused += sum(e["reused"] for e in ev if e["type"] == "admit")
-            pre += sum(1 for e in ev if e["type"] == "preempt")
-            now = len(f["running"]) + sum(1 for e in ev if e["type"] == "finish")
+        for f in run.frames:
+            ev = f.events
+            computed += sum(e.computed for e in ev if e.type == "admit")
+            reused += sum(e.reused for e in ev if e.type == "admit")
+            pre += sum(1 for e in ev if e.type == "preempt")
+            now = len(f.running) + sum(1 for e in ev if e.type == "finish")
             peak = max(peak, now)
-            p = fig.compute(s.replace(step=f["step"]))["panels"][name]
-            assert (p["computed"], p["reused"], p["preemptions"], p["concurrency"], p["peak"]) == (
+            p = fig.compute(s.replace(step=f.step)).panels[name]
+            assert (p.computed, p.reused, p.preemptions, p.concurrency, p.peak) == (
                 computed,
                 reused,
                 pre,
                 now,
                 peak,
             )
-            assert p["cells_used"] == sum(1 for c in f["state"] if c not in ".EX")
+            assert p.cells_used == sum(1 for c in f.state if c not in ".EX")
     # the agent preset: vLLM preempts once (AGENT_FIGURE_PRESET's comment), the others never
-    assert [sim["per"][n]["live"][-1]["preemptions"] for n in fig.MANAGERS] == [0, 1, 0]
+    assert [sim.runs[n].live[-1].preemptions for n in fig.MANAGERS] == [0, 1, 0]
 
 
 def test_idle_gaps_and_finished_managers_show_their_last_frame_settled():
     s = state()
-    sim = fig.compute(s)["sim"]
-    paged = sim["per"]["paged"]
-    gap = next(a for a, b in zip(paged["steps"], paged["steps"][1:]) if b - a > 1)  # paged skips idle steps
-    f = paged["frames"][paged["steps"].index(gap)]
-    p = fig.compute(s.replace(step=gap + 1))["panels"]["paged"]
-    assert not p["exact"] and p["concurrency"] == 0
-    assert p["codes"] == f["state"].replace("P", "p").replace("R", "r").replace("D", "d").replace("E", ".").replace(
-        "X", "."
-    )
-    assert all(c.islower() or c == "." for c in p["codes"])
+    sim = fig.compute(s).sim
+    paged = sim.runs["paged"]
+    gap = next(a for a, b in zip(paged.steps, paged.steps[1:]) if b - a > 1)  # paged skips idle steps
+    f = paged.frames[paged.steps.index(gap)]
+    p = fig.compute(s.replace(step=gap + 1)).panels["paged"]
+    assert not p.exact and p.concurrency == 0
+    assert p.codes == f.state.replace("P", "p").replace("R", "r").replace("D", "d").replace("E", ".").replace("X", ".")
+    assert all(c.islower() or c == "." for c in p.codes)
     # radix-loses: radix and paged finish at 24, slots runs to 40; at 40 the first two show their step-24 frame
     s2 = state("?workload=radix-loses&step=40")
     d = fig.compute(s2)
-    assert d["sim"]["last_step"] == 40
+    assert d.sim.last_step == 40
     for n, last in (("paged", 24), ("radix", 24), ("slots", 40)):
-        assert d["panels"][n]["last_step"] == last and d["panels"][n]["done"]
+        assert d.panels[n].last_step == last and d.panels[n].done
     html = fig.render(d)
     assert "finished at step 24" in html
     assert readouts(html)["radix_computed"] == "336" and readouts(html)["paged_computed"] == "272"
@@ -194,12 +248,12 @@ def test_idle_gaps_and_finished_managers_show_their_last_frame_settled():
 def test_radix_loses_preset_is_exercise_3_at_its_capacity():
     s = state("?workload=radix-loses")
     d = fig.compute(s.replace(step=24))
-    assert d["capacity"] == kv.RADIX_LOSES_CAPACITY == 192 and d["policy"] == "lpm"
+    assert d.capacity == kv.RADIX_LOSES_CAPACITY == 192 and d.policy == "lpm"
     assert fig.SPEC.to_query(s) == "?workload=radix-loses"  # preset capacity and policy stay out of the URL
     # 336 vs 272 prefill tokens (kv_managers.radix_loses_workload's docstring); fcfs makes it a tie
-    assert (d["panels"]["radix"]["computed"], d["panels"]["paged"]["computed"]) == (336, 272)
+    assert (d.panels["radix"].computed, d.panels["paged"].computed) == (336, 272)
     tie = fig.compute(state("?workload=radix-loses&policy=fcfs&step=24"))
-    assert tie["panels"]["radix"]["computed"] == 272
+    assert tie.panels["radix"].computed == 272
     # 192 cells = 12 rows of 16
     assert len(grid_cells(fig.render(d), "radix")) == 192
     assert 'viewBox="0 0 161 121"' in fig.render(d)
@@ -226,7 +280,7 @@ def test_bad_query_values_are_explained_and_fall_back():
 def test_a_tiny_pool_rejects_and_still_renders():
     d = fig.compute(state("?capacity=64"))
     for n in fig.MANAGERS:
-        assert d["panels"][n]["summary"]["rejected"]  # the 97..154-token second turns do not fit in 64 cells
+        assert d.panels[n].summary.rejected  # the 97..154-token second turns do not fit in 64 cells
     html = fig.render(d)
     assert "rejected" in html and len(grid_cells(html, "paged")) == 64
 
@@ -264,10 +318,10 @@ def apply_patch(html: str, patch: dict) -> str:
 @pytest.mark.parametrize("q", ["", "?workload=agent"])
 def test_a_frame_patch_turns_any_frame_into_a_full_render_of_another(q):
     s = state(q)
-    sim = fig.compute(s)["sim"]
-    steps = range(sim["first_step"], sim["last_step"] + 1)
+    sim = fig.compute(s).sim
+    steps = range(sim.first_step, sim.last_step + 1)
     prev = fig.render(fig.compute(s))
-    for t in list(steps)[1::3] + [sim["first_step"]]:
+    for t in list(steps)[1::3] + [sim.first_step]:
         d = fig.compute(s.replace(step=t))
         pv = page.patch_view(fig, s.replace(step=t))
         patch = json.loads(pv["patch"])
@@ -314,8 +368,4 @@ def test_render_is_pure_and_stepping_is_cheap():
 )
 def test_golden_svg(name, q):
     svg = fig.sheet_svg(fig.compute(state(q)))
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(svg + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name, svg, newline=True)

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
+from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import inference_trace as it
 from enginelab import page
 from enginelab.figures import REGISTRY, load
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
 def state(q=""):
@@ -42,7 +38,7 @@ def test_every_frame_lights_the_trace_steps_tier(scenario, warm):
     assert load.SPEC.by_key["step"].bounds(s.as_dict()) == (0, len(steps) - 1)
     for i, want in enumerate(steps):
         d = load.compute(s.replace(step=i))
-        assert d["step"] == want and d["lit"] == want["tier"]
+        assert d.step == load.LoadStep.of(want) and d.lit == want["tier"]
         html = load.render(d)
         assert re.search(rf'<g class="tier tier-{want["tier"]} lit', html)
         assert len(re.findall(r'class="tier tier-\w+ lit', html)) == 1
@@ -54,11 +50,11 @@ def test_elapsed_is_the_running_sum_and_warm_is_faster():
     for key in it.LOAD_SCENARIOS:
         cold = load.compute(state(f"?scenario={key}"))
         warm = load.compute(state(f"?scenario={key}&warm=1"))
-        assert cold["total_s"] == pytest.approx(sum(x["seconds"] for x in cold["steps"]))
-        assert warm["total_s"] < cold["total_s"]
-        assert warm["cold_total_s"] == cold["total_s"] and cold["warm_total_s"] == warm["total_s"]
+        assert cold.total_s == pytest.approx(sum(x.seconds for x in cold.steps))
+        assert warm.total_s < cold.total_s
+        assert warm.cold_total_s == cold.total_s and cold.warm_total_s == warm.total_s
         # warm: nothing comes from the drive
-        assert all(x["tier"] != "drive" for x in warm["steps"])
+        assert all(x.tier != "drive" for x in warm.steps)
 
 
 def test_split_scenario_by_hand():
@@ -67,14 +63,14 @@ def test_split_scenario_by_hand():
     ups = [x for x in steps if x["what"].startswith("Upload block")]
     assert len(ups) == 44
     d = load.compute(state(f"?step={ups[-1]['index']}"))
-    assert d["resident"]["vram"] == pytest.approx(sum(x["bytes"] for x in ups))
+    assert d.resident["vram"] == pytest.approx(sum(x["bytes"] for x in ups))
     # cold: each upload is bounded by the drive (5 GB/s), slower than the link (15.75 GB/s)
     assert ups[0]["seconds"] == pytest.approx(ups[0]["bytes"] / 5e9)
-    assert d["path"] == ["drive", "ram", "pcie", "vram"]
+    assert d.path == ("drive", "ram", "pcie", "vram")
     # the upload steps are one row of the list
-    g = [x for x in d["groups"] if x["kind"] == "upload-run"]
-    assert len(g) == 1 and (g[0]["first"], g[0]["last"]) == (ups[0]["index"], ups[-1]["index"])
-    assert "Upload blocks 0-43" in g[0]["what"]
+    g = [x for x in d.groups if x.kind == "upload-run"]
+    assert len(g) == 1 and (g[0].first, g[0].last) == (ups[0]["index"], ups[-1]["index"])
+    assert "Upload blocks 0-43" in g[0].what
 
 
 def test_resident_bytes_never_exceed_capacity_and_grow():
@@ -83,18 +79,18 @@ def test_resident_bytes_never_exceed_capacity_and_grow():
         prev = None
         for i in range(len(load.trace(key, False))):
             d = load.compute(s.replace(step=i))
-            for t, held in d["resident"].items():
-                cap = d["caps"][t]
+            for t, held in d.resident.items():
+                cap = d.caps[t]
                 assert cap is None or held <= cap
                 if prev is not None:
                     assert held >= prev[t]
-            prev = d["resident"]
+            prev = d.resident
 
 
 def test_boxes_follow_the_machine():
-    assert load.compute(state("?scenario=fits-24gb"))["tiers"] == ["drive", "ram", "pcie", "vram"]
-    assert load.compute(state("?scenario=apple-unified"))["tiers"] == ["drive", "ram", "unified"]
-    assert load.compute(state("?scenario=cpu-only"))["tiers"] == ["drive", "ram"]
+    assert load.compute(state("?scenario=fits-24gb")).tiers == ("drive", "ram", "pcie", "vram")
+    assert load.compute(state("?scenario=apple-unified")).tiers == ("drive", "ram", "unified")
+    assert load.compute(state("?scenario=cpu-only")).tiers == ("drive", "ram")
 
 
 def test_bad_query_gives_messages_and_defaults():
@@ -141,11 +137,7 @@ def test_render_is_pure_and_fast():
 )
 def test_golden_svg(name, q):
     svg = load._chart(load.compute(state(q)))
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(svg + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name, svg, newline=True)
 
 
 # ---------------------------------------------------------------------------------------------------------

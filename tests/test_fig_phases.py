@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
+from goldens import golden  # tests/golden/<name>.svg, byte for byte
 
 import inference_trace as it
 import perf_model as pm
 from enginelab import page
 from enginelab.figures import REGISTRY, phases
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("ENGINELAB_UPDATE_GOLDEN") == "1"  # set by hand, review the diff; never in CI
 
 
 def state(q=""):
@@ -51,47 +47,47 @@ def test_running_total_ends_at_perf_models_total(scenario, phase):
     for i, st in enumerate(steps):
         d = phases.compute(s.replace(step=i))
         running += st["seconds"]
-        assert d["step"] == st and d["elapsed_s"] == pytest.approx(running, rel=1e-12)
-        assert d["model_total_s"] == want
+        assert d.step == phases.Stage.of(st) and d.elapsed_s == pytest.approx(running, rel=1e-12)
+        assert d.model_total_s == want
         html = phases.render(d)
         # the lit box is the stage's device (the host overhead runs on the CPU side)
         lit = re.findall(r'<g class="dev dev-(\w+) lit"', html)
         assert lit == [{"host": "cpu"}.get(st["device"], st["device"])]
         assert f'data-readout="model_total_s" data-value="{want!r}"' in html
     last = phases.compute(s.replace(step=len(steps) - 1))
-    assert last["elapsed_s"] == pytest.approx(want, rel=1e-12)
-    assert last["trace_total_s"] == pytest.approx(want, rel=1e-12)
+    assert last.elapsed_s == pytest.approx(want, rel=1e-12)
+    assert last.trace_total_s == pytest.approx(want, rel=1e-12)
 
 
 def test_decode_is_memory_bound_and_prefill_compute_bound():
     for sc in it.PHASE_SCENARIOS:
-        dec = phases.compute(state(f"?scenario={sc}"))["steps"]
-        pre = phases.compute(state(f"?scenario={sc}&phase=prefill"))["steps"]
+        dec = phases.compute(state(f"?scenario={sc}")).steps
+        pre = phases.compute(state(f"?scenario={sc}&phase=prefill")).steps
         for st in dec:
-            if st["flops"]:
-                assert st["bound"] == "memory" and st["intensity"] < 10  # ~2 FLOPs per ~0.6 byte
-        gpu_pre = [st for st in pre if st["stage"] == "gpu"]
-        assert gpu_pre and all(st["bound"] == "compute" and st["intensity"] > 500 for st in gpu_pre)
+            if st.flops:
+                assert st.bound == "memory" and st.intensity < 10  # ~2 FLOPs per ~0.6 byte
+        gpu_pre = [st for st in pre if st.stage == "gpu"]
+        assert gpu_pre and all(st.bound == "compute" and st.intensity > 500 for st in gpu_pre)
 
 
 def test_partial_decode_by_hand():
     # 32B on a 16 GB card: 44 blocks on the GPU, the rest (and the output head) on the CPU; the CPU's stages
     # take most of the token (the module's "CPU share 62%").
     d = phases.compute(state())
-    cpu_s = sum(st["seconds"] for st in d["steps"] if st["device"] == "cpu")
-    assert cpu_s / d["model_total_s"] == pytest.approx(0.62, abs=0.01)
-    first = d["steps"][0]
-    assert first["what"] == "attention blocks 0-43" and first["device"] == "gpu"
+    cpu_s = sum(st.seconds for st in d.steps if st.device == "cpu")
+    assert cpu_s / d.model_total_s == pytest.approx(0.62, abs=0.01)
+    first = d.steps[0]
+    assert first.what == "attention blocks 0-43" and first.device == "gpu"
     ridge_4060 = 51.75e12 / 288e9
-    assert d["devices"][0]["ridge"] == pytest.approx(ridge_4060)
+    assert d.devices[0].ridge == pytest.approx(ridge_4060)
     assert f"{ridge_4060:,.0f}" in phases.render(d)
 
 
 def test_prefill_partial_shows_the_pcie_copy():
     d = phases.compute(state("?phase=prefill&step=1"))
-    st = d["step"]
-    assert st["device"] == "pcie" and st["bound"] == "transfer" and d["lit"] == "pcie"
-    assert st["seconds"] == pytest.approx(st["bytes"] / (pm.ETA_PCIE * 15.75e9))
+    st = d.step
+    assert st.device == "pcie" and st.bound == "transfer" and d.lit == "pcie"
+    assert st.seconds == pytest.approx(st.bytes / (pm.ETA_PCIE * 15.75e9))
     assert "no arithmetic" in phases.render(d)
 
 
@@ -129,11 +125,7 @@ def test_render_is_pure():
 )
 def test_golden_svg(name, q):
     svg = phases._chart(phases.compute(state(q)))
-    path = GOLDEN / f"{name}.svg"
-    if UPDATE:
-        path.write_text(svg + "\n")
-    assert path.exists(), f"missing golden {path}: run ENGINELAB_UPDATE_GOLDEN=1 pytest {__file__} and review it"
-    assert svg + "\n" == path.read_text(), f"{name}.svg changed: review, then regenerate with ENGINELAB_UPDATE_GOLDEN=1"
+    golden(name, svg, newline=True)
 
 
 @pytest.mark.parametrize("scenario", list(it.PHASE_SCENARIOS))

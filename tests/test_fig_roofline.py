@@ -63,16 +63,16 @@ def test_readouts_are_perf_models_roofline(q):
     bpw = pm.quant_bpw(s.quant, model)
     r = pm.roofline(dev, bpw, s.batch)
     rb = pm.ridge_batch(dev, s.quant, model)
-    assert d["readouts"] == {
-        "bpw": bpw,
-        "intensity": r["intensity"],
-        "attainable_tflops": r["attainable_flops"] / 1e12,
-        "utilization": r["utilization"],
-        "bound": r["bound"],
-        "ridge_intensity": r["ridge_intensity"],
-        "ridge_batch": rb,
-        "intensity_ratio": None,
-    }
+    assert d.readouts == rf.Readouts(
+        bpw=bpw,
+        intensity=r["intensity"],
+        attainable_tflops=r["attainable_flops"] / 1e12,
+        utilization=r["utilization"],
+        bound=r["bound"],
+        ridge_intensity=r["ridge_intensity"],
+        ridge_batch=rb,
+        intensity_ratio=None,
+    )
     html = rf.render(d)
     # the ridge batch shown, in the readout and on the chart, is round(ridge_batch(...))
     assert readout(html, "ridge_batch")[1] == str(round(rb))
@@ -84,9 +84,9 @@ def test_module_numbers_rtx4090():
     # Module: RTX 4090, 165 TFLOP/s and 1,008 GB/s, at 4.5 bpw -> ridge batch about 46; batch 1 has
     # intensity 3.6 and uses roughly 2% of the arithmetic.
     d = rf.compute(state("?model=none"))
-    r = d["readouts"]
-    assert r["bpw"] == 4.5 and round(r["ridge_batch"]) == 46
-    assert f"{r['intensity']:.1f}" == "3.6" and round(r["utilization"] * 100) == 2 and r["bound"] == "memory"
+    r = d.readouts
+    assert r.bpw == 4.5 and round(r.ridge_batch) == 46
+    assert f"{r.intensity:.1f}" == "3.6" and round(r.utilization * 100) == 2 and r.bound == "memory"
 
 
 def test_operating_point_moves_up_the_slope_with_the_batch_and_stops_at_the_roof():
@@ -99,8 +99,8 @@ def test_operating_point_moves_up_the_slope_with_the_batch_and_stops_at_the_roof
         xs.append(cx), ys.append(cy)
     assert xs == sorted(xs) and len(set(xs)) == 5  # further right with every batch
     assert ys[0] > ys[1] > ys[2]  # climbing the slope (SVG y grows down)
-    assert rf.compute(state("?batch=49"))["readouts"]["bound"] == "memory"
-    assert rf.compute(state("?batch=51"))["readouts"]["bound"] == "compute"
+    assert rf.compute(state("?batch=49")).readouts.bound == "memory"
+    assert rf.compute(state("?batch=51")).readouts.bound == "compute"
 
 
 def test_try_this_presets():
@@ -109,19 +109,19 @@ def test_try_this_presets():
     # 1: RTX 3060 + Q4_K_M at its ridge batch (24 for Llama 3.1 8B's 4.89 effective bpw)
     d = rf.compute(state(p1[1]))
     rb = pm.ridge_batch(pm.RTX_3060, "Q4_K_M", llama8)
-    assert d["state"].machine == "rtx3060" and d["state"].batch == round(rb) == 24
-    assert d["op"]["intensity"] == pytest.approx(d["op"]["ridge_intensity"], rel=0.01)
+    assert d.state.machine == "rtx3060" and d.state.batch == round(rb) == 24
+    assert d.op.intensity == pytest.approx(d.op.ridge_intensity, rel=0.01)
     # 2: F16 -> Q4_K_M at batch 1: intensity x3.3
     d = rf.compute(state(p2[1]))
     ratio = pm.quant_bpw("F16", llama8) / pm.quant_bpw("Q4_K_M", llama8)
-    assert d["readouts"]["intensity_ratio"] == pytest.approx(ratio) and f"{ratio:.1f}" == "3.3"
+    assert d.readouts.intensity_ratio == pytest.approx(ratio) and f"{ratio:.1f}" == "3.3"
     assert readout(rf.render(d), "intensity_ratio")[1] == "×3.27"
     # 3: M4 Max against the RTX 4090: both drawn, Apple's ridge batch the smaller
     d = rf.compute(state(p3[1]))
-    by = {x["key"]: x for x in d["devices"]}
-    assert set(by) == {"m4max", "rtx4090"} and by["m4max"]["primary"]
-    assert by["m4max"]["ridge_batch"] == pm.ridge_batch(pm.M4_MAX, "Q4_K_M", llama8)
-    assert round(by["m4max"]["ridge_batch"]) == 10 < round(by["rtx4090"]["ridge_batch"]) == 50
+    by = {x.key: x for x in d.devices}
+    assert set(by) == {"m4max", "rtx4090"} and by["m4max"].primary
+    assert by["m4max"].ridge_batch == pm.ridge_batch(pm.M4_MAX, "Q4_K_M", llama8)
+    assert round(by["m4max"].ridge_batch) == 10 < round(by["rtx4090"].ridge_batch) == 50
     # each preset is a button carrying the whole state (every field) for the page's set-state glue
     html = rf.render(rf.compute(rf.default_state()))
     import json

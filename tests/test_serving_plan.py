@@ -218,13 +218,14 @@ def test_figure_registered_with_the_contract():
 def test_serving_plan_readouts_are_the_planners_numbers():
     d = fsp.compute(fsp.default_state())
     p = sp.vllm_plan("llama-3.1-8b", "rtx4090", "bf16", 0.92, 8192, 16, "auto", False, 256, 2048, 0.0)
-    assert d["readouts"] == {
-        "gpu_kv_cache_tokens": p["gpu_kv_cache_tokens"],
-        "max_concurrency": p["max_concurrency"],
-        "num_gpu_blocks": p["num_gpu_blocks"],
-        "available_kv_gib": p["available_kv_bytes"] / sp.GiB,
-        "fits": True,
-    }
+    assert d.readouts == fsp.VllmReadouts(
+        gpu_kv_cache_tokens=p["gpu_kv_cache_tokens"],
+        max_concurrency=p["max_concurrency"],
+        num_gpu_blocks=p["num_gpu_blocks"],
+        available_kv_gib=p["available_kv_bytes"] / sp.GiB,
+        fits=True,
+    )
+    assert d.plan == fsp.VllmPlan.of(p) and d.plan.log_lines == tuple(p["log_lines"])  # the planner's own plan
     html = fsp.render(d)
     for k in fsp.VLLM_READOUTS:
         assert f'data-readout="{k}"' in html
@@ -234,8 +235,8 @@ def test_serving_plan_readouts_are_the_planners_numbers():
     assert msgs == []
     d = fsp.compute(s)
     q = sp.sglang_plan("llama-3.1-8b", "rtx4090", "bf16", 0.8, 8192)
-    assert d["readouts"]["max_total_num_tokens"] == q["max_total_num_tokens"]
-    assert d["readouts"]["max_running_requests"] == q["max_running_requests"]
+    assert d.readouts.max_total_num_tokens == q["max_total_num_tokens"]
+    assert d.readouts.max_running_requests == q["max_running_requests"]
     assert "--mem-fraction-static 0.8" in fsp.render(d)
 
 
@@ -245,13 +246,13 @@ def test_serving_plan_segments_sum_to_the_gpu():
         assert msgs == []
         d = fsp.compute(s)
         total = sum(b for _, _, b, _ in fsp.segments(d))
-        assert total == pytest.approx(d["plan"]["total_bytes"], rel=1e-9), q
+        assert total == pytest.approx(d.plan.total_bytes, rel=1e-9), q
 
 
 def test_serving_plan_errors_are_shown_not_raised():
     d = fsp.compute(fsp.SPEC.from_query("?ctx=131072")[0])
     html = fsp.render(d)
-    assert d["readouts"]["fits"] is False and "Would not start" in html and "max seq len (131072)" in html
+    assert d.readouts.fits is False and "Would not start" in html and "max seq len (131072)" in html
     assert 'data-readout="gpu_kv_cache_tokens" data-value=""' in html
     s, msgs = fsp.SPEC.from_query("?util=abc&block_size=7&engine=tensorrt")
     assert len(msgs) == 3 and s.util == 0.92 and s.block_size == "16" and s.engine == "vllm"
@@ -267,5 +268,5 @@ def test_serving_plan_golden(name, q):
 def test_failed_start_draws_no_kv_pool():
     d = fsp.compute(fsp.SPEC.from_query("?ctx=131072")[0])
     seg = {k: b for k, _, b, _ in fsp.segments(d)}
-    assert seg["kv"] == 0 and seg["unused"] == pytest.approx(d["plan"]["available_kv_bytes"])
+    assert seg["kv"] == 0 and seg["unused"] == pytest.approx(d.plan.available_kv_bytes)
     assert 'data-segment="kv"' not in fsp._bar(d)

@@ -234,12 +234,13 @@ PASTE_MD = """| model | size | params | backend | ngl | test | t/s |
 def test_validation_readouts_come_from_the_summary():
     d = fval.compute(fval.default_state())
     s = v.summary()
-    assert d["readouts"] == {
-        "decode_mape": s["decode_mape"],
-        "prefill_mape": s["prefill_mape"],
-        "n_measurements": s["n_tg"] + s["n_pp"],
-        "paste_rows": None,
-    }
+    assert d.readouts == fval.Readouts(
+        decode_mape=s["decode_mape"],
+        prefill_mape=s["prefill_mape"],
+        n_measurements=s["n_tg"] + s["n_pp"],
+        paste_rows=None,
+    )
+    assert d.summary == fval.Summary.of(s) and d.preds == tuple(fval.Prediction.of(p) for p in v.predictions())
     html = fval.render(d)
     assert html.count("<svg") == 4 and html.count('role="img"') == 4
     assert html.count("<circle") >= 2 * len(v.dataset_rows()) - 1
@@ -251,14 +252,14 @@ def test_validation_paste_and_bad_paste():
     assert msgs == []
     d = fval.compute(s)
     res = v.compare(PASTE_MD, "llama-2-7b", "Q4_0", "rtx4090")
-    assert d["readouts"]["paste_rows"] == 2
+    assert d.readouts.paste_rows == 2 and d.paste == fval.Paste.of(res)
     html = fval.render(d)
     tr = _re.findall(
         r'<tr data-paste-row="(\d)" data-test="(\w+)" data-measured="([^"]*)" data-estimate="([^"]*)"', html
     )
     assert tr == [(str(i), r["test"], repr(r["tps"]), repr(r["estimate_tps"])) for i, r in enumerate(res["rows"])]
     bad = fval.compute(fval.SPEC.from_form({"bench": "| model | test |\n|---|---|\n| x | pp512 |"})[0])
-    assert bad["paste"] is None and "t/s" in bad["paste_error"]
+    assert bad.paste is None and "t/s" in bad.paste_error
     assert 'data-paste-error="true"' in fval.render(bad)
 
 

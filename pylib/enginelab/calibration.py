@@ -271,7 +271,7 @@ def predict(s: Sample, params: dict) -> float:
         t += measured.step_overhead_seconds(layers, {side: s.backend for side in layers}, params=params)
         return 1.0 / t
     t = 0.0
-    for side, w, u, k, scale in s.work:
+    for _side, w, u, k, scale in s.work:
         tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale)
         t += tc + tm
     return s.tokens / t

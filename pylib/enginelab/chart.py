@@ -199,18 +199,27 @@ class Frame:
 # ---------------------------------------------------------------------------------------------------------
 # Page bits shared by the chart figures
 # ---------------------------------------------------------------------------------------------------------
-def readout(name: str, value, text: str, label: str, unit: str = "", extra=None) -> Raw:
-    """One computed number: <output data-readout=name data-value=raw> (the DESIGN.md contract).
-    `extra`: markup after the number (the calculator's "how is this computed?" slot)."""
+def readout_attrs(name: str, value) -> dict:
+    """The attributes that mark a computed number (the DESIGN.md contract): data-readout=name, data-value=raw,
+    as keyword arguments for el(). `readout` uses them; so does a number set inside a sentence or a chart."""
     from . import fmt
 
+    return {"data_readout": name, "data_value": fmt.raw(value)}
+
+
+def readout(
+    name: str, value, text: str, label: str, unit: str = "", extra=None, *, output_id=None, unit_id=None
+) -> Raw:
+    """One computed number: <output data-readout=name data-value=raw> (the DESIGN.md contract).
+    `extra`: markup after the number (the calculator's "how is this computed?" slot).
+    `output_id`, `unit_id`: ids for the number and its unit, for a figure whose frame patches rewrite them."""
     children = [
         el("dt", label),
         el(
             "dd",
             [
-                el("output", text, data_readout=name, data_value=fmt.raw(value)),
-                el("span", unit, class_="unit") if unit else "",
+                el("output", text, id_=output_id, **readout_attrs(name, value)),
+                el("span", unit, class_="unit", id_=unit_id) if unit else "",
             ],
         ),
     ]
@@ -247,10 +256,6 @@ def presets(spec, items, label: str = "Try this") -> Raw:
             )
         )
     return el("nav", [el("span", label, class_="presets-label"), el("ul", buttons)], class_="presets", aria_label=label)
-
-
-def legend_swatch(cls: str, text: str) -> Raw:
-    return el("li", [el("span", "", class_=f"swatch {cls}", aria_hidden="true"), text])
 
 
 def spread_labels(ys: list, min_gap: float, lo: float, hi: float) -> list:

@@ -10,7 +10,6 @@ import math
 
 GB = 1e9
 GIB = 1024**3
-MIB = 1024**2
 
 
 def raw(v) -> str:
@@ -39,10 +38,6 @@ def gb_num(n_bytes: float, digits: int = 1) -> str:
 
 def gib(n_bytes: float, digits: int = 2) -> str:
     return f"{n_bytes / GIB:,.{digits}f} GiB"
-
-
-def mib(n_bytes: float) -> str:
-    return f"{n_bytes / MIB:,.0f} MiB"
 
 
 def bytes_auto(n_bytes: float) -> str:

@@ -203,7 +203,7 @@ def test_engines(page_at):
 
     def expected(q):
         d = eg.compute(eg.SPEC.from_query(q)[0])
-        return [r["param"] for k in d["engines"] for r in d["config"][k]]
+        return [r.param for k in d.engines for r in d.config[k]]
 
     # a URL with state reproduces it
     page = page_at("figures/engines.html?q=cache%20ram&vllm=0&sglang=0")

@@ -40,11 +40,11 @@ def assert_frame(page, d):
     """The page shows exactly the frame `d`: every cell's class and every counter."""
     r = readouts(page)
     for name in fig.MANAGERS:
-        p = d["panels"][name]
-        assert page.evaluate(CELL_CLASSES, name) == fig.cell_classes(p["codes"], p["owner"], d["sim"]["hue"])
-        assert r[f"{name}_computed"] == str(p["computed"]) and r[f"{name}_reused"] == str(p["reused"])
-        assert r[f"{name}_concurrency"] == str(p["concurrency"]) and r[f"{name}_peak"] == str(p["peak"])
-        assert r[f"{name}_preemptions"] == str(p["preemptions"])
+        p = d.panels[name]
+        assert page.evaluate(CELL_CLASSES, name) == fig.cell_classes(p.codes, p.owner, d.sim.hue)
+        assert r[f"{name}_computed"] == str(p.computed) and r[f"{name}_reused"] == str(p.reused)
+        assert r[f"{name}_concurrency"] == str(p.concurrency) and r[f"{name}_peak"] == str(p.peak)
+        assert r[f"{name}_preemptions"] == str(p.preemptions)
 
 
 def test_ready_then_step_and_play_advance_frames_by_patching_the_grids_in_place(page_at):

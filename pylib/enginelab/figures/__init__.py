@@ -22,9 +22,9 @@ FIGURES = {
     "offload-curve": "offload_curve",
     "decode-curve": "decode_curve",
     "engines": "engines",
-    "serving-plan": "serving_plan",  # issue 7: vLLM/SGLang planner, estimates vs llama-bench
-    "validation": "validation",
-    "advisor": "advisor",  # issue 8: bottleneck advisor
+    "serving-plan": "serving_plan",  # vLLM/SGLang planner
+    "validation": "validation",  # estimates vs llama-bench
+    "advisor": "advisor",  # bottleneck advisor
     "kv-managers": "kv_managers",  # figure 8: three KV managers
 }
 

@@ -5,9 +5,14 @@ share of the bytes grows with it. For each chosen KV type the model is placed wi
 for that type and n_ctx) and timed along the context with inference_trace.decode_curve. The marker on each
 line is the first context at which the KV bytes read per token reach the weight bytes read per token
 (perf_model.kv_cache_bytes against decode_curve's weight_bytes). This module only arranges and draws them.
+
+compute(state) returns a DecodeCurveData: one KvLine per chosen KV type (its placement's -ngl, its curve as
+CurvePoints, where the KV reaches the weights), the contexts sampled, and the readouts by name.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import inference_trace as it
 import perf_model as pm
@@ -62,7 +67,10 @@ SPEC = Spec(
 KV_FIELDS = [f.key for f in SPEC.fields if f.key.startswith("kv_")]
 
 
-def default_state():
+State = SPEC.State  # this figure's state: model, machine, quant, ctx and one kv_<type> per KV cache type
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
@@ -104,59 +112,102 @@ def contexts(n_ctx: int) -> list:
     return sorted({round(n_ctx * i / N_SAMPLES) for i in range(N_SAMPLES + 1)})
 
 
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class CurvePoint:
+    """One point of inference_trace.decode_curve (its fields, typed)."""
+
+    context: int  # tokens in the KV cache
+    tok_s: float
+    total_s: float  # one decode step
+    cpu_share: float
+    kv_bytes: float  # KV cache bytes read per token
+    weight_bytes: float  # weight bytes read per token
+
+    @classmethod
+    def of(cls, point: dict) -> CurvePoint:
+        """A decode_curve point (a dict) as a CurvePoint; a key this class does not know is an error."""
+        return cls(**point)
+
+
+@dataclass(frozen=True)
+class KvLine:
+    """One KV cache type: placed with auto -ngl for it and n_ctx, then timed along the context."""
+
+    kv: str  # the KV cache type (-ctk/-ctv)
+    ngl: int  # the placement's n_gpu_layers
+    fits: bool
+    error: str | None = None  # why it does not load (then there is no curve)
+    curve: tuple[CurvePoint, ...] = ()  # at every one of the data's contexts
+    weight_bytes: float | None = None  # weights read per token (the curve's, context 0)
+    cross: int | None = None  # the first context whose KV read per token reaches weight_bytes (None: never)
+    cross_in_range: bool = False  # cross <= n_ctx: the marker is drawn
+    cross_tok_s: float | None = None  # decode tok/s at cross, when in range
+
+
+@dataclass(frozen=True)
+class DecodeCurveData:
+    state: State
+    model: pm.Model
+    machine: pm.Machine
+    lines: tuple[KvLine, ...]  # the chosen KV types, in perf_model.KV_TYPES order
+    error: str | None  # perf_model rejected the settings (then lines stop at the type that failed)
+    contexts: tuple[int, ...]  # the context samples, 0 .. n_ctx
+    readouts: dict[str, float | int | None]  # tok_s_<kv> and cross_<kv> for every line that loads
+
+
+def compute(state: State) -> DecodeCurveData:
     model, mc = pm.MODELS[state.model], pm.MACHINES[state.machine]
     chosen = [k for k in pm.KV_TYPES if getattr(state, _kv_key(k))]
-    data = {"state": state, "model": model, "machine": mc, "lines": [], "error": None, "contexts": contexts(state.ctx)}
+    ctxs = tuple(contexts(state.ctx))
+    lines, error = [], None
     for kv in chosen:
-        line = {"kv": kv, "error": None}
         try:
             p = pm.place(model, mc, state.quant, n_ctx=state.ctx, kv_type=kv)
         except ValueError as e:
-            data["error"] = str(e)
+            error = str(e)
             break
-        line["ngl"] = p.n_gpu_layers
-        line["fits"] = bool(p.fits)
         if not p.fits:
-            line["error"] = p.error
-            data["lines"].append(line)
+            lines.append(KvLine(kv=kv, ngl=p.n_gpu_layers, fits=False, error=p.error))
             continue
-        line["curve"] = it.decode_curve(p, mc, data["contexts"])
-        w = line["curve"][0]["weight_bytes"]
+        curve = tuple(CurvePoint.of(c) for c in it.decode_curve(p, mc, list(ctxs)))
+        w = curve[0].weight_bytes
         c = kv_equals_weights_context(model, kv, w)
-        line["weight_bytes"] = w
-        line["cross"] = c
-        line["cross_in_range"] = c is not None and c <= state.ctx
-        if line["cross_in_range"]:
-            line["cross_tok_s"] = it.decode_curve(p, mc, [c])[0]["tok_s"]
-        data["lines"].append(line)
-    ok = [ln for ln in data["lines"] if not ln["error"]]
-    data["readouts"] = {f"tok_s_{ln['kv']}": ln["curve"][-1]["tok_s"] for ln in ok}
-    data["readouts"] |= {f"cross_{ln['kv']}": ln["cross"] for ln in ok}
-    return data
+        in_range = c is not None and c <= state.ctx
+        lines.append(
+            KvLine(
+                kv=kv,
+                ngl=p.n_gpu_layers,
+                fits=True,
+                curve=curve,
+                weight_bytes=w,
+                cross=c,
+                cross_in_range=in_range,
+                cross_tok_s=it.decode_curve(p, mc, [c])[0]["tok_s"] if in_range else None,
+            )
+        )
+    ok = [ln for ln in lines if not ln.error]
+    readouts = {f"tok_s_{ln.kv}": ln.curve[-1].tok_s for ln in ok}
+    readouts |= {f"cross_{ln.kv}": ln.cross for ln in ok}
+    return DecodeCurveData(
+        state=state, model=model, machine=mc, lines=tuple(lines), error=error, contexts=ctxs, readouts=readouts
+    )
 
 
-def describe(data) -> str:
-    s, m = data["state"], data["model"]
-    where = f"{m.name} {s.quant} on {data['machine'].name}, n_ctx {s.ctx:,}"
-    if data["error"]:
-        return f"{where}: not computable: {data['error']}"
-    if not data["lines"]:
+def describe(data: DecodeCurveData) -> str:
+    s, m = data.state, data.model
+    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {s.ctx:,}"
+    if data.error:
+        return f"{where}: not computable: {data.error}"
+    if not data.lines:
         return f"{where}: no KV cache type chosen."
     bits = []
-    for ln in data["lines"]:
-        if ln["error"]:
-            bits.append(f"{ln['kv']} does not fit ({ln['error']})")
+    for ln in data.lines:
+        if ln.error:
+            bits.append(f"{ln.kv} does not fit ({ln.error})")
             continue
-        c0, c1 = ln["curve"][0], ln["curve"][-1]
-        cross = (
-            f"KV equals weights at {ln['cross']:,} tokens"
-            if ln["cross"] is not None
-            else "KV never reaches the weights"
-        )
-        bits.append(
-            f"{ln['kv']}: {fmt.rate(c0['tok_s'])} tok/s empty, {fmt.rate(c1['tok_s'])} at {c1['context']:,}, {cross}"
-        )
+        c0, c1 = ln.curve[0], ln.curve[-1]
+        cross = f"KV equals weights at {ln.cross:,} tokens" if ln.cross is not None else "KV never reaches the weights"
+        bits.append(f"{ln.kv}: {fmt.rate(c0.tok_s)} tok/s empty, {fmt.rate(c1.tok_s)} at {c1.context:,}, {cross}")
     return f"{where}. " + "; ".join(bits) + "."
 
 
@@ -170,12 +221,12 @@ def _ctx_label(v) -> str:
     return "0" if v == 0 else f"{v / 1024:g}k" if v % 1024 == 0 else f"{v:,}"
 
 
-def _chart(data) -> Raw:
-    s = data["state"]
-    lines = [ln for ln in data["lines"] if not ln["error"]]
+def _chart(data: DecodeCurveData) -> Raw:
+    s = data.state
+    lines = [ln for ln in data.lines if not ln.error]
     fr = chart.Frame(W, H, left=56, top=34, right=64, bottom=52)
     x = fr.linear_x(0, s.ctx)
-    top = max(ln["curve"][0]["tok_s"] for ln in lines) * 1.1
+    top = max(ln.curve[0].tok_s for ln in lines) * 1.1
     yt = chart.nice_ticks(0, top, 5)
     y = fr.linear_y(0, max(top, yt[-1]))
     xt = chart.nice_ticks(0, s.ctx, 8, base=1024)
@@ -188,33 +239,33 @@ def _chart(data) -> Raw:
     ]
     paths, marks, end_ys, end_txt = [], [], [], []
     for ln in lines:
-        cls = f"kv-{ln['kv']}"
-        pts = [(x(c["context"]), y(c["tok_s"])) for c in ln["curve"]]
+        cls = f"kv-{ln.kv}"
+        pts = [(x(c.context), y(c.tok_s)) for c in ln.curve]
         paths.append(
             el(
                 "path",
-                el("title", f"KV {ln['kv']} (-ngl {ln['ngl']})"),
+                el("title", f"KV {ln.kv} (-ngl {ln.ngl})"),
                 d=chart.path_d(pts),
                 class_=f"curve {cls}",
-                data_kv=ln["kv"],
+                data_kv=ln.kv,
             )
         )
         end_ys.append(pts[-1][1] + 4)
-        end_txt.append((cls, ln["kv"]))
-        if ln["cross_in_range"]:
-            cx, cy = x(ln["cross"]), y(ln["cross_tok_s"])
+        end_txt.append((cls, ln.kv))
+        if ln.cross_in_range:
+            cx, cy = x(ln.cross), y(ln.cross_tok_s)
             marks.append(
                 el(
                     "path",
                     el(
                         "title",
-                        f"KV {ln['kv']}: the cache read per token equals the weights "
-                        f"({fmt.gb(ln['weight_bytes'], 2)}) at {ln['cross']:,} tokens",
+                        f"KV {ln.kv}: the cache read per token equals the weights "
+                        f"({fmt.gb(ln.weight_bytes, 2)}) at {ln.cross:,} tokens",
                     ),
                     d=f"M{cx:.2f},{cy - 7:.2f}l7,7l-7,7l-7,-7z",
                     class_=f"cross {cls}",
-                    data_kv=ln["kv"],
-                    data_cross=str(ln["cross"]),
+                    data_kv=ln.kv,
+                    data_cross=str(ln.cross),
                 )
             )
     placed = chart.spread_labels(end_ys, 14, fr.y0 + 8, fr.y1 - 4)
@@ -224,35 +275,35 @@ def _chart(data) -> Raw:
         "text", "◆ KV bytes per token = weight bytes per token", x=fr.x0 + 8, y=fr.y1 - 10, class_="cross-legend"
     )
     parts.append(legend)
-    m = data["model"]
+    m = data.model
     return svg(
         parts,
         width=W,
         height=H,
         id_="decode-curve-chart",
         class_="chart decode-curve-chart",
-        title=f"Decode tok/s against context: {m.name} {s.quant} on {data['machine'].name}",
+        title=f"Decode tok/s against context: {m.name} {s.quant} on {data.machine.name}",
         desc=describe(data),
     )
 
 
-def _readouts(data) -> Raw:
-    s = data["state"]
+def _readouts(data: DecodeCurveData) -> Raw:
+    s = data.state
     items = []
-    for ln in data["lines"]:
-        if ln["error"]:
+    for ln in data.lines:
+        if ln.error:
             continue
-        kv = ln["kv"]
+        kv = ln.kv
         items.append(
             chart.readout(
                 f"tok_s_{kv}",
-                ln["curve"][-1]["tok_s"],
-                fmt.rate(ln["curve"][-1]["tok_s"]),
+                ln.curve[-1].tok_s,
+                fmt.rate(ln.curve[-1].tok_s),
                 f"{kv} at {_ctx_label(s.ctx)}",
                 "tok/s",
             )
         )
-        c = ln["cross"]
+        c = ln.cross
         items.append(
             chart.readout(
                 f"cross_{kv}",
@@ -301,51 +352,51 @@ def _presets() -> Raw:
     return chart.presets(SPEC, presets(), label="Presets")
 
 
-def _table(data) -> Raw:
-    lines = [ln for ln in data["lines"] if not ln["error"]]
-    header = ["Context"] + [f"{ln['kv']} tok/s" for ln in lines] + [f"{ln['kv']} KV (GB)" for ln in lines]
+def _table(data: DecodeCurveData) -> Raw:
+    lines = [ln for ln in data.lines if not ln.error]
+    header = ["Context"] + [f"{ln.kv} tok/s" for ln in lines] + [f"{ln.kv} KV (GB)" for ln in lines]
     rows = []
-    for i in range(0, len(data["contexts"]), TABLE_EVERY):
-        c = data["contexts"][i]
+    for i in range(0, len(data.contexts), TABLE_EVERY):
+        c = data.contexts[i]
         rows.append(
             [f"{c:,}"]
-            + [fmt.rate(ln["curve"][i]["tok_s"]) for ln in lines]
-            + [f"{ln['curve'][i]['kv_bytes'] / 1e9:.2f}" for ln in lines]
+            + [fmt.rate(ln.curve[i].tok_s) for ln in lines]
+            + [f"{ln.curve[i].kv_bytes / 1e9:.2f}" for ln in lines]
         )
     if lines:
         rows.append(
-            ["Weights read per token (GB)"] + [f"{ln['weight_bytes'] / 1e9:.2f}" for ln in lines] + [""] * len(lines)
+            ["Weights read per token (GB)"] + [f"{ln.weight_bytes / 1e9:.2f}" for ln in lines] + [""] * len(lines)
         )
-        rows.append(["-ngl (auto)"] + [str(ln["ngl"]) for ln in lines] + [""] * len(lines))
+        rows.append(["-ngl (auto)"] + [str(ln.ngl) for ln in lines] + [""] * len(lines))
     return data_details("Data table", table(describe(data), header, rows))
 
 
-def render(data) -> str:
+def render(data: DecodeCurveData) -> str:
     parts = [_presets()]
-    if data["error"]:
+    if data.error:
         parts.append(
             el(
                 "div",
-                [el("strong", "Cannot compute these settings: "), data["error"]],
+                [el("strong", "Cannot compute these settings: "), data.error],
                 class_="alert alert-error",
                 role="alert",
             )
         )
         return el("div", parts, class_="decode-curve", data_state="error")
-    if not data["lines"]:
+    if not data.lines:
         parts.append(el("div", "Choose at least one KV cache type to draw.", class_="alert", role="alert"))
         return el("div", parts, class_="decode-curve", data_state="empty")
-    for ln in data["lines"]:
-        if ln["error"]:
+    for ln in data.lines:
+        if ln.error:
             parts.append(
                 el(
                     "div",
-                    [el("strong", f"KV {ln['kv']}: "), f"does not fit: {ln['error']}"],
+                    [el("strong", f"KV {ln.kv}: "), f"does not fit: {ln.error}"],
                     class_="alert",
                     role="alert",
                 )
             )
-    if not any(not ln["error"] for ln in data["lines"]):
+    if not any(not ln.error for ln in data.lines):
         return el("div", parts, class_="decode-curve", data_state="error")
     parts += [_readouts(data), el("figure", _chart(data), class_="chart-wrap"), _table(data)]
     return el("div", parts, class_="decode-curve", data_state="ok")

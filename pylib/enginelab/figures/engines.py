@@ -6,10 +6,16 @@ them; each parameter links to the figure where its effect can be seen. The defau
 there against each project's main branch, October 2026); the descriptions are ours.
 
 The figure part is a small map: for each engine, how many of the parameters shown link to each figure.
+
+compute(state) returns an EnginesData: the comparison rows and, per engine shown, the configuration rows that
+match the filter, the map's counts and the Readouts.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..chart import readout_attrs  # the data-readout contract, in one place
 from ..state import Bool, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -321,7 +327,10 @@ SPEC = Spec(
 )
 
 
-def default_state():
+State = SPEC.State  # this figure's state: the filter q and one checkbox per engine
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
@@ -373,45 +382,79 @@ def matches(texts, ts) -> bool:
     return all(t in hay for t in ts)
 
 
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class ComparisonRow:
+    aspect: str
+    cells: dict[str, str]  # engine key -> what that engine does
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    param: str  # the command-line flag(s)
+    default: str
+    what: str  # what it does
+    links: tuple[tuple[str, str], ...]  # (figure id, query string) of the figures where it shows
+
+
+@dataclass(frozen=True)
+class Readouts:
+    rows_shown: int  # comparison rows and parameters shown
+    params_shown: int
+
+
+@dataclass(frozen=True)
+class EnginesData:
+    state: State
+    terms: tuple[str, ...]  # the filter's words, lower case
+    engines: tuple[str, ...]  # the engine keys shown, in ENGINES order
+    comparison: tuple[ComparisonRow, ...]  # the aspects that match
+    config: dict[str, tuple[ConfigRow, ...]]  # engine key -> its parameters that match
+    totals: dict[str, int]  # engine key -> all its parameters
+    counts: dict[str, dict[str, int]]  # engine key -> figure id -> parameters shown that link there
+    readouts: Readouts
+
+
+def compute(state: State) -> EnginesData:
     ts = terms(state.q)
     shown = [k for k, _ in ENGINES if getattr(state, k)]
     comparison = []
     for row in COMPARISON:
         aspect, cells = row[0], dict(zip([k for k, _ in ENGINES], row[1:]))
         if matches([aspect] + [cells[k] for k in shown], ts):
-            comparison.append({"aspect": aspect, "cells": cells})
+            comparison.append(ComparisonRow(aspect=aspect, cells=cells))
     config, totals = {}, {}
     for k in shown:
         rows = CONFIG[k]
         totals[k] = len(rows)
-        config[k] = [
-            {"param": p, "default": d, "what": w, "links": links} for p, d, w, links in rows if matches([p, d, w], ts)
-        ]
-    counts = {k: {f: sum(1 for r in config[k] for fid, _ in r["links"] if fid == f) for f in FIGURES} for k in shown}
-    return {
-        "state": state,
-        "terms": ts,
-        "engines": shown,
-        "comparison": comparison,
-        "config": config,
-        "totals": totals,
-        "counts": counts,
-        "readouts": {
-            "rows_shown": len(comparison) + sum(len(v) for v in config.values()),
-            "params_shown": sum(len(v) for v in config.values()),
-        },
-    }
+        config[k] = tuple(
+            ConfigRow(param=p, default=d, what=w, links=tuple(links))
+            for p, d, w, links in rows
+            if matches([p, d, w], ts)
+        )
+    counts = {k: {f: sum(1 for r in config[k] for fid, _ in r.links if fid == f) for f in FIGURES} for k in shown}
+    return EnginesData(
+        state=state,
+        terms=tuple(ts),
+        engines=tuple(shown),
+        comparison=tuple(comparison),
+        config=config,
+        totals=totals,
+        counts=counts,
+        readouts=Readouts(
+            rows_shown=len(comparison) + sum(len(v) for v in config.values()),
+            params_shown=sum(len(v) for v in config.values()),
+        ),
+    )
 
 
-def describe(data) -> str:
-    s = data["state"]
+def describe(data: EnginesData) -> str:
+    s = data.state
     names = dict(ENGINES)
-    if not data["engines"]:
+    if not data.engines:
         return "No engine selected: tick llama.cpp, vLLM or SGLang."
-    what = f" matching {s.q!r}" if data["terms"] else ""
-    per = ", ".join(f"{names[k]} {len(data['config'][k])} of {data['totals'][k]} parameters" for k in data["engines"])
-    return f"Comparison rows{what}: {len(data['comparison'])} of {len(COMPARISON)}; {per}."
+    what = f" matching {s.q!r}" if data.terms else ""
+    per = ", ".join(f"{names[k]} {len(data.config[k])} of {data.totals[k]} parameters" for k in data.engines)
+    return f"Comparison rows{what}: {len(data.comparison)} of {len(COMPARISON)}; {per}."
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -457,15 +500,15 @@ def _links(links) -> Raw:
     )
 
 
-def _comparison(data) -> Raw:
+def _comparison(data: EnginesData) -> Raw:
     names = dict(ENGINES)
-    ts = data["terms"]
+    ts = data.terms
     head = el(
         "thead",
         el(
             "tr",
             [el("th", "Aspect", scope="col")]
-            + [el("th", names[k], scope="col", class_=f"eng eng-{k}") for k in data["engines"]],
+            + [el("th", names[k], scope="col", class_=f"eng eng-{k}") for k in data.engines],
         ),
     )
     body = el(
@@ -473,13 +516,10 @@ def _comparison(data) -> Raw:
         [
             el(
                 "tr",
-                [el("th", highlight(r["aspect"], ts), scope="row")]
-                + [
-                    el("td", highlight(r["cells"][k], ts), class_=f"eng-{k}", data_label=names[k])
-                    for k in data["engines"]
-                ],
+                [el("th", highlight(r.aspect, ts), scope="row")]
+                + [el("td", highlight(r.cells[k], ts), class_=f"eng-{k}", data_label=names[k]) for k in data.engines],
             )
-            for r in data["comparison"]
+            for r in data.comparison
         ],
     )
     return el(
@@ -488,20 +528,20 @@ def _comparison(data) -> Raw:
             el("h2", "Where they differ", id_="where-they-differ"),
             el(
                 "table",
-                [el("caption", f"{len(data['comparison'])} of {len(COMPARISON)} aspects"), head, body],
+                [el("caption", f"{len(data.comparison)} of {len(COMPARISON)} aspects"), head, body],
                 class_="engines-table compare",
             )
-            if data["comparison"]
+            if data.comparison
             else el("p", "No aspect matches the filter.", class_="empty"),
         ],
         class_="engines-section",
     )
 
 
-def _config(data, k) -> Raw:
+def _config(data: EnginesData, k: str) -> Raw:
     names = dict(ENGINES)
-    ts = data["terms"]
-    rows = data["config"][k]
+    ts = data.terms
+    rows = data.config[k]
     head = el(
         "thead",
         el("tr", [el("th", h, scope="col") for h in ("Parameter", "Default", "What it does", "Where it shows")]),
@@ -512,12 +552,12 @@ def _config(data, k) -> Raw:
             el(
                 "tr",
                 [
-                    el("th", el("code", highlight(r["param"], ts)), scope="row"),
-                    el("td", highlight(r["default"], ts), class_="default"),
-                    el("td", highlight(r["what"], ts)),
-                    el("td", _links(r["links"]), class_="links"),
+                    el("th", el("code", highlight(r.param, ts)), scope="row"),
+                    el("td", highlight(r.default, ts), class_="default"),
+                    el("td", highlight(r.what, ts)),
+                    el("td", _links(r.links), class_="links"),
                 ],
-                data_param=r["param"],
+                data_param=r.param,
             )
             for r in rows
         ],
@@ -533,7 +573,7 @@ def _config(data, k) -> Raw:
             el("h2", title, id_=f"config-{k}"),
             el(
                 "table",
-                [el("caption", f"{len(rows)} of {data['totals'][k]} parameters"), head, body],
+                [el("caption", f"{len(rows)} of {data.totals[k]} parameters"), head, body],
                 class_=f"engines-table config config-{k}",
             )
             if rows
@@ -547,12 +587,12 @@ def _config(data, k) -> Raw:
 W = 720
 
 
-def _map(data) -> Raw:
+def _map(data: EnginesData) -> Raw:
     """Dots: for each engine shown (rows) and figure (columns), how many shown parameters link there."""
     names = dict(ENGINES)
     figs = list(FIGURES)
     left, top, colw, rowh = 92, 80, (W - 92 - 84) / len(figs), 34
-    h = top + rowh * max(1, len(data["engines"])) + 8
+    h = top + rowh * max(1, len(data.engines)) + 8
     parts = []
     for j, f in enumerate(figs):
         cx = left + colw * (j + 0.5)
@@ -567,11 +607,11 @@ def _map(data) -> Raw:
                 transform=f"rotate(-30 {cx:.1f} {top - 10})",
             )
         )
-    for i, k in enumerate(data["engines"]):
+    for i, k in enumerate(data.engines):
         cy = top + rowh * (i + 0.5)
         parts.append(el("text", names[k], x=left - 10, y=cy + 4, text_anchor="end", class_="map-row"))
         for j, f in enumerate(figs):
-            n = data["counts"][k][f]
+            n = data.counts[k][f]
             cx = left + colw * (j + 0.5)
             t = f"{names[k]}: {n} parameter{'s' if n != 1 else ''} shown link to the {FIGURES[f]}"
             parts.append(
@@ -587,7 +627,7 @@ def _map(data) -> Raw:
             )
             if n:
                 parts.append(el("text", str(n), x=cx, y=cy + 4, text_anchor="middle", class_="map-n"))
-    if not data["engines"]:
+    if not data.engines:
         parts.append(el("text", "No engine selected", x=left, y=top + 20, class_="map-row"))
     return svg(
         parts,
@@ -600,16 +640,16 @@ def _map(data) -> Raw:
     )
 
 
-def _map_table(data) -> Raw:
+def _map_table(data: EnginesData) -> Raw:
     names = dict(ENGINES)
     header = ["Engine"] + [FIGURES[f] for f in FIGURES]
-    rows = [[names[k]] + [str(data["counts"][k][f]) for f in FIGURES] for k in data["engines"]]
+    rows = [[names[k]] + [str(data.counts[k][f]) for f in FIGURES] for k in data.engines]
     return data_details("Data table: parameters per figure", table(describe(data), header, rows))
 
 
-def render(data) -> str:
+def render(data: EnginesData) -> str:
     parts = []
-    if not data["engines"]:
+    if not data.engines:
         parts.append(
             el("div", "No engine selected: tick llama.cpp, vLLM or SGLang above.", class_="alert", role="alert")
         )
@@ -617,12 +657,7 @@ def render(data) -> str:
         el(
             "p",
             [
-                el(
-                    "output",
-                    str(data["readouts"]["rows_shown"]),
-                    data_readout="rows_shown",
-                    data_value=str(data["readouts"]["rows_shown"]),
-                ),
+                el("output", str(data.readouts.rows_shown), **readout_attrs("rows_shown", data.readouts.rows_shown)),
                 " rows shown. ",
                 describe(data),
             ],
@@ -631,9 +666,9 @@ def render(data) -> str:
     )
     parts.append(el("figure", [_map(data)], class_="chart-wrap"))
     parts.append(_map_table(data))
-    if data["engines"]:
+    if data.engines:
         parts.append(_comparison(data))
-        parts += [_config(data, k) for k in data["engines"]]
+        parts += [_config(data, k) for k in data.engines]
     parts.append(
         el(
             "p",

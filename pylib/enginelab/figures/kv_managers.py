@@ -4,7 +4,9 @@ Each manager gets the same pool of `capacity_tokens` cells (one cell = the KV of
 requests; kv_managers.simulate records one frame per simulated step (the frame format is documented at the top
 of kv_managers.py). This module only draws those frames: a grid of cells per manager, coloured by the user whose
 KV a cell holds, with the cell's state (cached, reused, prefilled, decoded, ...) shown by fill, outline and shape,
-plus running counters summed from the frames' events.
+plus running counters summed from the frames' events. Peak concurrency is the module's: simulate's
+summary["peak_concurrency"] once a manager has finished (and in the "At the end" line); while it runs, the most
+requests its frames so far show holding cells (simulate reports its peak for the whole run only).
 
 State: workload (a preset), capacity ("preset" or a pool size), policy (SGLang's schedule_policy, "preset" or
 fcfs/lpm) and step (the simulation step; STEP_FIELD, so the page gets Back / Play / Step and a scrubber). The
@@ -14,15 +16,20 @@ Stepping is cheap: simulations are cached per (workload, capacity, policy) in th
 gives the glue (site/py/main.py, site/assets/patch.js) only what changes from frame to frame: every cell's class
 and the live counters, applied to the grids already in the page. A full `render` is needed only when the
 workload, capacity or policy change.
+
+compute(state) returns a KvData: the cached Sim (one Run per manager: simulate's frames as Frames, running
+counters per frame, its summary as a RunSummary) and one Panel per manager, the frame it shows at the step.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import kv_managers as kvm
 
-from .. import fmt
+from .. import chart, fmt
 from ..state import Choice, Int, Spec
-from ..svg import Raw, data_details, el, esc, join, table
+from ..svg import Raw, data_details, el, join, table
 
 ID = "kv-managers"
 TITLE = "Three KV managers, one workload"
@@ -96,6 +103,110 @@ def _policy(partial) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Simulations, cached per (workload, capacity, policy)
 # ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Event:
+    """One event of a frame (kv_managers' frame format): what happened to request `rid` in the step."""
+
+    type: str  # arrive, admit, finish, evict, preempt or reject
+    rid: int
+    reused: int | None = None  # admit: prompt tokens reused from the cache
+    computed: int | None = None  # admit: prompt tokens computed (prefill)
+    cells: int | None = None  # evict, preempt: cells freed
+    reason: str | None = None  # reject: why
+
+    @classmethod
+    def of(cls, e: dict) -> Event:
+        return cls(**e)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of kv_managers.simulate (its frame format, typed): the pool after one simulated step."""
+
+    step: int
+    state: str  # one cell code per cell (CODE_CLASS's keys)
+    owner: tuple[int, ...]  # the request id per cell, -1 for a free cell
+    running: tuple[int, ...]  # requests holding cells after the step, in admission order
+    waiting: tuple[int, ...]  # requests that have arrived and are not admitted
+    events: tuple[Event, ...]  # what happened in the step, in order
+
+    @classmethod
+    def of(cls, f: dict) -> Frame:
+        return cls(
+            step=f["step"],
+            state=f["state"],
+            owner=tuple(f["owner"]),
+            running=tuple(f["running"]),
+            waiting=tuple(f["waiting"]),
+            events=tuple(Event.of(e) for e in f["events"]),
+        )
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """kv_managers.simulate's summary of one run (its keys, typed)."""
+
+    manager: str
+    capacity_tokens: int
+    prefill_computed: int
+    prompt_tokens: int
+    prefill_saved_frac: float
+    cache_hit_tokens: int
+    peak_concurrency: int  # the most requests holding cells in one step
+    preemptions: int
+    peak_cells_used: int
+    steps: int
+    finished: int
+    rejected: dict[int, str]  # request id -> why
+    decode_tokens: int
+
+    @classmethod
+    def of(cls, summary: dict) -> RunSummary:
+        return cls(**summary)
+
+
+@dataclass(frozen=True)
+class Counters:
+    """A manager's running counters after a frame."""
+
+    computed: int  # prefill tokens computed so far (admit events)
+    reused: int  # prompt tokens reused so far
+    preemptions: int
+    concurrency: int  # requests holding cells during the frame's step
+    peak: int  # the most so far (the frames' holding counts; compute shows the summary's once a run is done)
+
+
+NO_COUNTERS = Counters(computed=0, reused=0, preemptions=0, concurrency=0, peak=0)  # before the first frame
+
+
+@dataclass(frozen=True)
+class Run:
+    """One manager's simulation: its frames, the counters after each, and simulate's summary."""
+
+    frames: tuple[Frame, ...]
+    steps: tuple[int, ...]  # each frame's step (idle stretches are skipped)
+    live: tuple[Counters, ...]  # after each frame
+    summary: RunSummary
+
+
+@dataclass(frozen=True)
+class Sim:
+    """The three runs of one (workload, capacity, policy), and what the view needs of the requests."""
+
+    key: tuple[str, int, str]  # (workload, capacity, policy)
+    workload: str
+    capacity: int
+    policy: str
+    runs: dict[str, Run]  # manager name -> its run
+    hue: dict[int, int]  # request id -> colour (its session's)
+    sessions: tuple[str, ...]  # in order of first appearance
+    session_of: dict[int, str]  # request id -> session
+    first_step: int
+    last_step: int
+    n_requests: int
+    cache: dict = field(default_factory=dict, compare=False, repr=False)  # built markup, reused across frames
+
+
 _SIM_CACHE: dict = {}
 
 
@@ -110,7 +221,32 @@ def workload_requests(workload: str) -> list:
     raise ValueError(f"unknown workload {workload!r}")
 
 
-def simulation(workload: str, capacity: int, policy: str) -> dict:
+def _holding(f: Frame) -> int:
+    """Requests that held KV during the frame's step: still running after it, plus those that finished in it
+    (preempted ones did not decode)."""
+    return len(f.running) + sum(1 for e in f.events if e.type == "finish")
+
+
+def _run(run: dict) -> Run:
+    frames = tuple(Frame.of(f) for f in run["frames"])
+    live = []  # cumulative counters after each frame
+    computed = reused = preempt = peak = 0
+    for f in frames:
+        for e in f.events:
+            if e.type == "admit":
+                computed += e.computed
+                reused += e.reused
+            elif e.type == "preempt":
+                preempt += 1
+        conc = _holding(f)
+        peak = max(peak, conc)
+        live.append(Counters(computed=computed, reused=reused, preemptions=preempt, concurrency=conc, peak=peak))
+    return Run(
+        frames=frames, steps=tuple(f.step for f in frames), live=tuple(live), summary=RunSummary.of(run["summary"])
+    )
+
+
+def simulation(workload: str, capacity: int, policy: str) -> Sim:
     """The three runs plus what the view needs per step, computed once per key and kept."""
     key = (workload, capacity, policy)
     hit = _SIM_CACHE.get(key)
@@ -123,64 +259,29 @@ def simulation(workload: str, capacity: int, policy: str) -> dict:
         "paged": kv.PagedManager(capacity),
         "radix": kv.RadixManager(capacity, schedule_policy=policy),
     }
-    runs = {name: kv.simulate(m, reqs, record_frames=True) for name, m in managers.items()}
+    runs = {name: _run(kv.simulate(m, reqs, record_frames=True)) for name, m in managers.items()}
     sessions: list = []
     for r in reqs:
         if r.session not in sessions:
             sessions.append(r.session)
-    hue = {r.rid: sessions.index(r.session) % N_HUES for r in reqs}
-    session_of = {r.rid: r.session for r in reqs}
-    per = {}
-    for name, run in runs.items():
-        frames = run["frames"]
-        live = []  # cumulative counters after each frame
-        computed = reused = preempt = peak = 0
-        for f in frames:
-            finishes = 0
-            for e in f["events"]:
-                t = e["type"]
-                if t == "admit":
-                    computed += e["computed"]
-                    reused += e["reused"]
-                elif t == "preempt":
-                    preempt += 1
-                elif t == "finish":
-                    finishes += 1
-            # requests that held KV during the step: still running after it, plus those that finished in it
-            # (simulate's peak_concurrency convention; preempted ones did not decode)
-            conc = len(f["running"]) + finishes
-            peak = max(peak, conc)
-            live.append(
-                {"computed": computed, "reused": reused, "preemptions": preempt, "concurrency": conc, "peak": peak}
-            )
-        per[name] = {
-            "frames": frames,
-            "steps": [f["step"] for f in frames],
-            "live": live,
-            "summary": run["summary"],
-            "requests": run["requests"],
-        }
-    first = min((p["steps"][0] for p in per.values() if p["steps"]), default=0)
-    last = max((p["steps"][-1] for p in per.values() if p["steps"]), default=0)
-    sim = {
-        "key": key,
-        "workload": workload,
-        "capacity": capacity,
-        "policy": policy,
-        "per": per,
-        "hue": hue,
-        "sessions": sessions,
-        "session_of": session_of,
-        "first_step": first,
-        "last_step": last,
-        "n_requests": len(reqs),
-        "cache": {},
-    }
+    sim = Sim(
+        key=key,
+        workload=workload,
+        capacity=capacity,
+        policy=policy,
+        runs=runs,
+        hue={r.rid: sessions.index(r.session) % N_HUES for r in reqs},
+        sessions=tuple(sessions),
+        session_of={r.rid: r.session for r in reqs},
+        first_step=min((r.steps[0] for r in runs.values() if r.steps), default=0),
+        last_step=max((r.steps[-1] for r in runs.values() if r.steps), default=0),
+        n_requests=len(reqs),
+    )
     _SIM_CACHE[key] = sim
     return sim
 
 
-def _sim_for(partial) -> dict:
+def _sim_for(partial) -> Sim:
     return simulation(partial["workload"], _capacity(partial), _policy(partial))
 
 
@@ -234,9 +335,9 @@ SPEC = Spec(
         _Step(
             "step",
             "Step",
-            default=lambda p: _sim_for(p)["first_step"],
-            min=lambda p: _sim_for(p)["first_step"],
-            max=lambda p: _sim_for(p)["last_step"],
+            default=lambda p: _sim_for(p).first_step,
+            min=lambda p: _sim_for(p).first_step,
+            max=lambda p: _sim_for(p).last_step,
             widget="range",
             help="Drag, or use Back, Play and Step.",
         ),
@@ -244,7 +345,10 @@ SPEC = Spec(
 )
 
 
-def default_state():
+State = SPEC.State  # this figure's state: workload, capacity, policy, step
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
@@ -259,9 +363,9 @@ def _settled(state: str) -> str:
 _SETTLE = str.maketrans({"R": "r", "P": "p", "D": "d", "E": ".", "X": "."})
 
 
-def _frame_at(per: dict, step: int, capacity: int):
+def _frame_at(run: Run, step: int, capacity: int):
     """(index of the frame shown, cell codes, owners, exact) for one manager at a simulation step."""
-    steps = per["steps"]
+    steps = run.steps
     lo, hi, i = 0, len(steps), -1
     while lo < hi:  # last frame with frame step <= step
         mid = (lo + hi) // 2
@@ -270,15 +374,15 @@ def _frame_at(per: dict, step: int, capacity: int):
         else:
             hi = mid
     if i < 0:
-        return -1, "." * capacity, [-1] * capacity, False
-    f = per["frames"][i]
+        return -1, "." * capacity, (-1,) * capacity, False
+    f = run.frames[i]
     exact = steps[i] == step
-    codes = f["state"] if exact else _settled(f["state"])
-    owner = f["owner"] if exact else [o if c != "." else -1 for o, c in zip(f["owner"], codes)]
+    codes = f.state if exact else _settled(f.state)
+    owner = f.owner if exact else tuple(o if c != "." else -1 for o, c in zip(f.owner, codes))
     return i, codes, owner, exact
 
 
-def cell_classes(codes: str, owner: list, hue: dict, table: dict | None = None) -> list:
+def cell_classes(codes: str, owner: tuple[int, ...], hue: dict, table: dict | None = None) -> list:
     """The class attribute of every cell (the same strings in `render` and in `frame_patch`).
 
     `table` (code -> owner -> class string) may be passed in to reuse its strings across frames."""
@@ -292,82 +396,118 @@ def class_table(hue: dict) -> dict:
     return {c: {o: cls + (f" h{hue[o]}" if o >= 0 else "") for o in owners} for c, cls in CODE_CLASS.items()}
 
 
-def _classes(sim: dict, name: str, panel: dict) -> list:
-    cache = sim["cache"]
-    key = ("classes", name, panel["frame_index"], panel["exact"])
+@dataclass(frozen=True)
+class Panel:
+    """What one manager shows at the step: the frame (the last one at or before the step) and its counters."""
+
+    frame_index: int  # -1: nothing has arrived yet
+    frame_step: int | None
+    exact: bool  # the frame is the step's own (otherwise it is shown settled: nothing happened since)
+    done: bool  # the manager has finished by this step
+    codes: str  # one cell code per cell
+    owner: tuple[int, ...]  # request id per cell, -1 for a free cell
+    computed: int
+    reused: int
+    preemptions: int
+    concurrency: int  # requests holding cells in this step (0 between frames)
+    peak: int  # so far; simulate's summary["peak_concurrency"] once done
+    running: tuple[int, ...]  # the step's, when exact
+    waiting: tuple[int, ...]
+    events: tuple[Event, ...]
+    cells_used: int
+    cells_cached: int
+    summary: RunSummary
+    last_step: int | None  # the manager's last frame
+
+
+@dataclass(frozen=True)
+class KvData:
+    state: State
+    sim: Sim
+    step: int  # clamped to the simulation's steps
+    capacity: int
+    policy: str
+    panels: dict[str, Panel]  # manager name -> its panel, in MANAGERS order
+    workload_label: str
+
+
+def _classes(sim: Sim, name: str, panel: Panel) -> list:
+    cache = sim.cache
+    key = ("classes", name, panel.frame_index, panel.exact)
     got = cache.get(key)
     if got is None:
         if "table" not in cache:
-            cache["table"] = class_table(sim["hue"])
-        got = cache[key] = cell_classes(panel["codes"], panel["owner"], sim["hue"], cache["table"])
+            cache["table"] = class_table(sim.hue)
+        got = cache[key] = cell_classes(panel.codes, panel.owner, sim.hue, cache["table"])
     return got
 
 
-def _event_text(e: dict) -> str:
-    t, rid = e["type"], e["rid"]
+def _event_text(e: Event) -> str:
+    t, rid = e.type, e.rid
     who = f"#{rid}"
     if t == "admit":
-        return f"admit {who}: {e['reused']} reused, {e['computed']} computed"
+        return f"admit {who}: {e.reused} reused, {e.computed} computed"
     if t == "evict":
-        return f"evict {e['cells']} cells of {who}"
+        return f"evict {e.cells} cells of {who}"
     if t == "preempt":
-        return f"preempt {who} ({e['cells']} cells freed)"
+        return f"preempt {who} ({e.cells} cells freed)"
     if t == "reject":
         return f"reject {who}"
     return f"{t} {who}"
 
 
-def compute(state) -> dict:
+def compute(state: State) -> KvData:
     cap = _capacity(state.as_dict())
     pol = _policy(state.as_dict())
     sim = simulation(state.workload, cap, pol)
-    step = min(max(state.step, sim["first_step"]), sim["last_step"])
+    step = min(max(state.step, sim.first_step), sim.last_step)
     panels = {}
     for name in MANAGERS:
-        per = sim["per"][name]
-        i, codes, owner, exact = _frame_at(per, step, cap)
-        live = per["live"][i] if i >= 0 else {"computed": 0, "reused": 0, "preemptions": 0, "concurrency": 0, "peak": 0}
-        f = per["frames"][i] if i >= 0 else None
-        done = bool(per["steps"]) and step >= per["steps"][-1]
+        run = sim.runs[name]
+        i, codes, owner, exact = _frame_at(run, step, cap)
+        live = run.live[i] if i >= 0 else NO_COUNTERS
+        f = run.frames[i] if i >= 0 else None
+        done = bool(run.steps) and step >= run.steps[-1]
         used = cap - codes.count(".") - codes.count("E") - codes.count("X")
         cached = codes.count("c")
-        panels[name] = {
-            "frame_index": i,
-            "frame_step": per["steps"][i] if i >= 0 else None,
-            "exact": exact,
-            "done": done,
-            "codes": codes,
-            "owner": owner,
-            "computed": live["computed"],
-            "reused": live["reused"],
-            "preemptions": live["preemptions"],
-            "concurrency": live["concurrency"] if exact else 0,
-            "peak": live["peak"],
-            "running": list(f["running"]) if (f and exact) else [],
-            "waiting": list(f["waiting"]) if (f and exact) else [],
-            "events": list(f["events"]) if (f and exact) else [],
-            "cells_used": used,
-            "cells_cached": cached,
-            "summary": per["summary"],
-            "last_step": per["steps"][-1] if per["steps"] else None,
-        }
-    return {
-        "state": state,
-        "sim": sim,
-        "step": step,
-        "capacity": cap,
-        "policy": pol,
-        "panels": panels,
-        "workload_label": WORKLOADS[state.workload][0],
-    }
+        panels[name] = Panel(
+            frame_index=i,
+            frame_step=run.steps[i] if i >= 0 else None,
+            exact=exact,
+            done=done,
+            codes=codes,
+            owner=owner,
+            computed=live.computed,
+            reused=live.reused,
+            preemptions=live.preemptions,
+            concurrency=live.concurrency if exact else 0,
+            # the module's own peak once the run is over; before that, the frames' highest holding count so far
+            peak=run.summary.peak_concurrency if done else live.peak,
+            running=f.running if (f and exact) else (),
+            waiting=f.waiting if (f and exact) else (),
+            events=f.events if (f and exact) else (),
+            cells_used=used,
+            cells_cached=cached,
+            summary=run.summary,
+            last_step=run.steps[-1] if run.steps else None,
+        )
+    return KvData(
+        state=state,
+        sim=sim,
+        step=step,
+        capacity=cap,
+        policy=pol,
+        panels=panels,
+        workload_label=WORKLOADS[state.workload][0],
+    )
 
 
-def describe(data) -> str:
-    p = data["panels"]
-    parts = [f"{n} {p[n]['computed']} computed, {p[n]['concurrency']} running" for n in MANAGERS]
+def describe(data: KvData) -> str:
+    p = data.panels
+    parts = [f"{n} {p[n].computed} computed, {p[n].concurrency} running" for n in MANAGERS]
     return (
-        f"{data['workload_label']} on {data['capacity']} KV cells per manager, step {data['step']} of "
-        f"{data['sim']['last_step']}: prefill tokens computed so far and requests holding cells now: "
+        f"{data.workload_label} on {data.capacity} KV cells per manager, step {data.step} of "
+        f"{data.sim.last_step}: prefill tokens computed so far and requests holding cells now: "
         + "; ".join(parts)
         + "."
     )
@@ -392,13 +532,13 @@ def _cell_prefixes(capacity: int, cache: dict) -> list:
     return cache[key]
 
 
-def _grid(name: str, data: dict, **pos) -> Raw:
-    sim, cap = data["sim"], data["capacity"]
-    panel = data["panels"][name]
+def _grid(name: str, data: KvData, **pos) -> Raw:
+    sim, cap = data.sim, data.capacity
+    panel = data.panels[name]
     w, h = _grid_geometry(cap)
     classes = _classes(sim, name, panel)
     # Built with a format string, not el(): 1,000+ cells; every piece is a number or one of CODE_CLASS's words.
-    cells = Raw("".join(p + c + '"/>' for p, c in zip(_cell_prefixes(cap, sim["cache"]), classes)))
+    cells = Raw("".join(p + c + '"/>' for p, c in zip(_cell_prefixes(cap, sim.cache), classes)))
     tid, did = f"kv-grid-{name}-title", f"kv-grid-{name}-desc"
     return el(
         "svg",
@@ -425,27 +565,16 @@ def _grid(name: str, data: dict, **pos) -> Raw:
     )
 
 
-def _readout(name: str, value, text: str, label: str, sub: str = "", oid: str = "", uid: str = "") -> Raw:
-    # a format string rather than el() (same markup); oid / uid: ids of the parts a frame patch rewrites
-    o_id = f' id="{oid}"' if oid else ""
-    u_id = f' id="{uid}"' if uid else ""
-    unit = f'<span class="unit"{u_id}>{esc(sub)}</span>' if sub else ""
-    return Raw(
-        f'<div class="readout kv-readout-{name}"><dt>{esc(label)}</dt><dd><output{o_id} data-readout="{name}" '
-        f'data-value="{esc(fmt.raw(value))}">{esc(text)}</output>{unit}</dd></div>'
-    )
-
-
-def _status_text(name: str, data: dict) -> str:
-    p = data["panels"][name]
-    if p["done"] and data["step"] > p["last_step"]:
-        return f"finished at step {p['last_step']}"
-    if p["frame_index"] < 0:
+def _status_text(name: str, data: KvData) -> str:
+    p = data.panels[name]
+    if p.done and data.step > p.last_step:
+        return f"finished at step {p.last_step}"
+    if p.frame_index < 0:
         return "nothing has arrived yet"
-    if not p["exact"]:
+    if not p.exact:
         return "idle (nothing running or waiting)"
-    n_run, n_wait = len(p["running"]), len(p["waiting"])
-    return f"{n_run} running, {n_wait} waiting" + (" · last step" if p["done"] else "")
+    n_run, n_wait = len(p.running), len(p.waiting)
+    return f"{n_run} running, {n_wait} waiting" + (" · last step" if p.done else "")
 
 
 COUNTERS = (  # (key, label): the live readouts of a panel, in order
@@ -458,21 +587,25 @@ COUNTERS = (  # (key, label): the live readouts of a panel, in order
 )
 
 
-def _live_values(name: str, data: dict) -> dict:
-    """{element id: (text, data-value or None)} for every part of a panel that changes between frames."""
-    p, cap = data["panels"][name], data["capacity"]
-    ev = [e for e in p["events"] if e["type"] != "arrive"]
-    texts = {
-        "computed": f"{p['computed']:,}",
-        "reused": f"{p['reused']:,}",
-        "concurrency": str(p["concurrency"]),
-        "peak": str(p["peak"]),
-        "preemptions": str(p["preemptions"]),
-        "cells_used": f"{p['cells_used']}/{cap}",
+def _counter_values(p: Panel, cap: int) -> dict:
+    """{COUNTERS key: (text, value)} of a panel."""
+    return {
+        "computed": (f"{p.computed:,}", p.computed),
+        "reused": (f"{p.reused:,}", p.reused),
+        "concurrency": (str(p.concurrency), p.concurrency),
+        "peak": (str(p.peak), p.peak),
+        "preemptions": (str(p.preemptions), p.preemptions),
+        "cells_used": (f"{p.cells_used}/{cap}", p.cells_used),
     }
+
+
+def _live_values(name: str, data: KvData) -> dict:
+    """{element id: (text, data-value or None)} for every part of a panel that changes between frames."""
+    p, cap = data.panels[name], data.capacity
+    ev = [e for e in p.events if e.type != "arrive"]
     out = {f"kv-{name}-status": (_status_text(name, data), None)}
-    out.update({f"kv-{name}-{k}": (texts[k], fmt.raw(p[k])) for k, _ in COUNTERS})
-    out[f"kv-{name}-cached"] = (f"{p['cells_cached']} cached", None)
+    out.update({f"kv-{name}-{k}": (text, fmt.raw(value)) for k, (text, value) in _counter_values(p, cap).items()})
+    out[f"kv-{name}-cached"] = (f"{p.cells_cached} cached", None)
     out[f"kv-{name}-events"] = (
         "; ".join(_event_text(e) for e in ev) if ev else "no admissions, finishes or evictions",
         None,
@@ -480,34 +613,37 @@ def _live_values(name: str, data: dict) -> dict:
     return out
 
 
-def _live(name: str, data: dict) -> Raw:
+def _live(name: str, data: KvData) -> Raw:
     """The per-frame part of a panel: status, counters and this step's events. Every part that changes has an
     id, so frame_patch can rewrite its text (and data-value) in place."""
-    p = data["panels"][name]
+    p = data.panels[name]
     v = _live_values(name, data)
+    values = _counter_values(p, data.capacity)
     units = {
-        "computed": f"of {p['summary']['prompt_tokens']:,}",
+        "computed": f"of {p.summary.prompt_tokens:,}",
         "reused": "tokens",
         "concurrency": "requests",
         "peak": "requests",
     }
     readouts = []
     for k, label in COUNTERS:
-        text, value = v[f"kv-{name}-{k}"]
+        text, value = values[k]
         if k == "cells_used":
             readouts.append(
-                _readout(
+                chart.readout(
                     f"{name}_{k}",
-                    p[k],
+                    value,
                     text,
                     label,
                     v[f"kv-{name}-cached"][0],
-                    oid=f"kv-{name}-{k}",
-                    uid=f"kv-{name}-cached",
+                    output_id=f"kv-{name}-{k}",
+                    unit_id=f"kv-{name}-cached",
                 )
             )
         else:
-            readouts.append(_readout(f"{name}_{k}", p[k], text, label, units.get(k, ""), oid=f"kv-{name}-{k}"))
+            readouts.append(
+                chart.readout(f"{name}_{k}", value, text, label, units.get(k, ""), output_id=f"kv-{name}-{k}")
+            )
     return join(
         [
             el("p", v[f"kv-{name}-status"][0], class_="kv-status", id_=f"kv-{name}-status"),
@@ -517,36 +653,29 @@ def _live(name: str, data: dict) -> Raw:
     )
 
 
-def _final(name: str, data: dict) -> Raw:
-    s = data["panels"][name]["summary"]
-    rej = len(s["rejected"])
+def _final(name: str, data: KvData) -> Raw:
+    s = data.panels[name].summary
+    rej = len(s.rejected)
     parts = [
         el("strong", "At the end: "),
-        el(
-            "span",
-            f"{s['prefill_computed']:,}",
-            data_readout=f"{name}_final_computed",
-            data_value=str(s["prefill_computed"]),
-        ),
-        f" of {s['prompt_tokens']:,} prompt tokens computed ({s['prefill_saved_frac']:.0%} saved), peak ",
-        el(
-            "span", str(s["peak_concurrency"]), data_readout=f"{name}_final_peak", data_value=str(s["peak_concurrency"])
-        ),
-        f" at once, {s['preemptions']} preemption{'s' if s['preemptions'] != 1 else ''}, "
-        f"{s['steps']} steps" + (f", {rej} rejected" if rej else "") + ".",
+        el("span", f"{s.prefill_computed:,}", **chart.readout_attrs(f"{name}_final_computed", s.prefill_computed)),
+        f" of {s.prompt_tokens:,} prompt tokens computed ({s.prefill_saved_frac:.0%} saved), peak ",
+        el("span", str(s.peak_concurrency), **chart.readout_attrs(f"{name}_final_peak", s.peak_concurrency)),
+        f" at once, {s.preemptions} preemption{'s' if s.preemptions != 1 else ''}, "
+        f"{s.steps} steps" + (f", {rej} rejected" if rej else "") + ".",
     ]
     return el("p", parts, class_="kv-final")
 
 
-def _subtitle(name: str, data: dict) -> str:
+def _subtitle(name: str, data: KvData) -> str:
     if name == "slots":
         return "4 slots (-np auto) in one unified buffer"
     if name == "paged":
-        return f"block_size 16: {data['capacity'] // 16} blocks, prefix caching on"
-    return f"token-granular tree, schedule_policy {data['policy']}"
+        return f"block_size 16: {data.capacity // 16} blocks, prefix caching on"
+    return f"token-granular tree, schedule_policy {data.policy}"
 
 
-def _panel(name: str, data: dict) -> Raw:
+def _panel(name: str, data: KvData) -> Raw:
     return el(
         "section",
         [
@@ -580,11 +709,11 @@ def _legend() -> Raw:
     return el("div", el("ul", items, class_="kv-legend-codes"), class_="kv-legend", aria_label="Legend")
 
 
-def _users(data: dict) -> Raw:
-    sim = data["sim"]
+def _users(data: KvData) -> Raw:
+    sim = data.sim
     items = []
-    for i, s in enumerate(sim["sessions"]):
-        rids = [rid for rid, ses in sim["session_of"].items() if ses == s]
+    for i, s in enumerate(sim.sessions):
+        rids = [rid for rid, ses in sim.session_of.items() if ses == s]
         sw = el(
             "svg",
             el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=f"k-prefill h{i % N_HUES}"),
@@ -600,42 +729,42 @@ def _users(data: dict) -> Raw:
     return el("ul", items, class_="kv-legend-users", aria_label="Users (colours)")
 
 
-def _caption(data: dict) -> Raw:
+def _caption(data: KvData) -> Raw:
     return el(
         "p",
         [
-            el("strong", f"Step {data['step']}", id_="kv-caption-step"),
-            f" of {data['sim']['last_step']} · {data['workload_label']} · {data['capacity']} cells per manager",
+            el("strong", f"Step {data.step}", id_="kv-caption-step"),
+            f" of {data.sim.last_step} · {data.workload_label} · {data.capacity} cells per manager",
         ],
         class_="step-caption",
         id_="kv-caption",
     )
 
 
-def _table(data: dict) -> Raw:
+def _table(data: KvData) -> Raw:
     """Per step and manager: the counters (static for a simulation, so it is built once)."""
-    sim = data["sim"]
+    sim = data.sim
     key = ("table",)
-    if key not in sim["cache"]:
+    if key not in sim.cache:
         header = ["Step"] + [f"{n}: {c}" for n in MANAGERS for c in ("computed", "reused", "holding")]
         rows = []
-        for t in range(sim["first_step"], sim["last_step"] + 1):
+        for t in range(sim.first_step, sim.last_step + 1):
             row = [str(t)]
             for n in MANAGERS:
-                per = sim["per"][n]
-                i, _, _, exact = _frame_at(per, t, data["capacity"])
-                lv = per["live"][i] if i >= 0 else {"computed": 0, "reused": 0, "concurrency": 0}
-                row += [str(lv["computed"]), str(lv["reused"]), str(lv["concurrency"] if exact else 0)]
+                run = sim.runs[n]
+                i, _, _, exact = _frame_at(run, t, data.capacity)
+                lv = run.live[i] if i >= 0 else NO_COUNTERS
+                row += [str(lv.computed), str(lv.reused), str(lv.concurrency if exact else 0)]
             rows.append(row)
         caption = (
-            f"{data['workload_label']}, {data['capacity']} cells: prefill tokens computed and reused so "
+            f"{data.workload_label}, {data.capacity} cells: prefill tokens computed and reused so "
             f"far, and requests holding cells, per step"
         )
-        sim["cache"][key] = data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
-    return sim["cache"][key]
+        sim.cache[key] = data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
+    return sim.cache[key]
 
 
-def _note(data: dict) -> Raw:
+def _note(data: KvData) -> Raw:
     return el(
         "p",
         [
@@ -648,9 +777,9 @@ def _note(data: dict) -> Raw:
     )
 
 
-def render(data) -> str:
-    sim = data["sim"]
-    key = "|".join(str(k) for k in sim["key"])
+def render(data: KvData) -> str:
+    sim = data.sim
+    key = "|".join(str(k) for k in sim.key)
     return el(
         "div",
         [
@@ -663,37 +792,35 @@ def render(data) -> str:
         ],
         class_="fig-kv",
         id_="kv-fig",
-        data_step=str(data["step"]),
+        data_step=str(data.step),
         data_patch_key=key,
     )
 
 
-def _classes_text(sim: dict, name: str, panel: dict) -> str:
-    key = ("classes-text", name, panel["frame_index"], panel["exact"])
-    got = sim["cache"].get(key)
+def _classes_text(sim: Sim, name: str, panel: Panel) -> str:
+    key = ("classes-text", name, panel.frame_index, panel.exact)
+    got = sim.cache.get(key)
     if got is None:
-        got = sim["cache"][key] = "|".join(_classes(sim, name, panel))
+        got = sim.cache[key] = "|".join(_classes(sim, name, panel))
     return got
 
 
-def sheet_svg(data) -> str:
+def sheet_svg(data: KvData) -> str:
     """The three grids of one frame side by side in one standalone SVG, with the step and each manager's
     counters as text (what the golden tests pin; the page itself stacks three SVGs so phones can reflow them)."""
-    w, h = _grid_geometry(data["capacity"])
+    w, h = _grid_geometry(data.capacity)
     gap, top, bottom = 16, 30, 38
     parts = []
     for j, n in enumerate(MANAGERS):
         x = j * (w + gap)
-        p = data["panels"][n]
+        p = data.panels[n]
         parts.append(el("text", MANAGER_NAMES[n], x=x, y=top - 8, class_="kv-name"))
         parts.append(_grid(n, data, x=x, y=top))
-        parts.append(
-            el("text", f"computed {p['computed']}, reused {p['reused']}", x=x, y=top + h + 14, class_="kv-count")
-        )
+        parts.append(el("text", f"computed {p.computed}, reused {p.reused}", x=x, y=top + h + 14, class_="kv-count"))
         parts.append(
             el(
                 "text",
-                f"holding {p['concurrency']}, preempted {p['preemptions']}",
+                f"holding {p.concurrency}, preempted {p.preemptions}",
                 x=x,
                 y=top + h + 30,
                 class_="kv-count",
@@ -703,39 +830,39 @@ def sheet_svg(data) -> str:
     return str(
         el(
             "svg",
-            [el("title", f"Three KV managers, step {data['step']}"), el("desc", describe(data)), join(parts)],
+            [el("title", f"Three KV managers, step {data.step}"), el("desc", describe(data)), join(parts)],
             xmlns="http://www.w3.org/2000/svg",
             viewBox=f"0 0 {width} {height}",
             width=width,
             height=height,
             role="img",
             class_="chart kv-sheet",
-            data_step=str(data["step"]),
+            data_step=str(data.step),
         )
     )
 
 
-def frame_patch(data) -> dict:
+def frame_patch(data: KvData) -> dict:
     """What changes from one frame to another of the same simulation, for the glue's applyPatch: every cell's
     class per grid (in cell order, joined by "|"), the text of the step caption and of each live counter, and
     the counters' data-value. The patch applies only to a figure in the page with the same data-patch-key; the
     result equals a full render of `data` (tests/test_fig_kv_managers.py and the browser tests check it)."""
-    sim = data["sim"]
-    text = {"kv-caption-step": f"Step {data['step']}"}
-    attrs = {"kv-fig": {"data-step": str(data["step"])}}
+    sim = data.sim
+    text = {"kv-caption-step": f"Step {data.step}"}
+    attrs = {"kv-fig": {"data-step": str(data.step)}}
     for n in MANAGERS:
         for eid, (t, value) in _live_values(n, data).items():
             text[eid] = t
             if value is not None:
                 attrs[eid] = {"data-value": value}
     return {
-        "key": "|".join(str(k) for k in sim["key"]),
-        "classes": {f"kv-cells-{n}": _classes_text(sim, n, data["panels"][n]) for n in MANAGERS},
+        "key": "|".join(str(k) for k in sim.key),
+        "classes": {f"kv-cells-{n}": _classes_text(sim, n, data.panels[n]) for n in MANAGERS},
         "text": text,
         "attrs": attrs,
     }
 
 
-def download_svg(data) -> str:
+def download_svg(data: KvData) -> str:
     """What "Download SVG" saves: the three grids of the current frame in one file (sheet_svg)."""
     return str(sheet_svg(data))

@@ -6,15 +6,20 @@ it). This module only groups and draws them: the tier the current step touches l
 passes through are marked, and a running tally shows what each memory holds so far.
 
 State: scenario, warm, step (the frame; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
+compute(state) returns a LoadData: the trace as LoadSteps, the current one, the boxes drawn, what each memory
+holds so far, and the step list's rows (StepGroups).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import inference_trace as it
 import perf_model as pm
 
 from .. import chart, fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from ..chart import readout_attrs
 from ..state import Bool, Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -36,14 +41,39 @@ TIER_NAMES = {
 BOX_NAMES = {"drive": "NVMe drive", "ram": "RAM", "pcie": "PCIe link", "vram": "GPU VRAM", "unified": "Unified mem."}
 
 
+@dataclass(frozen=True)
+class LoadStep:
+    """One step of inference_trace.load_trace, its fields typed (those only some steps have are None elsewhere)."""
+
+    index: int
+    what: str
+    tier: str  # the tier the step touches (lit)
+    bytes: float
+    seconds: float
+    elapsed_s: float  # the running total, this step included
+    reads_file: bool
+    source: str | None = None  # steps that read the file: "drive" or "page cache"
+    mapped_bytes: float | None = None  # the mmap step: the whole file, addressable
+    layer: int | None = None  # uploads: the block (n_layers for the output head)
+    via: str | None = None  # uploads: the tier the bytes come from
+    file_read_s: float | None = None  # uploads: the file read alone
+    link_s: float | None = None  # uploads: the PCIe copy alone
+    lands_in: str | None = None  # the page-in step: where the pages end up
+
+    @classmethod
+    def of(cls, step: dict) -> LoadStep:
+        """A load_trace step (a dict) as a LoadStep; a key this class does not know is an error."""
+        return cls(**step)
+
+
 _TRACE_CACHE: dict = {}
 
 
-def trace(scenario: str, warm: bool) -> list:
-    """inference_trace.load_scenario, memoised (the trace is pure; stepping re-renders many frames)."""
+def trace(scenario: str, warm: bool) -> tuple[LoadStep, ...]:
+    """inference_trace.load_scenario as LoadSteps, memoised (the trace is pure; stepping re-renders many frames)."""
     key = (scenario, bool(warm))
     if key not in _TRACE_CACHE:
-        _TRACE_CACHE[key] = it.load_scenario(scenario, warm=bool(warm))
+        _TRACE_CACHE[key] = tuple(LoadStep.of(s) for s in it.load_scenario(scenario, warm=bool(warm)))
     return _TRACE_CACHE[key]
 
 
@@ -79,116 +109,151 @@ SPEC = Spec(
 )
 
 
-def default_state():
+State = SPEC.State  # this figure's state: scenario, warm, step
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def machine_tiers(mc) -> list[str]:
+def machine_tiers(mc) -> tuple[str, ...]:
     """The boxes drawn for a machine, left to right."""
     if mc.unified:
-        return ["drive", "ram", "unified"]
+        return ("drive", "ram", "unified")
     if mc.gpu is None:
-        return ["drive", "ram"]
-    return ["drive", "ram", "pcie", "vram"]
+        return ("drive", "ram")
+    return ("drive", "ram", "pcie", "vram")
 
 
-def kind(step: dict, last: bool) -> str:
+def kind(step: LoadStep, last: bool) -> str:
     """A short name for what a step is, from the trace's own fields."""
-    if step["index"] == 0:
+    if step.index == 0:
         return "header"
-    if "mapped_bytes" in step:
+    if step.mapped_bytes is not None:
         return "mmap"
-    if step["tier"] == "pcie":
+    if step.tier == "pcie":
         return "upload"
-    if "lands_in" in step:
+    if step.lands_in is not None:
         return "page-in"
     if last:
         return "first-token"
-    if "KV cache" in step["what"]:
+    if "KV cache" in step.what:
         return "kv"
     return "buffer"
 
 
-def destination(step: dict, k: str) -> str | None:
+def destination(step: LoadStep, k: str) -> str | None:
     """The memory a step leaves bytes resident in (None: it only reads)."""
     if k == "upload":
         return "vram"
     if k == "page-in":
-        return step["lands_in"]
+        return step.lands_in
     if k in ("kv", "buffer"):
-        return step["tier"]
+        return step.tier
     return None
 
 
-def path(step: dict, k: str, tiers: list[str]) -> list[str]:
+def path(step: LoadStep, k: str, tiers: tuple[str, ...]) -> tuple[str, ...]:
     """The boxes a step's bytes pass through, in drawing order (for the arrows)."""
     if k == "upload":
-        a, b = tiers.index(step["via"]), tiers.index("vram")
+        a, b = tiers.index(step.via), tiers.index("vram")
         return tiers[a : b + 1]
     if k == "page-in":
-        src, dst = step["tier"], step["lands_in"]
+        src, dst = step.tier, step.lands_in
         if src == dst:
-            return [src]
+            return (src,)
         a, b = sorted((tiers.index(src), tiers.index(dst)))
         return tiers[a : b + 1]
-    return [step["tier"]]
+    return (step.tier,)
 
 
-def groups(steps: list) -> list[dict]:
+@dataclass(frozen=True)
+class StepGroup:
+    """One row of the step list: a step, or a run of consecutive layer uploads."""
+
+    kind: str  # kind() of the step, or "upload-run"
+    first: int  # step indices, inclusive
+    last: int
+    bytes: float
+    seconds: float
+    tier: str
+    what: str
+    layers: tuple[int, int] | None = None  # upload-run: first and last block
+    via: str | None = None  # upload-run: where the bytes come from
+
+
+def _upload_run_what(g: StepGroup) -> str:
+    a, b = g.layers
+    src = "drive" if g.via == "drive" else "page cache"
+    if a == b:
+        return f"Upload block {a} to VRAM ({src} -> PCIe -> VRAM)"
+    return f"Upload blocks {a}-{b} to VRAM, one block per step ({src} -> PCIe -> VRAM)"
+
+
+def groups(steps) -> list[StepGroup]:
     """Runs of consecutive layer uploads become one row of the step list; every other step is its own row."""
-    out: list[dict] = []
+    out: list[StepGroup] = []
     last = len(steps) - 1
     for s in steps:
-        k = kind(s, s["index"] == last)
-        block = k == "upload" and s["what"].startswith("Upload block")
-        if block and out and out[-1]["kind"] == "upload-run":
+        k = kind(s, s.index == last)
+        block = k == "upload" and s.what.startswith("Upload block")
+        if block and out and out[-1].kind == "upload-run":
             g = out[-1]
-            g["last"] = s["index"]
-            g["bytes"] += s["bytes"]
-            g["seconds"] += s["seconds"]
-            g["layers"][1] = s["layer"]
-            continue
-        if block:
+            out[-1] = replace(
+                g, last=s.index, bytes=g.bytes + s.bytes, seconds=g.seconds + s.seconds, layers=(g.layers[0], s.layer)
+            )
+        elif block:
             out.append(
-                {
-                    "kind": "upload-run",
-                    "first": s["index"],
-                    "last": s["index"],
-                    "bytes": s["bytes"],
-                    "seconds": s["seconds"],
-                    "tier": s["tier"],
-                    "layers": [s["layer"], s["layer"]],
-                    "via": s["via"],
-                }
+                StepGroup(
+                    kind="upload-run",
+                    first=s.index,
+                    last=s.index,
+                    bytes=s.bytes,
+                    seconds=s.seconds,
+                    tier=s.tier,
+                    what="",  # named below, once the run is complete
+                    layers=(s.layer, s.layer),
+                    via=s.via,
+                )
             )
-            continue
-        out.append(
-            {
-                "kind": k,
-                "first": s["index"],
-                "last": s["index"],
-                "bytes": s["bytes"],
-                "seconds": s["seconds"],
-                "tier": s["tier"],
-                "what": s["what"],
-            }
-        )
-    for g in out:
-        if g["kind"] == "upload-run":
-            a, b = g["layers"]
-            src = "drive" if g["via"] == "drive" else "page cache"
-            g["what"] = (
-                f"Upload block {a} to VRAM ({src} -> PCIe -> VRAM)"
-                if a == b
-                else f"Upload blocks {a}-{b} to VRAM, one block per step ({src} -> PCIe -> VRAM)"
+        else:
+            out.append(
+                StepGroup(
+                    kind=k, first=s.index, last=s.index, bytes=s.bytes, seconds=s.seconds, tier=s.tier, what=s.what
+                )
             )
-    return out
+    return [replace(g, what=_upload_run_what(g)) if g.kind == "upload-run" else g for g in out]
 
 
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class LoadData:
+    state: State
+    scenario_label: str  # inference_trace.LOAD_SCENARIOS[state.scenario]["label"]
+    machine: pm.Machine
+    model: pm.Model
+    steps: tuple[LoadStep, ...]  # the whole trace (state.warm's launch)
+    index: int  # the current step
+    step: LoadStep
+    kind: str  # kind(step)
+    lit: str  # the tier the step touches
+    path: tuple[str, ...]  # the boxes its bytes pass through
+    dest: str | None  # the memory it leaves bytes in
+    tiers: tuple[str, ...]  # the boxes drawn (machine_tiers)
+    resident: dict[str, float]  # tier -> bytes held after this step
+    caps: dict[str, float | None]  # tier -> capacity in bytes (None: not a memory, or none drawn)
+    bandwidths: dict[str, float]  # tier -> bytes/s
+    elapsed_s: float
+    total_s: float  # the whole launch
+    cold_total_s: float
+    warm_total_s: float
+    file_bytes: int
+    groups: tuple[StepGroup, ...]  # the step list's rows
+
+
+def compute(state: State) -> LoadData:
     sc = it.LOAD_SCENARIOS[state.scenario]
     steps = trace(state.scenario, state.warm)
     cold = trace(state.scenario, False)
@@ -202,9 +267,9 @@ def compute(state) -> dict:
     k = kind(cur, i == last)
     resident = {t: 0.0 for t in tiers}
     for s in steps[: i + 1]:
-        d = destination(s, kind(s, s["index"] == last))
+        d = destination(s, kind(s, s.index == last))
         if d in resident:
-            resident[d] += s["bytes"]
+            resident[d] += s.bytes
     caps = {
         "drive": None,
         "ram": None if mc.unified else mc.ram.mem_bytes,
@@ -219,29 +284,37 @@ def compute(state) -> dict:
         "vram": mc.gpu.bandwidth if mc.gpu is not None else 0.0,
         "unified": mc.gpu.bandwidth if mc.unified else 0.0,
     }
-    return {
-        "state": state,
-        "scenario": sc,
-        "machine": mc,
-        "model": model,
-        "steps": steps,
-        "index": i,
-        "step": cur,
-        "kind": k,
-        "lit": cur["tier"],
-        "path": path(cur, k, tiers),
-        "dest": destination(cur, k),
-        "tiers": tiers,
-        "resident": resident,
-        "caps": caps,
-        "bandwidths": bws,
-        "elapsed_s": cur["elapsed_s"],
-        "total_s": steps[-1]["elapsed_s"],
-        "cold_total_s": cold[-1]["elapsed_s"],
-        "warm_total_s": warm[-1]["elapsed_s"],
-        "file_bytes": _file_bytes(state.scenario),
-        "groups": groups(steps),
-    }
+    return LoadData(
+        state=state,
+        scenario_label=sc["label"],
+        machine=mc,
+        model=model,
+        steps=steps,
+        index=i,
+        step=cur,
+        kind=k,
+        lit=cur.tier,
+        path=path(cur, k, tiers),
+        dest=destination(cur, k),
+        tiers=tiers,
+        resident=resident,
+        caps=caps,
+        bandwidths=bws,
+        elapsed_s=cur.elapsed_s,
+        total_s=steps[-1].elapsed_s,
+        cold_total_s=cold[-1].elapsed_s,
+        warm_total_s=warm[-1].elapsed_s,
+        file_bytes=_file_bytes(state.scenario),
+        groups=_groups(state.scenario, state.warm),
+    )
+
+
+def _groups(scenario: str, warm: bool) -> tuple[StepGroup, ...]:
+    """groups() of a trace, memoised with it."""
+    key = ("groups", scenario, bool(warm))
+    if key not in _TRACE_CACHE:
+        _TRACE_CACHE[key] = tuple(groups(trace(scenario, warm)))
+    return _TRACE_CACHE[key]
 
 
 def _file_bytes(scenario: str) -> int:
@@ -252,13 +325,13 @@ def _file_bytes(scenario: str) -> int:
     return _TRACE_CACHE[key]
 
 
-def describe(data) -> str:
-    s, st, n = data["step"], data["state"], len(data["steps"])
+def describe(data: LoadData) -> str:
+    s, st, n = data.step, data.state, len(data.steps)
     launch = "warm" if st.warm else "cold"
     return (
-        f"{data['scenario']['label']}, {launch} launch, step {data['index'] + 1} of {n}: {s['what']} "
-        f"({TIER_NAMES[s['tier']]}, {fmt.bytes_auto(s['bytes'])}, {fmt.seconds(s['seconds'])}); "
-        f"{fmt.seconds(data['elapsed_s'])} elapsed of {fmt.seconds(data['total_s'])}."
+        f"{data.scenario_label}, {launch} launch, step {data.index + 1} of {n}: {s.what} "
+        f"({TIER_NAMES[s.tier]}, {fmt.bytes_auto(s.bytes)}, {fmt.seconds(s.seconds)}); "
+        f"{fmt.seconds(data.elapsed_s)} elapsed of {fmt.seconds(data.total_s)}."
     )
 
 
@@ -277,33 +350,33 @@ def _box_geometry(n: int) -> tuple[float, float]:
     return bw, 8
 
 
-def _boxes(data) -> Raw:
-    tiers = data["tiers"]
+def _boxes(data: LoadData) -> Raw:
+    tiers = data.tiers
     n = len(tiers)
     bw, x0 = _box_geometry(n)
-    cur_path = data["path"]
+    cur_path = data.path
     parts = []
     for j, t in enumerate(tiers):
         x = x0 + j * (bw + GAP)
-        lit = t == data["lit"]
+        lit = t == data.lit
         on_path = t in cur_path
         cls = (
             f"tier tier-{t}"
             + (" lit" if lit else "")
             + (" on-path" if on_path and not lit else "")
-            + (" dest" if t == data["dest"] else "")
+            + (" dest" if t == data.dest else "")
         )
         name = BOX_NAMES[t]
-        if t == "ram" and data["machine"].unified:
+        if t == "ram" and data.machine.unified:
             name = "Page cache"
         inner = [
             el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
             el("text", name, x=x + 8, y=BOX_Y + 18, class_="box-title"),
-            el("text", f"{data['bandwidths'][t] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 36, class_="box-sub"),
+            el("text", f"{data.bandwidths[t] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 36, class_="box-sub"),
         ]
-        cap = data["caps"][t]
+        cap = data.caps[t]
         if cap:
-            held = data["resident"][t]
+            held = data.resident[t]
             inner.append(
                 el(
                     "text",
@@ -311,26 +384,25 @@ def _boxes(data) -> Raw:
                     x=x + 8,
                     y=BOX_Y + 54,
                     class_="box-sub",
-                    data_readout=f"resident_{t}",
-                    data_value=fmt.raw(held),
+                    **readout_attrs(f"resident_{t}", held),
                 )
             )
             fw = (bw - 16) * min(1.0, held / cap)
             inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=bw - 16, height=10, class_="fill-track"))
             inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=max(fw, 0), height=10, class_="fill"))
         elif t == "drive":
-            inner.append(el("text", f"file {fmt.gb(data['file_bytes'], 1)}", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+            inner.append(el("text", f"file {fmt.gb(data.file_bytes, 1)}", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
         elif t == "pcie":
             inner.append(el("text", "host ⇄ GPU", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
         elif t == "ram":  # Apple: the page cache lives in the unified memory
             inner.append(el("text", "in unified memory", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
         if lit:
-            s = data["step"]
+            s = data.step
             inner.append(el("text", "this step", x=x + 8, y=BOX_Y + 92, class_="box-now"))
             inner.append(
                 el(
                     "text",
-                    fmt.bytes_auto(s["bytes"]) if s["bytes"] else "0 B",
+                    fmt.bytes_auto(s.bytes) if s.bytes else "0 B",
                     x=x + 8,
                     y=BOX_Y + 108,
                     class_="box-now-v",
@@ -350,41 +422,41 @@ def _boxes(data) -> Raw:
     return el("g", parts, class_="tiers", id_="load-boxes")
 
 
-def _static(data, name: str, build):
+def _static(data: LoadData, name: str, build):
     """A part of the page that depends only on the trace (scenario, warm): built once, reused every frame."""
-    key = (name, data["state"].scenario, bool(data["state"].warm))
+    key = (name, data.state.scenario, bool(data.state.warm))
     if key not in _TRACE_CACHE:
         _TRACE_CACHE[key] = build(data)
     return _TRACE_CACHE[key]
 
 
-def _segments(data) -> Raw:
-    steps, total = data["steps"], data["total_s"] or 1.0
+def _segments(data: LoadData) -> Raw:
+    steps, total = data.steps, data.total_s or 1.0
     span = W - 16
     segs = []
     for s in steps:
-        if s["seconds"] <= 0:
+        if s.seconds <= 0:
             continue
-        xa = 8 + span * (s["elapsed_s"] - s["seconds"]) / total
-        w = span * s["seconds"] / total
+        xa = 8 + span * (s.elapsed_s - s.seconds) / total
+        w = span * s.seconds / total
         segs.append(
             el(
                 "rect",
-                el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
+                el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
                 x=xa,
                 y=STRIP_Y,
                 width=max(w, 0.6),
                 height=STRIP_H,
-                class_=f"seg-t seg-{s['tier']}",
+                class_=f"seg-t seg-{s.tier}",
             )
         )
     return join(segs)
 
 
-def _strip(data) -> Raw:
+def _strip(data: LoadData) -> Raw:
     """The whole launch on one time axis: a segment per step, coloured by tier (built once per scenario); the
     frame's part (in #load-strip-now) dims the future, outlines the current step and says the time so far."""
-    total = data["total_s"] or 1.0
+    total = data.total_s or 1.0
     x0, x1 = 8, W - 8
     label_y = STRIP_Y - 8
     parts = [
@@ -397,31 +469,31 @@ def _strip(data) -> Raw:
     return el("g", parts, class_="strip")
 
 
-def _strip_now(data) -> Raw:
-    total = data["total_s"] or 1.0
+def _strip_now(data: LoadData) -> Raw:
+    total = data.total_s or 1.0
     x0, x1 = 8, W - 8
     span = x1 - x0
-    cx = x0 + span * data["elapsed_s"] / total
-    cw = span * data["step"]["seconds"] / total
+    cx = x0 + span * data.elapsed_s / total
+    cw = span * data.step.seconds / total
     return join(
         [
             el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
             el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
             el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
-            chart.edge_label(f"{fmt.seconds(data['elapsed_s'])} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18),
+            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18),
         ]
     )
 
 
-def _chart_title(data) -> str:
-    st = data["state"]
+def _chart_title(data: LoadData) -> str:
+    st = data.state
     return (
-        f"Loading {data['model'].name} on {data['machine'].name} "
-        f"({'warm' if st.warm else 'cold'}), step {data['index'] + 1} of {len(data['steps'])}"
+        f"Loading {data.model.name} on {data.machine.name} "
+        f"({'warm' if st.warm else 'cold'}), step {data.index + 1} of {len(data.steps)}"
     )
 
 
-def _chart(data) -> Raw:
+def _chart(data: LoadData) -> Raw:
     h = STRIP_Y + STRIP_H + 26
     return svg(
         [_boxes(data), _strip(data)],
@@ -434,76 +506,74 @@ def _chart(data) -> Raw:
     )
 
 
-def _step_list(data) -> Raw:
+def _step_list(data: LoadData) -> Raw:
     rows = []
-    i = data["index"]
-    for g in data["groups"]:
-        now = g["first"] <= i <= g["last"]
-        done = g["last"] < i
+    i = data.index
+    for g in data.groups:
+        now = g.first <= i <= g.last
+        done = g.last < i
         status = "now" if now else ("done" if done else "todo")
-        nums = f"{g['first'] + 1}" if g["first"] == g["last"] else f"{g['first'] + 1}–{g['last'] + 1}"
-        detail = f"{TIER_NAMES[g['tier']]} · {fmt.bytes_auto(g['bytes'])} · {fmt.seconds(g['seconds'])}"
-        if now and g["first"] != g["last"]:
-            detail += (
-                f" · at block {data['step'].get('layer', '')} ({i - g['first'] + 1} of {g['last'] - g['first'] + 1})"
-            )
+        nums = f"{g.first + 1}" if g.first == g.last else f"{g.first + 1}–{g.last + 1}"
+        detail = f"{TIER_NAMES[g.tier]} · {fmt.bytes_auto(g.bytes)} · {fmt.seconds(g.seconds)}"
+        if now and g.first != g.last:
+            detail += f" · at block {'' if data.step.layer is None else data.step.layer} ({i - g.first + 1} of {g.last - g.first + 1})"
         rows.append(
             el(
                 "li",
                 [
                     el("span", nums, class_="step-num"),
-                    el("span", g["what"], class_="step-what"),
+                    el("span", g.what, class_="step-what"),
                     el("span", detail, class_="step-detail"),
                 ],
-                class_=f"step step-{status} step-tier-{g['tier']}",
+                class_=f"step step-{status} step-tier-{g.tier}",
                 aria_current="step" if now else None,
             )
         )
     return el("ol", rows, class_="step-list", aria_label="Launch steps", id_="load-steps")
 
 
-def _table(data) -> Raw:
+def _table(data: LoadData) -> Raw:
     """Every step of the trace (the same for every frame of a scenario, so built once)."""
 
     def build(data):
         header = ["#", "Step", "Tier", "Bytes", "Seconds", "Elapsed (s)", "Source"]
         rows = [
             [
-                str(s["index"] + 1),
-                s["what"],
-                TIER_NAMES[s["tier"]],
-                fmt.bytes_auto(s["bytes"]),
-                f"{s['seconds']:.4g}",
-                f"{s['elapsed_s']:.4g}",
-                s.get("source", ""),
+                str(s.index + 1),
+                s.what,
+                TIER_NAMES[s.tier],
+                fmt.bytes_auto(s.bytes),
+                f"{s.seconds:.4g}",
+                f"{s.elapsed_s:.4g}",
+                s.source or "",
             ]
-            for s in data["steps"]
+            for s in data.steps
         ]
-        launch = "warm" if data["state"].warm else "cold"
+        launch = "warm" if data.state.warm else "cold"
         caption = (
-            f"{data['scenario']['label']}, {launch} launch: all {len(rows)} steps of "
-            f"inference_trace.load_trace, {fmt.seconds(data['total_s'])} in all."
+            f"{data.scenario_label}, {launch} launch: all {len(rows)} steps of "
+            f"inference_trace.load_trace, {fmt.seconds(data.total_s)} in all."
         )
         return data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
 
     return _static(data, "table", build)
 
 
-def _readouts(data) -> Raw:
-    s, st = data["step"], data["state"]
-    n = len(data["steps"])
+def _readouts(data: LoadData) -> Raw:
+    s, st = data.step, data.state
+    n = len(data.steps)
     return el(
         "dl",
         [
-            _readout("step_index", data["index"], f"{data['index'] + 1} / {n}", "Step"),
-            _readout("step_tier", s["tier"], TIER_NAMES[s["tier"]], "Tier"),
-            _readout("step_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes"),
-            _readout("step_s", s["seconds"], fmt.seconds(s["seconds"]), "This step"),
-            _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Elapsed"),
+            _readout("step_index", data.index, f"{data.index + 1} / {n}", "Step"),
+            _readout("step_tier", s.tier, TIER_NAMES[s.tier], "Tier"),
+            _readout("step_bytes", s.bytes, fmt.bytes_auto(s.bytes), "Bytes"),
+            _readout("step_s", s.seconds, fmt.seconds(s.seconds), "This step"),
+            _readout("elapsed_s", data.elapsed_s, fmt.seconds(data.elapsed_s), "Elapsed"),
             _readout(
                 "total_s",
-                data["total_s"],
-                fmt.seconds(data["total_s"]),
+                data.total_s,
+                fmt.seconds(data.total_s),
                 "Whole launch, warm" if st.warm else "Whole launch, cold",
             ),
         ],
@@ -512,18 +582,18 @@ def _readouts(data) -> Raw:
     )
 
 
-def _caption(data) -> Raw:
+def _caption(data: LoadData) -> Raw:
     return el(
         "p",
-        [el("strong", f"Step {data['index'] + 1}: "), data["step"]["what"], "."],
+        [el("strong", f"Step {data.index + 1}: "), data.step.what, "."],
         class_="step-caption",
         id_="load-caption",
     )
 
 
-def patch_key(data) -> str:
+def patch_key(data: LoadData) -> str:
     """Frames with the same key share one skeleton (the boxes, the timeline's segments, the table)."""
-    st = data["state"]
+    st = data.state
     return f"load|{st.scenario}|{int(bool(st.warm))}"
 
 
@@ -532,7 +602,7 @@ def _inner(part: Raw) -> str:
     return part[part.index(">") + 1 : part.rindex("<")]
 
 
-def frame_patch(data) -> dict:
+def frame_patch(data: LoadData) -> dict:
     """What differs between two frames of one scenario, for the glue's applyPatch (site/assets/patch.js): the
     inner HTML of the parts that change, the chart's title and description, and the root's attributes. Applied
     to any frame of the same scenario it gives exactly the full render of `data` (tests/test_fig_load.py)."""
@@ -546,13 +616,13 @@ def frame_patch(data) -> dict:
             "load-steps": _inner(_step_list(data)),
         },
         "text": {"load-chart-title": _chart_title(data), "load-chart-desc": describe(data)},
-        "attrs": {"load-fig": {"data-step": str(data["index"]), "data-lit": data["lit"]}},
+        "attrs": {"load-fig": {"data-step": str(data.index), "data-lit": data.lit}},
     }
 
 
-def render(data) -> str:
-    st = data["state"]
-    other = data["cold_total_s"] if st.warm else data["warm_total_s"]
+def render(data: LoadData) -> str:
+    st = data.state
+    other = data.cold_total_s if st.warm else data.warm_total_s
     note = el(
         "p",
         [
@@ -574,7 +644,7 @@ def render(data) -> str:
         ],
         class_="fig-load",
         id_="load-fig",
-        data_step=str(data["index"]),
-        data_lit=data["lit"],
+        data_step=str(data.index),
+        data_lit=data.lit,
         data_patch_key=patch_key(data),
     )

@@ -8,17 +8,21 @@ The running total of the stages' seconds ends at perf_model's own total for the 
 prefill_time), and both are shown side by side.
 
 State: scenario, phase, step (the stage; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
+compute(state) returns a PhasesData: the trace as Stages, the current one, the Devices drawn, each device's busy
+time so far, and perf_model's own total for the phase.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import inference_trace as it
 import perf_model as pm
 
 from .. import chart, fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from ..chart import readout_attrs
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -33,6 +37,34 @@ PHASES = (("prefill", "Prefill (the prompt)"), ("decode", "Decode (one token)"))
 DEVICE_NAMES = {"gpu": "GPU", "cpu": "CPU", "pcie": "PCIe link", "host": "CPU (host)"}
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One step of inference_trace.phase_trace, its fields typed (those only one phase has are None in the other)."""
+
+    index: int
+    what: str
+    stage: str  # decode: attention / ffn / output / overhead; prefill: gpu / cpu / pcie / gpu_offload
+    device: str  # gpu, cpu, pcie or host (the launch/sync overhead)
+    tier: str
+    bytes: float
+    weight_bytes: float
+    kv_bytes: float
+    flops: float
+    intensity: float  # FLOP/byte (inf: FLOPs without bytes read; 0: neither)
+    bound: str  # memory, compute, transfer or latency
+    seconds: float
+    elapsed_s: float  # the running total, this stage included
+    layers: tuple[int, int] | None = None  # decode: the blocks of the stage
+    device_name: str | None = None  # decode: the GPU's or the RAM's name ("" for the overhead)
+    ubatch: int | None = None  # prefill: the micro-batch
+    tokens: int | None = None  # prefill: its tokens
+
+    @classmethod
+    def of(cls, step: dict) -> Stage:
+        """A phase_trace step (a dict) as a Stage; a key this class does not know is an error."""
+        return cls(**step)
+
+
 _CACHE: dict = {}
 
 
@@ -45,11 +77,11 @@ def scenario_placement(key: str):
     return _CACHE[ck]
 
 
-def trace(scenario: str, phase: str) -> list:
-    """inference_trace.phase_scenario, memoised (pure; stepping re-renders many frames)."""
+def trace(scenario: str, phase: str) -> tuple[Stage, ...]:
+    """inference_trace.phase_scenario as Stages, memoised (pure; stepping re-renders many frames)."""
     key = (scenario, phase)
     if key not in _CACHE:
-        _CACHE[key] = it.phase_scenario(scenario, phase)
+        _CACHE[key] = tuple(Stage.of(s) for s in it.phase_scenario(scenario, phase))
     return _CACHE[key]
 
 
@@ -89,20 +121,56 @@ SPEC = Spec(
 )
 
 
-def default_state():
+State = SPEC.State  # this figure's state: scenario, phase, step
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def box_of(step: dict) -> str:
+def box_of(step: Stage) -> str:
     """The device box a stage lights: its device ('host' overhead runs on the CPU side)."""
-    d = step["device"]
+    d = step.device
     return "cpu" if d == "host" else d
 
 
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class Device:
+    """A box of the figure: a processor with its memory, or the PCIe link between them."""
+
+    key: str  # gpu, pcie or cpu
+    name: str
+    bandwidth: float  # bytes/s
+    flops: float  # FLOP/s (0 for the link)
+    ridge: float | None  # flops / bandwidth, FLOP/byte (None for the link)
+    mem: str  # VRAM, unified, link or RAM
+
+
+@dataclass(frozen=True)
+class PhasesData:
+    state: State
+    scenario_label: str  # inference_trace.PHASE_SCENARIOS[state.scenario]["label"]
+    context: int  # decode: tokens in the cache (the scenario's)
+    n_tokens: int  # prefill: the prompt's tokens (the scenario's)
+    machine: pm.Machine
+    placement: pm.Placement
+    model: pm.Model
+    steps: tuple[Stage, ...]  # the whole trace
+    index: int  # the current stage
+    step: Stage
+    lit: str  # the box it lights (box_of)
+    devices: tuple[Device, ...]  # the boxes drawn, left to right
+    device_s: dict[str, float]  # box -> seconds busy up to and including this stage
+    elapsed_s: float
+    trace_total_s: float  # the stages' seconds, all added up
+    model_total_s: float  # perf_model's own total for the phase (model_total)
+    model_fn: str  # which perf_model function gave it: decode_step_time or prefill_time
+
+
+def compute(state: State) -> PhasesData:
     sc = it.PHASE_SCENARIOS[state.scenario]
     steps = trace(state.scenario, state.phase)
     i = min(max(state.step, 0), len(steps) - 1)
@@ -112,57 +180,52 @@ def compute(state) -> dict:
     devices = []
     if mc.gpu is not None:
         devices.append(
-            {
-                "key": "gpu",
-                "name": mc.gpu.name,
-                "bandwidth": mc.gpu.bandwidth,
-                "flops": mc.gpu.flops,
-                "ridge": mc.gpu.flops / mc.gpu.bandwidth,
-                "mem": "VRAM" if not mc.unified else "unified",
-            }
+            Device(
+                key="gpu",
+                name=mc.gpu.name,
+                bandwidth=mc.gpu.bandwidth,
+                flops=mc.gpu.flops,
+                ridge=mc.gpu.flops / mc.gpu.bandwidth,
+                mem="VRAM" if not mc.unified else "unified",
+            )
         )
     if mc.gpu is not None and not mc.unified:
         devices.append(
-            {
-                "key": "pcie",
-                "name": f"{mc.pcie_gbs:g} GB/s",
-                "bandwidth": mc.pcie,
-                "flops": 0.0,
-                "ridge": None,
-                "mem": "link",
-            }
+            Device(key="pcie", name=f"{mc.pcie_gbs:g} GB/s", bandwidth=mc.pcie, flops=0.0, ridge=None, mem="link")
         )
     devices.append(
-        {
-            "key": "cpu",
-            "name": mc.ram.name,
-            "bandwidth": mc.ram.bandwidth,
-            "flops": mc.ram.flops,
-            "ridge": mc.ram.flops / mc.ram.bandwidth,
-            "mem": "RAM",
-        }
+        Device(
+            key="cpu",
+            name=mc.ram.name,
+            bandwidth=mc.ram.bandwidth,
+            flops=mc.ram.flops,
+            ridge=mc.ram.flops / mc.ram.bandwidth,
+            mem="RAM",
+        )
     )
     by_dev = {}
     for s in steps[: i + 1]:
         b = box_of(s)
-        by_dev[b] = by_dev.get(b, 0.0) + s["seconds"]
-    return {
-        "state": state,
-        "scenario": sc,
-        "machine": mc,
-        "placement": p,
-        "model": p.model,
-        "steps": steps,
-        "index": i,
-        "step": cur,
-        "lit": box_of(cur),
-        "devices": devices,
-        "device_s": by_dev,
-        "elapsed_s": cur["elapsed_s"],
-        "trace_total_s": steps[-1]["elapsed_s"],
-        "model_total_s": model_total(state.scenario, state.phase),
-        "model_fn": "decode_step_time" if state.phase == "decode" else "prefill_time",
-    }
+        by_dev[b] = by_dev.get(b, 0.0) + s.seconds
+    return PhasesData(
+        state=state,
+        scenario_label=sc["label"],
+        context=sc["context"],
+        n_tokens=sc["n_tokens"],
+        machine=mc,
+        placement=p,
+        model=p.model,
+        steps=steps,
+        index=i,
+        step=cur,
+        lit=box_of(cur),
+        devices=tuple(devices),
+        device_s=by_dev,
+        elapsed_s=cur.elapsed_s,
+        trace_total_s=steps[-1].elapsed_s,
+        model_total_s=model_total(state.scenario, state.phase),
+        model_fn="decode_step_time" if state.phase == "decode" else "prefill_time",
+    )
 
 
 def _intensity_text(v: float) -> str:
@@ -173,15 +236,15 @@ def _intensity_text(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
-def describe(data) -> str:
-    s, st = data["step"], data["state"]
+def describe(data: PhasesData) -> str:
+    s, st = data.step, data.state
     phase = "decode step" if st.phase == "decode" else "prefill"
     return (
-        f"{data['scenario']['label']}, {phase}, stage {data['index'] + 1} of {len(data['steps'])}: "
-        f"{s['what']} on the {DEVICE_NAMES[s['device']]}: {fmt.bytes_auto(s['bytes'])}, "
-        f"{_flops(s['flops'])}, intensity {_intensity_text(s['intensity'])} FLOP/byte, {s['bound']}-bound, "
-        f"{fmt.seconds(s['seconds'])}; running total {fmt.seconds(data['elapsed_s'])} of "
-        f"{fmt.seconds(data['model_total_s'])} ({data['model_fn']})."
+        f"{data.scenario_label}, {phase}, stage {data.index + 1} of {len(data.steps)}: "
+        f"{s.what} on the {DEVICE_NAMES[s.device]}: {fmt.bytes_auto(s.bytes)}, "
+        f"{_flops(s.flops)}, intensity {_intensity_text(s.intensity)} FLOP/byte, {s.bound}-bound, "
+        f"{fmt.seconds(s.seconds)}; running total {fmt.seconds(data.elapsed_s)} of "
+        f"{fmt.seconds(data.model_total_s)} ({data.model_fn})."
     )
 
 
@@ -206,25 +269,25 @@ STRIP_H = 18
 GX0, GX1 = 10, W - 10
 
 
-def _boxes(data) -> Raw:
-    devs = data["devices"]
+def _boxes(data: PhasesData) -> Raw:
+    devs = data.devices
     n = len(devs)
     bw = (W - 16 - GAP * (n - 1)) / n
     parts = []
     for j, d in enumerate(devs):
         x = 8 + j * (bw + GAP)
-        lit = d["key"] == data["lit"]
-        title = {"gpu": "GPU", "pcie": "PCIe link", "cpu": "CPU + RAM"}[d["key"]]
-        if d["key"] == "gpu":
-            title += " + " + d["mem"]
+        lit = d.key == data.lit
+        title = {"gpu": "GPU", "pcie": "PCIe link", "cpu": "CPU + RAM"}[d.key]
+        if d.key == "gpu":
+            title += " + " + d.mem
         inner = [
             el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
             el("text", title, x=x + 8, y=BOX_Y + 18, class_="box-title"),
-            el("text", f"{d['bandwidth'] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 35, class_="box-sub"),
+            el("text", f"{d.bandwidth / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 35, class_="box-sub"),
         ]
-        if d["flops"]:
-            inner.append(el("text", f"{d['flops'] / 1e12:,.4g} TFLOP/s", x=x + 8, y=BOX_Y + 50, class_="box-sub"))
-        busy = data["device_s"].get(d["key"], 0.0)
+        if d.flops:
+            inner.append(el("text", f"{d.flops / 1e12:,.4g} TFLOP/s", x=x + 8, y=BOX_Y + 50, class_="box-sub"))
+        busy = data.device_s.get(d.key, 0.0)
         inner.append(
             el(
                 "text",
@@ -232,19 +295,18 @@ def _boxes(data) -> Raw:
                 x=x + 8,
                 y=BOX_Y + 66,
                 class_="box-sub",
-                data_readout=f"busy_s_{d['key']}",
-                data_value=fmt.raw(busy),
+                **readout_attrs(f"busy_s_{d.key}", busy),
             )
         )
         if lit:
             inner.append(el("text", "working", x=x + 8, y=BOX_Y + 84, class_="box-now"))
-        parts.append(el("g", inner, class_=f"dev dev-{d['key']}" + (" lit" if lit else ""), data_device=d["key"]))
+        parts.append(el("g", inner, class_=f"dev dev-{d.key}" + (" lit" if lit else ""), data_device=d.key))
         if j < n - 1:
             parts.append(el("path", d=f"M{x + bw + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 6}", class_="link"))
     return el("g", parts, class_="devices", id_="phases-devices")
 
 
-def _gauge(data) -> Raw:
+def _gauge(data: PhasesData) -> Raw:
     """Arithmetic intensity on a log axis, with each device's ridge point; the current stage as a dot."""
     lo_e, hi_e = -1, 4  # 0.1 .. 10,000 FLOP/byte
 
@@ -270,24 +332,24 @@ def _gauge(data) -> Raw:
                 text_anchor="start" if e == lo_e else "end" if e == hi_e else "middle",
             )
         )
-    for d in data["devices"]:
-        if d["ridge"] is None:
+    for d in data.devices:
+        if d.ridge is None:
             continue
-        rx = x(d["ridge"])
-        parts.append(el("line", x1=rx, y1=y - 12, x2=rx, y2=y + 4, class_=f"g-ridge ridge-{d['key']}"))
+        rx = x(d.ridge)
+        parts.append(el("line", x1=rx, y1=y - 12, x2=rx, y2=y + 4, class_=f"g-ridge ridge-{d.key}"))
         parts.append(
             el(
                 "text",
-                f"{DEVICE_NAMES[d['key']]} ridge {d['ridge']:,.0f}",
+                f"{DEVICE_NAMES[d.key]} ridge {d.ridge:,.0f}",
                 x=rx,
                 y=y - 15,
-                class_=f"g-ridgelabel ridge-{d['key']}",
+                class_=f"g-ridgelabel ridge-{d.key}",
                 text_anchor="middle",
             )
         )
-    s = data["step"]
-    v = s["intensity"]
-    if s["flops"] and s["bytes"]:
+    s = data.step
+    v = s.intensity
+    if s.flops and s.bytes:
         parts.append(
             el(
                 "circle",
@@ -295,36 +357,36 @@ def _gauge(data) -> Raw:
                 cx=x(v),
                 cy=y,
                 r=6,
-                class_=f"g-dot bound-{s['bound']}",
+                class_=f"g-dot bound-{s.bound}",
             )
         )
     else:
-        why = "no bytes read: the weights arrived over PCIe" if s["flops"] else "no arithmetic: a copy or overhead"
+        why = "no bytes read: the weights arrived over PCIe" if s.flops else "no arithmetic: a copy or overhead"
         parts.append(el("text", f"this stage: {why}", x=GX0, y=y + 36, class_="g-note"))
     return el("g", parts, class_="gauge", id_="phases-gauge")
 
 
-def _static(data, name: str, build):
+def _static(data: PhasesData, name: str, build):
     """A part of the page that depends only on the trace (scenario, phase): built once, reused every frame."""
-    key = (name, data["state"].scenario, data["state"].phase)
+    key = (name, data.state.scenario, data.state.phase)
     if key not in _CACHE:
         _CACHE[key] = build(data)
     return _CACHE[key]
 
 
-def _segments(data) -> Raw:
-    steps, total = data["steps"], data["trace_total_s"] or 1.0
+def _segments(data: PhasesData) -> Raw:
+    steps, total = data.steps, data.trace_total_s or 1.0
     span = GX1 - GX0
     segs = []
     for s in steps:
-        if s["seconds"] <= 0:
+        if s.seconds <= 0:
             continue
-        xa = GX0 + span * (s["elapsed_s"] - s["seconds"]) / total
-        w = span * s["seconds"] / total
+        xa = GX0 + span * (s.elapsed_s - s.seconds) / total
+        w = span * s.seconds / total
         segs.append(
             el(
                 "rect",
-                el("title", f"{s['index'] + 1}. {s['what']}: {fmt.seconds(s['seconds'])}"),
+                el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
                 x=xa,
                 y=STRIP_Y,
                 width=max(w, 0.8),
@@ -335,7 +397,7 @@ def _segments(data) -> Raw:
     return join(segs)
 
 
-def _strip(data) -> Raw:
+def _strip(data: PhasesData) -> Raw:
     """The phase on one time axis: a segment per stage, coloured by device (built once per scenario and phase);
     the frame's part (in #phases-strip-now) dims the future, outlines the current stage, says the time so far."""
     span = GX1 - GX0
@@ -345,7 +407,7 @@ def _strip(data) -> Raw:
             el("text", "Time, to scale", x=GX0, y=STRIP_Y - 8, class_="strip-title"),
             el(
                 "text",
-                f"total {fmt.seconds(data['model_total_s'])}",
+                f"total {fmt.seconds(data.model_total_s)}",
                 x=GX1,
                 y=STRIP_Y - 8,
                 class_="strip-total",
@@ -359,28 +421,28 @@ def _strip(data) -> Raw:
     )
 
 
-def _strip_now(data) -> Raw:
-    total = data["trace_total_s"] or 1.0
+def _strip_now(data: PhasesData) -> Raw:
+    total = data.trace_total_s or 1.0
     span = GX1 - GX0
-    cx = GX0 + span * data["elapsed_s"] / total
-    cw = span * data["step"]["seconds"] / total
+    cx = GX0 + span * data.elapsed_s / total
+    cw = span * data.step.seconds / total
     return join(
         [
             el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
             el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-            chart.edge_label(f"{fmt.seconds(data['elapsed_s'])} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
+            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
         ]
     )
 
 
-def _chart_title(data) -> str:
+def _chart_title(data: PhasesData) -> str:
     return (
-        f"{'Decode' if data['state'].phase == 'decode' else 'Prefill'}: {data['scenario']['label']}, "
-        f"stage {data['index'] + 1} of {len(data['steps'])}"
+        f"{'Decode' if data.state.phase == 'decode' else 'Prefill'}: {data.scenario_label}, "
+        f"stage {data.index + 1} of {len(data.steps)}"
     )
 
 
-def _chart(data) -> Raw:
+def _chart(data: PhasesData) -> Raw:
     h = STRIP_Y + STRIP_H + 26
     return svg(
         [_boxes(data), _gauge(data), _strip(data)],
@@ -393,21 +455,21 @@ def _chart(data) -> Raw:
     )
 
 
-def _stage_list(data) -> Raw:
+def _stage_list(data: PhasesData) -> Raw:
     rows = []
-    i = data["index"]
-    for s in data["steps"]:
-        status = "now" if s["index"] == i else ("done" if s["index"] < i else "todo")
+    i = data.index
+    for s in data.steps:
+        status = "now" if s.index == i else ("done" if s.index < i else "todo")
         detail = (
-            f"{DEVICE_NAMES[s['device']]} · {fmt.bytes_auto(s['bytes'])} · {_flops(s['flops'])} · "
-            f"{_intensity_text(s['intensity'])} FLOP/B · {s['bound']} · {fmt.seconds(s['seconds'])}"
+            f"{DEVICE_NAMES[s.device]} · {fmt.bytes_auto(s.bytes)} · {_flops(s.flops)} · "
+            f"{_intensity_text(s.intensity)} FLOP/B · {s.bound} · {fmt.seconds(s.seconds)}"
         )
         rows.append(
             el(
                 "li",
                 [
-                    el("span", str(s["index"] + 1), class_="step-num"),
-                    el("span", s["what"], class_="step-what"),
+                    el("span", str(s.index + 1), class_="step-num"),
+                    el("span", s.what, class_="step-what"),
                     el("span", detail, class_="step-detail"),
                 ],
                 class_=f"step step-{status} step-dev-{box_of(s)}",
@@ -417,58 +479,56 @@ def _stage_list(data) -> Raw:
     return el("ol", rows, class_="step-list", aria_label="Stages", id_="phases-steps")
 
 
-def _table(data) -> Raw:
+def _table(data: PhasesData) -> Raw:
     """Every stage of the trace (the same for every frame of a scenario and phase, so built once)."""
 
     def build(data):
         header = ["#", "Stage", "Device", "Bytes", "FLOPs", "FLOP/byte", "Bound", "Seconds", "Running total (s)"]
         rows = [
             [
-                str(s["index"] + 1),
-                s["what"],
-                DEVICE_NAMES[s["device"]],
-                f"{s['bytes']:.4g}",
-                f"{s['flops']:.4g}",
-                _intensity_text(s["intensity"]),
-                s["bound"],
-                f"{s['seconds']:.4g}",
-                f"{s['elapsed_s']:.6g}",
+                str(s.index + 1),
+                s.what,
+                DEVICE_NAMES[s.device],
+                f"{s.bytes:.4g}",
+                f"{s.flops:.4g}",
+                _intensity_text(s.intensity),
+                s.bound,
+                f"{s.seconds:.4g}",
+                f"{s.elapsed_s:.6g}",
             ]
-            for s in data["steps"]
+            for s in data.steps
         ]
-        rows.append(
-            ["", f"perf_model.{data['model_fn']} total", "", "", "", "", "", "", f"{data['model_total_s']:.6g}"]
-        )
-        phase = "decode step" if data["state"].phase == "decode" else "prefill"
+        rows.append(["", f"perf_model.{data.model_fn} total", "", "", "", "", "", "", f"{data.model_total_s:.6g}"])
+        phase = "decode step" if data.state.phase == "decode" else "prefill"
         caption = (
-            f"{data['scenario']['label']}, {phase}: all {len(data['steps'])} stages of "
-            f"inference_trace.phase_trace; they add up to perf_model.{data['model_fn']}'s "
-            f"{fmt.seconds(data['model_total_s'])}."
+            f"{data.scenario_label}, {phase}: all {len(data.steps)} stages of "
+            f"inference_trace.phase_trace; they add up to perf_model.{data.model_fn}'s "
+            f"{fmt.seconds(data.model_total_s)}."
         )
-        return data_details(f"Data table ({len(data['steps'])} stages)", table(caption, header, rows))
+        return data_details(f"Data table ({len(data.steps)} stages)", table(caption, header, rows))
 
     return _static(data, "table", build)
 
 
-def _readouts(data) -> Raw:
-    s = data["step"]
-    n = len(data["steps"])
+def _readouts(data: PhasesData) -> Raw:
+    s = data.step
+    n = len(data.steps)
     return el(
         "dl",
         [
-            _readout("stage_index", data["index"], f"{data['index'] + 1} / {n}", "Stage"),
-            _readout("stage_device", s["device"], DEVICE_NAMES[s["device"]], "Device"),
-            _readout("stage_bytes", s["bytes"], fmt.bytes_auto(s["bytes"]), "Bytes read"),
-            _readout("stage_flops", s["flops"], _flops(s["flops"]), "Arithmetic"),
-            _readout("intensity", s["intensity"], _intensity_text(s["intensity"]), "Intensity", "FLOP/B"),
-            _readout("bound", s["bound"], s["bound"], "Bound by"),
-            _readout("stage_s", s["seconds"], fmt.seconds(s["seconds"]), "This stage"),
-            _readout("elapsed_s", data["elapsed_s"], fmt.seconds(data["elapsed_s"]), "Running total"),
+            _readout("stage_index", data.index, f"{data.index + 1} / {n}", "Stage"),
+            _readout("stage_device", s.device, DEVICE_NAMES[s.device], "Device"),
+            _readout("stage_bytes", s.bytes, fmt.bytes_auto(s.bytes), "Bytes read"),
+            _readout("stage_flops", s.flops, _flops(s.flops), "Arithmetic"),
+            _readout("intensity", s.intensity, _intensity_text(s.intensity), "Intensity", "FLOP/B"),
+            _readout("bound", s.bound, s.bound, "Bound by"),
+            _readout("stage_s", s.seconds, fmt.seconds(s.seconds), "This stage"),
+            _readout("elapsed_s", data.elapsed_s, fmt.seconds(data.elapsed_s), "Running total"),
             _readout(
                 "model_total_s",
-                data["model_total_s"],
-                fmt.seconds(data["model_total_s"]),
-                f"perf_model {data['model_fn']}",
+                data.model_total_s,
+                fmt.seconds(data.model_total_s),
+                f"perf_model {data.model_fn}",
             ),
         ],
         class_="readouts",
@@ -476,32 +536,32 @@ def _readouts(data) -> Raw:
     )
 
 
-def _caption(data) -> Raw:
-    s = data["step"]
-    ridge = next((d["ridge"] for d in data["devices"] if d["key"] == box_of(s)), None)
+def _caption(data: PhasesData) -> Raw:
+    s = data.step
+    ridge = next((d.ridge for d in data.devices if d.key == box_of(s)), None)
     ridge_txt = "" if ridge is None else f" The {DEVICE_NAMES[box_of(s)]}'s ridge point is {ridge:,.0f} FLOP/byte."
     return el(
         "p",
-        [el("strong", f"Stage {data['index'] + 1}: "), s["what"], f" ({s['bound']}-bound).", ridge_txt],
+        [el("strong", f"Stage {data.index + 1}: "), s.what, f" ({s.bound}-bound).", ridge_txt],
         class_="step-caption",
         id_="phases-caption",
     )
 
 
-def _why(data) -> Raw:
-    sc, st = data["scenario"], data["state"]
+def _why(data: PhasesData) -> Raw:
+    st = data.state
     if st.phase == "decode":
         why = (
-            f"Decode at a context of {sc['context']:,} tokens: one token per pass, so each weight fetched "
+            f"Decode at a context of {data.context:,} tokens: one token per pass, so each weight fetched "
             "serves one multiply-add. The intensity stays in single digits, far below every ridge: memory-bound. "
             "Time = bytes ÷ (70% of the device's bandwidth), device after device, plus a fixed launch, sync "
             "and sampling overhead."
         )
     else:
-        dense = [x["intensity"] for x in data["steps"] if x["bytes"] and x["flops"]]
+        dense = [x.intensity for x in data.steps if x.bytes and x.flops]
         span = f"{min(dense):,.0f} to {max(dense):,.0f}" if dense else "far above the ridge"
         why = (
-            f"Prefill of a {sc['n_tokens']:,}-token prompt in micro-batches of {data['placement'].n_ubatch} "
+            f"Prefill of a {data.n_tokens:,}-token prompt in micro-batches of {data.placement.n_ubatch} "
             f"tokens (-ub): one read of each weight serves every token of the micro-batch, so the intensity "
             f"is {span} FLOP per byte, past the ridge: compute-bound. With a partial offload, llama.cpp "
             "copies the CPU blocks' weights over PCIe once and runs their matmuls on the GPU (op offload)."
@@ -509,9 +569,9 @@ def _why(data) -> Raw:
     return el("p", why, class_="note")
 
 
-def patch_key(data) -> str:
+def patch_key(data: PhasesData) -> str:
     """Frames with the same key share one skeleton (the timeline's segments, the table, the notes)."""
-    return f"phases|{data['state'].scenario}|{data['state'].phase}"
+    return f"phases|{data.state.scenario}|{data.state.phase}"
 
 
 def _inner(part: Raw) -> str:
@@ -519,7 +579,7 @@ def _inner(part: Raw) -> str:
     return part[part.index(">") + 1 : part.rindex("<")]
 
 
-def frame_patch(data) -> dict:
+def frame_patch(data: PhasesData) -> dict:
     """What differs between two stages of one scenario and phase, for the glue's applyPatch
     (site/assets/patch.js). Applied to any frame with the same key it gives exactly the full render of `data`
     (tests/test_fig_phases.py)."""
@@ -534,11 +594,11 @@ def frame_patch(data) -> dict:
             "phases-steps": _inner(_stage_list(data)),
         },
         "text": {"phases-chart-title": _chart_title(data), "phases-chart-desc": describe(data)},
-        "attrs": {"phases-fig": {"data-step": str(data["index"]), "data-lit": data["lit"]}},
+        "attrs": {"phases-fig": {"data-step": str(data.index), "data-lit": data.lit}},
     }
 
 
-def render(data) -> str:
+def render(data: PhasesData) -> str:
     return el(
         "div",
         [
@@ -551,7 +611,7 @@ def render(data) -> str:
         ],
         class_="fig-phases",
         id_="phases-fig",
-        data_step=str(data["index"]),
-        data_lit=data["lit"],
+        data_step=str(data.index),
+        data_lit=data.lit,
         data_patch_key=patch_key(data),
     )

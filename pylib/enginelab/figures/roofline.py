@@ -5,9 +5,14 @@ two lines, the bandwidth slope (intensity x bandwidth) and the flat peak, meetin
 I* = peak / bandwidth. The operating point of the chosen batch sits at I = 16 * batch / bpw; the ridge batch is
 the batch that reaches I*. Every number comes from perf_model: roofline(), ridge_batch(), quant_bpw() and the
 Device objects of perf_model.MACHINES. This module only arranges and draws them.
+
+compute(state) returns a RooflineData: the chosen device's operating point (a RoofPoint, perf_model.roofline's
+result), the comparison quantization's, one DeviceLine per device drawn, and the page's Readouts.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import perf_model as pm
 
@@ -92,7 +97,10 @@ SPEC = Spec(
 OVERLAY_KEYS = [f.key for f in SPEC.fields if f.key.startswith("also_")]
 
 
-def default_state():
+State = SPEC.State  # this figure's state: machine, quant, model, batch, vs and one also_<machine> per overlay
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
@@ -114,86 +122,139 @@ def controls(state) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def _bpw(state) -> float:
-    model = None if state.model == NO_MODEL else pm.MODELS[state.model]
-    return pm.quant_bpw(state.quant, model)
+@dataclass(frozen=True)
+class RoofPoint:
+    """perf_model.roofline's result for one device, quantization and batch (its fields, typed)."""
+
+    quant: str  # the quantization whose bpw it was computed with
+    batch: int
+    bpw: float
+    intensity: float  # FLOP per byte of weights, 16 * batch / bpw
+    ridge_intensity: float  # the device's peak / bandwidth
+    attainable_flops: float  # min(peak, intensity x bandwidth)
+    peak_flops: float
+    bandwidth: float
+    utilization: float  # attainable / peak
+    bound: str  # memory or compute
+    ridge_batch: float  # the batch that reaches the ridge at this bpw
+
+    @classmethod
+    def of(cls, quant: str, result: dict) -> RoofPoint:
+        """A perf_model.roofline result (a dict) for `quant`; a key this class does not know is an error."""
+        return cls(quant=quant, **result)
 
 
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class DeviceLine:
+    """One device drawn: the chosen one (primary) or an overlay."""
+
+    key: str  # its perf_model.MACHINES key
+    label: str
+    device: pm.Device  # device_of(machine)
+    primary: bool
+    ridge_batch: float  # perf_model.ridge_batch for the state's quant (and model)
+    op: RoofPoint  # the state's batch on this device
+
+
+@dataclass(frozen=True)
+class Readouts:
+    """The page's numbers (data-readout values)."""
+
+    bpw: float
+    intensity: float
+    attainable_tflops: float
+    utilization: float
+    bound: str
+    ridge_intensity: float
+    ridge_batch: float
+    intensity_ratio: float | None  # op / vs intensity (None without a comparison)
+
+
+@dataclass(frozen=True)
+class RooflineData:
+    state: State
+    model: pm.Model | None  # None: bpw of the ggml block type alone
+    machine: pm.Machine
+    device: pm.Device  # device_of(machine)
+    bpw: float
+    op: RoofPoint  # the operating point
+    ridge_batch: float
+    vs: RoofPoint | None  # the comparison quantization at the same batch (None: no comparison)
+    devices: tuple[DeviceLine, ...]  # the chosen device and every overlay, in perf_model.MACHINES order
+    readouts: Readouts
+
+
+def compute(state: State) -> RooflineData:
     model = None if state.model == NO_MODEL else pm.MODELS[state.model]
     mc = pm.MACHINES[state.machine]
     dev = device_of(mc)
     bpw = pm.quant_bpw(state.quant, model)
-    op = pm.roofline(dev, bpw, state.batch)
+    op = RoofPoint.of(state.quant, pm.roofline(dev, bpw, state.batch))
     rb = pm.ridge_batch(dev, state.quant, model)
     vs = None
     if state.vs != NO_VS:
         vbpw = pm.quant_bpw(state.vs, model)
-        vs = pm.roofline(dev, vbpw, state.batch)
-        vs["quant"] = state.vs
+        vs = RoofPoint.of(state.vs, pm.roofline(dev, vbpw, state.batch))
     devices = []
     for k, m in pm.MACHINES.items():
         if k != state.machine and not getattr(state, _also_key(k)):
             continue
         d = device_of(m)
-        r = pm.roofline(d, bpw, state.batch)
         devices.append(
-            {
-                "key": k,
-                "label": _machine_label(k, m),
-                "device": d,
-                "primary": k == state.machine,
-                "ridge_batch": pm.ridge_batch(d, state.quant, model),
-                "op": r,
-            }
+            DeviceLine(
+                key=k,
+                label=_machine_label(k, m),
+                device=d,
+                primary=k == state.machine,
+                ridge_batch=pm.ridge_batch(d, state.quant, model),
+                op=RoofPoint.of(state.quant, pm.roofline(d, bpw, state.batch)),
+            )
         )
-    data = {
-        "state": state,
-        "model": model,
-        "machine": mc,
-        "device": dev,
-        "bpw": bpw,
-        "op": op,
-        "ridge_batch": rb,
-        "vs": vs,
-        "devices": devices,
-    }
-    data["readouts"] = {
-        "bpw": bpw,
-        "intensity": op["intensity"],
-        "attainable_tflops": op["attainable_flops"] / 1e12,
-        "utilization": op["utilization"],
-        "bound": op["bound"],
-        "ridge_intensity": op["ridge_intensity"],
-        "ridge_batch": rb,
-        "intensity_ratio": (op["intensity"] / vs["intensity"]) if vs else None,
-    }
-    return data
-
-
-def _bpw_source(data) -> str:
-    return f"{data['model'].name} effective bpw" if data["model"] is not None else "block type bpw"
-
-
-def describe(data) -> str:
-    s, op, d = data["state"], data["op"], data["device"]
-    text = (
-        f"{d.name}, {s.quant} at {data['bpw']:.2f} bpw ({_bpw_source(data)}): batch {s.batch} has intensity "
-        f"{op['intensity']:.3g} FLOP/byte, {op['bound']}-bound at {fmt.pct(op['utilization'], 1)} of the "
-        f"{d.fp16_tflops:g} TFLOP/s peak; the ridge is at {op['ridge_intensity']:.3g} FLOP/byte, "
-        f"batch {round(data['ridge_batch'])}."
+    readouts = Readouts(
+        bpw=bpw,
+        intensity=op.intensity,
+        attainable_tflops=op.attainable_flops / 1e12,
+        utilization=op.utilization,
+        bound=op.bound,
+        ridge_intensity=op.ridge_intensity,
+        ridge_batch=rb,
+        intensity_ratio=(op.intensity / vs.intensity) if vs else None,
     )
-    if data["vs"]:
-        v = data["vs"]
+    return RooflineData(
+        state=state,
+        model=model,
+        machine=mc,
+        device=dev,
+        bpw=bpw,
+        op=op,
+        ridge_batch=rb,
+        vs=vs,
+        devices=tuple(devices),
+        readouts=readouts,
+    )
+
+
+def _bpw_source(data: RooflineData) -> str:
+    return f"{data.model.name} effective bpw" if data.model is not None else "block type bpw"
+
+
+def describe(data: RooflineData) -> str:
+    s, op, d = data.state, data.op, data.device
+    text = (
+        f"{d.name}, {s.quant} at {data.bpw:.2f} bpw ({_bpw_source(data)}): batch {s.batch} has intensity "
+        f"{op.intensity:.3g} FLOP/byte, {op.bound}-bound at {fmt.pct(op.utilization, 1)} of the "
+        f"{d.fp16_tflops:g} TFLOP/s peak; the ridge is at {op.ridge_intensity:.3g} FLOP/byte, "
+        f"batch {round(data.ridge_batch)}."
+    )
+    if data.vs:
+        v = data.vs
         text += (
-            f" {v['quant']} at {v['bpw']:.2f} bpw has intensity {v['intensity']:.3g}: {s.quant} is "
-            f"{op['intensity'] / v['intensity']:.2f}x higher."
+            f" {v.quant} at {v.bpw:.2f} bpw has intensity {v.intensity:.3g}: {s.quant} is "
+            f"{op.intensity / v.intensity:.2f}x higher."
         )
-    others = [x for x in data["devices"] if not x["primary"]]
+    others = [x for x in data.devices if not x.primary]
     if others:
-        text += (
-            " Overlaid: " + "; ".join(f"{x['device'].name} ridge batch {round(x['ridge_batch'])}" for x in others) + "."
-        )
+        text += " Overlaid: " + "; ".join(f"{x.device.name} ridge batch {round(x.ridge_batch)}" for x in others) + "."
     return text
 
 
@@ -203,14 +264,14 @@ def describe(data) -> str:
 W, H = 720, 440
 
 
-def _domains(data):
+def _domains(data: RooflineData):
     import math
 
-    xs = [data["op"]["intensity"]] + ([data["vs"]["intensity"]] if data["vs"] else [])
-    xs += [x["op"]["ridge_intensity"] for x in data["devices"]]
+    xs = [data.op.intensity] + ([data.vs.intensity] if data.vs else [])
+    xs += [x.op.ridge_intensity for x in data.devices]
     xlo, xhi = chart.LogScale.decades(min(min(xs) / 2, 1.0), max(xs) * 3)
-    bws = [x["device"].bandwidth for x in data["devices"]]
-    peaks = [x["device"].flops for x in data["devices"]]
+    bws = [x.device.bandwidth for x in data.devices]
+    peaks = [x.device.flops for x in data.devices]
     ylo, yhi = chart.LogScale.decades(min(bws) * xlo, max(peaks) * 2)
     # keep the chart readable: at most 6 decades tall (lines below the floor are clipped)
     if math.log10(yhi / ylo) > 6:
@@ -218,8 +279,8 @@ def _domains(data):
     return (xlo, xhi), (ylo, yhi)
 
 
-def _chart(data) -> Raw:
-    s = data["state"]
+def _chart(data: RooflineData) -> Raw:
+    s = data.state
     fr = chart.Frame(W, H, left=70, top=30, right=24, bottom=52)
     (xlo, xhi), (ylo, yhi) = _domains(data)
     x, y = fr.log_x(xlo, xhi), fr.log_y(ylo, yhi)
@@ -230,31 +291,31 @@ def _chart(data) -> Raw:
         chart.axis(y, at=fr.x0, side="left", label="Attainable FLOP/s", label_pos=(8, fr.y0 - 14)),
     ]
     lines, label_ys, label_txt = [], [], []
-    ordered = sorted(data["devices"], key=lambda v: v["primary"])  # primary drawn last, on top
+    ordered = sorted(data.devices, key=lambda v: v.primary)  # primary drawn last, on top
     for dv in ordered:
-        d, r = dv["device"], dv["op"]
-        pts = [(x(xlo), y(xlo * d.bandwidth)), (x(r["ridge_intensity"]), y(d.flops)), (x(xhi), y(d.flops))]
-        cls = f"roof dev-{dv['key']}" + (" roof-primary" if dv["primary"] else "")
+        d, r = dv.device, dv.op
+        pts = [(x(xlo), y(xlo * d.bandwidth)), (x(r.ridge_intensity), y(d.flops)), (x(xhi), y(d.flops))]
+        cls = f"roof dev-{dv.key}" + (" roof-primary" if dv.primary else "")
         lines.append(
             el(
                 "path",
                 el("title", f"{d.name}: {d.bandwidth_gbs:g} GB/s, {d.fp16_tflops:g} TFLOP/s"),
                 d=chart.path_d(pts),
                 class_=cls,
-                data_device=dv["key"],
+                data_device=dv.key,
             )
         )
         lines.append(
             el(
                 "circle",
-                cx=x(r["ridge_intensity"]),
+                cx=x(r.ridge_intensity),
                 cy=y(d.flops),
-                r=4 if dv["primary"] else 3,
-                class_=f"ridge-dot dev-{dv['key']}",
+                r=4 if dv.primary else 3,
+                class_=f"ridge-dot dev-{dv.key}",
             )
         )
         label_ys.append(y(d.flops) - 6)
-        label_txt.append((dv, f"{d.name} · ridge batch {round(dv['ridge_batch'])}"))
+        label_txt.append((dv, f"{d.name} · ridge batch {round(dv.ridge_batch)}"))
     parts.append(el("g", lines, class_="roofs", clip_path="url(#roofline-plot)"))
     placed = chart.spread_labels(label_ys, 14, fr.y0 + 10, fr.y1 - 6)
     parts.append(
@@ -267,7 +328,7 @@ def _chart(data) -> Raw:
                     x=fr.x1 - 4,
                     y=ly,
                     text_anchor="end",
-                    class_=f"roof-label dev-{dv['key']}" + (" roof-label-primary" if dv["primary"] else ""),
+                    class_=f"roof-label dev-{dv.key}" + (" roof-label-primary" if dv.primary else ""),
                 )
                 for (dv, t), ly in zip(label_txt, placed)
             ],
@@ -275,15 +336,15 @@ def _chart(data) -> Raw:
         )
     )
     # the primary device's ridge point, and the batch that reaches it
-    op, d = data["op"], data["device"]
-    rx, ry = x(op["ridge_intensity"]), y(d.flops)
-    rb = round(data["ridge_batch"])
+    op, d = data.op, data.device
+    rx, ry = x(op.ridge_intensity), y(d.flops)
+    rb = round(data.ridge_batch)
     marks = [
         el("line", x1=rx, y1=ry, x2=rx, y2=fr.y1, class_="ridge-line"),
         el(
             "text",
             [
-                f"ridge I* = {op['ridge_intensity']:.3g} FLOP/B, batch ",
+                f"ridge I* = {op.ridge_intensity:.3g} FLOP/B, batch ",
                 el("tspan", str(rb), data_ridge_batch=str(rb), class_="ridge-batch"),
             ],
             x=rx + 6,
@@ -296,7 +357,7 @@ def _chart(data) -> Raw:
 
     # operating points
     def point(r, cls, text):
-        px, py = x(r["intensity"]), y(r["attainable_flops"])
+        px, py = x(r.intensity), y(r.attainable_flops)
         anchor = "start" if px < W - 240 else "end"
         return [
             el("circle", el("title", text), cx=px, cy=py, r=6, class_=cls),
@@ -311,11 +372,11 @@ def _chart(data) -> Raw:
         ]
 
     marks += point(
-        op, "op", f"batch {s.batch} · {s.quant}: {op['intensity']:.3g} FLOP/B, {fmt.pct(op['utilization'], 1)} of peak"
+        op, "op", f"batch {s.batch} · {s.quant}: {op.intensity:.3g} FLOP/B, {fmt.pct(op.utilization, 1)} of peak"
     )
-    if data["vs"]:
-        v = data["vs"]
-        marks += point(v, "op-vs", f"{v['quant']}: {v['intensity']:.3g} FLOP/B")
+    if data.vs:
+        v = data.vs
+        marks += point(v, "op-vs", f"{v.quant}: {v.intensity:.3g} FLOP/B")
     parts.append(el("g", marks, class_="marks"))
     return svg(
         parts,
@@ -323,31 +384,29 @@ def _chart(data) -> Raw:
         height=H,
         id_="roofline-chart",
         class_="chart roofline-chart",
-        title=f"Roofline of {d.name} for {s.quant} ({data['bpw']:.2f} bpw) at batch {s.batch}",
+        title=f"Roofline of {d.name} for {s.quant} ({data.bpw:.2f} bpw) at batch {s.batch}",
         desc=describe(data),
     )
 
 
-def _readouts(data) -> Raw:
-    r = data["readouts"]
+def _readouts(data: RooflineData) -> Raw:
+    r = data.readouts
     items = [
-        chart.readout("bpw", r["bpw"], f"{r['bpw']:.2f}", "Bits per weight"),
-        chart.readout("intensity", r["intensity"], f"{r['intensity']:.3g}", "Intensity", "FLOP/B"),
-        chart.readout(
-            "attainable_tflops", r["attainable_tflops"], f"{r['attainable_tflops']:.3g}", "Attainable", "TFLOP/s"
-        ),
-        chart.readout("utilization", r["utilization"], fmt.pct(r["utilization"], 1), "Share of peak"),
-        chart.readout("bound", r["bound"], r["bound"], "Bound by"),
-        chart.readout("ridge_intensity", r["ridge_intensity"], f"{r['ridge_intensity']:.3g}", "Ridge point", "FLOP/B"),
-        chart.readout("ridge_batch", r["ridge_batch"], str(round(r["ridge_batch"])), "Ridge batch", "tokens"),
+        chart.readout("bpw", r.bpw, f"{r.bpw:.2f}", "Bits per weight"),
+        chart.readout("intensity", r.intensity, f"{r.intensity:.3g}", "Intensity", "FLOP/B"),
+        chart.readout("attainable_tflops", r.attainable_tflops, f"{r.attainable_tflops:.3g}", "Attainable", "TFLOP/s"),
+        chart.readout("utilization", r.utilization, fmt.pct(r.utilization, 1), "Share of peak"),
+        chart.readout("bound", r.bound, r.bound, "Bound by"),
+        chart.readout("ridge_intensity", r.ridge_intensity, f"{r.ridge_intensity:.3g}", "Ridge point", "FLOP/B"),
+        chart.readout("ridge_batch", r.ridge_batch, str(round(r.ridge_batch)), "Ridge batch", "tokens"),
     ]
-    if r["intensity_ratio"] is not None:
+    if r.intensity_ratio is not None:
         items.append(
             chart.readout(
                 "intensity_ratio",
-                r["intensity_ratio"],
-                f"×{r['intensity_ratio']:.2f}",
-                f"Intensity vs {data['vs']['quant']}",
+                r.intensity_ratio,
+                f"×{r.intensity_ratio:.2f}",
+                f"Intensity vs {data.vs.quant}",
             )
         )
     return el("dl", items, class_="readouts")
@@ -379,54 +438,54 @@ def presets() -> list:
     ]
 
 
-def _presets(data) -> Raw:
+def _presets(data: RooflineData) -> Raw:
     return chart.presets(SPEC, presets())
 
 
-def _table(data) -> Raw:
+def _table(data: RooflineData) -> Raw:
     header = [
         "Device",
         "Peak FP16 (TFLOP/s)",
         "Bandwidth (GB/s)",
         "Ridge (FLOP/B)",
         "Ridge batch",
-        f"Attainable at batch {data['state'].batch} (TFLOP/s)",
+        f"Attainable at batch {data.state.batch} (TFLOP/s)",
         "Share of peak",
         "Bound",
     ]
     rows = []
-    for dv in data["devices"]:
-        d, r = dv["device"], dv["op"]
+    for dv in data.devices:
+        d, r = dv.device, dv.op
         rows.append(
             [
                 d.name + (" (fitted)" if getattr(d, "fitted", False) else " (approx.)" if d.approx else ""),
                 f"{d.fp16_tflops:g}",
                 f"{d.bandwidth_gbs:g}",
-                f"{r['ridge_intensity']:.3g}",
-                str(round(dv["ridge_batch"])),
-                f"{r['attainable_flops'] / 1e12:.3g}",
-                fmt.pct(r["utilization"], 1),
-                r["bound"],
+                f"{r.ridge_intensity:.3g}",
+                str(round(dv.ridge_batch)),
+                f"{r.attainable_flops / 1e12:.3g}",
+                fmt.pct(r.utilization, 1),
+                r.bound,
             ]
         )
-    if data["vs"]:
-        v = data["vs"]
+    if data.vs:
+        v = data.vs
         rows.append(
             [
-                f"{data['device'].name} with {v['quant']} ({v['bpw']:.2f} bpw)",
-                f"{data['device'].fp16_tflops:g}",
-                f"{data['device'].bandwidth_gbs:g}",
-                f"{v['ridge_intensity']:.3g}",
-                str(round(v["ridge_batch"])),
-                f"{v['attainable_flops'] / 1e12:.3g}",
-                fmt.pct(v["utilization"], 1),
-                v["bound"],
+                f"{data.device.name} with {v.quant} ({v.bpw:.2f} bpw)",
+                f"{data.device.fp16_tflops:g}",
+                f"{data.device.bandwidth_gbs:g}",
+                f"{v.ridge_intensity:.3g}",
+                str(round(v.ridge_batch)),
+                f"{v.attainable_flops / 1e12:.3g}",
+                fmt.pct(v.utilization, 1),
+                v.bound,
             ]
         )
     return data_details("Data table", table(describe(data), header, rows))
 
 
-def render(data) -> str:
+def render(data: RooflineData) -> str:
     return el(
         "div",
         [

@@ -3,9 +3,14 @@
 Every number comes from the course-side module serving_plan (vllm_plan, sglang_plan), which documents the
 engine versions it follows. This module arranges the plan into controls, readouts, a stacked bar of the
 GPU's memory, the start-up log lines, the command line and a data table.
+
+compute(state) returns a ServingPlanData: the engine's plan (a VllmPlan or SglangPlan: the fields of
+serving_plan's plan dict that this figure shows), or the error that stopped the planner, and the Readouts.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 import perf_model as pm
 
@@ -137,15 +142,112 @@ SPEC = Spec(
 )
 
 
-def default_state():
+State = SPEC.State  # this figure's state: engine, model, machine, weights and the engines' own settings
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def compute(state) -> dict:
-    data = {"state": state, "engine": state.engine, "plan": None, "error": None}
+@dataclass(frozen=True)
+class Plan:
+    """What this figure shows of a serving_plan plan (its keys of the same names; sizes in bytes)."""
+
+    model: str  # the model's name
+    gpu: str  # the GPU's name
+    fits: bool  # the engine would start
+    error: str | None  # why it would not
+    total_bytes: float  # the GPU's memory
+    weights_bytes: float
+    kv_cache_bytes: float  # the KV pool allocated
+    log_lines: tuple[str, ...]  # what the engine would print at start-up
+    command: str  # the command line
+    notes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, plan: dict):
+        """The fields of this class from a plan dict (a missing key is an error)."""
+        return cls(
+            **{f.name: tuple(plan[f.name]) if f.name in ("log_lines", "notes") else plan[f.name] for f in fields(cls)}
+        )
+
+
+@dataclass(frozen=True)
+class VllmPlan(Plan):
+    """serving_plan.vllm_plan's numbers."""
+
+    gpu_memory_utilization: float
+    max_model_len: int
+    block_size: int
+    requested_bytes: float  # total x gpu_memory_utilization
+    reserved_bytes: float  # outside gpu_memory_utilization
+    peak_activation_bytes: float
+    non_torch_bytes: float
+    cudagraph_bytes: float
+    available_kv_bytes: float  # the KV budget (negative: over it)
+    page_size_bytes: int  # one block of one layer
+    kv_bytes_per_token: float
+    num_layers: int
+    num_gpu_blocks: int
+    gpu_kv_cache_tokens: int
+    max_concurrency: float
+    blocks_per_request: int  # one max_model_len request
+    needed_bytes: float  # one max_model_len request's KV
+
+
+@dataclass(frozen=True)
+class SglangPlan(Plan):
+    """serving_plan.sglang_plan's numbers."""
+
+    mem_fraction_static: float
+    context_length: int
+    static_bytes: float  # total x mem_fraction_static
+    cuda_context_bytes: float
+    other_processes_bytes: float
+    free_before_load_bytes: float
+    activation_reserve_bytes: float  # free before loading - static
+    rest_bytes: float  # static - weights (negative: over it)
+    unused_bytes: float
+    cell_size_bytes: int  # one token, all layers
+    max_total_num_tokens: int
+    max_running_requests: int
+
+
+@dataclass(frozen=True)
+class VllmReadouts:
+    """vLLM's numbers on the page (None where the engine would not start)."""
+
+    gpu_kv_cache_tokens: int | None
+    max_concurrency: float | None
+    num_gpu_blocks: int | None
+    available_kv_gib: float | None
+    fits: bool
+
+
+@dataclass(frozen=True)
+class SglangReadouts:
+    """SGLang's numbers on the page (None where the engine would not start)."""
+
+    max_total_num_tokens: int | None
+    max_running_requests: int | None
+    mem_fraction_static: float | None
+    kv_pool_gib: float | None
+    fits: bool
+
+
+@dataclass(frozen=True)
+class ServingPlanData:
+    state: State
+    engine: str  # vllm or sglang
+    plan: VllmPlan | SglangPlan | None  # None when the planner rejected the settings
+    error: str | None  # the planner's message then
+    readouts: VllmReadouts | SglangReadouts
+
+
+def compute(state: State) -> ServingPlanData:
     try:
         if state.engine == "vllm":
             plan = sp.vllm_plan(
@@ -173,53 +275,56 @@ def compute(state) -> dict:
                 other_processes_gib=state.other_gib,
             )
     except ValueError as e:  # settings the planner rejects: shown, never a crash
-        data["error"] = str(e)
-        data["readouts"] = {k: None for k in (VLLM_READOUTS if state.engine == "vllm" else SGLANG_READOUTS)}
-        data["readouts"]["fits"] = False
-        return data
-    data["plan"] = plan
+        none = (
+            VllmReadouts(None, None, None, None, False)
+            if state.engine == "vllm"
+            else SglangReadouts(None, None, None, None, False)
+        )
+        return ServingPlanData(state=state, engine=state.engine, plan=None, error=str(e), readouts=none)
     GiB = sp.GiB
     if state.engine == "vllm":
-        ok = plan["fits"]
-        data["readouts"] = {
-            "gpu_kv_cache_tokens": plan["gpu_kv_cache_tokens"] if ok else None,
-            "max_concurrency": plan["max_concurrency"] if ok else None,
-            "num_gpu_blocks": plan["num_gpu_blocks"] if ok else None,
-            "available_kv_gib": plan["available_kv_bytes"] / GiB,
-            "fits": ok,
-        }
+        p = VllmPlan.of(plan)
+        ok = p.fits
+        readouts = VllmReadouts(
+            gpu_kv_cache_tokens=p.gpu_kv_cache_tokens if ok else None,
+            max_concurrency=p.max_concurrency if ok else None,
+            num_gpu_blocks=p.num_gpu_blocks if ok else None,
+            available_kv_gib=p.available_kv_bytes / GiB,
+            fits=ok,
+        )
     else:
-        ok = plan["fits"]
-        data["readouts"] = {
-            "max_total_num_tokens": plan["max_total_num_tokens"] if ok else None,
-            "max_running_requests": plan["max_running_requests"] if ok else None,
-            "mem_fraction_static": plan["mem_fraction_static"],
-            "kv_pool_gib": plan["kv_cache_bytes"] / GiB,
-            "fits": ok,
-        }
-    return data
+        p = SglangPlan.of(plan)
+        ok = p.fits
+        readouts = SglangReadouts(
+            max_total_num_tokens=p.max_total_num_tokens if ok else None,
+            max_running_requests=p.max_running_requests if ok else None,
+            mem_fraction_static=p.mem_fraction_static,
+            kv_pool_gib=p.kv_cache_bytes / GiB,
+            fits=ok,
+        )
+    return ServingPlanData(state=state, engine=state.engine, plan=p, error=None, readouts=readouts)
 
 
-def describe(data) -> str:
-    s = data["state"]
+def describe(data: ServingPlanData) -> str:
+    s = data.state
     eng = "vLLM" if s.engine == "vllm" else "SGLang"
-    if data["error"]:
-        return f"{eng}: these settings cannot be planned: {data['error']}"
-    p = data["plan"]
-    where = f"{eng} serving {p['model']} ({s.weights}) on {p['gpu']}"
-    if not p["fits"]:
-        return f"{where}: would not start. {p['error']}"
+    if data.error:
+        return f"{eng}: these settings cannot be planned: {data.error}"
+    p = data.plan
+    where = f"{eng} serving {p.model} ({s.weights}) on {p.gpu}"
+    if not p.fits:
+        return f"{where}: would not start. {p.error}"
     if s.engine == "vllm":
         return (
-            f"{where} at gpu_memory_utilization {s.util:g}: {fmt.gib(p['available_kv_bytes'])} for the KV "
-            f"cache, {p['num_gpu_blocks']:,} blocks of {p['block_size']} tokens; GPU KV cache size "
-            f"{p['gpu_kv_cache_tokens']:,} tokens, maximum concurrency {p['max_concurrency']:.2f}x for "
-            f"{p['max_model_len']:,}-token requests."
+            f"{where} at gpu_memory_utilization {s.util:g}: {fmt.gib(p.available_kv_bytes)} for the KV "
+            f"cache, {p.num_gpu_blocks:,} blocks of {p.block_size} tokens; GPU KV cache size "
+            f"{p.gpu_kv_cache_tokens:,} tokens, maximum concurrency {p.max_concurrency:.2f}x for "
+            f"{p.max_model_len:,}-token requests."
         )
     return (
-        f"{where} at mem_fraction_static {p['mem_fraction_static']:g}: a pool of "
-        f"{p['max_total_num_tokens']:,} tokens ({fmt.gib(p['kv_cache_bytes'])}), max running requests "
-        f"{p['max_running_requests']:,}."
+        f"{where} at mem_fraction_static {p.mem_fraction_static:g}: a pool of "
+        f"{p.max_total_num_tokens:,} tokens ({fmt.gib(p.kv_cache_bytes)}), max running requests "
+        f"{p.max_running_requests:,}."
     )
 
 
@@ -246,20 +351,20 @@ SGLANG_SEGMENTS = (
 )
 
 
-def segments(data) -> list:
+def segments(data: ServingPlanData) -> list:
     """(key, label, bytes, exact?) of the GPU's memory, in drawing order, summing to the total (plus any overflow)."""
-    p = data["plan"]
-    if data["engine"] == "vllm":
-        over = max(0.0, -p["available_kv_bytes"])
+    p = data.plan
+    if data.engine == "vllm":
+        over = max(0.0, -p.available_kv_bytes)
         vals = {
-            "weights": p["weights_bytes"],
-            "activation": p["peak_activation_bytes"],
-            "non_torch": p["non_torch_bytes"],
-            "graphs": p["cudagraph_bytes"],
+            "weights": p.weights_bytes,
+            "activation": p.peak_activation_bytes,
+            "non_torch": p.non_torch_bytes,
+            "graphs": p.cudagraph_bytes,
             # a plan that fails its start-up checks never allocates the pool: the budget stays unused
-            "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
-            "unused": max(0.0, p["available_kv_bytes"] - (p["kv_cache_bytes"] if p["fits"] else 0.0)),
-            "reserved": max(0.0, p["reserved_bytes"] - over),
+            "kv": p.kv_cache_bytes if p.fits else 0.0,
+            "unused": max(0.0, p.available_kv_bytes - (p.kv_cache_bytes if p.fits else 0.0)),
+            "reserved": max(0.0, p.reserved_bytes - over),
         }
         exact = {
             "weights": True,
@@ -272,28 +377,28 @@ def segments(data) -> list:
         }
         segs = VLLM_SEGMENTS
     else:
-        over = max(0.0, -p["rest_bytes"])
+        over = max(0.0, -p.rest_bytes)
         vals = {
-            "weights": p["weights_bytes"],
-            "kv": p["kv_cache_bytes"] if p["fits"] else 0.0,
-            "unused": max(0.0, p["unused_bytes"] if p["fits"] else p["rest_bytes"]),
-            "activation": max(0.0, p["activation_reserve_bytes"] - over),
-            "reserved": p["cuda_context_bytes"] + p["other_processes_bytes"],
+            "weights": p.weights_bytes,
+            "kv": p.kv_cache_bytes if p.fits else 0.0,
+            "unused": max(0.0, p.unused_bytes if p.fits else p.rest_bytes),
+            "activation": max(0.0, p.activation_reserve_bytes - over),
+            "reserved": p.cuda_context_bytes + p.other_processes_bytes,
         }
         exact = {"weights": True, "kv": True, "unused": True, "activation": True, "reserved": False}
         segs = SGLANG_SEGMENTS
     return [(k, label, vals[k], exact[k]) for k, label in segs]
 
 
-def _bar(data) -> Raw:
-    p = data["plan"]
-    total = p["total_bytes"]
+def _bar(data: ServingPlanData) -> Raw:
+    p = data.plan
+    total = p.total_bytes
     segs = segments(data)
     used = sum(v for _, _, v, _ in segs)
     scale_max = max(total, used)
     left, span = PAD, W - 2 * PAD
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
-    parts = [el("text", f"{p['gpu']}: {fmt.gib(total)} total", x=left, y=20, class_="bar-label")]
+    parts = [el("text", f"{p.gpu}: {fmt.gib(total)} total", x=left, y=20, class_="bar-label")]
     x = left
     for key, label, v, exact in segs:
         if v <= 0:
@@ -327,11 +432,11 @@ def _bar(data) -> Raw:
             )
         )
     # budget marker: where the engine's own limit ends
-    if data["engine"] == "vllm":
-        bx, blabel = x_of(p["requested_bytes"]), f"gpu_memory_utilization {p['gpu_memory_utilization']:g}"
+    if data.engine == "vllm":
+        bx, blabel = x_of(p.requested_bytes), f"gpu_memory_utilization {p.gpu_memory_utilization:g}"
     else:
-        bx = x_of(p["static_bytes"])
-        blabel = f"mem_fraction_static {p['mem_fraction_static']:g}"
+        bx = x_of(p.static_bytes)
+        blabel = f"mem_fraction_static {p.mem_fraction_static:g}"
     parts.append(el("line", x1=bx, x2=bx, y1=BAR_Y - 6, y2=BAR_Y + BAR_H + 6, class_="sp-budget"))
     anchor = "end" if bx > W * 0.6 else "start"
     parts.append(
@@ -346,10 +451,10 @@ def _bar(data) -> Raw:
     )
     # per-request ticks across the KV pool: each tick is one max_model_len request
     kv_bytes = dict((k, v) for k, _, v, _ in segs)["kv"]
-    if data["engine"] == "vllm":
-        per_req = p["blocks_per_request"] * p["page_size_bytes"] * p["num_layers"]
+    if data.engine == "vllm":
+        per_req = p.blocks_per_request * p.page_size_bytes * p.num_layers
     else:
-        per_req = p["context_length"] * p["cell_size_bytes"]
+        per_req = p.context_length * p.cell_size_bytes
     kx0 = left + span * sum(v for k, _, v, _ in segs[: [k for k, *_ in segs].index("kv")]) / scale_max
     n_req = int(kv_bytes // per_req) if per_req else 0
     if 1 <= n_req <= 64:
@@ -368,11 +473,12 @@ def _bar(data) -> Raw:
         legend.append(el("text", label, x=lx + 16, y=ly + 11, class_="legend-label"))
         lx += wlab
     note_y = ly + 30
+    request_tokens = p.max_model_len if data.engine == "vllm" else p.context_length
     legend.append(
         el(
             "text",
             (
-                f"Ticks in the KV pool: one {(p.get('max_model_len') or p.get('context_length')):,}-token request each."
+                f"Ticks in the KV pool: one {request_tokens:,}-token request each."
                 if 1 <= n_req <= 64
                 else "Hover a segment for its size; the data table marks which terms are estimates."
             ),
@@ -382,12 +488,12 @@ def _bar(data) -> Raw:
         )
     )
     height = note_y + PAD
-    eng = "vLLM" if data["engine"] == "vllm" else "SGLang"
+    eng = "vLLM" if data.engine == "vllm" else "SGLang"
     return svg(
         [el("g", parts, class_="sp-bar"), el("g", legend, class_="legend")],
         width=W,
         height=height,
-        title=f"{eng} GPU memory plan: {p['model']} on {p['gpu']}",
+        title=f"{eng} GPU memory plan: {p.model} on {p.gpu}",
         desc=describe(data),
         id_="serving-plan-chart",
         class_="chart serving-plan-chart",
@@ -398,29 +504,29 @@ def _n(v, digits=0) -> str:
     return "—" if v is None else (f"{v:,.{digits}f}" if digits else f"{v:,}")
 
 
-def _readouts(data) -> Raw:
-    r = data["readouts"]
-    fits = r["fits"]
-    if data["engine"] == "vllm":
+def _readouts(data: ServingPlanData) -> Raw:
+    r = data.readouts
+    fits = r.fits
+    if data.engine == "vllm":
         items = [
             _readout(
                 "gpu_kv_cache_tokens",
-                r["gpu_kv_cache_tokens"],
-                _n(r["gpu_kv_cache_tokens"]),
+                r.gpu_kv_cache_tokens,
+                _n(r.gpu_kv_cache_tokens),
                 "GPU KV cache size",
                 "tokens",
             ),
             _readout(
                 "max_concurrency",
-                r["max_concurrency"],
-                "—" if r["max_concurrency"] is None else f"{r['max_concurrency']:.2f}x",
-                f"Maximum concurrency for {data['state'].ctx:,} tokens per request",
+                r.max_concurrency,
+                "—" if r.max_concurrency is None else f"{r.max_concurrency:.2f}x",
+                f"Maximum concurrency for {data.state.ctx:,} tokens per request",
             ),
-            _readout("num_gpu_blocks", r["num_gpu_blocks"], _n(r["num_gpu_blocks"]), "num_gpu_blocks"),
+            _readout("num_gpu_blocks", r.num_gpu_blocks, _n(r.num_gpu_blocks), "num_gpu_blocks"),
             _readout(
                 "available_kv_gib",
-                r["available_kv_gib"],
-                "—" if r["available_kv_gib"] is None else f"{r['available_kv_gib']:.2f}",
+                r.available_kv_gib,
+                "—" if r.available_kv_gib is None else f"{r.available_kv_gib:.2f}",
                 "Available KV cache memory",
                 "GiB",
             ),
@@ -430,24 +536,24 @@ def _readouts(data) -> Raw:
         items = [
             _readout(
                 "max_total_num_tokens",
-                r["max_total_num_tokens"],
-                _n(r["max_total_num_tokens"]),
+                r.max_total_num_tokens,
+                _n(r.max_total_num_tokens),
                 "max_total_num_tokens",
                 "tokens",
             ),
             _readout(
-                "max_running_requests", r["max_running_requests"], _n(r["max_running_requests"]), "max_running_requests"
+                "max_running_requests", r.max_running_requests, _n(r.max_running_requests), "max_running_requests"
             ),
             _readout(
                 "mem_fraction_static",
-                r["mem_fraction_static"],
-                "—" if r["mem_fraction_static"] is None else f"{r['mem_fraction_static']:g}",
+                r.mem_fraction_static,
+                "—" if r.mem_fraction_static is None else f"{r.mem_fraction_static:g}",
                 "mem_fraction_static",
             ),
             _readout(
                 "kv_pool_gib",
-                r["kv_pool_gib"],
-                "—" if r["kv_pool_gib"] is None else f"{r['kv_pool_gib']:.2f}",
+                r.kv_pool_gib,
+                "—" if r.kv_pool_gib is None else f"{r.kv_pool_gib:.2f}",
                 "KV pool",
                 "GiB",
             ),
@@ -456,36 +562,36 @@ def _readouts(data) -> Raw:
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
 
 
-def _table(data) -> Raw:
-    p = data["plan"]
-    total = p["total_bytes"]
+def _table(data: ServingPlanData) -> Raw:
+    p = data.plan
+    total = p.total_bytes
     rows = [
         [label, fmt.gib(v), f"{100 * v / total:.1f}%", "exact" if exact else "estimated"]
         for _, label, v, exact in segments(data)
     ]
-    if data["engine"] == "vllm":
+    if data.engine == "vllm":
         extra = [
-            ["KV page (one block, one layer)", f"{p['page_size_bytes']:,} B", "", "exact"],
-            ["KV per token (all layers)", f"{p['kv_bytes_per_token']:,.0f} B", "", "exact"],
-            ["One max_model_len request", fmt.gib(p["needed_bytes"]), "", "exact"],
+            ["KV page (one block, one layer)", f"{p.page_size_bytes:,} B", "", "exact"],
+            ["KV per token (all layers)", f"{p.kv_bytes_per_token:,.0f} B", "", "exact"],
+            ["One max_model_len request", fmt.gib(p.needed_bytes), "", "exact"],
         ]
     else:
         extra = [
-            ["KV cell (one token, all layers)", f"{p['cell_size_bytes']:,} B", "", "exact"],
-            ["Free before loading", fmt.gib(p["free_before_load_bytes"]), "", "estimated"],
+            ["KV cell (one token, all layers)", f"{p.cell_size_bytes:,} B", "", "exact"],
+            ["Free before loading", fmt.gib(p.free_before_load_bytes), "", "estimated"],
         ]
     return data_details("Data table", table(describe(data), ["Term", "Size", "Share of GPU", "How"], rows + extra))
 
 
-def render(data) -> str:
-    s = data["state"]
-    if data["error"]:
+def render(data: ServingPlanData) -> str:
+    s = data.state
+    if data.error:
         return el(
             "div",
             [
                 el(
                     "div",
-                    [el("strong", "Cannot plan these settings: "), data["error"]],
+                    [el("strong", "Cannot plan these settings: "), data.error],
                     class_="alert alert-error",
                     role="alert",
                 ),
@@ -494,13 +600,13 @@ def render(data) -> str:
             class_="serving-plan",
             data_state="error",
         )
-    p = data["plan"]
+    p = data.plan
     parts = []
-    if not p["fits"]:
+    if not p.fits:
         parts.append(
             el(
                 "div",
-                [el("strong", "Would not start: "), p["error"]],
+                [el("strong", "Would not start: "), p.error],
                 class_="alert alert-overask",
                 role="alert",
                 data_startup_error="true",
@@ -514,7 +620,7 @@ def render(data) -> str:
             "div",
             [
                 el("h2", log_title, class_="sp-h"),
-                el("pre", el("code", "\n".join(p["log_lines"])), class_="sp-log", data_log="true"),
+                el("pre", el("code", "\n".join(p.log_lines)), class_="sp-log", data_log="true"),
             ],
             class_="sp-log-block",
         )
@@ -527,7 +633,7 @@ def render(data) -> str:
                 el(
                     "div",
                     [
-                        el("pre", el("code", p["command"], id_=cmd_id)),
+                        el("pre", el("code", p.command, id_=cmd_id)),
                         el("button", "Copy command", type="button", class_="copy", data_copy_target=f"#{cmd_id}"),
                     ],
                     class_="command",
@@ -536,7 +642,7 @@ def render(data) -> str:
             class_="command-block",
         )
     )
-    notes = list(p["notes"])
+    notes = list(p.notes)
     if s.weights in ("awq", "gptq"):
         notes.append(
             "AWQ and GPTQ need a pre-quantized checkpoint; the repository name in the command is illustrative."
@@ -557,4 +663,4 @@ def render(data) -> str:
         )
     parts.append(el("ul", [el("li", n) for n in notes], class_="sp-notes"))
     parts.append(_table(data))
-    return el("div", parts, class_="serving-plan", data_state="ok" if p["fits"] else "error")
+    return el("div", parts, class_="serving-plan", data_state="ok" if p.fits else "error")

@@ -8,16 +8,21 @@ every weight it reads streamed from that tier. The bytes one token reads are per
 bytes / (ETA_DECODE x bandwidth), the module's 70% efficiency applied to every tier alike.
 
 The machine table has no drive capacity: the drive is drawn at DRIVE_GB (an assumption, labelled as one).
+
+compute(state) returns a TiersData: the machine, model, bytes per token, file size and efficiency, and one Tier
+per place a weight can live (TIER_ORDER), each with its capacity, bandwidth and time per token.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import perf_model as pm
 
 from .. import fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
+from ..chart import readout_attrs
 from ..state import Choice, Spec
 from ..svg import Raw, data_details, el, svg, table
 
@@ -51,7 +56,10 @@ SPEC = Spec(
 )
 
 
-def default_state():
+State = SPEC.State  # this figure's state: machine, model, quant
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
@@ -67,93 +75,122 @@ def weights_read_per_token(model, machine, quant) -> float:
     return d["gpu_weight_bytes"] + d["cpu_weight_bytes"]
 
 
-def machine_tiers(mc) -> list[dict]:
+@dataclass(frozen=True)
+class Tier:
+    """One place a weight can live on a machine (drawn even when the machine lacks it, muted)."""
+
+    key: str  # one of TIER_ORDER
+    present: bool
+    device: str  # what it is on this machine ("" when absent)
+    capacity: float | None  # bytes; None for the link and for a tier the machine lacks
+    bandwidth: float  # bytes/s; 0 when absent
+    absent: str = ""  # why the machine has no such tier
+    capacity_assumed: bool = False  # the drive: DRIVE_GB, not a machine-table number
+    gpu_share: float | None = None  # unified memory: the share the GPU may use
+    token_s: float | None = None  # one decode token with every weight streaming from here (None: absent)
+    tok_s: float | None = None  # 1 / token_s
+    holds_file: bool | None = None  # the GGUF file fits (None: the tier holds nothing, or is absent)
+
+    @property
+    def name(self) -> str:
+        return TIER_NAMES[self.key]
+
+
+@dataclass(frozen=True)
+class TiersData:
+    state: State
+    machine: pm.Machine
+    model: pm.Model
+    weights_read_bytes: float  # weight bytes one decode token reads (weights_read_per_token)
+    file_bytes: float  # the GGUF file (perf_model.file_bytes)
+    eta: float  # the efficiency applied to every tier's bandwidth (perf_model.ETA_DECODE)
+    tiers: tuple[Tier, ...]  # in TIER_ORDER
+
+
+def machine_tiers(mc) -> list[Tier]:
     """The five tiers, each with present/absent, device name, capacity (bytes or None) and bandwidth (B/s)."""
     discrete = mc.gpu is not None and not mc.unified
-    rows = [
-        {
-            "key": "drive",
-            "present": True,
-            "device": f"NVMe, {mc.drive_gbs:g} GB/s sequential read",
-            "capacity": DRIVE_GB * pm.GB,
-            "capacity_assumed": True,
-            "bandwidth": mc.drive_gbs * pm.GB,
-        },
-        {
-            "key": "ram",
-            "present": not mc.unified,
-            "device": mc.ram.name,
-            "capacity": mc.ram.mem_bytes,
-            "bandwidth": mc.ram.bandwidth,
-            "absent": "same pool as unified memory" if mc.unified else "",
-        },
-        {
-            "key": "pcie",
-            "present": discrete,
-            "device": f"{mc.pcie_gbs:g} GB/s per direction" if discrete else "",
-            "capacity": None,
-            "bandwidth": mc.pcie if discrete else 0.0,
-            "absent": "" if discrete else ("no discrete GPU" if mc.unified else "no GPU"),
-        },
-        {
-            "key": "vram",
-            "present": discrete,
-            "device": mc.gpu.name if discrete else "",
-            "capacity": mc.gpu.mem_bytes if discrete else None,
-            "bandwidth": mc.gpu.bandwidth if discrete else 0.0,
-            "absent": "" if discrete else ("the GPU uses unified memory" if mc.unified else "no GPU"),
-        },
-        {
-            "key": "unified",
-            "present": bool(mc.unified),
-            "device": mc.gpu.name if mc.unified else "",
-            "capacity": mc.gpu.mem_bytes if mc.unified else None,
-            "bandwidth": mc.gpu.bandwidth if mc.unified else 0.0,
-            "gpu_share": mc.gpu_share if mc.unified else None,
-            "absent": "" if mc.unified else "not Apple silicon",
-        },
+    return [
+        Tier(
+            key="drive",
+            present=True,
+            device=f"NVMe, {mc.drive_gbs:g} GB/s sequential read",
+            capacity=DRIVE_GB * pm.GB,
+            capacity_assumed=True,
+            bandwidth=mc.drive_gbs * pm.GB,
+        ),
+        Tier(
+            key="ram",
+            present=not mc.unified,
+            device=mc.ram.name,
+            capacity=mc.ram.mem_bytes,
+            bandwidth=mc.ram.bandwidth,
+            absent="same pool as unified memory" if mc.unified else "",
+        ),
+        Tier(
+            key="pcie",
+            present=discrete,
+            device=f"{mc.pcie_gbs:g} GB/s per direction" if discrete else "",
+            capacity=None,
+            bandwidth=mc.pcie if discrete else 0.0,
+            absent="" if discrete else ("no discrete GPU" if mc.unified else "no GPU"),
+        ),
+        Tier(
+            key="vram",
+            present=discrete,
+            device=mc.gpu.name if discrete else "",
+            capacity=mc.gpu.mem_bytes if discrete else None,
+            bandwidth=mc.gpu.bandwidth if discrete else 0.0,
+            absent="" if discrete else ("the GPU uses unified memory" if mc.unified else "no GPU"),
+        ),
+        Tier(
+            key="unified",
+            present=bool(mc.unified),
+            device=mc.gpu.name if mc.unified else "",
+            capacity=mc.gpu.mem_bytes if mc.unified else None,
+            bandwidth=mc.gpu.bandwidth if mc.unified else 0.0,
+            gpu_share=mc.gpu_share if mc.unified else None,
+            absent="" if mc.unified else "not Apple silicon",
+        ),
     ]
-    for r in rows:
-        r["name"] = TIER_NAMES[r["key"]]
-        r.setdefault("absent", "")
-        r.setdefault("capacity_assumed", False)
-    return rows
 
 
-def compute(state) -> dict:
+def _timed(t: Tier, nbytes: float, eta: float, file_b: float) -> Tier:
+    """The tier with its time per token and whether it holds the file."""
+    token_s = tok_s = None
+    if t.present and t.bandwidth > 0:
+        token_s = nbytes / (eta * t.bandwidth)
+        tok_s = 1.0 / token_s
+    cap = t.capacity
+    if t.key == "unified" and cap:
+        cap = cap * t.gpu_share  # what the GPU may use of it
+    holds = None if (cap is None or not t.present) else file_b <= cap
+    return replace(t, token_s=token_s, tok_s=tok_s, holds_file=holds)
+
+
+def compute(state: State) -> TiersData:
     mc = pm.MACHINES[state.machine]
     model = pm.MODELS[state.model]
     nbytes = weights_read_per_token(model, mc, state.quant)
     file_b = pm.file_bytes(model, state.quant)
     eta = pm.ETA_DECODE
-    tiers = machine_tiers(mc)
-    for t in tiers:
-        if t["present"] and t["bandwidth"] > 0:
-            t["token_s"] = nbytes / (eta * t["bandwidth"])
-            t["tok_s"] = 1.0 / t["token_s"]
-        else:
-            t["token_s"] = t["tok_s"] = None
-        cap = t["capacity"]
-        if t["key"] == "unified" and cap:
-            cap = cap * t["gpu_share"]  # what the GPU may use of it
-        t["holds_file"] = None if (cap is None or not t["present"]) else file_b <= cap
-    return {
-        "state": state,
-        "machine": mc,
-        "model": model,
-        "weights_read_bytes": nbytes,
-        "file_bytes": file_b,
-        "eta": eta,
-        "tiers": tiers,
-    }
+    return TiersData(
+        state=state,
+        machine=mc,
+        model=model,
+        weights_read_bytes=nbytes,
+        file_bytes=file_b,
+        eta=eta,
+        tiers=tuple(_timed(t, nbytes, eta, file_b) for t in machine_tiers(mc)),
+    )
 
 
-def describe(data) -> str:
-    m, mc, s = data["model"], data["machine"], data["state"]
-    parts = [f"{t['name']} {fmt.seconds(t['token_s'])}" for t in data["tiers"] if t["token_s"] is not None]
+def describe(data: TiersData) -> str:
+    m, mc, s = data.model, data.machine, data.state
+    parts = [f"{t.name} {fmt.seconds(t.token_s)}" for t in data.tiers if t.token_s is not None]
     return (
-        f"{m.name} {s.quant} reads {fmt.gb(data['weights_read_bytes'], 2)} of weights per decode token; on "
-        f"{mc.name}, at {data['eta']:.0%} of each tier's bandwidth, one token takes: " + ", ".join(parts) + "."
+        f"{m.name} {s.quant} reads {fmt.gb(data.weights_read_bytes, 2)} of weights per decode token; on "
+        f"{mc.name}, at {data.eta:.0%} of each tier's bandwidth, one token takes: " + ", ".join(parts) + "."
     )
 
 
@@ -204,7 +241,7 @@ def _time_tick(v: float) -> str:
 def _panel(
     y0: float, title: str, axis: LogAxis, rows: list, tick_text, unit_note: str, key: str, marker=None
 ) -> tuple[Raw, float]:
-    """One log-scale bar panel. rows: (tier dict, value or None, label text, readout (name, raw) or None)."""
+    """One log-scale bar panel. rows: (Tier, value or None, label text, readout (name, raw) or None)."""
     parts = [el("text", title, x=0, y=y0 + 16, class_="panel-title")]
     top = y0 + PANEL_HEAD
     bottom = top + ROW_H * len(rows)
@@ -218,8 +255,8 @@ def _panel(
     parts.append(el("g", grid, class_="axis"))
     for i, (t, value, text, readout) in enumerate(rows):
         y = top + i * ROW_H
-        cls = f"tier-row tier-{t['key']}" + ("" if t["present"] else " tier-absent")
-        row = [el("text", t["name"], x=0, y=y + BAR_H - 2, class_="row-label")]
+        cls = f"tier-row tier-{t.key}" + ("" if t.present else " tier-absent")
+        row = [el("text", t.name, x=0, y=y + BAR_H - 2, class_="row-label")]
         if value is None:
             row.append(el("text", text, x=X0 + 4, y=y + BAR_H - 2, class_="absent-note"))
         else:
@@ -227,7 +264,7 @@ def _panel(
             row.append(
                 el(
                     "rect",
-                    el("title", f"{t['name']}: {text}"),
+                    el("title", f"{t.name}: {text}"),
                     x=X0,
                     y=y + 1,
                     width=max(x - X0, 1.0),
@@ -244,11 +281,10 @@ def _panel(
                     y=y + BAR_H - 2,
                     class_="value" + (" value-inside" if inside else ""),
                     text_anchor="end" if inside else None,
-                    data_readout=readout[0] if readout else None,
-                    data_value=fmt.raw(readout[1]) if readout else None,
+                    **(readout_attrs(*readout) if readout else {}),
                 )
             )
-        parts.append(el("g", row, class_=cls, data_tier=t["key"]))
+        parts.append(el("g", row, class_=cls, data_tier=t.key))
     if marker is not None:
         mv, mtext = marker
         mx = axis.x(mv)
@@ -272,39 +308,39 @@ def _panel(
     return el("g", parts, class_=f"panel panel-{key}"), bottom + AXIS_H + 8
 
 
-def _chart(data) -> Raw:
-    tiers = data["tiers"]
-    present = [t for t in tiers if t["present"]]
-    caps = [t["capacity"] / pm.GB for t in present if t["capacity"]] + [data["file_bytes"] / pm.GB]
-    bws = [t["bandwidth"] / pm.GB for t in present if t["bandwidth"]]
-    times = [t["token_s"] for t in present if t["token_s"] is not None]
+def _chart(data: TiersData) -> Raw:
+    tiers = data.tiers
+    present = [t for t in tiers if t.present]
+    caps = [t.capacity / pm.GB for t in present if t.capacity] + [data.file_bytes / pm.GB]
+    bws = [t.bandwidth / pm.GB for t in present if t.bandwidth]
+    times = [t.token_s for t in present if t.token_s is not None]
     cap_axis = LogAxis(min(caps), max(caps))
     bw_axis = LogAxis(min(bws), max(bws))
     t_axis = LogAxis(min(times), max(times))
 
     def cap_row(t):
-        if not t["present"]:
-            return (t, None, t["absent"], None)
-        if t["capacity"] is None:
+        if not t.present:
+            return (t, None, t.absent, None)
+        if t.capacity is None:
             return (t, None, "a link: holds nothing", None)
-        text = fmt.gb(t["capacity"], 0) + (" (assumed)" if t["capacity_assumed"] else "")
-        if t["key"] == "unified":
-            text += f" (GPU {t['gpu_share']:.0%})"
-        return (t, t["capacity"] / pm.GB, text, None)
+        text = fmt.gb(t.capacity, 0) + (" (assumed)" if t.capacity_assumed else "")
+        if t.key == "unified":
+            text += f" (GPU {t.gpu_share:.0%})"
+        return (t, t.capacity / pm.GB, text, None)
 
     def bw_row(t):
-        if not t["present"]:
-            return (t, None, t["absent"], None)
-        return (t, t["bandwidth"] / pm.GB, f"{t['bandwidth'] / pm.GB:,.4g} GB/s", None)
+        if not t.present:
+            return (t, None, t.absent, None)
+        return (t, t.bandwidth / pm.GB, f"{t.bandwidth / pm.GB:,.4g} GB/s", None)
 
     def time_row(t):
-        if not t["present"]:
-            return (t, None, t["absent"], None)
+        if not t.present:
+            return (t, None, t.absent, None)
         return (
             t,
-            t["token_s"],
-            f"{fmt.seconds(t['token_s'])} · {fmt.rate(t['tok_s'])} tok/s",
-            (f"token_s_{t['key']}", t["token_s"]),
+            t.token_s,
+            f"{fmt.seconds(t.token_s)} · {fmt.rate(t.tok_s)} tok/s",
+            (f"token_s_{t.key}", t.token_s),
         )
 
     y = 0.0
@@ -316,7 +352,7 @@ def _chart(data) -> Raw:
         _gb_tick,
         "GB · log scale",
         "cap",
-        marker=(data["file_bytes"] / pm.GB, f"model file {fmt.gb(data['file_bytes'])}"),
+        marker=(data.file_bytes / pm.GB, f"model file {fmt.gb(data.file_bytes)}"),
     )
     p2, y = _panel(y, "Bandwidth", bw_axis, [bw_row(t) for t in tiers], _gb_tick, "GB/s · log scale", "bw")
     p3, y = _panel(
@@ -325,64 +361,60 @@ def _chart(data) -> Raw:
         t_axis,
         [time_row(t) for t in tiers],
         _time_tick,
-        f"{fmt.gb(data['weights_read_bytes'], 2)} at {data['eta']:.0%} · log scale",
+        f"{fmt.gb(data.weights_read_bytes, 2)} at {data.eta:.0%} · log scale",
         "time",
     )
-    s = data["state"]
+    s = data.state
     return svg(
         [p1, p2, p3],
         width=W,
         height=round(y),
-        title=f"Memory tiers of {data['machine'].name}, {data['model'].name} {s.quant}",
+        title=f"Memory tiers of {data.machine.name}, {data.model.name} {s.quant}",
         desc=describe(data),
         id_="tiers-chart",
         class_="chart tiers-chart",
     )
 
 
-def _table(data) -> Raw:
+def _table(data: TiersData) -> Raw:
     header = ["Tier", "Device", "Capacity", "Bandwidth (GB/s)", "Holds the model file", "Time per token", "tok/s"]
     rows = []
-    for t in data["tiers"]:
-        if not t["present"]:
-            rows.append([t["name"], f"not present: {t['absent']}", "—", "—", "—", "—", "—"])
+    for t in data.tiers:
+        if not t.present:
+            rows.append([t.name, f"not present: {t.absent}", "—", "—", "—", "—", "—"])
             continue
-        cap = (
-            "—" if t["capacity"] is None else fmt.gb(t["capacity"], 0) + (" (assumed)" if t["capacity_assumed"] else "")
-        )
-        holds = "—" if t["holds_file"] is None else ("yes" if t["holds_file"] else "no")
+        cap = "—" if t.capacity is None else fmt.gb(t.capacity, 0) + (" (assumed)" if t.capacity_assumed else "")
+        holds = "—" if t.holds_file is None else ("yes" if t.holds_file else "no")
         rows.append(
             [
-                t["name"],
-                t["device"],
+                t.name,
+                t.device,
                 cap,
-                f"{t['bandwidth'] / pm.GB:,.4g}",
+                f"{t.bandwidth / pm.GB:,.4g}",
                 holds,
-                fmt.seconds(t["token_s"]),
-                fmt.rate(t["tok_s"]),
+                fmt.seconds(t.token_s),
+                fmt.rate(t.tok_s),
             ]
         )
     return data_details("Data table", table(describe(data), header, rows))
 
 
-def render(data) -> str:
-    m = data["model"]
-    fastest = min((t for t in data["tiers"] if t["token_s"] is not None), key=lambda t: t["token_s"])
+def render(data: TiersData) -> str:
+    m = data.model
+    fastest = min((t for t in data.tiers if t.token_s is not None), key=lambda t: t.token_s)
     readouts = el(
         "dl",
         [
             _readout(
                 "weights_read_bytes",
-                data["weights_read_bytes"],
-                fmt.gb_num(data["weights_read_bytes"], 2),
+                data.weights_read_bytes,
+                fmt.gb_num(data.weights_read_bytes, 2),
                 "Weights read per token",
                 "GB",
             ),
-            _readout("file_bytes", data["file_bytes"], fmt.gb_num(data["file_bytes"], 2), "GGUF file", "GB"),
-            _readout("eta", data["eta"], fmt.pct(data["eta"]), "Assumed efficiency (of peak bandwidth)"),
-            _readout(
-                "best_tok_s", fastest["tok_s"], fmt.rate(fastest["tok_s"]), f"Best case ({fastest['name']})", "tok/s"
-            ),
+            _readout("file_bytes", data.file_bytes, fmt.gb_num(data.file_bytes, 2), "GGUF file", "GB"),
+            _readout("eta", data.eta, fmt.pct(data.eta), "Assumed efficiency (of peak bandwidth)"),
+            _readout("best_tok_s", fastest.tok_s, fmt.rate(fastest.tok_s), f"Best case ({fastest.name})", "tok/s"),
         ],
         class_="readouts",
     )
@@ -393,7 +425,7 @@ def render(data) -> str:
             el("code", "token_embd"),
             ", read one row at a time) is read once per token",
             " (for a mixture of experts, only the routed share)" if m.is_moe else "",
-            f". Time per token = bytes ÷ ({data['eta']:.0%} × bandwidth). The drive's capacity is an assumption "
+            f". Time per token = bytes ÷ ({data.eta:.0%} × bandwidth). The drive's capacity is an assumption "
             f"({DRIVE_GB / 1000:g} TB); the machine table lists only its read speed.",
         ],
         class_="note",

@@ -3,11 +3,15 @@
 The dataset, the predictions, the error summary and the llama-bench parser all live in the course-side
 module `validation`; this figure draws predicted-against-measured per device (log axes, y = x), the error
 distribution, the median absolute errors, a table, and a box for pasting one's own llama-bench output.
+
+compute(state) returns a ValidationData: every dataset row with our estimates (Predictions), the error Summary,
+the pasted rows compared with our estimate (a Paste) or why the paste could not be read, and the Readouts.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import perf_model as pm
 
@@ -77,7 +81,10 @@ SPEC = Spec(
 )
 
 
-def default_state():
+State = SPEC.State  # this figure's state: family, bench (the paste), model, quant, machine
+
+
+def default_state() -> State:
     return SPEC.default()
 
 
@@ -91,37 +98,172 @@ def _machine(key):
     return v.dataset_machines()[key]
 
 
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class Measure:
+    """One llama-bench test of a dataset row: what was measured and what we predict (tok/s)."""
+
+    test: str  # e.g. tg128, pp512
+    measured: float | None  # None: the row has no such measurement
+    predicted: float
+    error: float | None  # predicted / measured - 1
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One row of validation.predictions(): a published result and our estimates for it."""
+
+    model: str
+    quant: str
+    device: str
+    backend: str
+    family: str  # validation.device_family
+    source: str
+    build: str
+    tg: Measure  # decode
+    pp: Measure  # prompt processing
+
+    @classmethod
+    def of(cls, p: dict) -> Prediction:
+        return cls(
+            model=p["model"],
+            quant=p["quant"],
+            device=p["device"],
+            backend=p["backend"],
+            family=p["family"],
+            source=p["source"],
+            build=p["build"],
+            tg=Measure(p["tg_test"], p["tg_measured"], p["tg_predicted"], p["tg_error"]),
+            pp=Measure(p["pp_test"], p["pp_measured"], p["pp_predicted"], p["pp_error"]),
+        )
+
+    def metric(self, metric: str) -> Measure:
+        """ "tg" (decode) or "pp" (prompt processing)."""
+        return self.tg if metric == "tg" else self.pp
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """validation.summary's error statistics of a set of rows (errors as fractions; None: no measurement)."""
+
+    n_tg: int
+    n_pp: int
+    decode_mape: float | None  # median absolute error
+    prefill_mape: float | None
+    decode_bias: float | None  # median signed error
+    prefill_bias: float | None
+
+    @classmethod
+    def of(cls, st: dict):
+        return cls(st["n_tg"], st["n_pp"], st["decode_mape"], st["prefill_mape"], st["decode_bias"], st["prefill_bias"])
+
+    def mape(self, metric: str) -> float | None:
+        return self.decode_mape if metric == "tg" else self.prefill_mape
+
+    def bias(self, metric: str) -> float | None:
+        return self.decode_bias if metric == "tg" else self.prefill_bias
+
+
+@dataclass(frozen=True)
+class Summary(ErrorStats):
+    """validation.summary over the whole dataset."""
+
+    n_rows: int
+    by_device: dict[str, ErrorStats]  # device name -> its statistics, in dataset order
+
+    @classmethod
+    def of(cls, summ: dict) -> Summary:
+        overall = ErrorStats.of(summ)
+        by_device = {d: ErrorStats.of(st) for d, st in summ["by_device"].items()}
+        return cls(**vars(overall), n_rows=summ["n_rows"], by_device=by_device)
+
+
+@dataclass(frozen=True)
+class PasteRow:
+    """One pasted llama-bench row next to our estimate (validation.compare's row)."""
+
+    model: str  # as llama-bench printed it ("" if the row has none)
+    test: str
+    quant_used: str
+    tps: float  # measured
+    estimate_tps: float | None  # None: not estimated (see note)
+    error: float | None
+    note: str
+
+    @classmethod
+    def of(cls, r: dict) -> PasteRow:
+        return cls(r["model"], r["test"], r["quant_used"], r["tps"], r["estimate_tps"], r["error"], r["note"])
+
+
+@dataclass(frozen=True)
+class Paste:
+    """validation.compare's result for the pasted text."""
+
+    rows: tuple[PasteRow, ...]
+    model: str  # the chosen model's name
+    machine: str  # the chosen machine's name
+    quant: str
+
+    @classmethod
+    def of(cls, res: dict) -> Paste:
+        return cls(tuple(PasteRow.of(r) for r in res["rows"]), res["model"], res["machine"], res["quant"])
+
+
+@dataclass(frozen=True)
+class Readouts:
+    decode_mape: float | None
+    prefill_mape: float | None
+    n_measurements: int  # decode and prompt measurements together
+    paste_rows: int | None  # None: nothing pasted (or unreadable)
+
+
+@dataclass(frozen=True)
+class ValidationData:
+    state: State
+    preds: tuple[Prediction, ...]
+    summary: Summary
+    paste: Paste | None  # None: nothing pasted, or it could not be read
+    paste_error: str | None  # why it could not be read
+    readouts: Readouts
+
+
+def compute(state: State) -> ValidationData:
     v = val
     preds = v.predictions()
-    summ = v.summary(preds)
-    data = {"state": state, "preds": preds, "summary": summ, "paste": None, "paste_error": None}
+    summ = Summary.of(v.summary(preds))
+    paste = paste_error = None
     if state.bench.strip():
         try:
-            data["paste"] = v.compare(state.bench, state.model, state.quant, _machine(state.machine))
+            paste = Paste.of(v.compare(state.bench, state.model, state.quant, _machine(state.machine)))
         except ValueError as e:
-            data["paste_error"] = str(e)
-    data["readouts"] = {
-        "decode_mape": summ["decode_mape"],
-        "prefill_mape": summ["prefill_mape"],
-        "n_measurements": summ["n_tg"] + summ["n_pp"],
-        "paste_rows": None if data["paste"] is None else len(data["paste"]["rows"]),
-    }
-    return data
-
-
-def describe(data) -> str:
-    s = data["summary"]
-    text = (
-        f"Against {s['n_rows']} published llama-bench results, our median absolute error is "
-        f"{fmt.pct(s['decode_mape'])} for decode (tg128, or tg512 where that is what was run; {s['n_tg']} measurements) and "
-        f"{fmt.pct(s['prefill_mape'])} for prompt processing (pp512, {s['n_pp']}); the median signed error is "
-        f"{_signed(s['decode_bias'])} and {_signed(s['prefill_bias'])}."
+            paste_error = str(e)
+    readouts = Readouts(
+        decode_mape=summ.decode_mape,
+        prefill_mape=summ.prefill_mape,
+        n_measurements=summ.n_tg + summ.n_pp,
+        paste_rows=None if paste is None else len(paste.rows),
     )
-    if data["paste"] is not None:
-        text += f" Your paste: {len(data['paste']['rows'])} row(s) compared."
-    elif data["paste_error"]:
-        text += f" Your paste could not be read: {data['paste_error']}"
+    return ValidationData(
+        state=state,
+        preds=tuple(Prediction.of(p) for p in preds),
+        summary=summ,
+        paste=paste,
+        paste_error=paste_error,
+        readouts=readouts,
+    )
+
+
+def describe(data: ValidationData) -> str:
+    s = data.summary
+    text = (
+        f"Against {s.n_rows} published llama-bench results, our median absolute error is "
+        f"{fmt.pct(s.decode_mape)} for decode (tg128, or tg512 where that is what was run; {s.n_tg} measurements) and "
+        f"{fmt.pct(s.prefill_mape)} for prompt processing (pp512, {s.n_pp}); the median signed error is "
+        f"{_signed(s.decode_bias)} and {_signed(s.prefill_bias)}."
+    )
+    if data.paste is not None:
+        text += f" Your paste: {len(data.paste.rows)} row(s) compared."
+    elif data.paste_error:
+        text += f" Your paste could not be read: {data.paste_error}"
     return text
 
 
@@ -164,10 +306,10 @@ def _tick_label(t) -> str:
     return f"{t / 1000:g}k" if t >= 1000 else f"{t:g}"
 
 
-def _scatter(data, metric: str, title: str) -> Raw:
-    preds = data["preds"]
-    fam = data["state"].family
-    pts = [(p[f"{metric}_measured"], p[f"{metric}_predicted"], p) for p in preds if p[f"{metric}_measured"]]
+def _scatter(data: ValidationData, metric: str, title: str) -> Raw:
+    preds = data.preds
+    fam = data.state.family
+    pts = [(p.metric(metric).measured, p.metric(metric).predicted, p) for p in preds if p.metric(metric).measured]
     lo, hi = _log_bounds([a for a, _, _ in pts] + [b for _, b, _ in pts])
     x1, y1 = PANEL_W - MR, MT + PANEL_H - MB - MT
     sx = _Log(lo, hi, ML, x1)
@@ -197,10 +339,10 @@ def _scatter(data, metric: str, title: str) -> Raw:
         )
     )
     dots = []
-    for meas, pred, p in sorted(pts, key=lambda t: (t[2]["family"] == fam, t[2]["device"], t[2]["quant"])):
-        dim = fam != "all" and p["family"] != fam
+    for meas, pred, p in sorted(pts, key=lambda t: (t[2].family == fam, t[2].device, t[2].quant)):
+        dim = fam != "all" and p.family != fam
         tip = (
-            f"{p['device']}, {p['model']} {p['quant']}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
+            f"{p.device}, {p.model} {p.quant}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
             f"tok/s ({_signed(pred / meas - 1)})"
         )
         dots.append(
@@ -210,7 +352,7 @@ def _scatter(data, metric: str, title: str) -> Raw:
                 cx=sx(meas),
                 cy=sy(pred),
                 r=3.5,
-                class_=f"pt {_fam_class(p['family'])}" + (" dim" if dim else ""),
+                class_=f"pt {_fam_class(p.family)}" + (" dim" if dim else ""),
                 data_metric=metric,
             )
         )
@@ -226,11 +368,10 @@ def _scatter(data, metric: str, title: str) -> Raw:
         lx += w
     height = ly + 10
     name = "Decode (tgN)" if metric == "tg" else "Prompt processing (pp512)"
-    s = data["summary"]
-    key = "decode" if metric == "tg" else "prefill"
+    s = data.summary
     desc = (
         f"{name}: predicted against measured tokens per second for {len(pts)} published results, log axes; "
-        f"median absolute error {fmt.pct(s[key + '_mape'])}, median signed error {_signed(s[key + '_bias'])}."
+        f"median absolute error {fmt.pct(s.mape(metric))}, median signed error {_signed(s.bias(metric))}."
     )
     return svg(
         parts,
@@ -267,8 +408,8 @@ def histogram_counts(errors) -> list:
     return counts
 
 
-def _histogram(data, metric: str, title: str) -> Raw:
-    errs = [p[f"{metric}_error"] for p in data["preds"] if p[f"{metric}_error"] is not None]
+def _histogram(data: ValidationData, metric: str, title: str) -> Raw:
+    errs = [p.metric(metric).error for p in data.preds if p.metric(metric).error is not None]
     counts = histogram_counts(errs)
     h = 130
     top = max(counts) or 1
@@ -326,7 +467,7 @@ def _histogram(data, metric: str, title: str) -> Raw:
     )
 
 
-def _chart(data) -> Raw:
+def _chart(data: ValidationData) -> Raw:
     return el(
         "div",
         [
@@ -339,20 +480,18 @@ def _chart(data) -> Raw:
     )
 
 
-def _readouts(data) -> Raw:
-    r, s = data["readouts"], data["summary"]
+def _readouts(data: ValidationData) -> Raw:
+    r, s = data.readouts, data.summary
     return el(
         "dl",
         [
-            _readout("decode_mape", r["decode_mape"], fmt.pct(r["decode_mape"]), "Median |error|, decode (tgN)"),
-            _readout("prefill_mape", r["prefill_mape"], fmt.pct(r["prefill_mape"]), "Median |error|, prompt (pp512)"),
-            _readout(
-                "n_measurements", r["n_measurements"], f"{r['n_measurements']}", f"Measurements ({s['n_rows']} rows)"
-            ),
+            _readout("decode_mape", r.decode_mape, fmt.pct(r.decode_mape), "Median |error|, decode (tgN)"),
+            _readout("prefill_mape", r.prefill_mape, fmt.pct(r.prefill_mape), "Median |error|, prompt (pp512)"),
+            _readout("n_measurements", r.n_measurements, f"{r.n_measurements}", f"Measurements ({s.n_rows} rows)"),
             _readout(
                 "paste_rows",
-                r["paste_rows"],
-                "—" if r["paste_rows"] is None else str(r["paste_rows"]),
+                r.paste_rows,
+                "—" if r.paste_rows is None else str(r.paste_rows),
                 "Your rows compared",
             ),
         ],
@@ -360,47 +499,46 @@ def _readouts(data) -> Raw:
     )
 
 
-def _paste_block(data) -> Raw:
-    data["state"]
-    if data["paste_error"]:
+def _paste_block(data: ValidationData) -> Raw:
+    if data.paste_error:
         return el(
             "div",
-            [el("strong", "Could not read your llama-bench output: "), data["paste_error"]],
+            [el("strong", "Could not read your llama-bench output: "), data.paste_error],
             class_="alert alert-error paste-error",
             role="alert",
             data_paste_error="true",
         )
-    if data["paste"] is None:
+    if data.paste is None:
         return el(
             "p",
             "Paste llama-bench output in the box above to compare it with our estimate for the model, "
             "quant and machine you pick.",
             class_="note paste-hint",
         )
-    res = data["paste"]
+    res = data.paste
     rows = []
-    for i, r in enumerate(res["rows"]):
-        est = r["estimate_tps"]
+    for i, r in enumerate(res.rows):
+        est = r.estimate_tps
         rows.append(
             el(
                 "tr",
                 [
-                    el("th", r["model"] or "—", scope="row"),
-                    el("td", r["test"]),
-                    el("td", r["quant_used"]),
-                    el("td", fmt.rate(r["tps"]), class_="measured"),
+                    el("th", r.model or "—", scope="row"),
+                    el("td", r.test),
+                    el("td", r.quant_used),
+                    el("td", fmt.rate(r.tps), class_="measured"),
                     el("td", fmt.rate(est), class_="estimate"),
-                    el("td", _signed(r["error"]), class_="error"),
-                    el("td", r["note"] or "", class_="row-note"),
+                    el("td", _signed(r.error), class_="error"),
+                    el("td", r.note or "", class_="row-note"),
                 ],
                 data_paste_row=i,
-                data_test=r["test"],
-                data_measured=fmt.raw(r["tps"]),
+                data_test=r.test,
+                data_measured=fmt.raw(r.tps),
                 data_estimate=fmt.raw(est),
-                data_error=fmt.raw(r["error"]),
+                data_error=fmt.raw(r.error),
             )
         )
-    caption = f"Your llama-bench rows against our estimate for {res['model']} on {res['machine']}"
+    caption = f"Your llama-bench rows against our estimate for {res.model} on {res.machine}"
     return el(
         "div",
         [
@@ -427,7 +565,7 @@ def _paste_block(data) -> Raw:
     )
 
 
-def _table(data) -> Raw:
+def _table(data: ValidationData) -> Raw:
     header = [
         "Device",
         "Model",
@@ -443,35 +581,35 @@ def _table(data) -> Raw:
         "Source",
     ]
     rows = []
-    for p in data["preds"]:
+    for p in data.preds:
         rows.append(
             [
-                p["device"],
-                p["model"],
-                p["quant"],
-                p["tg_test"],
-                fmt.rate(p["tg_measured"]),
-                fmt.rate(p["tg_predicted"]),
-                _signed(p["tg_error"]),
-                p["pp_test"],
-                fmt.rate(p["pp_measured"]),
-                fmt.rate(p["pp_predicted"]),
-                _signed(p["pp_error"]),
-                p["source"],
+                p.device,
+                p.model,
+                p.quant,
+                p.tg.test,
+                fmt.rate(p.tg.measured),
+                fmt.rate(p.tg.predicted),
+                _signed(p.tg.error),
+                p.pp.test,
+                fmt.rate(p.pp.measured),
+                fmt.rate(p.pp.predicted),
+                _signed(p.pp.error),
+                p.source,
             ]
         )
-    s = data["summary"]
+    s = data.summary
     dev_rows = [
         [
             d,
-            str(st["n_tg"]),
-            fmt.pct(st["decode_mape"]),
-            _signed(st["decode_bias"]),
-            str(st["n_pp"]),
-            fmt.pct(st["prefill_mape"]),
-            _signed(st["prefill_bias"]),
+            str(st.n_tg),
+            fmt.pct(st.decode_mape),
+            _signed(st.decode_bias),
+            str(st.n_pp),
+            fmt.pct(st.prefill_mape),
+            _signed(st.prefill_bias),
         ]
-        for d, st in s["by_device"].items()
+        for d, st in s.by_device.items()
     ]
     return join(
         [
@@ -496,8 +634,8 @@ def _table(data) -> Raw:
     )
 
 
-def render(data) -> str:
-    s = data["summary"]
+def render(data: ValidationData) -> str:
+    s = data.summary
     parts = [
         _readouts(data),
         el("div", _paste_block(data), class_="paste-block", aria_live="polite"),
@@ -508,8 +646,8 @@ def render(data) -> str:
                 f"Decode (tgN) is predicted as one decode step at N/2 tokens of context (the middle of the run), prompt "
                 f"processing as prefill_time(512) in 512-token micro-batches, both with the whole model on the GPU "
                 f"and the module's efficiencies (70% of peak bandwidth, 50% of peak FP16 throughput): nothing is "
-                f"fitted to these measurements. The median signed errors ({_signed(s['decode_bias'])} decode, "
-                f"{_signed(s['prefill_bias'])} prompt) show the bias. Apple GPU FP16 throughput is approximated "
+                f"fitted to these measurements. The median signed errors ({_signed(s.decode_bias)} decode, "
+                f"{_signed(s.prefill_bias)} prompt) show the bias. Apple GPU FP16 throughput is approximated "
                 f"from core count and clock, so prompt estimates there are rougher."
             ],
             class_="note",
