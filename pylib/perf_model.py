@@ -1541,7 +1541,7 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     blocks, _head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, u)
     attn_per = 4.0 * m.num_attention_heads * m.d_head
-    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}} for s in ("gpu", "cpu")}
+    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in ("gpu", "cpu")}
     pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
@@ -1549,6 +1549,8 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
         a, ae = acc[dev], acc[exp_dev]
         a["w"] += dense[il]
         ae["w"] += experts[il] * touched
+        if experts[il]:
+            ae["x"] += touched * m.n_expert
         win = m.sliding_window if m.is_swa_layer(il) else 0
         if win not in pairs:
             pairs[win] = _causal_pairs_window(win, start, start + u)
@@ -1560,7 +1562,7 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
     return {
-        s: Work(a["w"], 0.0, a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())))
+        s: Work(a["w"], 0.0, a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), False, a["x"])
         for s, a in acc.items()
     }
 

@@ -91,11 +91,16 @@ LABELS = {
     ("gpt-oss", "20B"): "20.91", ("gpt-oss", "120B"): "116.83", ("gemma2", "2B"): "2.61",
 }  # fmt: skip
 # Kernel generations: runs older than these are not today's llama.cpp for that backend and test (CUDA and ROCm
-# prompt processing moved to int8 tensor-core MMQ in June 2024, ggml-org/llama.cpp PR #7676).
+# prompt processing moved to int8 tensor-core MMQ in June 2024, ggml-org/llama.cpp PR #7676, and the IQ types
+# followed that summer).
 # Decode kernels changed too (CUDA graphs in May 2024, faster mat-vec kernels over 2024): runs before the
 # autumn of 2024 decode 10-30% slower than today's builds on the same card.
-MIN_DATE = {("cuda", "prefill"): "2024-07", ("rocm", "prefill"): "2024-07",
-            ("cuda", "decode"): "2024-09", ("rocm", "decode"): "2024-09"}  # fmt: skip
+# Vulkan and SYCL kernels were rewritten over 2024 (cooperative-matrix matmuls, new mat-vec kernels): runs
+# before 2025 are a different backend in all but name.
+MIN_DATE = {("cuda", "prefill"): "2024-09", ("rocm", "prefill"): "2024-09",
+            ("cuda", "decode"): "2024-09", ("rocm", "decode"): "2024-09",
+            ("vulkan", "prefill"): "2025-01", ("vulkan", "decode"): "2025-01",
+            ("sycl", "prefill"): "2025-01", ("sycl", "decode"): "2025-01"}  # fmt: skip
 
 _MODEL_CACHE: dict = {}
 
@@ -205,6 +210,8 @@ def samples(include_lab: bool = True) -> list:
     if include_lab:
         runs += _csv("lab_cpu_runs.csv")
     for r in runs:
+        if "UNSURE" in (r.get("notes") or ""):
+            continue  # the transcriber could not tell which build the number is from
         dev = devs.get(r.get("device", ""))
         backend = (r.get("backend") or "").strip().lower()
         if dev is None or backend not in measured.BACKENDS:
@@ -237,7 +244,8 @@ def samples(include_lab: bool = True) -> list:
                 test, tps = (r.get("test") or "").strip(), _num(r.get("tps") or r.get("t_per_s"))
                 if kind == "decode" and not (test.startswith("tg") or (r.get("microbatch") == "1")):
                     continue
-                if kind == "prefill" and not (test.startswith("pp") and r.get("microbatch", "512") not in ("1",)):
+                # prompt processing as llama-bench runs it by default: micro-batches of 256 tokens or more
+                if kind == "prefill" and not (test.startswith("pp") and int(_num(r.get("microbatch")) or 512) >= 256):
                     continue
                 if str(r.get("depth", "0") or "0") not in ("0", ""):
                     continue
@@ -280,16 +288,18 @@ def predict(s: Sample, params: dict) -> float:
 # The parameters each fit may move (the rest keep their priors)
 FREE = {
     ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us"),
-    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_f", "pp_sat_tflops", "pp_layer_us"),
+    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us"),
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "layer_us", "step_us", "dq.f16", "dq.legacy", "dq.kquant", "dq.iquant"),
     ("cpu", "prefill"): ("pp_eff_q", "pp_dq.legacy", "pp_dq.kquant", "pp_dq.iquant", "pp_layer_us"),
 }  # fmt: skip
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0), "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "step_us": (1.0, 20000.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0),
-    "pp_sat_tflops": (1.0, 5000.0), "pp_layer_us": (0.5, 5000.0),
+    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0),
 }  # fmt: skip
-PRIOR_WEIGHT = 0.02  # how strongly each (log) parameter is pulled toward its prior, against the data
+# How strongly each (log) parameter is pulled toward its prior, against the data: prompt processing has few
+# modern dense runs per backend in the data, so its priors (documented in measured.PRIORS) weigh more.
+PRIOR_WEIGHT = {"decode": 0.05, "prefill": 0.2}
 
 
 def _bound(name: str) -> tuple:
@@ -298,7 +308,7 @@ def _bound(name: str) -> tuple:
     return BOUNDS[name]
 
 
-def _objective(values: dict, samples_: list, backend: str, prior: measured.Params) -> float:
+def _objective(values: dict, samples_: list, backend: str, prior: measured.Params, kind: str = "decode") -> float:
     prm = prior.with_values(values)
     params = dict(measured.PARAMS, **{backend: prm})
     by_dev: dict = {}
@@ -307,13 +317,13 @@ def _objective(values: dict, samples_: list, backend: str, prior: measured.Param
             e = math.log(predict(s, params) / s.tps)
         except (ZeroDivisionError, ValueError, OverflowError):
             e = 10.0
-        # Huber: a run far off (another build, a misreport) does not dominate
-        a = abs(e)
-        by_dev.setdefault(s.device, []).append(e * e if a < 0.25 else 0.25 * (2 * a - 0.25))
+        # absolute log error (smoothed near zero): the fit aims at the median run, and a run far off (another
+        # build, a driver regression, a misreport) pulls no harder than one slightly off
+        by_dev.setdefault(s.device, []).append(math.sqrt(e * e + 0.0025))
     loss = sum(sum(v) / len(v) for v in by_dev.values()) / max(1, len(by_dev))
     for name, v in values.items():
         p0 = _prior_value(prior, name)
-        loss += PRIOR_WEIGHT * (math.log(v / p0)) ** 2
+        loss += PRIOR_WEIGHT[kind] * (math.log(v / p0)) ** 2
     return loss
 
 
@@ -340,7 +350,7 @@ def fit(samples_: list, backend: str, kind: str, iterations: int = 400) -> dict:
         for n, xi in zip(names, x):
             lo, hi = _bound(n)
             vals[n] = min(max(math.exp(xi), lo), hi)
-        return _objective(vals, sel, backend, prior)
+        return _objective(vals, sel, backend, prior, kind)
 
     best = _nelder_mead(f, x0, iterations)
     out = {}
