@@ -110,11 +110,11 @@ def test_every_model_and_machine_renders():
 
 def test_ngl_bound_follows_the_model_and_machine():
     s, msgs = calc.SPEC.from_query("?model=llama-3.1-8b&ngl=40")
-    assert s.ngl == 33 and "above the maximum 33" in msgs[0]
+    assert s.ngl == 33 and "40 is above 33" in msgs[0]
     s, msgs = calc.SPEC.from_query("?machine=cpu-ddr5&ngl=5")
     assert s.ngl == 0
     s, _ = calc.SPEC.from_query("?ctx=1024&tokens=4000")
-    assert s.tokens == 1024
+    assert s.tokens == 1024 and calc.SPEC.to_query(s) == "?ctx=1024&tokens=4000"  # the reader's 4000 is kept
 
 
 def test_command_line():
