@@ -138,3 +138,26 @@ def test_render_is_pure_and_prerender_matches():
 )
 def test_golden_svg(name, q):
     golden(name, str(calc._bar_chart(calc.compute(state(q)))), newline=True)
+
+
+def test_ctx_0_is_the_models_trained_context_as_llama_cpp_c_0():
+    s, msgs = calc.SPEC.from_query("?model=qwen2.5-14b&ctx=0&tokens=20000")
+    trained = pm.MODELS["qwen2.5-14b"].max_position_embeddings
+    assert msgs == [] and (s.ctx, s.tokens) == (0, 20000)  # not clamped to 256, and tokens is bounded by it
+    assert calc.SPEC.to_query(s) == "?model=qwen2.5-14b&ctx=0&tokens=20000"
+    d = calc.compute(s)
+    assert d.placement.n_ctx == trained and f"n_ctx {trained:,}" in calc.describe(d)
+    assert (
+        calc.compute(calc.SPEC.from_query(f"?model=qwen2.5-14b&ctx={trained}&tokens=20000")[0]).readouts == d.readouts
+    )
+    # below the range (but not 0) still clamps to the minimum, and says so
+    s, msgs = calc.SPEC.from_query("?ctx=100")
+    assert s.ctx == calc.CTX_MIN and "below the minimum" in msgs[0]
+
+
+def test_lowering_the_context_never_rewrites_the_conversation_length():
+    s, msgs = calc.SPEC.from_query("?ctx=1024&tokens=4000")
+    assert s.tokens == 1024 and "4000 is above 1024" in msgs[0]
+    assert calc.compute(s).decode["context"] == 1024  # the number used is the clamped one
+    assert calc.SPEC.to_query(s) == "?ctx=1024&tokens=4000"  # the reader's stays in the link
+    assert calc.SPEC.coerce(s.replace(ctx=8192))[0].tokens == 4000

@@ -100,7 +100,8 @@ SPEC = Spec(
             min=CTX_MIN,
             max=_ctx_max,
             step=256,
-            help="Tokens of KV cache allocated at startup.",
+            special=((0, "the model's trained context, as -c 0"),),
+            help="Tokens of KV cache allocated at startup; 0: the model's trained context, as llama.cpp's -c 0.",
         ),
         Int(
             "ngl",
@@ -116,7 +117,7 @@ SPEC = Spec(
             "Conversation length (tokens)",
             default=2000,
             min=1,
-            max=lambda p: p["ctx"],
+            max=scenario.n_ctx_for,
             step=100,
             help="Where decode speed is read, and the prompt length for prefill.",
         ),
@@ -147,7 +148,7 @@ def compute(state) -> scenario.Scenario:
 
 def describe(data) -> str:
     s, r, m = data.state, data.readouts, data.model
-    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {s.ctx:,} ({s.kv} KV)"
+    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {scenario.n_ctx_for(s.as_dict()):,} ({s.kv} KV)"
     if data.error:
         return f"{where}: not computable: {data.error}"
     p = data.placement
