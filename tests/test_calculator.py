@@ -8,7 +8,7 @@ import pytest
 from goldens import golden
 
 import perf_model as pm
-from enginelab import page, scenario
+from enginelab import fmt, page, scenario
 from enginelab.figures import REGISTRY
 from enginelab.figures import calculator as calc
 
@@ -161,3 +161,27 @@ def test_lowering_the_context_never_rewrites_the_conversation_length():
     assert calc.compute(s).decode["context"] == 1024  # the number used is the clamped one
     assert calc.SPEC.to_query(s) == "?ctx=1024&tokens=4000"  # the reader's stays in the link
     assert calc.SPEC.coerce(s.replace(ctx=8192))[0].tokens == 4000
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        "?ngl=65",
+        "?ngl=60&ctx=32768",
+        "?machine=m4max&model=llama-3.1-70b&quant=F16",
+        "?model=qwen2.5-14b&machine=rtx3060&ngl=49",
+    ],
+)
+def test_one_over_ask_figure_in_the_bar_and_the_text(q):
+    d = calc.compute(state(q))
+    p = d.placement
+    assert not p.fits
+    over = fmt.gb(p.overflow_bytes)
+    svg_text = str(calc._bar_chart(d))
+    assert f"over by {over}" in svg_text and f"over by {over}" in calc.describe(d)
+    assert f"over by {over}" in calc.render(d)
+    # every "over by" on the page is that figure (the explanation gives it to two decimals)
+    stated = {round(float(v), 1) for v in re.findall(r"over by ([\d.]+) GB", calc.render(d))}
+    assert stated == {round(p.overflow_bytes / 1e9, 1)}
+    # the --fit margin is named only where it is counted: on the GPU
+    assert ("margin" in calc._overask_text(d)) == p.failing_device.startswith("GPU")
