@@ -169,7 +169,7 @@ def test_lowering_the_context_never_rewrites_the_conversation_length():
         "?ngl=65",
         "?ngl=60&ctx=32768",
         "?machine=m4max&model=llama-3.1-70b&quant=F16",
-        "?model=qwen2.5-14b&machine=rtx3060&ngl=49",
+        "?model=qwen2.5-14b&machine=rtx3060&ctx=32768&ngl=49",
     ],
 )
 def test_one_over_ask_figure_in_the_bar_and_the_text(q):
