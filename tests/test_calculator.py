@@ -8,7 +8,7 @@ import pytest
 from goldens import golden
 
 import perf_model as pm
-from enginelab import page, scenario
+from enginelab import fmt, page, scenario
 from enginelab.figures import REGISTRY
 from enginelab.figures import calculator as calc
 
@@ -110,11 +110,11 @@ def test_every_model_and_machine_renders():
 
 def test_ngl_bound_follows_the_model_and_machine():
     s, msgs = calc.SPEC.from_query("?model=llama-3.1-8b&ngl=40")
-    assert s.ngl == 33 and "above the maximum 33" in msgs[0]
+    assert s.ngl == 33 and "40 is above 33" in msgs[0]
     s, msgs = calc.SPEC.from_query("?machine=cpu-ddr5&ngl=5")
     assert s.ngl == 0
     s, _ = calc.SPEC.from_query("?ctx=1024&tokens=4000")
-    assert s.tokens == 1024
+    assert s.tokens == 1024 and calc.SPEC.to_query(s) == "?ctx=1024&tokens=4000"  # the reader's 4000 is kept
 
 
 def test_command_line():
@@ -138,3 +138,50 @@ def test_render_is_pure_and_prerender_matches():
 )
 def test_golden_svg(name, q):
     golden(name, str(calc._bar_chart(calc.compute(state(q)))), newline=True)
+
+
+def test_ctx_0_is_the_models_trained_context_as_llama_cpp_c_0():
+    s, msgs = calc.SPEC.from_query("?model=qwen2.5-14b&ctx=0&tokens=20000")
+    trained = pm.MODELS["qwen2.5-14b"].max_position_embeddings
+    assert msgs == [] and (s.ctx, s.tokens) == (0, 20000)  # not clamped to 256, and tokens is bounded by it
+    assert calc.SPEC.to_query(s) == "?model=qwen2.5-14b&ctx=0&tokens=20000"
+    d = calc.compute(s)
+    assert d.placement.n_ctx == trained and f"n_ctx {trained:,}" in calc.describe(d)
+    assert (
+        calc.compute(calc.SPEC.from_query(f"?model=qwen2.5-14b&ctx={trained}&tokens=20000")[0]).readouts == d.readouts
+    )
+    # below the range (but not 0) still clamps to the minimum, and says so
+    s, msgs = calc.SPEC.from_query("?ctx=100")
+    assert s.ctx == calc.CTX_MIN and "below the minimum" in msgs[0]
+
+
+def test_lowering_the_context_never_rewrites_the_conversation_length():
+    s, msgs = calc.SPEC.from_query("?ctx=1024&tokens=4000")
+    assert s.tokens == 1024 and "4000 is above 1024" in msgs[0]
+    assert calc.compute(s).decode["context"] == 1024  # the number used is the clamped one
+    assert calc.SPEC.to_query(s) == "?ctx=1024&tokens=4000"  # the reader's stays in the link
+    assert calc.SPEC.coerce(s.replace(ctx=8192))[0].tokens == 4000
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        "?ngl=65",
+        "?ngl=60&ctx=32768",
+        "?machine=m4max&model=llama-3.1-70b&quant=F16",
+        "?model=qwen2.5-14b&machine=rtx3060&ctx=32768&ngl=49",
+    ],
+)
+def test_one_over_ask_figure_in_the_bar_and_the_text(q):
+    d = calc.compute(state(q))
+    p = d.placement
+    assert not p.fits
+    over = fmt.gb(p.overflow_bytes)
+    svg_text = str(calc._bar_chart(d))
+    assert f"over by {over}" in svg_text and f"over by {over}" in calc.describe(d)
+    assert f"over by {over}" in calc.render(d)
+    # every "over by" on the page is that figure (the explanation gives it to two decimals)
+    stated = {round(float(v), 1) for v in re.findall(r"over by ([\d.]+) GB", calc.render(d))}
+    assert stated == {round(p.overflow_bytes / 1e9, 1)}
+    # the --fit margin is named only where it is counted: on the GPU
+    assert ("margin" in calc._overask_text(d)) == p.failing_device.startswith("GPU")

@@ -53,13 +53,13 @@ def test_query_round_trip_writes_only_non_default_keys():
         ("?ctx=100", "100 is below the minimum 256; using 256", "ctx", 256),
         ("?ctx=1e9", "1000000000 is above the maximum 65536; using 65536", "ctx", 65536),
         ("?ctx=inf", "not a whole number", "ctx", 4096),
-        ("?ngl=6", "6 is above the maximum 5", "ngl", 5),  # bound depends on the model
+        ("?ngl=6", "6 is above 5, the most the other settings allow", "ngl", 5),  # bound depends on the model
         ("?ngl=AUTO", None, "ngl", "auto"),
         ("?model=BIG", None, "model", "big"),  # case forgiven
         ("?eta=nan", "'nan' is not a number", "eta", 0.7),
         ("?dark=maybe", "'maybe' is not on/off", "dark", False),
         ("?nope=1", "Unknown setting 'nope' ignored", "model", "small"),
-        ("?ctx=512&tokens=1000", "1000 is above the maximum 512", "tokens", 512),  # bound from an earlier field
+        ("?ctx=512&tokens=1000", "1000 is above 512, the most the other", "tokens", 512),  # bound from ctx
         (
             "?ctx=300&tokens=x",
             "'x' is not a whole number; allowed: 1 to 300; using 300",
@@ -91,7 +91,35 @@ def test_form_and_coerce():
     s, msgs = SPEC.from_form({"model": "big", "ngl": "11", "dark": "0", "junk": "x"})
     assert (s.model, s.ngl, s.dark) == ("big", 11, False) and msgs == []
     s2, msgs = SPEC.coerce(s.replace(model="small"))
-    assert s2.ngl == 5 and "above the maximum 5" in msgs[0]
+    assert s2.ngl == 5 and "11 is above 5" in msgs[0]
+    assert SPEC.coerce(s2.replace(model="big")) == (s, [])  # the held 11 applies again
+
+
+def test_a_bound_from_another_field_never_rewrites_the_readers_value():
+    s, msgs = SPEC.from_query("?ctx=1024&tokens=8000")
+    assert s.tokens == 1024  # what every computation uses
+    assert "8000 is above 1024" in msgs[0] and "stays in the link" in msgs[0]
+    assert SPEC.to_query(s) == "?ctx=1024&tokens=8000" and SPEC.shown(s, "tokens") == 8000
+    assert s == SPEC.from_query("?ctx=1024&tokens=1024")[0]  # held values take no part in equality
+    # the context grows again: the reader's 8000 applies, with no message
+    grown, msgs = SPEC.coerce(s.replace(ctx=16384))
+    assert (grown.tokens, msgs, SPEC.to_query(grown)) == (8000, [], "?ctx=16384&tokens=8000")
+    # the form does the same: its control still shows 8000
+    f, msgs = SPEC.from_form({"ctx": "16384", "tokens": str(SPEC.shown(s, "tokens"))})
+    assert f.tokens == 8000 and msgs == []
+
+
+def test_a_fixed_bound_clamps_and_says_so():
+    s, msgs = SPEC.from_query("?ctx=100000")
+    assert s.ctx == 65536 and SPEC.to_query(s) == "?ctx=65536" and "above the maximum" in msgs[0]
+
+
+def test_special_values_outside_the_range():
+    spec = Spec("t", [Int("c", "C", default=4096, min=256, max=8192, special=((0, "the model's own"),))])
+    assert spec.from_query("?c=0") == (spec.State(c=0), [])
+    s, msgs = spec.from_query("?c=x")
+    assert "0 (the model's own) or 256 to 8192" in msgs[0]
+    assert spec.from_query("?c=100")[0].c == 256
 
 
 def test_visibility_is_evaluated_on_earlier_fields():
@@ -116,5 +144,6 @@ def test_any_query_gives_a_valid_state_and_never_raises(raw):
     assert 256 <= s.ctx <= 65536 and 1 <= s.tokens <= s.ctx
     assert s.ngl == "auto" or 0 <= s.ngl <= MODELS[s.model] + 1
     assert all(isinstance(m, str) for m in msgs)
-    # and the state survives its own URL
-    assert SPEC.from_query(SPEC.to_query(s)) == (s, [])
+    # and the state survives its own URL, held values included (they are reported again, and only they are)
+    again, msgs2 = SPEC.from_query(SPEC.to_query(s))
+    assert again == s and again._held == s._held and len(msgs2) == len(s._held)

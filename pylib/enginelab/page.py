@@ -24,13 +24,26 @@ def field_id(key: str) -> str:
     return f"f-{key}"
 
 
-def field_sig(field: st.Field, partial: dict) -> str:
-    """Changes whenever the field's control must be rebuilt (its options, bounds or visibility changed)."""
+def _outside(field: st.Field, value, partial: dict) -> bool:
+    """A number outside the field's current bounds (a held value, see state.Spec.shown)."""
+    if not isinstance(field, (st.Int, st.Float)) or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    if isinstance(field, st.Int) and value in field._special_values:
+        return False
+    lo, hi = field.bounds(partial)
+    return (lo is not None and value < lo) or (hi is not None and value > hi)
+
+
+def field_sig(field: st.Field, partial: dict, value=None) -> str:
+    """Changes whenever the field's control must be rebuilt (its options, bounds or visibility changed, or a
+    select must offer a held value outside its range)."""
     parts = [field.kind, str(field.visible_for(partial))]
     if isinstance(field, st.Choice):
         parts.append(repr(field.options_for(partial)))
     elif isinstance(field, (st.Int, st.Float)):
         parts.append(repr(field.bounds(partial)))
+        if _outside(field, value, partial):
+            parts.append(repr(value))
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:12]
 
 
@@ -51,12 +64,16 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
         if field.auto is not None:
             opts.append(el("option", field.auto, value=field.auto, selected=(value == field.auto)))
         opts += [el("option", str(i), value=str(i), selected=(value == i)) for i in range(lo, hi + 1)]
+        if _outside(field, value, partial):  # a held value: offered as it is, the message says what is used
+            opts.append(el("option", f"{value} (more than allowed here)", value=str(value), selected=True))
         ctl = el("select", opts, **common)
     elif isinstance(field, st.Int) and field.widget == "range":  # a scrubber (e.g. a figure's STEP_FIELD)
         lo, hi = field.bounds(partial)
         ctl = el("input", type="range", value=field.encode(value), min=lo, max=hi, step=field.step, **common)
     elif isinstance(field, (st.Int, st.Float)):
         lo, hi = field.bounds(partial)
+        if isinstance(field, st.Int) and field.special and lo is not None:
+            lo = min([lo] + [v for v in field._special_values if v < lo])  # e.g. -c 0 is a valid entry
         ctl = el(
             "input",
             type="number",
@@ -95,13 +112,14 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
 
 
 def controls_fields(spec: st.Spec, state) -> list[tuple[str, str, Raw]]:
-    """(key, sig, html) for every field, in order."""
+    """(key, sig, html) for every field, in order. A control shows spec.shown (a held value as the reader gave
+    it); later fields' bounds follow the state's values."""
     out = []
     partial: dict = {}
     for f in spec.fields:
-        v = getattr(state, f.key)
-        out.append((f.key, field_sig(f, partial), control_html(f, v, partial)))
-        partial[f.key] = v
+        shown = spec.shown(state, f.key)
+        out.append((f.key, field_sig(f, partial, shown), control_html(f, shown, partial)))
+        partial[f.key] = getattr(state, f.key)
     return out
 
 
@@ -133,14 +151,14 @@ def field_sigs(spec: st.Spec, state) -> dict[str, str]:
     out = {}
     partial: dict = {}
     for f in spec.fields:
-        out[f.key] = field_sig(f, partial)
+        out[f.key] = field_sig(f, partial, spec.shown(state, f.key))
         partial[f.key] = getattr(state, f.key)
     return out
 
 
 def field_html(spec: st.Spec, state, key: str) -> Raw:
     f = spec.by_key[key]
-    return control_html(f, getattr(state, key), spec.partial_before(state, key))
+    return control_html(f, spec.shown(state, key), spec.partial_before(state, key))
 
 
 def controls_html(fig, state) -> Raw:

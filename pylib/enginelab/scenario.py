@@ -43,6 +43,12 @@ def model_for(values) -> pm.Model:
     return pm.MODELS[key]
 
 
+def n_ctx_for(values) -> int:
+    """The n_ctx a state asks for: its ctx, where 0 means the model's trained context
+    (max_position_embeddings), as llama.cpp's `-c 0` does."""
+    return values["ctx"] or model_for(values).max_position_embeddings
+
+
 def machine_for(values) -> pm.Machine:
     """The Machine a state names: a catalog key, or machine=custom (its numbers in gpu_gb ... pcie)."""
     if values["machine"] == "custom":
@@ -131,7 +137,9 @@ def _build(state) -> Scenario:
         )
 
     try:
-        p = pm.place(model, machine, quant, n_ctx=v["ctx"], kv_type=v["kv"], n_gpu_layers=ngl, n_cpu_moe=v["n_cpu_moe"])
+        p = pm.place(
+            model, machine, quant, n_ctx=n_ctx_for(v), kv_type=v["kv"], n_gpu_layers=ngl, n_cpu_moe=v["n_cpu_moe"]
+        )
     except ValueError as e:  # settings perf_model rejects: shown, never a crash
         error = str(e)
         return scenario()

@@ -17,6 +17,13 @@ and gets, for free:
 
 Bounds and option lists may be callables of the fields validated before them (fields are validated in
 order), so an `ngl` bound can depend on the chosen model.
+
+A bound that depends on another field never rewrites the reader's number. `?ctx=4096&tokens=8000` gives a state
+whose `tokens` is 4096 (what every computation uses) with a message saying so, while the 8000 is *held*: the URL
+(`to_query`) and the form control keep showing 8000, and when the context grows again the 8000 applies. Fixed
+bounds (`min=256`) clamp as before. `Spec.shown(state, key)` is the value a control or URL shows; the held
+values travel in the state's `_held` field, which takes no part in equality or hashing (two states that compute
+the same numbers are equal). A scrubber (widget="range") is never held: its frame follows its trace.
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ def _resolve(v: Dyn, partial: dict):
     return v(partial) if callable(v) else v
 
 
-def _clamp(v, lo, hi, auto=None):
-    if auto is not None and v == auto:
+def _clamp(v, lo, hi, auto=None, special=()):
+    if (auto is not None and v == auto) or v in special:
         return v
     if lo is not None and v < lo:
         return lo
@@ -72,6 +79,12 @@ class Field:
 
     def encode(self, value: Any) -> str:
         return str(value)
+
+    def validate(self, raw: Any, partial: dict, typed: bool) -> tuple[Any, str | None, Any]:
+        """(value, message, held): the value every computation uses, a message when it is not what was asked,
+        and the reader's own value when a bound that depends on other fields clamped it (else None)."""
+        v, msg = self.check(raw, partial) if typed else self.parse(str(raw), partial)
+        return v, msg, None
 
     def default_for(self, partial: dict) -> Any:
         return _resolve(self.default, partial)
@@ -125,6 +138,7 @@ class Int(Field):
     max: Dyn = None
     step: int = 1
     auto: str | None = None  # a word accepted besides numbers (e.g. "auto" for -ngl)
+    special: tuple = ()  # ((value, meaning), ...): numbers accepted outside min..max (e.g. -c 0)
     kind = "int"
 
     @property
@@ -134,31 +148,67 @@ class Int(Field):
     def bounds(self, partial) -> tuple[int | None, int | None]:
         return _resolve(self.min, partial), _resolve(self.max, partial)
 
+    @property
+    def holds(self) -> bool:
+        """Whether a value beyond a bound that depends on other fields is held (see the module docstring)."""
+        return self.widget != "range"
+
     def fallback(self, partial):
-        return _clamp(self.default_for(partial), *self.bounds(partial), auto=self.auto)
+        return _clamp(self.default_for(partial), *self.bounds(partial), auto=self.auto, special=self._special_values)
+
+    @property
+    def _special_values(self) -> tuple:
+        return tuple(v for v, _ in self.special)
+
+    @staticmethod
+    def _number(raw) -> int | None:
+        try:
+            v = float(str(raw).strip().replace("_", "").replace(",", ""))
+            if not math.isfinite(v) or v != int(v):
+                return None
+            return int(v)
+        except (ValueError, OverflowError):
+            return None
 
     def parse(self, raw, partial):
         raw_s = str(raw).strip()
         if self.auto is not None and raw_s.lower() == self.auto:
             return self.auto, None
         lo, hi = self.bounds(partial)
-        try:
-            v = float(raw_s.replace("_", "").replace(",", ""))
-            if not math.isfinite(v) or v != int(v):
-                raise ValueError
-            v = int(v)
-        except (ValueError, OverflowError):
+        v = self._number(raw_s)
+        if v is None:
             d = self.fallback(partial)
             return (
                 d,
                 f"{self.label}: {_shown(raw)} is not a whole number; allowed: "
                 f"{self.describe_allowed(partial)}; using {d}.",
             )
+        if v in self._special_values:
+            return v, None
         if lo is not None and v < lo:
             return lo, f"{self.label}: {v} is below the minimum {lo}; using {lo}."
         if hi is not None and v > hi:
             return hi, f"{self.label}: {v} is above the maximum {hi}; using {hi}."
         return v, None
+
+    def validate(self, raw, partial, typed):
+        v, msg = self.check(raw, partial) if typed else self.parse(str(raw), partial)
+        asked = self._number(raw)
+        if not self.holds or asked is None or asked == v or asked in self._special_values:
+            return v, msg, None
+        lo, hi = self.bounds(partial)
+        if callable(self.max) and hi is not None and asked > hi:
+            limit, word = hi, "above"
+        elif callable(self.min) and lo is not None and asked < lo:
+            limit, word = lo, "below"
+        else:
+            return v, msg, None  # a fixed bound: clamped, with its message
+        return (
+            v,
+            f"{self.label}: {asked} is {word} {limit}, the {'most' if word == 'above' else 'least'} the other "
+            f"settings allow; using {v} (your {asked} stays in the link and applies again when they allow it).",
+            asked,
+        )
 
     def describe_allowed(self, partial):
         lo, hi = self.bounds(partial)
@@ -171,7 +221,8 @@ class Int(Field):
             if hi is not None
             else "any whole number"
         )
-        return f"{self.auto!r} or {rng}" if self.auto is not None else rng
+        special = "".join(f"{v} ({meaning}) or " for v, meaning in self.special)
+        return f"{self.auto!r} or {special}{rng}" if self.auto is not None else special + rng
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +259,28 @@ class Float(Field):
 
     def encode(self, value):
         return repr(float(value)).removesuffix(".0")
+
+    def validate(self, raw, partial, typed):
+        v, msg = self.check(raw, partial) if typed else self.parse(str(raw), partial)
+        try:
+            asked = float(str(raw).strip())
+        except (ValueError, OverflowError):
+            return v, msg, None
+        if not math.isfinite(asked) or asked == v:
+            return v, msg, None
+        lo, hi = self.bounds(partial)
+        if callable(self.max) and hi is not None and asked > hi:
+            limit, word = hi, "above"
+        elif callable(self.min) and lo is not None and asked < lo:
+            limit, word = lo, "below"
+        else:
+            return v, msg, None
+        return (
+            v,
+            f"{self.label}: {asked:g} is {word} {limit:g}, the {'most' if word == 'above' else 'least'} the other "
+            f"settings allow; using {v:g} (your {asked:g} stays in the link and applies again when they allow it).",
+            asked,
+        )
 
     def describe_allowed(self, partial):
         lo, hi = self.bounds(partial)
@@ -272,7 +345,11 @@ class Spec:
             raise ValueError(f"duplicate field keys in spec {name!r}")
         self.by_key = {f.key: f for f in self.fields}
         cls = dataclasses.make_dataclass(
-            f"{name.title().replace('-', '')}State", [(f.key, f.value_type) for f in self.fields], frozen=True
+            f"{name.title().replace('-', '')}State",
+            [(f.key, f.value_type) for f in self.fields]
+            # ((key, the reader's value), ...) for values a bound from another field clamped: see shown()
+            + [("_held", tuple, dataclasses.field(default=(), compare=False, repr=False))],
+            frozen=True,
         )
         cls.replace = lambda self, **kw: dataclasses.replace(self, **kw)
         cls.as_dict = lambda self: {k: getattr(self, k) for k in keys}
@@ -282,10 +359,12 @@ class Spec:
     def _validate(self, raw: Mapping[str, Any], typed: bool) -> tuple[Any, list[str]]:
         partial: dict = {}
         messages: list[str] = []
+        held: list = []
         for f in self.fields:
             if f.key in raw and raw[f.key] is not None:
-                value = raw[f.key]
-                v, msg = f.check(value, partial) if typed else f.parse(str(value), partial)
+                v, msg, keep = f.validate(raw[f.key], partial, typed)
+                if keep is not None:
+                    held.append((f.key, keep))
             else:
                 v, msg = f.check(f.default_for(partial), partial)
                 if msg:  # a default out of range for the other choices (e.g. ngl for a smaller model)
@@ -293,7 +372,7 @@ class Spec:
             if msg:
                 messages.append(msg)
             partial[f.key] = v
-        return self.State(**partial), messages
+        return self.State(**partial, _held=tuple(held)), messages
 
     def default(self):
         state, _ = self._validate({}, typed=True)
@@ -320,20 +399,31 @@ class Spec:
         return self._validate({k: v for k, v in values.items() if k in self.by_key}, typed=False)
 
     def coerce(self, state_or_values) -> tuple[Any, list[str]]:
-        """Re-validate a typed state (or dict) after a change, e.g. `spec.coerce(state.replace(model=...))`."""
-        d = state_or_values.as_dict() if hasattr(state_or_values, "as_dict") else dict(state_or_values)
+        """Re-validate a typed state (or dict) after a change, e.g. `spec.coerce(state.replace(model=...))`.
+        A state's held values (see shown) are re-validated as the reader gave them."""
+        if hasattr(state_or_values, "as_dict"):
+            d = {**state_or_values.as_dict(), **dict(getattr(state_or_values, "_held", ()))}
+        else:
+            d = dict(state_or_values)
         return self._validate(d, typed=True)
+
+    def shown(self, state, key: str):
+        """The value a control and the URL show for `key`: the reader's own when a bound that depends on another
+        field clamped it (the state's field holds the clamped value that computations use), else the state's."""
+        return dict(getattr(state, "_held", ())).get(key, getattr(state, key))
 
     # -- encoding -------------------------------------------------------------------------------------------
     def to_params(self, state) -> dict[str, str]:
-        """Only the keys whose values differ from the defaults (given the earlier fields), in spec order."""
+        """Only the keys whose values differ from the defaults (given the earlier fields), in spec order. A held
+        value is written as the reader gave it."""
         out: dict[str, str] = {}
         partial: dict = {}
         for f in self.fields:
             v = getattr(state, f.key)
             d, _ = f.check(f.default_for(partial), partial)
-            if f.encode(v) != f.encode(d):
-                out[f.key] = f.encode(v)
+            shown = self.shown(state, f.key)
+            if f.encode(shown) != f.encode(d):
+                out[f.key] = f.encode(shown)
             partial[f.key] = v
         return out
 

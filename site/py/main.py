@@ -70,7 +70,8 @@ class App:
             if key not in self.controls:
                 continue
             field = self.spec.by_key[key]
-            encoded = field.encode(getattr(state, key))
+            shown = self.spec.shown(state, key)  # a held value shows as the reader gave it (state.Spec.shown)
+            encoded = field.encode(shown)
             if sig != self.sigs.get(key):
                 box = self.form.querySelector(f'[data-field="{key}"]')
                 box.outerHTML = self.page.field_html(self.spec, state, key)
@@ -83,7 +84,7 @@ class App:
                 continue
             ctl = self.controls[key]
             if ctl.type == "checkbox":
-                ctl.checked = bool(getattr(state, key))
+                ctl.checked = bool(shown)
             elif ctl.id == active_id and ctl.type in ("number", "text", "textarea") and not force:
                 continue  # never rewrite what the user is typing; a clamp shows as a message instead
             else:

@@ -127,7 +127,7 @@ def setup_from_state(state) -> Setup:
         machine=machine,
         quant=get("quant", "Q4_K_M"),
         kv=get("kv", "f16"),
-        ctx=int(get("ctx", 8192)),
+        ctx=int(get("ctx", 8192)) or model.max_position_embeddings,  # -c 0: the model's trained context
         ngl=None if ngl in (None, "auto") else int(ngl),
         n_cpu_moe=int(get("n_cpu_moe", 0) or 0),
         n_ubatch=int(get("ub", pm.N_UBATCH_DEFAULT)),

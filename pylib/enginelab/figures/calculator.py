@@ -100,7 +100,8 @@ SPEC = Spec(
             min=CTX_MIN,
             max=_ctx_max,
             step=256,
-            help="Tokens of KV cache allocated at startup.",
+            special=((0, "the model's trained context, as -c 0"),),
+            help="Tokens of KV cache allocated at startup; 0: the model's trained context, as llama.cpp's -c 0.",
         ),
         Int(
             "ngl",
@@ -116,7 +117,7 @@ SPEC = Spec(
             "Conversation length (tokens)",
             default=2000,
             min=1,
-            max=lambda p: p["ctx"],
+            max=scenario.n_ctx_for,
             step=100,
             help="Where decode speed is read, and the prompt length for prefill.",
         ),
@@ -147,7 +148,7 @@ def compute(state) -> scenario.Scenario:
 
 def describe(data) -> str:
     s, r, m = data.state, data.readouts, data.model
-    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {s.ctx:,} ({s.kv} KV)"
+    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {scenario.n_ctx_for(s.as_dict()):,} ({s.kv} KV)"
     if data.error:
         return f"{where}: not computable: {data.error}"
     p = data.placement
@@ -161,11 +162,18 @@ def describe(data) -> str:
 
 
 def _overask_text(data) -> str:
+    """Why the placement fails, with the one over-ask figure the bar shows too (Placement.overflow_bytes: what
+    the failing pool needs less what it has free). The --fit margin is named only where it is counted: on a GPU."""
     p = data.placement
-    req, free = getattr(p, "requested_bytes", None), getattr(p, "free_bytes", None)
-    if req is not None and free is not None:
-        return f"needs {fmt.gb(req)}, {fmt.gb(free)} free"
-    return p.error or "does not fit"
+    if not p.failing_device:
+        return p.error or "does not fit"
+    over = fmt.gb(p.overflow_bytes)
+    if p.failing_device.startswith("GPU"):
+        return (
+            f"needs {fmt.gb(p.requested_bytes)} of GPU memory, and {fmt.gb(p.free_bytes)} is free once the "
+            f"{fmt.gb(p.fit_margin)} margin is kept (--fit-target {pm.FIT_TARGET_MIB} MiB): over by {over}"
+        )
+    return f"needs {fmt.gb(p.requested_bytes)} of {p.failing_device}, {fmt.gb(p.free_bytes)} free: over by {over}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -241,15 +249,16 @@ def _bars(data) -> list[dict]:
     for b in pools:
         used = b["weights"] + b["kv"] + b["compute"]
         b["used"] = used
-        b["margin"] = max(0.0, min(b["margin"], b["capacity"] - used))
+        # the GPU's margin is part of what a placement needs (perf_model counts it), so what spills past the
+        # capacity is the placement's own overflow_bytes: the one over-ask figure the text states too
         b["free"] = max(0.0, b["capacity"] - used - b["margin"])
-        b["over"] = max(0.0, used - b["capacity"])
+        b["over"] = max(0.0, used + b["margin"] - b["capacity"])
     return pools
 
 
 def _bar_chart(data) -> Raw:
     pools = _bars(data)
-    scale_max = max(max(b["capacity"], b["used"]) for b in pools) or 1.0
+    scale_max = max(max(b["capacity"], b["used"] + b["margin"]) for b in pools) or 1.0
     left, right = PAD, W - PAD
     span = right - left
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
@@ -258,7 +267,7 @@ def _bar_chart(data) -> Raw:
         y0 = PAD + i * ROW_H
         y = y0 + 26
         value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + (
-            f" ({fmt.gb_num(b['over'])} over)" if b["over"] else ""
+            f" · over by {fmt.gb(b['over'])}" if b["over"] else ""
         )
         parts = [
             el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
@@ -292,7 +301,7 @@ def _bar_chart(data) -> Raw:
                     el("title", f"Over capacity: {fmt.gb(b['over'], 2)}"),
                     x=x_of(b["capacity"]),
                     y=y - 4,
-                    width=x_of(b["used"]) - x_of(b["capacity"]),
+                    width=x_of(b["used"] + b["margin"]) - x_of(b["capacity"]),
                     height=BAR_H + 8,
                     class_="overflow seg-over",
                 )

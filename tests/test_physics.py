@@ -1,0 +1,108 @@
+"""Physics of the time and size model, each number derived by hand in the comments (issue 13).
+
+These pin what a forward pass reads and multiplies, independent of any fitted constant."""
+
+import pytest
+
+import perf_model as pm
+
+MODELS = pm.MODELS
+
+
+def _plan(model, quant):
+    return {r["name"]: r for r in pm.quantize_plan(model, quant)}
+
+
+# ---------------------------------------------------------------- the tied output head
+
+
+def test_tied_head_bytes_read_every_decode_step():
+    m = MODELS["llama-3.2-1b"]
+    assert m.tie_word_embeddings
+    plan = _plan(m, "Q4_K_M")
+    assert "output.weight" not in plan  # tied: llama.cpp multiplies by token_embd itself
+    # llama-quantize gives the tied embedding the output head's type (Q6_K under Q4_K_M):
+    # 2048 x 128256 weights, Q6_K = 210 bytes per 256 weights -> 128256 * 8 * 210 = 215,470,080 B
+    assert plan["token_embd.weight"]["type"] == "Q6_K"
+    assert plan["token_embd.weight"]["bytes"] == 128256 * 8 * 210 == 215_470_080
+    head = 215_470_080 + 2048 * 4 + 32 * 4  # + output_norm (2048 F32) + rope_freqs (head_dim/2 = 32 F32)
+    all_gpu = pm.place(m, "rtx4060ti", "Q4_K_M", n_ctx=4096, n_gpu_layers=17)
+    layers_only = pm.place(m, "rtx4060ti", "Q4_K_M", n_ctx=4096, n_gpu_layers=16)
+    # with ngl = n_layers + 1 the head runs on the GPU, which holds its own copy of token_embd
+    # (the input embedding lookup stays in host memory)
+    assert all_gpu.output_on_gpu and not layers_only.output_on_gpu
+    assert all_gpu.gpu_weights - layers_only.gpu_weights == head
+    # host memory keeps token_embd for the input lookup either way; only the norm and rope_freqs move
+    assert all_gpu.cpu_weights == 215_470_080
+    assert layers_only.cpu_weights == head
+    # every decode step reads it, on whichever side runs the head
+    d_gpu = pm.decode_step_time(all_gpu, context=0)
+    d_cpu = pm.decode_step_time(layers_only, context=0)
+    assert d_cpu["cpu_weight_bytes"] == head
+    assert d_gpu["gpu_weight_bytes"] == d_cpu["gpu_weight_bytes"] + head
+    # it is 27% of what a Llama 3.2 1B Q4_K_M step reads (the share the issue measured)
+    assert 0.26 < head / d_gpu["gpu_weight_bytes"] < 0.28
+
+
+def test_metal_counts_token_embd_in_its_one_buffer():
+    # llama.cpp maps the whole file into one Metal buffer, token_embd included
+    m = MODELS["llama-3.1-8b"]
+    mac = pm.place(m, "m4pro", "Q4_K_M", n_ctx=4096)
+    cuda = pm.place(m, "rtx4090", "Q4_K_M", n_ctx=4096)
+    embd = _plan(m, "Q4_K_M")["token_embd.weight"]["bytes"]  # 4096 x 128256 Q4_K = 128256 * 16 * 144
+    assert embd == 128256 * 16 * 144
+    assert mac.gpu_weights - cuda.gpu_weights == embd
+
+
+# ---------------------------------------------------------------- MoE prefill FLOPs and last-token logits
+
+
+def test_moe_prefill_multiplies_routed_experts_only():
+    m = MODELS["qwen3-30b-a3b"]  # 48 blocks, hidden 2048, 32 heads x 128, 4 KV heads, 128 experts, 8 routed
+    p = pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49)
+    # per block and token: q 2048x4096 + k 2048x512 + v 2048x512 + o 4096x2048 + router 2048x128
+    dense = 2048 * 4096 + 2048 * 512 * 2 + 4096 * 2048 + 2048 * 128  # 19,136,512
+    norms = 2048 + 2048 + 128 + 128  # attn_norm, ffn_norm, q_norm, k_norm
+    routed = 8 * 3 * 2048 * 768  # 8 of the 128 experts, gate + up + down: 37,748,736
+    matmul = 2 * 512 * 48 * (dense + norms + routed)
+    # causal attention: 512 * 513 / 2 query-key pairs per block, 4 * 32 * 128 FLOPs per pair (QK^T, AV)
+    attention = 4 * 32 * 128 * (512 * 513 // 2) * 48
+    blocks = pm._prefill_work(p, 0, 512)
+    assert blocks["gpu"].attn_flops == attention == 103_280_541_696
+    assert blocks["gpu"].flops == matmul + attention == 2_899_518_160_896
+    # had every expert been multiplied, the blocks would do 16x the expert FLOPs
+    assert blocks["gpu"].flops < 0.1 * (2 * 512 * 48 * (dense + 128 * 3 * 2048 * 768))
+
+
+def test_prefill_logits_for_the_last_token_only():
+    m = MODELS["qwen3-30b-a3b"]
+    p = pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49)
+    blocks = 2_899_518_160_896  # the test above
+    head_one_token = 2 * (2048 * 151936 + 2048)  # output.weight and output_norm, one token
+    measured = pm.prefill_time(p, n_tokens=512, profile="measured")
+    assert measured["flops"] == blocks + head_one_token
+    # the course profile keeps the module's simplification: the head for all 512 tokens
+    course = pm.prefill_time(p, n_tokens=512)
+    assert course["flops"] == blocks + 512 * head_one_token
+
+
+# ---------------------------------------------------------------- llama-quantize's row fallback
+
+
+@pytest.mark.parametrize("quant", ["Q2_K_MIX", "Q3_K_S", "Q3_K_M"])
+def test_q2_q3_row_fallback_is_iq4_nl(quant):
+    # Qwen2.5 0.5B: hidden 896 = 3.5 x 256, so a Q2_K/Q3_K row cannot be made of 256-weight super-blocks;
+    # llama-quant.cpp falls back to IQ4_NL (32-weight blocks, 18 bytes)
+    plan = _plan(MODELS["qwen2.5-0.5b"], quant)
+    q = plan["blk.5.attn_q.weight"]
+    assert q["type"] == "IQ4_NL"
+    assert q["bytes"] == 896 * 896 // 32 * 18 == 451_584
+    # ffn_down's rows are 4864 = 19 x 256 weights long: no fallback needed
+    assert plan["blk.5.ffn_down.weight"]["type"] in ("Q3_K", "Q4_K", "Q5_K")
+
+
+def test_q4_k_row_fallback_is_q5_0():
+    # the K-quants of 4 bits and more fall back to the legacy blocks (Q4_K -> Q5_0, Q6_K -> Q8_0)
+    plan = _plan(MODELS["qwen2.5-0.5b"], "Q4_K_M")
+    assert plan["blk.5.attn_q.weight"]["type"] == "Q5_0"
+    assert plan["blk.5.attn_q.weight"]["bytes"] == 896 * 896 // 32 * 22
