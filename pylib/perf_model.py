@@ -1049,6 +1049,7 @@ class Placement:
     split_mode: str = "layer"  # llama.cpp --split-mode: none, layer or row
     main_gpu: int = 0  # --main-gpu: the one GPU used with split_mode none
     tensor_split: tuple = ()  # --tensor-split as llama.cpp gets it (given, or what --fit wrote); () = by free memory
+    fit_wrote_split: bool = False  # tensor_split is --fit's layers per GPU (not the reader's -ts)
     gpu_devices: tuple = ()  # one DeviceUse per GPU of the machine
     layer_gpu: tuple = ()  # per block: the index of its GPU in machine.gpus, -1 on the CPU
     output_gpu: int = -1  # the GPU holding the output layer, -1 on the CPU
@@ -1604,7 +1605,7 @@ def _place_multi(
     # the split by free memory when -ts is not given (llama.cpp reads each device's free memory)
     default_weights = [caps[i] for i in active]
 
-    def build(ngl: int, weights, auto: bool, ts_out: tuple) -> Placement:
+    def build(ngl: int, weights, auto: bool, ts_out: tuple, fit_wrote: bool = False) -> Placement:
         if not any(weights):
             weights = [1.0] * len(active)  # no GPU layers at all: the split does not matter
         devs = layer_devices(n, ngl, split_points(weights))
@@ -1683,6 +1684,7 @@ def _place_multi(
             split_mode=sm,
             main_gpu=mg,
             tensor_split=ts_out,
+            fit_wrote_split=fit_wrote,
             gpu_devices=uses,
             layer_gpu=lg[:n],
             output_gpu=og,
@@ -1732,7 +1734,7 @@ def _place_multi(
         counts[j] = lo if target >= 0 else 0
         end -= counts[j]
     ts_fit = tuple(float(counts[active.index(i)]) if i in active else 0.0 for i in range(ng))
-    return build(sum(counts), counts, True, ts_fit if sum(counts) else ())
+    return build(sum(counts), counts, True, ts_fit if sum(counts) else (), fit_wrote=bool(sum(counts)))
 
 
 def _check_fit_multi(p: Placement) -> Placement:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 
-from . import custom
+from . import custom, gpus
 
 CATALOG_DEFAULT_MODEL = "qwen2.5-32b"
 
@@ -49,11 +49,18 @@ def n_ctx_for(values) -> int:
     return values["ctx"] or model_for(values).max_position_embeddings
 
 
-def machine_for(values) -> pm.Machine:
-    """The Machine a state names: a catalog key, or machine=custom (its numbers in gpu_gb ... pcie)."""
+def host_machine_for(values) -> pm.Machine:
+    """The machine a state's `machine` key names: a catalog key, or machine=custom (its numbers in gpu_gb ...
+    pcie). Its RAM, CPU and PCIe link are the host of any GPUs the state lists (machine_for)."""
     if values["machine"] == "custom":
         return custom.machine_from_state(values)
     return pm.MACHINES[values["machine"]]
+
+
+def machine_for(values) -> pm.Machine:
+    """The Machine a state describes: the host machine, with the GPUs of its `gpus` key when it lists some
+    (enginelab.gpus: several GPUs, their link)."""
+    return gpus.machine_with_gpus(host_machine_for(values), values)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -117,7 +124,7 @@ def build(state) -> Scenario:
 
 
 # What a state of another figure in the family (the offload curve's, say) leaves out takes these values.
-DEFAULTS = {"cfg": "", "ngl": "auto", "n_cpu_moe": 0}
+DEFAULTS = {"cfg": "", "ngl": "auto", "n_cpu_moe": 0, **gpus.DEFAULTS}
 
 
 def _build(state) -> Scenario:
@@ -138,7 +145,14 @@ def _build(state) -> Scenario:
 
     try:
         p = pm.place(
-            model, machine, quant, n_ctx=n_ctx_for(v), kv_type=v["kv"], n_gpu_layers=ngl, n_cpu_moe=v["n_cpu_moe"]
+            model,
+            machine,
+            quant,
+            n_ctx=n_ctx_for(v),
+            kv_type=v["kv"],
+            n_gpu_layers=ngl,
+            n_cpu_moe=v["n_cpu_moe"],
+            **gpus.split_args(v, machine),
         )
     except ValueError as e:  # settings perf_model rejects: shown, never a crash
         error = str(e)

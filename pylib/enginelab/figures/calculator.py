@@ -9,9 +9,11 @@ prefill from perf_model, computed once) that this module draws, and that the "ho
 
 from __future__ import annotations
 
+import json
+
 import perf_model as pm
 
-from .. import chart, custom, explain, findings, fmt, scenario
+from .. import chart, custom, explain, findings, fmt, gpus, scenario
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -83,6 +85,7 @@ SPEC = Spec(
         Float(key, label, default=d, min=lo, max=hi, step=0.1, visible=_is_custom_machine)
         for key, label, d, lo, hi in custom.MACHINE_FIELDS
     ]
+    + gpus.fields(scenario.host_machine_for)  # several GPUs: gpus, sm, ts, mg, link (enginelab.gpus)
     + [
         Choice(
             "quant",
@@ -154,8 +157,12 @@ def describe(data) -> str:
     p = data.placement
     if not r.fits:
         return f"{where}: -ngl {p.n_gpu_layers} would fail to allocate: {_overask_text(data)}."
+    on = "on the GPU"
+    if data.machine.multi_gpu:
+        split = " + ".join(str(len(u.layers)) for u in p.per_gpu)
+        on = f"over {len(p.per_gpu)} GPUs ({split} layers, -sm {p.split_mode})"
     return (
-        f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} on the GPU, {fmt.gb(p.gpu_total)} VRAM and "
+        f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} {on}, {fmt.gb(p.gpu_total)} VRAM and "
         f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r.decode_tok_s)} tok/s at {s.tokens:,} tokens "
         f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s."
     )
@@ -169,9 +176,16 @@ def _overask_text(data) -> str:
         return p.error or "does not fit"
     over = fmt.gb(p.overflow_bytes)
     if p.failing_device.startswith("GPU"):
+        margin = p.fit_margin
+        if data.machine.multi_gpu:  # the failing GPU's own margin, and its name
+            margin = p.per_gpu[0].margin  # --fit-target, the same on every GPU
+            return (
+                f"{p.failing_device} needs {fmt.gb(p.requested_bytes)}, and {fmt.gb(p.free_bytes)} is free once "
+                f"the {fmt.gb(margin)} margin is kept (--fit-target {pm.FIT_TARGET_MIB} MiB): over by {over}"
+            )
         return (
             f"needs {fmt.gb(p.requested_bytes)} of GPU memory, and {fmt.gb(p.free_bytes)} is free once the "
-            f"{fmt.gb(p.fit_margin)} margin is kept (--fit-target {pm.FIT_TARGET_MIB} MiB): over by {over}"
+            f"{fmt.gb(margin)} margin is kept (--fit-target {pm.FIT_TARGET_MIB} MiB): over by {over}"
         )
     return f"needs {fmt.gb(p.requested_bytes)} of {p.failing_device}, {fmt.gb(p.free_bytes)} free: over by {over}"
 
@@ -189,6 +203,15 @@ SEGMENTS = (
     ("over", "Over capacity"),
 )
 LEGEND_COLS, LEGEND_ROW = 3, 24
+
+
+def _layers_text(layers: tuple, n_layers: int) -> str:
+    """'layers 0–40', 'layers 41–79 + output', 'no layers' (a GPU holds a contiguous run of them)."""
+    blocks = [il for il in layers if il < n_layers]
+    out = " + output" if n_layers in layers else ""
+    if not blocks:
+        return "output layer" if out else "no layers"
+    return f"layers {blocks[0]}–{blocks[-1]}{out}" if len(blocks) > 1 else f"layer {blocks[0]}{out}"
 
 
 def _bars(data) -> list[dict]:
@@ -219,6 +242,30 @@ def _bars(data) -> list[dict]:
                 "weights": p.gpu_weights + p.cpu_weights,
                 "kv": p.gpu_kv + p.cpu_kv,
                 "compute": p.gpu_compute + p.cpu_compute,
+                "margin": 0.0,
+            }
+        )
+    elif mc.multi_gpu:  # one bar per GPU, in llama.cpp's device order, then the host's RAM
+        for u in p.per_gpu:
+            pools.append(
+                {
+                    "key": f"gpu{u.index}",
+                    "label": f"GPU {u.index} · {u.name} · {_layers_text(u.layers, data.model.n_layers)}",
+                    "capacity": u.capacity,
+                    "weights": u.weights,
+                    "kv": u.kv,
+                    "compute": u.compute,
+                    "margin": u.margin if u.total else 0.0,
+                }
+            )
+        pools.append(
+            {
+                "key": "ram",
+                "label": f"RAM · {mc.ram.name}",
+                "capacity": p.cpu_capacity,
+                "weights": p.cpu_weights,
+                "kv": p.cpu_kv,
+                "compute": p.cpu_compute,
                 "margin": 0.0,
             }
         )
@@ -269,9 +316,10 @@ def _bar_chart(data) -> Raw:
         value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + (
             f" · over by {fmt.gb(b['over'])}" if b["over"] else ""
         )
+        gpu_readout = chart.readout_attrs(f"{b['key']}_gb", b["used"] / pm.GB) if b["key"].startswith("gpu") else {}
         parts = [
             el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
-            el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end"),
+            el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end", **gpu_readout),
         ]
         x = left
         for key, label in SEGMENTS[:5]:
@@ -448,6 +496,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
             )
         )
     parts.append(_readouts(data, defer))
+    parts.append(gpu_editor(data))
     parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
     parts.append(
         el(
@@ -477,6 +526,66 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
         parts.append(findings_slot(data, defer))
     parts.append(_table(data))
     return el("div", parts, class_="calculator", data_state="ok" if p.fits else "overask")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The GPUs: the machine's cards in llama.cpp's device order, with Remove and Add buttons. Each button carries the
+# state it leads to (data-set-state, site/assets/setstate.js), so a click takes the page's one path: form ->
+# state -> render -> URL. A card of your own is typed into the GPUs field (enginelab.gpus: 24gb-936gbs-71tf).
+# ---------------------------------------------------------------------------------------------------------
+def gpu_editor(data) -> Raw:
+    mc = data.machine
+    if mc.unified:
+        return Raw("")
+    cards = [gpus.card_token(d) for d in mc.gpus]
+    items = []
+    for i, d in enumerate(mc.gpus):
+        rest = cards[:i] + cards[i + 1 :]
+        remove = (
+            el(
+                "button",
+                "Remove",
+                type="button",
+                class_="gpu-remove",
+                data_set_state=json.dumps({"gpus": ",".join(rest), "ts": "", "mg": 0}),
+                aria_label=f"Remove GPU {i} ({d.name})",
+            )
+            if len(cards) > 1
+            else ""
+        )
+        items.append(
+            el("li", [el("span", f"GPU {i} · {d.name} · {d.mem_gb:g} GB", class_="gpu-name"), remove], class_="gpu")
+        )
+    adds = []
+    if len(cards) < gpus.MAX_GPUS:
+        for key, d in pm.GPUS.items():
+            adds.append(
+                el(
+                    "button",
+                    f"+ {d.name}",
+                    type="button",
+                    class_="gpu-add",
+                    data_set_state=json.dumps({"gpus": ",".join(cards + [key]), "ts": ""}),
+                    aria_label=f"Add an {d.name} ({d.mem_gb:g} GB) as GPU {len(cards)}",
+                )
+            )
+    return el(
+        "section",
+        [
+            el("h3", "GPUs" if len(cards) != 1 else "GPU", class_="gpu-title"),
+            el("ul", items, class_="gpu-list")
+            if items
+            else el("p", "No GPU: everything runs from RAM.", class_="note"),
+            el("div", [el("span", "Add a GPU:", class_="gpu-add-label")] + adds, class_="gpu-adds") if adds else "",
+            el(
+                "p",
+                f"A card of your own: type it into the GPUs field as {gpus.CARD_EXAMPLE} (GB, GB/s, TFLOP/s).",
+                class_="help",
+            ),  # fmt: skip
+        ],
+        class_="gpu-editor",
+        aria_label="GPUs",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
