@@ -45,7 +45,7 @@ def test_two_3090s_in_the_calculator():
     svg = str(calc._bar_chart(d))
     assert svg.count('class="pool pool-gpu') == 2 and "pool-ram" in svg
     assert 'data-readout="gpu0_gb"' in svg and 'data-readout="gpu1_gb"' in svg
-    assert "GPU 0 · RTX 3090 · layers 0–40" in svg and "GPU 1 · RTX 3090 · layers 41–79 + output" in svg
+    assert "GPU 0 · RTX 3090" in svg and ">layers 0–40<" in svg and ">layers 41–79 + output<" in svg
     assert "over 2 GPUs (41 + 40 layers, -sm layer)" in calc.describe(d)
     # explanations add up per GPU
     e = explain.explain(d)
@@ -140,6 +140,8 @@ def test_advisor_suggests_ts_when_one_card_overflows_and_another_has_room():
     new = calc.SPEC.coerce({**s.as_dict(), **c.apply})[0]
     assert calc.compute(new).readouts.fits
     assert f"-ts {c.apply['ts']}" in calc.compute(new).command
+    # the calculator shows it (its findings section renders every cause)
+    assert "overflows while GPU 0 (RTX 3090)" in calc.findings_html(d)
     # no such finding on a balanced pair
     ok = findings.for_scenario(calc.compute(state(TWO)[0]))
     assert "uneven_split" not in [x.cause for x in ok.findings]
@@ -161,3 +163,9 @@ def test_offload_curve_on_two_gpus():
     one = oc.compute(oc.SPEC.from_query("?model=llama-3.1-70b&machine=rtx3090&ctx=8192")[0])
     assert one["fit_limit"] < 50
     assert d["points"][-1]["tok_s"] > 5 * one["points"][one["fit_limit"]]["tok_s"]
+
+
+def test_every_cause_has_a_label():
+    from enginelab.advisor import diagnosis
+
+    assert set(diagnosis.CAUSES) <= set(findings.CAUSE_LABELS)

@@ -230,18 +230,14 @@ def fields(machine_of) -> list:
             visible=lambda p: not unified(p),
             url_safe=",",
             unified=unified,
-            help=f"In llama.cpp's device order: catalog cards ({', '.join(pm.GPUS)}) or your own as "
-            f"{CARD_EXAMPLE}; the + buttons add one.",
+            help=f"In llama.cpp's device order, comma-separated: catalog cards ({', '.join(pm.GPUS)}) or your own "
+            f"as {CARD_EXAMPLE}. Empty: the machine's own.",
         ),
         Choice(
             "sm",
             "Split mode (-sm)",
             default="layer",
-            options=[
-                ("layer", "layer: whole layers per GPU"),
-                ("row", "row: matrices split by rows"),
-                ("none", "none: the main GPU only"),
-            ],  # fmt: skip
+            options=[("layer", "layer (whole layers)"), ("row", "row (split matrices)"), ("none", "none (one GPU)")],
             visible=several,
         ),
         TensorSplit(

@@ -29,7 +29,12 @@ SHOTS = [
     ),
     ("calculator-badquery-1280", "figures/calculator.html?model=nope&ctx=abc&ngl=999", "light", 1280),
     ("calculator-m4max-1280", "figures/calculator.html?machine=m4max&model=llama-3.1-70b&quant=Q8_0", "dark", 1280),
-]
+    # several GPUs: a bar per card, the -ts suggestion when one overflows
+    ("calculator-2gpu-1280", "figures/calculator.html?model=llama-3.1-70b&machine=rtx3090&gpus=rtx3090,rtx3090",
+     "light", 1280),
+    ("calculator-2gpu-overask-dark-390", "figures/calculator.html?machine=rtx3090&gpus=rtx3090,rtx3060&ts=1,1",
+     "dark", 390),
+]  # fmt: skip
 
 
 def main():

@@ -364,7 +364,11 @@ def diagnose_uneven_split(s: Setup, o: Outcome) -> Finding | None:
         title = f"{s.model.n_layers + 1 - p.n_gpu_layers} layers run from RAM while {where}"
     text = [
         "Layers per GPU: "
-        + ", ".join(f"GPU {u.index} ({u.name}) {len(u.layers)}, {gb_text(u.free)} free" for u in p.per_gpu)
+        + ", ".join(
+            f"GPU {u.index} ({u.name}) {len(u.layers)}, "
+            + (f"{gb_text(u.free)} free" if u.free >= 0 else f"over by {gb_text(-u.free)}")
+            for u in p.per_gpu
+        )
         + (f" (-ts {_ts_text(s.tensor_split)})." if s.tensor_split else " (split by free memory)."),
         "llama.cpp gives each GPU a share of the layers in proportion to -ts (or to free memory), whatever each "
         "layer's KV cache and the output layer's compute buffer add; a -ts moves whole layers between the cards.",

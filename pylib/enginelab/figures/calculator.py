@@ -194,6 +194,7 @@ def _overask_text(data) -> str:
 # Render
 # ---------------------------------------------------------------------------------------------------------
 W, BAR_H, ROW_H, PAD = 560, 30, 70, 10
+NOTE_H = 18  # a line under each bar (the layers a GPU holds) when the machine has several GPUs
 SEGMENTS = (
     ("weights", "Weights"),
     ("kv", "KV cache"),
@@ -250,7 +251,9 @@ def _bars(data) -> list[dict]:
             pools.append(
                 {
                     "key": f"gpu{u.index}",
-                    "label": f"GPU {u.index} · {u.name} · {_layers_text(u.layers, data.model.n_layers)}",
+                    "label": f"GPU {u.index} · {u.name}",
+                    "note": _layers_text(u.layers, data.model.n_layers)  # a line under the bar
+                    + (f" · {p.row_fractions[u.index]:.0%} of each matrix" if p.row_split else ""),
                     "capacity": u.capacity,
                     "weights": u.weights,
                     "kv": u.kv,
@@ -310,8 +313,9 @@ def _bar_chart(data) -> Raw:
     span = right - left
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
     rows = []
+    row_h = ROW_H + (NOTE_H if any(b.get("note") for b in pools) else 0)
     for i, b in enumerate(pools):
-        y0 = PAD + i * ROW_H
+        y0 = PAD + i * row_h
         y = y0 + 26
         value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + (
             f" · over by {fmt.gb(b['over'])}" if b["over"] else ""
@@ -354,10 +358,12 @@ def _bar_chart(data) -> Raw:
                     class_="overflow seg-over",
                 )
             )
+        if b.get("note"):
+            parts.append(el("text", b["note"], x=left, y=y + BAR_H + 16, class_="bar-note"))
         rows.append(el("g", parts, class_=f"pool pool-{b['key']}"))
     # legend: a grid, so it stays readable when the chart is scaled down on a phone
     shown = [s for s in SEGMENTS if s[0] != "over" or any(b["over"] for b in pools)]
-    ly = PAD + len(pools) * ROW_H + 4
+    ly = PAD + len(pools) * row_h + 4
     col_w = span / LEGEND_COLS
     legend = []
     for j, (key, label) in enumerate(shown):
@@ -488,7 +494,8 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                     el("strong", "Would fail to allocate: "),
                     _overask_text(data) + ". ",
                     "llama.cpp stops at load with an out-of-memory error here. Lower -ngl or the context, "
-                    "pick a smaller quantization or KV type, or set -ngl to auto and let --fit choose.",
+                    + ("move layers to a GPU with room (-ts), " if data.machine.multi_gpu else "")
+                    + "pick a smaller quantization or KV type, or set -ngl to auto and let --fit choose.",
                 ],
                 class_="alert alert-overask",
                 role="alert",
@@ -579,9 +586,13 @@ def gpu_editor(data) -> Raw:
             el("div", [el("span", "Add a GPU:", class_="gpu-add-label")] + adds, class_="gpu-adds") if adds else "",
             el(
                 "p",
-                f"A card of your own: type it into the GPUs field as {gpus.CARD_EXAMPLE} (GB, GB/s, TFLOP/s).",
+                [
+                    "A card of your own: type it into the GPUs field as ",
+                    el("code", gpus.CARD_EXAMPLE),
+                    " (memory GB, bandwidth GB/s, FP16 TFLOP/s).",
+                ],
                 class_="help",
-            ),  # fmt: skip
+            ),
         ],
         class_="gpu-editor",
         aria_label="GPUs",
