@@ -84,6 +84,10 @@ from enginelab.ggml import (  # noqa: F401
     check_quant,
     ggml_type,
     main_type,
+    quant_file_tag,
+    quant_label,
+    quant_options,
+    quant_short,
     weight_order,
 )
 from enginelab.ggml import quantize_plan as _ggml_quantize_plan
@@ -708,6 +712,9 @@ class Device:
     fitted: bool = False  # True where a figure was fitted to the module's printed numbers
     backend: str = ""  # llama.cpp backend: cuda, rocm, vulkan, metal, sycl, cpu ("" = by its role: see device_backend)
     cores: int = 0  # a CPU's physical cores (0: estimated from fp16_tflops, see enginelab.measured.cpu_cores)
+    # where fp16_tflops was fitted to the module (fitted=True): the datasheet figure, which the measured
+    # profile uses instead (0: fp16_tflops is the datasheet's)
+    spec_tflops: float = 0.0
 
     def __post_init__(self):
         _check(
@@ -765,6 +772,7 @@ DDR4_DUAL = Device(
     1.0,
     source="JEDEC DDR4-3200: 3200 MT/s x 8 B x 2 channels = 51.2 GB/s",
     approx=True,
+    cores=8,
 )  # CPU FLOP/s: ~1 TFLOP/s FP32 AVX2 on 8 cores (approximation)
 DDR5_DUAL = Device(
     "DDR5-5600 dual channel",
@@ -773,7 +781,8 @@ DDR5_DUAL = Device(
     1.5,
     source="JEDEC DDR5-5600: 5600 MT/s x 8 B x 2 channels = 89.6 GB/s",
     approx=True,
-)  # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 (approximation)
+    cores=8,
+)  # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 on 8 cores (approximation)
 
 _NV = "https://www.nvidia.com/en-us/geforce/graphics-cards/"
 # The RTX 3060's and RTX 4060 Ti's FP16 figures were fitted to the module's prefill column (28.15-28.21 and
@@ -784,7 +793,9 @@ RTX_3060 = Device(
     360,
     28.2,
     fitted=True,
-    source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module",
+    spec_tflops=25.6,
+    source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module (GA106 datasheet: "
+    "25.6 dense FP16 tensor with FP32 accumulate)",
 )
 RTX_4060_TI = Device(
     "RTX 4060 Ti 16GB",
@@ -792,7 +803,9 @@ RTX_4060_TI = Device(
     288,
     51.75,
     fitted=True,
-    source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module",
+    spec_tflops=44.1,
+    source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module (Ada whitepaper: "
+    "44.1 dense FP16 tensor with FP32 accumulate)",
 )
 RTX_3090 = Device(
     "RTX 3090", 24, 936, 71.0, source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.)"
@@ -842,7 +855,7 @@ MACHINES: dict[str, Machine] = {
     "m4pro": Machine(
         "MacBook Pro M4 Pro 48 GB",
         M4_PRO,
-        replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0),
+        replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0, cores=10),  # 10 performance cores
         0.0,
         unified=True,
         key="m4pro",
@@ -850,7 +863,7 @@ MACHINES: dict[str, Machine] = {
     "m4max": Machine(
         "MacBook Pro M4 Max 128 GB",
         M4_MAX,
-        replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5),
+        replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5, cores=12),  # 12 performance cores
         0.0,
         unified=True,
         key="m4max",

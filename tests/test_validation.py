@@ -325,9 +325,8 @@ def test_explain_covers_every_readout_and_agrees_with_it(q):
 
 def test_explain_auto_ngl_shows_the_next_layer_does_not_fit():
     e = _explain.explain(_calc.compute(_calc.default_state()))["n_gpu_layers"]
-    p = pm.place(pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_ctx=8192)
-    q = pm.place(
-        pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_ctx=8192, n_gpu_layers=p.n_gpu_layers + 1
-    )
+    kw = dict(n_ctx=8192, profile="measured")  # the calculator's default profile
+    p = pm.place(pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", **kw)
+    q = pm.place(pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_gpu_layers=p.n_gpu_layers + 1, **kw)
     assert f"GPU total at -ngl {p.n_gpu_layers + 1}" in e and _fmt.gb(q.gpu_total, 2) in e
     assert q.gpu_total + p.fit_margin > p.gpu_capacity >= p.gpu_total + p.fit_margin

@@ -219,6 +219,14 @@ def quant_label(quant: str) -> str:
     return _LABELS.get(quant, quant)
 
 
+def quant_short(quant) -> str:
+    """A preset's name in running text and titles: the file name people know (Q2_K_MIX -> "Q2_K"); the module's
+    single-type rows say so ("Q2_K, every tensor")."""
+    if quant in _PURE:
+        return f"{quant}, every tensor"
+    return _LABELS.get(quant, quant) if quant is not None else "its own types"
+
+
 def quant_file_tag(quant) -> str:
     """The tag in a GGUF file name: Model-<tag>.gguf (Q2_K_MIX -> Q2_K; the pure types get -pure)."""
     if quant is None:
@@ -231,8 +239,10 @@ def quant_file_tag(quant) -> str:
 
 
 def quant_options() -> list:
-    """(value, label) for every preset a quantization dropdown offers."""
-    return [(q, quant_label(q)) for q in QUANT_PRESETS]
+    """(value, label) for every preset a quantization dropdown offers: llama-quantize's presets under their
+    Hugging Face file names first, then the module's single-type rows."""
+    files = [q for q in QUANT_PRESETS if q not in _PURE]
+    return [(q, quant_label(q)) for q in files + [q for q in QUANT_PRESETS if q in _PURE]]
 
 
 def check_quant(quant: str) -> str:

@@ -211,9 +211,10 @@ def tensor_tflops(device, backend: str) -> float:
     FP32 accumulate; NVIDIA's GeForce cards run FP32 accumulation at half their FP16-accumulate (and a quarter
     of their int8) tensor rate, while workstation and datacenter parts run it at the full rate, and llama.cpp's
     kernels accumulate in FP16/int32 (MMQ, cuBLAS with FP16 compute). So a GeForce's figure counts twice."""
+    tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops  # the datasheet's, where the course fitted it
     if backend in ("cuda", "vulkan") and _GEFORCE.search(getattr(device, "name", "") or ""):
-        return 2.0 * device.fp16_tflops
-    return device.fp16_tflops
+        return 2.0 * tf
+    return tf
 
 
 def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
@@ -234,7 +235,11 @@ def soft_min(x: float, cap: float) -> float:
 
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
     """Dequantization and dot-product work of the weights streamed, at the device's compute rate."""
-    rate = _cpu_rate(device, n_threads) if backend == "cpu" else device.fp16_tflops * 1e12
+    rate = (
+        _cpu_rate(device, n_threads)
+        if backend == "cpu"
+        else (getattr(device, "spec_tflops", 0.0) or device.fp16_tflops) * 1e12
+    )
     n = sum(w * prm.dq.get(type_class(t), 1.0) for t, w in work.weights_by_type)
     return n * batch / rate
 

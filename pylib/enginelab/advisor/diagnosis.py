@@ -140,7 +140,7 @@ def _quant_changes(s: Setup, o: Outcome, ngl=None) -> list:
         c = try_change(
             s,
             o,
-            f"{s.quant} → {q}",
+            f"{pm.quant_short(s.quant)} → {pm.quant_short(q)}",
             {
                 "llama.cpp": f"-m {pm.gguf_filename(s.model, q)} (llama-quantize ... {q})",
                 "vLLM": "a smaller AWQ/GPTQ checkpoint (vLLM does not take llama.cpp presets)",

@@ -92,6 +92,7 @@ class Setup:
     n_parallel: int = 1  # llama.cpp -np slots
     users: int = 1  # concurrent requests the workload makes
     op_offload: bool = True
+    profile: str = "course"  # perf_model's speed profile ("measured": fitted on llama-bench runs, threads modelled)
 
     def changed(self, **kw) -> Setup:
         return replace(self, **kw)
@@ -112,6 +113,7 @@ class Setup:
             "users": self.users,
             "ub": self.n_ubatch,
             "b": self.n_batch,
+            "profile": self.profile,
         }
 
 
@@ -138,6 +140,7 @@ def setup_from_state(state) -> Setup:
         perf_cores=cpu_cores(machine)[0],
         n_parallel=int(get("np", 1) or 1),
         users=int(get("users", 1) or 1),
+        profile=get("profile", "course"),
     )
 
 
@@ -174,6 +177,7 @@ def setup_from_placement(
         n_parallel=n_parallel,
         users=users,
         op_offload=op_offload,
+        profile=placement.profile,
     )
 
 
@@ -224,11 +228,15 @@ def place_setup(s: Setup) -> pm.Placement:
         n_gpu_layers=s.ngl,
         n_cpu_moe=s.n_cpu_moe,
         n_ubatch=s.n_ubatch,
+        profile=s.profile,
     )
 
 
 def decode_setup(p: pm.Placement, s: Setup, context: int, batch: int = 1) -> dict:
-    """perf_model's decode step with the CPU part scaled by the thread model."""
+    """perf_model's decode step with the CPU part scaled by the thread model. The measured profile models
+    threads itself (bandwidth per thread, dequantization per core): it gets -t as n_threads instead."""
+    if s.profile == "measured":
+        return pm.decode_step_time(p, s.machine, context=context, batch=batch, n_threads=s.threads)
     d = pm.decode_step_time(p, s.machine, context=context, batch=batch)
     f = thread_factor(s.threads, s.perf_cores)
     if f != 1.0 and d["cpu_s"] > 0:
@@ -269,7 +277,7 @@ def evaluate(s: Setup, prefill: bool = True, known=None) -> Outcome:
             active=0,
             **base,
         )
-    same_threads = thread_factor(s.threads, s.perf_cores) == 1.0
+    same_threads = s.profile == "measured" or thread_factor(s.threads, s.perf_cores) == 1.0
     d = k_decode if (k_decode is not None and same_threads) else decode_setup(p, s, s.tokens)
     f = {"tok_per_s": None, "total_s": None}
     if prefill and k_prefill is not None:
@@ -282,6 +290,7 @@ def evaluate(s: Setup, prefill: bool = True, known=None) -> Outcome:
             n_tokens=max(1, s.prompt),
             n_batch=max(s.n_batch, s.n_ubatch),
             op_offload=s.op_offload and s.machine.pcie_gbs > 0,
+            n_threads=s.threads if s.profile == "measured" else None,
         )
     active = slots_active(s)
     agg = decode_setup(p, s, s.tokens, batch=active)["tok_per_s"] if active > 1 else d["tok_per_s"]

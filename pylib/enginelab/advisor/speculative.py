@@ -41,11 +41,15 @@ def _draft_placement(target: pm.Placement, draft, quant):
     mc = target.machine
     dm = pm.get_model(draft)
     dq = quant or (target.quant if target.quant else "Q8_0")
-    dp = pm.place(dm, mc, dq, n_ctx=target.n_ctx, kv_type=target.kv_type)
+    dp = pm.place(dm, mc, dq, n_ctx=target.n_ctx, kv_type=target.kv_type, profile=target.profile)
     tp = target
     if mc.gpu is not None and not mc.unified and target.auto and dp.gpu_total > 0:
         # the draft's VRAM comes out of the target's: re-fit the target on a smaller GPU
-        left = replace(mc.gpu, mem_gb=max(0.0, (mc.gpu.mem_bytes - dp.gpu_total) / pm.GB))
+        # (in the unit the profile counts a card's memory in: decimal GB for the course, GiB when measured)
+        if target.profile == "measured":
+            left = replace(mc.gpu, mem_gb=max(0.0, (mc.gpu.mem_gib_bytes - dp.gpu_total) / pm.GiB))
+        else:
+            left = replace(mc.gpu, mem_gb=max(0.0, (mc.gpu.mem_bytes - dp.gpu_total) / pm.GB))
         tp = pm.place(
             target.model,
             replace(mc, gpu=left),
@@ -54,6 +58,7 @@ def _draft_placement(target: pm.Placement, draft, quant):
             kv_type=target.kv_type,
             n_cpu_moe=target.n_cpu_moe,
             n_ubatch=target.n_ubatch,
+            profile=target.profile,
         )
     return dp, tp
 

@@ -88,7 +88,7 @@ SPEC = Spec(
             "quant",
             "Quantization",
             default="Q4_K_M",
-            options=lambda p: [(q, q) for q in pm.QUANT_PRESETS],
+            options=lambda p: pm.quant_options(),
             visible=lambda p: p.get("model") != "gguf",
             help="A dropped GGUF file uses its own tensor types.",
         ),
@@ -130,6 +130,28 @@ SPEC = Spec(
             visible=lambda p: _model(p).is_moe,
             help="Keep the expert weights of the first N layers in system RAM.",
         ),
+        Choice(
+            "profile",
+            "Speed estimate",
+            default="measured",
+            options=[
+                ("measured", "measured: fitted on published llama-bench runs"),
+                ("course", "course: the module's model (η 0.7, 50 µs per token)"),
+            ],
+            help="Both place the same bytes; measured counts GiB less the driver's reserve and times the kernels "
+            "llama.cpp really runs.",
+        ),
+        Int(
+            "threads",
+            "CPU threads (-t)",
+            default="auto",
+            auto="auto",
+            min=1,
+            max=256,
+            visible=lambda p: p.get("profile") == "measured",
+            help="auto: llama.cpp's default, the physical cores. Where the CPU works, decode grows with threads "
+            "until memory bandwidth saturates.",
+        ),
     ],
 )
 
@@ -148,7 +170,7 @@ def compute(state) -> scenario.Scenario:
 
 def describe(data) -> str:
     s, r, m = data.state, data.readouts, data.model
-    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {scenario.n_ctx_for(s.as_dict()):,} ({s.kv} KV)"
+    where = f"{m.name} {pm.quant_short(s.quant)} on {data.machine.name}, n_ctx {scenario.n_ctx_for(s.as_dict()):,} ({s.kv} KV)"
     if data.error:
         return f"{where}: not computable: {data.error}"
     p = data.placement
@@ -157,7 +179,7 @@ def describe(data) -> str:
     return (
         f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} on the GPU, {fmt.gb(p.gpu_total)} VRAM and "
         f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r.decode_tok_s)} tok/s at {s.tokens:,} tokens "
-        f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s."
+        f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s ({data.profile} profile)."
     )
 
 
@@ -321,7 +343,7 @@ def _bar_chart(data) -> Raw:
         [join(rows), el("g", legend, class_="legend")],
         width=W,
         height=height,
-        title=f"Memory: {data.model.name} {data.state.quant} on {data.machine.name}",
+        title=f"Memory: {data.model.name} {pm.quant_short(data.state.quant)} on {data.machine.name}",
         desc=describe(data),
         id_="calculator-chart",
         class_="chart calculator-chart",
@@ -373,22 +395,8 @@ def _readouts(data, defer: bool = False) -> Raw:
             "GB",
             how=how.get("ram_gb", ""),
         ),
-        _readout(
-            "decode_tok_s",
-            r.decode_tok_s,
-            fmt.rate(r.decode_tok_s),
-            "Decode",
-            "tok/s",
-            how=how.get("decode_tok_s", ""),
-        ),
-        _readout(
-            "prefill_tok_s",
-            r.prefill_tok_s,
-            fmt.rate(r.prefill_tok_s),
-            "Prefill",
-            "tok/s",
-            how=how.get("prefill_tok_s", ""),
-        ),
+        _speed("decode", data, how),
+        _speed("prefill", data, how),
         _readout(
             "cpu_share",
             r.cpu_share,
@@ -399,6 +407,56 @@ def _readouts(data, defer: bool = False) -> Raw:
         _readout("fits", fits, "yes" if fits else "no", "Fits", how=how.get("fits", "")),
     ]
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
+
+
+def _speed(kind: str, data, how: dict) -> Raw:
+    """The decode or prefill readout. Measured profile: "≈ 48" with where most published runs fall (the
+    leave-one-device-out spread) and the module's number for the same settings, each a readout of its own."""
+    r, name = data.readouts, f"{kind}_tok_s"
+    value = getattr(r, name)
+    label = "Decode" if kind == "decode" else "Prefill"
+    measured = data.profile == "measured" and value is not None
+    text = ("≈ " if measured else "") + fmt.rate(value)
+    sub = []
+    rng = getattr(r, f"{kind}_range")
+    if measured and rng:
+        sub += [
+            "most runs ",
+            el("span", fmt.rate(rng[0]), **chart.readout_attrs(f"{kind}_low_tok_s", rng[0])),
+            "–",
+            el("span", fmt.rate(rng[1]), **chart.readout_attrs(f"{kind}_high_tok_s", rng[1])),
+        ]
+    course = getattr(data.course, name, None) if data.course is not None else None
+    if measured and data.course is not None:
+        sub += [
+            " · module: " if sub else "module: ",
+            el("span", fmt.rate(course), **chart.readout_attrs(f"course_{name}", course)),
+        ]
+    extra = [el("p", sub, class_="readout-sub")] if sub else []
+    extra.append(el("div", Raw(how.get(name, "")), id_=f"explain-{name}", class_="explain-slot"))
+    return chart.readout(name, value, text, label, "tok/s", extra=join(extra))
+
+
+def _profile_line(data) -> Raw:
+    """Which speed profile the numbers use, and (measured) why the module's numbers differ."""
+    if data.profile == "measured":
+        backend = data.decode.get("backend", "cpu") if data.decode else None
+        basis = explain.basis_text(backend, "decode") if backend else ""
+        why = explain.profile_note(data)
+        text = [el("strong", "Measured profile"), f" ({basis}). " if basis else ". "]
+        if why:
+            text.append(why)
+        return el("p", text, class_="note profile-note", data_profile="measured")
+    return el(
+        "p",
+        [
+            el("strong", "Course profile"),
+            ": the module's model (η = 0.7 of bandwidth for decode, 0.5 of peak for prefill, 50 µs per token, "
+            "decimal GB). Switch “Speed estimate” to measured for what llama.cpp reaches on real hardware.",
+        ],
+        class_="note profile-note",
+        data_profile="course",
+    )
 
 
 def _table(data) -> Raw:
@@ -448,6 +506,8 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
             )
         )
     parts.append(_readouts(data, defer))
+    if p.fits:
+        parts.append(_profile_line(data))
     parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
     parts.append(
         el(

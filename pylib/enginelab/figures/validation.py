@@ -74,7 +74,7 @@ SPEC = Spec(
             "quant",
             "Quant (if the table does not name one)",
             default="Q4_0",
-            options=lambda p: [(q, q) for q in pm.QUANT_PRESETS],
+            options=lambda p: pm.quant_options(),
         ),
         Choice("machine", "Your machine", default="rtx4090", options=_machine_options),
     ],
@@ -342,7 +342,7 @@ def _scatter(data: ValidationData, metric: str, title: str) -> Raw:
     for meas, pred, p in sorted(pts, key=lambda t: (t[2].family == fam, t[2].device, t[2].quant)):
         dim = fam != "all" and p.family != fam
         tip = (
-            f"{p.device}, {p.model} {p.quant}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
+            f"{p.device}, {p.model} {pm.quant_short(p.quant)}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
             f"tok/s ({_signed(pred / meas - 1)})"
         )
         dots.append(
