@@ -715,6 +715,10 @@ class Device:
     # where fp16_tflops was fitted to the module (fitted=True): the datasheet figure, which the measured
     # profile uses instead (0: fp16_tflops is the datasheet's)
     spec_tflops: float = 0.0
+    # a GPU's non-tensor FP32 rate (CUDA cores, shader ALUs), TFLOP/s: the measured profile's rate for the work
+    # a quantized matmul does outside the tensor cores (dequantizing tiles). 0: estimated (see
+    # enginelab.measured.vector_tflops)
+    fp32_tflops: float = 0.0
 
     def __post_init__(self):
         _check(
@@ -794,6 +798,7 @@ RTX_3060 = Device(
     28.2,
     fitted=True,
     spec_tflops=25.6,
+    fp32_tflops=12.7,
     source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module (GA106 datasheet: "
     "25.6 dense FP16 tensor with FP32 accumulate)",
 )
@@ -804,25 +809,33 @@ RTX_4060_TI = Device(
     51.75,
     fitted=True,
     spec_tflops=44.1,
+    fp32_tflops=22.1,
     source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module (Ada whitepaper: "
     "44.1 dense FP16 tensor with FP32 accumulate)",
 )
 RTX_3090 = Device(
-    "RTX 3090", 24, 936, 71.0, source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.)"
+    "RTX 3090",
+    24,
+    936,
+    71.0,
+    fp32_tflops=35.6,
+    source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.), 35.6 TFLOP/s FP32",
 )
 RTX_4090 = Device(
     "RTX 4090",
     24,
     1008,
     165.2,
-    source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.)",
+    fp32_tflops=82.6,
+    source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.), 82.6 FP32",
 )
 RTX_5090 = Device(
     "RTX 5090",
     32,
     1792,
     209.5,
-    source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.)",
+    fp32_tflops=104.8,
+    source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.), 104.8 FP32",
 )
 M4_PRO = Device(
     "M4 Pro (48 GB)",
