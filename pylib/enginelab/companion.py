@@ -242,7 +242,9 @@ def companion_body(available: set | None = None, prerendered: dict | None = None
                         "This page follows the module on local inference engines: where a model's bytes live, how fast the "
                         "hardware moves them, and how llama.cpp, vLLM and SGLang manage memory. Each figure below is shown "
                         "for its default settings; make it live to change them, with Python running in your browser and no "
-                        "network. A live figure keeps its settings in its URL."
+                        "network. A live figure keeps its settings in its URL. Like the module, these figures time decode and "
+                        "prefill with the course profile (the module's η and overhead); the calculator defaults to the "
+                        "measured profile, fitted on published llama-bench runs."
                     ),
                     class_="lede",
                 ),

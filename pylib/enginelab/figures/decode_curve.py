@@ -398,5 +398,10 @@ def render(data: DecodeCurveData) -> str:
             )
     if not any(not ln.error for ln in data.lines):
         return el("div", parts, class_="decode-curve", data_state="error")
-    parts += [_readouts(data), el("figure", _chart(data), class_="chart-wrap"), _table(data)]
+    parts += [
+        _readouts(data),
+        el("figure", _chart(data), class_="chart-wrap"),
+        chart.course_profile_note(),
+        _table(data),
+    ]
     return el("div", parts, class_="decode-curve", data_state="ok")

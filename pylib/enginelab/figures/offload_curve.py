@@ -335,6 +335,7 @@ def render(data) -> str:
             "head, which every token reads, hence the last jump.",
             class_="note",
         ),
+        chart.course_profile_note(),
         _table(data),
     ]
     return el("div", parts, class_="offload-curve", data_state="ok")

@@ -503,6 +503,7 @@ def render(data: RooflineData) -> str:
                 ],
                 class_="note",
             ),
+            chart.course_profile_note(),
             _table(data),
         ],
         class_="roofline",
