@@ -12,7 +12,9 @@
   first forward (simulation cached, frames new) and the second backward. Frames go through the figure's frame
   patch (site/assets/patch.js); kv_frame_full_* times the same frames rendered in full, for comparison.
 - dist_bytes: the size of dist/ by component (and gzip -6 sizes, which is what a server would send).
-- Extensions: if bench/bench_kv.py exists and has run(scale), its figures are added under "kv".
+- Extensions: if bench/bench_kv.py exists and has run(scale), its figures are added under "kv" (likewise
+  bench_exercises.py, and bench_calibration.py: the leave-one-device-out error of the measured profile per
+  llama.cpp backend next to the course profile's, printed as a table).
 
 Prints the figures and writes them to dist/bench.json.
 """
@@ -178,7 +180,7 @@ def dist_bytes(dist: Path) -> dict:
     return {"raw": groups, "gzip": gz}
 
 
-EXTENSIONS = (("kv", "bench_kv.py"), ("exercises", "bench_exercises.py"))
+EXTENSIONS = (("kv", "bench_kv.py"), ("exercises", "bench_exercises.py"), ("calibration", "bench_calibration.py"))
 
 
 def run_extensions(scale: float) -> dict:
@@ -195,6 +197,8 @@ def run_extensions(scale: float) -> dict:
             t = time.perf_counter()
             res = mod.run(scale)
             out[name] = res if isinstance(res, dict) else {"result": res}
+            if hasattr(mod, "table"):  # a module's own summary of its figures
+                print(mod.table(res))
             print(f"{path.stem}.run({scale}) took {time.perf_counter() - t:.1f} s")
     return out
 
