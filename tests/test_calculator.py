@@ -11,6 +11,7 @@ import perf_model as pm
 from enginelab import fmt, page, scenario
 from enginelab.figures import REGISTRY
 from enginelab.figures import calculator as calc
+from enginelab.svg import esc
 
 
 def state(q=""):
@@ -73,10 +74,33 @@ def test_readouts_are_perf_models_numbers(q):
         prefill_tok_s=pre["tok_per_s"],
         cpu_share=dec["cpu_s"] / dec["total_s"],
         fits=True,
+        verdict=scenario.verdict(p),
     )
     html = calc.render(d)
-    for k in calc.READOUTS:
+    for k in calc.READOUTS + ("fits",):
         assert f'data-readout="{k}"' in html
+
+
+@pytest.mark.parametrize(
+    "q, verdict, words",
+    [
+        ("?model=llama-3.1-8b", "vram", "All 32 layers and the output head run from VRAM."),
+        ("", "partial", "20 of 64 layers and the output head run from system RAM; 62% of each decode step"),
+        ("?model=qwen3-30b-a3b&machine=rtx3060&n_cpu_moe=20", "partial", "the experts of 20 layers (--n-cpu-moe)"),
+        ("?machine=cpu-ddr5", "partial", "No GPU: all 64 layers run from system RAM"),
+        ("?machine=m4max", "vram", "run from the GPU's share of unified memory"),
+        ("?ngl=65", "fails", "over by 7.1 GB"),
+    ],
+)
+def test_three_way_verdict(q, verdict, words):
+    d = calc.compute(state(q))
+    assert d.readouts.verdict == verdict and d.readouts.fits == (verdict != "fails")
+    head, detail = calc.verdict_text(d)
+    assert words in detail
+    html = calc.render(d)
+    assert f'data-readout="verdict" data-value="{verdict}">{esc(head)}</output>' in html
+    assert f'data-readout="fits" data-value="{"false" if verdict == "fails" else "true"}"' in html
+    assert ">Fits</dt>" not in html  # the verdict replaces "Fits: yes/no"
 
 
 def test_module_listing_row_qwen32b_on_4060ti():
