@@ -144,9 +144,24 @@ def test_ngl_bound_follows_the_model_and_machine():
 def test_command_line():
     d = calc.compute(state("?kv=q8_0&ngl=30&ctx=16384"))
     cmd = d.command
-    assert cmd.startswith("llama-server -m ") and "-c 16384" in cmd and "-ngl 30" in cmd
+    assert cmd.startswith("llama-server -m Qwen2.5-32B-Q4_K_M.gguf ") and "-c 16384" in cmd and "-ngl 30" in cmd
     assert "-ctk q8_0 -ctv q8_0" in cmd and "-fa on" in cmd
     assert 'id="llama-command"' in calc.render(d)
+    assert "-ngl 30 is written because you set it" in calc.command_note(d)
+
+
+def test_command_leaves_ngl_to_fit_unless_set_and_names_the_llama_cpp_it_assumes():
+    d = calc.compute(state())  # -ngl auto: --fit (on by default) chooses it
+    assert "-ngl" not in d.command and "-c 8192" in d.command
+    note = calc.command_note(d)
+    assert f"--fit (on by default), which will choose -ngl {d.placement.n_gpu_layers} of 65 here" in note
+    assert "llama.cpp as of December 2025" in note and "PR #16653" in note
+    assert note in calc.render(d)
+    full = calc.command_note(calc.compute(state("?model=llama-3.1-8b")))
+    assert "choose -ngl 33 of 33 here: every layer and the output head on the GPU" in full
+    assert "-ngl" not in calc.compute(state("?machine=cpu-ddr5")).command
+    # the Q2_K mix is the file people download as -Q2_K.gguf
+    assert "-m Qwen2.5-32B-Q2_K.gguf " in calc.compute(state("?quant=Q2_K_MIX")).command
 
 
 def test_render_is_pure_and_prerender_matches():

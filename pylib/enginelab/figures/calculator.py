@@ -12,6 +12,7 @@ from __future__ import annotations
 import perf_model as pm
 
 from .. import chart, custom, explain, findings, fmt, scenario
+from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -525,6 +526,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                     ],
                     class_="command",
                 ),
+                el("p", command_note(data), class_="note command-note", id_="llama-command-note"),
             ],
             class_="command-block",
         )
@@ -533,6 +535,22 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
         parts.append(findings_slot(data, defer))
     parts.append(_table(data))
     return el("div", parts, class_="calculator", data_state="ok" if p.fits else "overask")
+
+
+def command_note(data) -> str:
+    """What the command leaves to llama.cpp: -ngl to --fit unless the reader set it (and what --fit will
+    choose), and the llama.cpp whose flags it assumes (engine_io.LLAMA_CPP_FLAGS)."""
+    p, m = data.placement, data.model
+    total = m.n_layers + 1
+    if data.machine.gpu is None:
+        ngl = "No GPU: every layer runs on the CPU, so the command sets no -ngl."
+    elif p.auto:
+        ngl = f"-ngl is left to --fit (on by default), which will choose -ngl {p.n_gpu_layers} of {total} here" + (
+            ": every layer and the output head on the GPU." if p.full_offload else "."
+        )
+    else:
+        ngl = f"-ngl {p.n_gpu_layers} is written because you set it; --fit leaves a value you set alone."
+    return f"{ngl} Flags as in {LLAMA_CPP_FLAGS}."
 
 
 # ---------------------------------------------------------------------------------------------------------
