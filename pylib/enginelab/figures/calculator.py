@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
-from .. import chart, custom, explain, findings, fmt, scenario
+from .. import chart, custom, explain, findings, fmt, links, scenario
 from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
@@ -592,7 +592,7 @@ def findings_slot(data, defer: bool = False) -> Raw:
                 el(
                     "a",
                     "Open the advisor for recipes, LoRA and speculative decoding",
-                    href="advisor.html" + SPEC.to_query(state),
+                    href=links.figure_href("advisor", SPEC.to_query(state)),
                 ),
                 class_="note",
             ),
