@@ -473,6 +473,8 @@ def copy_site(out: Path):
         src = SITE / sub
         if src.is_dir():
             shutil.copytree(src, out / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # the one script a host page includes to size embedded figures (its URL is part of every embed snippet)
+    shutil.copy2(SITE / "embed.js", out / "embed.js")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // Page chrome shared by every figure page. Plain JavaScript that works before (and without) Python:
 // load progress and load errors, Embed / Download SVG / Share / copy buttons, and the height message
-// to a parent page when embedded. The figure itself is drawn by Python (site/py/main.py).
+// to a parent page when embedded (the host side is site/embed.js). The figure itself is drawn by Python (site/py/main.py).
 import { applyPatch } from "./patch.js";  // frame patches for animated figures (page.patch_view)
 
 const html = document.documentElement;
@@ -92,11 +92,26 @@ export function embedURL() {
   return new URL(path + location.search, location.href).href;
 }
 
+// The site's embed.js (at the site root, one folder above this file), as an absolute URL.
+export function embedScriptURL() {
+  return new URL("../embed.js", import.meta.url).href;
+}
+
+// What a course page pastes: the frame, with an absolute URL and this figure's state, plus the one script line
+// that sizes it (embed.js). Absolute URLs are built from where this page is served.
 export function embedSnippet() {
-  const title = document.title.replace(/"/g, "&quot;");
-  const h = Math.ceil(document.documentElement.scrollHeight);
+  const title = document.title.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;");
+  const h = contentHeight();
   return `<iframe src="${embedURL().replace(/"/g, "%22")}" title="${title}" width="100%" height="${h}" ` +
-         `style="border:0;max-width:100%" loading="lazy"></iframe>`;
+         `style="border:0;max-width:100%" loading="lazy"></iframe>\n` +
+         `<script src="${embedScriptURL().replace(/"/g, "%22")}" async></script>`;
+}
+
+// The height of the page's content in CSS px. Not scrollHeight: inside a frame that never falls below the
+// frame's own height, so a frame sized by it could grow and never shrink. <html> has no height of its own here,
+// so its box is exactly its content.
+export function contentHeight() {
+  return Math.ceil(document.documentElement.getBoundingClientRect().height);
 }
 
 function chartSVG() {
@@ -181,23 +196,41 @@ history.replaceState = function (...args) {
   window.dispatchEvent(new CustomEvent("enginelab:statechange"));
 };
 
-// ---- height for a parent page ------------------------------------------------------------------------
+// ---- height for a parent page (the protocol is documented in site/embed.js) --------------------------------
 if (window.parent !== window) {
   html.classList.add("embedded");
   let last = 0;
-  const post = () => {
-    const h = Math.ceil(document.documentElement.scrollHeight);
-    if (h === last) return;
+  const post = (force) => {
+    const h = contentHeight();
+    if (h === last && force !== true) return;
     last = h;
-    window.parent.postMessage({ type: "enginelab:height", figure: html.dataset.figure, height: h,
+    // "*": the host may be any site; the message says only how tall this page is and which figure it shows
+    window.parent.postMessage({ type: "enginelab:height", v: 1, figure: html.dataset.figure, height: h,
                                 href: location.href }, "*");
   };
-  new ResizeObserver(post).observe(document.body);
-  window.addEventListener("load", post);
-  window.addEventListener("enginelab:statechange", post);
+  // the content's box, grown or shrunk: <html> (its height is its content's) and <body>
+  const ro = new ResizeObserver(() => post());
+  ro.observe(document.documentElement);
+  ro.observe(document.body);
+  // Chromium does not run ResizeObserver in a cross-origin frame that is scrolled out of view, so changes to the
+  // page (a render, deferred advice filled in, a <details> opened, a message shown) are measured directly too
+  let queued = false;
+  new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => { queued = false; post(); });
+  }).observe(document.body, { subtree: true, childList: true, characterData: true,
+                              attributes: true, attributeFilter: ["open", "hidden", "style"] });
+  window.addEventListener("resize", () => post());
+  window.addEventListener("load", () => post());
+  window.addEventListener("enginelab:statechange", () => post());
+  // embed.js says hello when this frame loads (it may have missed our first report): answer at once
+  window.addEventListener("message", (e) => {
+    if (e.source === window.parent && e.data && e.data.type === "enginelab:hello") post(true);
+  });
 }
 
-window.enginelab = { setStatus, setError, embedURL, embedSnippet, applyPatch };
+window.enginelab = { setStatus, setError, embedURL, embedSnippet, embedScriptURL, contentHeight, applyPatch };
 
 // Back / Play / Step for animated figures (a figure module with STEP_FIELD): see steps.js.
 import "./steps.js";
