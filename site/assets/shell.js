@@ -62,6 +62,63 @@ setTimeout(() => {
   if (html.dataset.ready === "false") setError(`Python did not start within ${LOAD_TIMEOUT_S} s.`);
 }, LOAD_TIMEOUT_S * 1000);
 
+// ---- the URL's state before Python -------------------------------------------------------------------
+// The page was pre-rendered for the figure's default settings. A shared link asks for others: show them in the
+// controls at once, and mark every number on the page as computed for other settings (data-stale, and a
+// visible "computing for your settings…") until Python's first render replaces the figure. Python then
+// validates the same query (state.Spec.from_query) and explains anything it rejects.
+export function controlsFromQuery(search = location.search) {
+  const form = $("#controls");
+  if (!form) return [];
+  const changed = [];
+  for (const [key, value] of new URLSearchParams(search)) {
+    const box = form.querySelector(`[data-field="${CSS.escape(key)}"]`);
+    const el = box && box.querySelector("select, input, textarea");
+    if (!el) continue;  // not a setting of this figure: Python will say so
+    if (el.type === "checkbox") {
+      const on = ["1", "true", "yes", "on"].includes(value.trim().toLowerCase());
+      if (el.checked !== on) { el.checked = on; changed.push(key); }
+    } else {
+      const before = el.value;
+      if (el.tagName === "SELECT") {
+        const v = [...el.options].find((o) => o.value === value || o.value.toLowerCase() === value.toLowerCase());
+        if (v) el.value = v.value;
+        else {  // an option the pre-rendered list does not have (it depends on other settings)
+          const opt = document.createElement("option");
+          opt.value = opt.textContent = value;
+          el.append(opt);
+          el.value = value;
+        }
+      } else {
+        el.value = value;
+      }
+      if (el.value !== before) changed.push(key);
+    }
+    box.hidden = false;  // a setting the link gives is shown, even if the defaults would hide it
+  }
+  return changed;
+}
+
+export function markStale() {
+  const fig = $("#figure");
+  if (!fig || fig.querySelector(".stale-banner")) return;
+  fig.classList.add("stale");
+  for (const r of fig.querySelectorAll("[data-readout]")) r.setAttribute("data-stale", "");
+  for (const part of fig.children) part.inert = true;  // the defaults' buttons and links: not for these settings
+  const banner = document.createElement("p");
+  banner.className = "stale-banner";
+  banner.setAttribute("role", "status");
+  banner.textContent = "Computing for your settings… Everything below is for the default settings until " +
+    "Python is running.";
+  fig.prepend(banner);  // Python's first render rewrites #figure: banner and data-stale go with it
+  const summary = $("#summary");
+  if (summary) summary.textContent = "Computing for your settings…";
+  const note = $("#status .status-note");
+  if (note) note.textContent = "Your settings are in the controls; the figure below still shows the defaults.";
+}
+
+if (html.dataset.ready === "false" && location.search && controlsFromQuery().length) markStale();
+
 // Controls do nothing until Python runs: disable them meanwhile (with JavaScript off they stay as they are).
 const fs = $("#controls-set");
 if (fs && html.dataset.ready === "false") fs.disabled = true;
