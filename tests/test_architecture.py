@@ -194,7 +194,7 @@ def test_render_takes_deferral_as_an_argument():
     assert 'data-deferred="findings"' in later and 'data-deferred="findings"' not in now
     assert 'data-explain="decode_tok_s"' in now and 'data-explain="decode_tok_s"' not in later
     filled = calc.deferred_html(d.state)
-    assert filled["explain-decode_tok_s"] in now and set(filled) >= {"calc-findings-body", "explain-fits"}
+    assert filled["explain-decode_tok_s"] in now and set(filled) >= {"calc-findings-body", "explain-verdict"}
     assert calc.render(d) == now  # no global switch changed anything
 
 

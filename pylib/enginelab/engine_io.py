@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .ggml import Tensor
+from .ggml import Tensor, quant_file_tag
 
 
 def _check(cond: bool, arg: str, msg: str) -> None:
@@ -243,16 +243,31 @@ def gguf_fields(source, name=None) -> dict:
 # ---------------------------------------------------------------------------
 
 
+# The llama.cpp whose flags the command line below assumes. Since December 2025 (ggml-org/llama.cpp PR #16653,
+# "automatically set parameters not set by the user in such a way that maximizes GPU utilization"), -ngl
+# defaults to every layer and --fit is on: at load, for the parameters the user did not set, it first lowers
+# the context and then moves layers to system RAM until each device keeps --fit-target (1024 MiB) free. A
+# command that writes -c and leaves -ngl out therefore gets the -ngl that place(n_gpu_layers=None) computes.
+LLAMA_CPP_FLAGS = (
+    "llama.cpp as of December 2025 or later (--fit on by default, ggml-org/llama.cpp PR #16653; -fa on|off|auto)"
+)
+
+
 def gguf_filename(model, quant) -> str:
+    """The file name a GGUF of this model and preset goes by: Model-<tag>.gguf (ggml.quant_file_tag: the Q2_K
+    mix is the file called -Q2_K.gguf)."""
     base = re.sub(r"[^A-Za-z0-9.]+", "-", model.name).strip("-")
-    return f"{base}-{quant or 'model'}.gguf"
+    return f"{base}-{quant_file_tag(quant)}.gguf"
 
 
 def llama_server_command(p, n_parallel=None, flash_attn: str = "on") -> str:
-    """The llama-server invocation that asks for placement p (explicit flags, so --fit changes nothing)."""
+    """The llama-server invocation that asks for placement p, in the flags of LLAMA_CPP_FLAGS.
+
+    -c is always written (so --fit never shortens the context). -ngl is written only when the placement's was
+    set (p.auto is False): with auto it is left to --fit, which picks the same number place() did."""
     parts = ["llama-server", "-m", gguf_filename(p.model, p.quant), "-c", str(p.n_ctx)]
-    # -ngl written out (with auto, the number --fit picks), so the command reproduces this placement
-    parts += ["-ngl", str(p.n_gpu_layers if p.machine.gpu is not None else 0)]
+    if p.machine.gpu is not None and not p.auto:
+        parts += ["-ngl", str(p.n_gpu_layers)]
     if p.kv_type != "f16":
         parts += ["-ctk", p.kv_type, "-ctv", p.kv_type]
     if p.kv_type != "f16" or flash_attn != "auto":

@@ -333,8 +333,8 @@ def vllm_plan(
     elif weights > requested:
         error = (
             f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB but "
-            f"gpu_memory_utilization {gpu_memory_utilization} allows {gib(requested):.2f} GiB. Use a "
-            f"quantized checkpoint (AWQ, GPTQ, FP8) or a larger GPU."
+            f"gpu_memory_utilization {gpu_memory_utilization} allows {gib(requested):.2f} GiB. "
+            f"{_too_big_advice(weight_dtype)}"
         )
     elif available <= 0:
         error = (
@@ -352,6 +352,8 @@ def vllm_plan(
             f"decreasing `max_model_len` when initializing the engine."
         )
     fits = error is None
+    # vLLM measures the KV budget only once the weights are loaded: before that, no "Available KV cache memory"
+    profiled = free_at_start >= requested and weights <= requested
     notes = []
     if model.sliding_window:
         notes.append(
@@ -385,6 +387,7 @@ def vllm_plan(
         "cudagraph_bytes": graphs,
         "cudagraph_sizes": 0 if enforce_eager else len(cudagraph_capture_sizes(max_num_seqs)),
         "available_kv_bytes": available,
+        "profiled": profiled,  # the profiling run happened: available_kv_bytes is what vLLM would log
         "page_size_bytes": page,
         "kv_bytes_per_token": per_token,
         "num_layers": n_layers,
@@ -422,10 +425,24 @@ def vllm_concurrency_log_line(plan: dict) -> str:
     return f"Maximum concurrency for {plan['max_model_len']:,} tokens per request: {plan['max_concurrency']:.2f}x"
 
 
+def _too_big_advice(weight_dtype: str) -> str:
+    """What to do when the checkpoint's weights alone do not fit, given what they already are."""
+    if weight_dtype in ("awq", "gptq"):
+        return (
+            "These are already 4-bit weights: use a smaller model, a GPU with more memory, or split the model "
+            "over several GPUs (--tensor-parallel-size)."
+        )
+    if weight_dtype == "fp8":
+        return "Use a 4-bit checkpoint (AWQ, GPTQ), a GPU with more memory, or several GPUs (--tensor-parallel-size)."
+    return "Use a quantized checkpoint (AWQ, GPTQ, FP8) or a larger GPU."
+
+
 def vllm_log_lines(plan: dict) -> list:
     """The start-up lines vLLM would print (INFO prefixes left out)."""
+    if plan["error"] and "Free memory" in plan["error"]:
+        return [plan["error"]]  # checked before anything loads
     lines = [f"Model loading took {format_gib(plan['weights_bytes'])} GiB memory"]
-    if plan["weights_bytes"] > plan["requested_bytes"] or plan["error"] and "Free memory" in plan["error"]:
+    if not plan["profiled"]:
         return lines + [plan["error"]]
     lines.append(f"Available KV cache memory: {format_gib(plan['available_kv_bytes'])} GiB")
     if plan["error"]:
@@ -543,7 +560,7 @@ def sglang_plan(
     if weights > free_before:
         error = (
             f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB, "
-            f"{gib(free_before):.2f} GiB is free."
+            f"{gib(free_before):.2f} GiB is free. {_too_big_advice(weight_dtype)}"
         )
     elif tokens <= 0:
         error = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."

@@ -243,8 +243,9 @@ def setup_own_model(app):
 def main():
     status("Python is running; importing enginelab…", 4)
     sys.path.insert(0, os.path.abspath("lib"))  # where PyScript unpacked our wheel (see the page's config)
-    from enginelab import figures, page
+    from enginelab import figures, links, page
 
+    links.set_figures_base(str(html.getAttribute("data-figures-base") or ""))  # links to other figure pages
     fig = figures.get(str(html.dataset.figure))
     status("Drawing the figure…", 5)
     app = App(fig, page)

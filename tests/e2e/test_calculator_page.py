@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 import perf_model as pm
+from enginelab import scenario
 
 from .harness import DIST, readouts, wait_ready
 
@@ -57,6 +58,7 @@ def expected(
         "prefill_tok_s": None,
         "cpu_share": None,
         "fits": p.fits,
+        "verdict": scenario.verdict(p),
     }
     if p.fits:
         d = pm.decode_step_time(p, mc, context=tokens, n_threads=n_threads)
@@ -86,6 +88,8 @@ def assert_readouts(page, **state):
         g = got[k]
         if v is None:
             assert g == "", (k, g)
+        elif isinstance(v, str):
+            assert g == v, (k, g, v)
         elif isinstance(v, bool):
             assert g == ("true" if v else "false"), (k, g)
         elif isinstance(v, int):
@@ -176,16 +180,18 @@ def test_bad_query_values_are_explained_and_fall_back(page_at):
     text = " | ".join(msgs)
     assert "<img src=x" in text and "not one of" in text  # named, shown as text
     assert "'abc' is not a whole number" in text
-    assert "999 is above the maximum 65" in text
+    assert "999 is above 65, the most the other settings allow" in text
     assert "-5 is below the minimum 1" in text
     assert "'zzz'" in text
     assert page.locator("#messages img, #figure img").count() == 0
     assert page.evaluate("window.pwned") is None
-    # fallbacks: default model and ctx, ngl clamped to the maximum, kv forgiven its case
+    # fallbacks: default model and ctx, kv forgiven its case; ngl is used clamped to this model's 65 while the
+    # reader's 999 (a bound from another field: the model) stays in the control and the URL
     assert page.input_value("#f-model") == "qwen2.5-32b"
     assert page.input_value("#f-kv") == "q8_0"
     assert_readouts(page, kv="q8_0", ngl=65, tokens=1)
-    assert query(page) == {"kv": "q8_0", "ngl": "65", "tokens": "1"}
+    assert page.input_value("#f-ngl") == "999"
+    assert query(page) == {"kv": "q8_0", "ngl": "999", "tokens": "1"}
 
 
 def test_overask_says_it_would_fail_to_allocate(page_at):
@@ -193,7 +199,8 @@ def test_overask_says_it_would_fail_to_allocate(page_at):
     alert = page.locator("[data-overask]")
     assert alert.is_visible()
     text = alert.text_content()
-    assert "Would fail to allocate" in text and "GB free" in text and "needs" in text
+    assert "Would fail to allocate" in text and "GB is free" in text and "needs" in text and "over by 7.1 GB" in text
+    assert page.locator(".readout-verdict output").text_content() == "Fails to allocate"
     r = assert_readouts(page, ngl=65)
     assert r["fits"] == "false" and r["decode_tok_s"] == "" and r["prefill_tok_s"] == ""
     assert page.locator(".readout-decode_tok_s output").text_content() == "—"
