@@ -195,13 +195,13 @@ def test_bad_query_values_are_explained_and_fall_back(page_at):
 
 
 def test_overask_says_it_would_fail_to_allocate(page_at):
-    page = page_at(PAGE + "?ngl=65")
+    page = page_at(PAGE + "?ngl=65&profile=course")
     alert = page.locator("[data-overask]")
     assert alert.is_visible()
     text = alert.text_content()
     assert "Would fail to allocate" in text and "GB is free" in text and "needs" in text and "over by 7.1 GB" in text
     assert page.locator(".readout-verdict output").text_content() == "Fails to allocate"
-    r = assert_readouts(page, ngl=65)
+    r = assert_readouts(page, ngl=65, profile="course")
     assert r["fits"] == "false" and r["decode_tok_s"] == "" and r["prefill_tok_s"] == ""
     assert page.locator(".readout-decode_tok_s output").text_content() == "—"
     assert page.locator(".overflow").count() == 1
