@@ -1218,7 +1218,6 @@ def _layer_bytes(model: Model, quant) -> tuple:
     if key not in _LAYER_CACHE:
         if len(_LAYER_CACHE) >= _CACHE_MAX_ENTRIES:
             _LAYER_CACHE.clear()
-            _PARAM_CACHE.clear()  # the Time section's per-layer cache, keyed the same way
         _LAYER_CACHE[key] = _layer_bytes_uncached(model, quant)
     return _LAYER_CACHE[key]
 
@@ -1742,21 +1741,30 @@ def _prefill_weights(p: Placement) -> dict:
 def quant_bpw(quant, model=None) -> float:
     """Bits per weight of a quant: a number passes through; a name gives the
     model's effective bpw when a model is given, else its main ggml type's bpw."""
+    return _bpw(quant, "quant", model)
+
+
+def _bpw(quant, arg: str, model=None) -> float:
     if isinstance(quant, (int, float)) and not isinstance(quant, bool):
-        return check_number(quant, "bpw", 0.0, 64.0, lo_open=True)
+        return check_number(quant, arg, 0.0, 64.0, lo_open=True)
+    _check(
+        isinstance(quant, str) and (quant.upper() in GGML_TYPES or quant in ALL_QUANTS),
+        arg,
+        f"must be bits per weight (a number) or a quantization ({', '.join(ALL_QUANTS)}) or ggml type, "
+        f"got {brief(quant)}",
+    )
     if model is not None:
         return effective_bpw(model, quant)
-    if isinstance(quant, str) and quant.upper() in GGML_TYPES:
+    if quant.upper() in GGML_TYPES:
         return GGML_TYPES[quant.upper()].bpw
-    q = check_quant(quant)
-    return GGML_TYPES[main_type(q)].bpw
+    return GGML_TYPES[main_type(quant)].bpw
 
 
 def roofline(device: Device, bpw, batch: int = 1) -> dict:
     """Where a weight matmul over `batch` tokens sits on `device`'s roofline."""
     _check(isinstance(device, Device), "device", f"must be a Device, got {brief(device)}")
     check_number(batch, "batch", 0.0, MAX_BATCH, lo_open=True)
-    bpw = quant_bpw(bpw)
+    bpw = _bpw(bpw, "bpw")
     intensity = 16.0 * batch / bpw
     ridge = device.flops / device.bandwidth
     attainable = min(device.flops, intensity * device.bandwidth)

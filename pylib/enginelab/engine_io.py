@@ -230,6 +230,8 @@ def _read_header(source):
         return source
     try:
         return gh.read_gguf(source)
+    except ValueError as e:  # the reader's errors name the header field and its byte
+        raise ValueError(f"source: {e}") from None
     except TypeError as e:  # not bytes, a file or a path
         raise ValueError(f"source: {e}") from None
     except OSError as e:  # a path that cannot be read
@@ -359,6 +361,21 @@ def gguf_filename(model, quant) -> str:
 
 def llama_server_command(p, n_parallel=None, flash_attn: str = "on") -> str:
     """The llama-server invocation that asks for placement p (explicit flags, so --fit changes nothing)."""
+    _check(
+        type(p).__name__ == "Placement" and hasattr(p, "layer_device"),
+        "p",
+        f"must be a perf_model.Placement (from place()), got {brief(p)}",
+    )
+    _check(
+        n_parallel is None or (is_int(n_parallel) and 1 <= n_parallel <= 1 << 16),
+        "n_parallel",
+        f"must be None or an integer from 1 to 65,536, got {brief(n_parallel)}",
+    )
+    _check(
+        isinstance(flash_attn, str) and flash_attn in ("on", "off", "auto"),
+        "flash_attn",
+        f"must be 'on', 'off' or 'auto', got {brief(flash_attn)}",
+    )
     parts = ["llama-server", "-m", gguf_filename(p.model, p.quant), "-c", str(p.n_ctx)]
     # -ngl written out (with auto, the number --fit picks), so the command reproduces this placement
     parts += ["-ngl", str(p.n_gpu_layers if p.machine.gpu is not None else 0)]
