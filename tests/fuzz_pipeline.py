@@ -287,7 +287,7 @@ def _mutate_semantic(rng: random.Random, kvs: list, tensors: list) -> tuple:
         tid = rng.choice(list(GGML_TYPES_BY_ID) + [4, 31, 36, 43, 99, 2**31])
         info = GGML_TYPES_BY_ID.get(tid)
         if info and rng.random() < 0.8:  # usually keep the row a whole number of blocks, so the reader accepts it
-            dims = [info.block_size * max(1, dims[0] // info.block_size)] + list(dims[1:])
+            dims = [info.block_size * max(1, (dims[0] if dims else 256) // info.block_size)] + list(dims[1:])
         tensors[i] = (name, dims, tid)
     elif op == 6 and tensors:  # a tensor's shape
         i = rng.randrange(len(tensors))
@@ -401,11 +401,11 @@ class Stats:
 
 
 def _timed(stats: Stats, label: str, fn, *args, **kw):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     try:
         return fn(*args, **kw)
     finally:
-        dt = time.perf_counter() - t0
+        dt = time.process_time() - t0
         if dt > stats.slowest[0]:
             stats.slowest = (dt, label)
         if dt > SLOW_CALL_S:
@@ -442,6 +442,112 @@ def run_pipeline(data: bytes, stats: Stats) -> None:
         kind = type(e).__name__
         stats.failures[kind] += 1
         stats.examples.setdefault(kind, f"{e}"[:300])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# config.json: hostile dicts and texts through the same pipeline
+# ---------------------------------------------------------------------------------------------------------------
+_CONFIG_KEYS = [
+    "model_type",
+    "num_hidden_layers",
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "sliding_window",
+    "layer_types",
+    "rope_scaling",
+    "attention_bias",
+    "text_config",
+    "_name_or_path",
+]
+_CONFIG_SEEDS = [
+    {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 512, "intermediate_size": 1024,
+     "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 2048, "rope_scaling": {"rope_type": "llama3"}},
+    {"model_type": "qwen3_moe", "num_hidden_layers": 3, "hidden_size": 256, "intermediate_size": 512,
+     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1024, "num_experts": 8,
+     "num_experts_per_tok": 2, "moe_intermediate_size": 128},
+    {"model_type": "gemma2", "num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 512,
+     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1024, "sliding_window": 512,
+     "layer_types": ["sliding_attention", "full_attention"] * 2},
+    {"model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
+     "num_attention_heads": 4, "vocab_size": 512},
+]  # fmt: skip
+_JSON_VALUES = [None, True, False, -1, 0, 1, 2, 3, 1.5, 4096.0, 10**6, 10**8, 10**400, 2**63, 2**64, "", "32",
+                "llama", [], [1, 2], [0] * 4, {}, {"rope_type": "llama3"}, {"type": 1}, [[1]], 1e308]  # fmt: skip
+
+
+def hostile_config(rng: random.Random):
+    """A config.json dict (or, a quarter of the time, its text, possibly cut or deeply nested)."""
+    cfg = dict(rng.choice(_CONFIG_SEEDS))
+    for _ in range(rng.randint(1, 3)):
+        key = rng.choice(_CONFIG_KEYS)
+        if rng.random() < 0.15:
+            cfg.pop(key, None)
+        else:
+            cfg[key] = rng.choice(_JSON_VALUES)
+    if rng.random() < 0.75:
+        return cfg
+    import json
+
+    text = json.dumps(cfg) if not any(isinstance(v, int) and v > 10**300 for v in cfg.values()) else str(cfg)
+    op = rng.randrange(4)
+    if op == 0:
+        text = text[: rng.randrange(len(text) + 1)]
+    elif op == 1:
+        depth = rng.choice([10, 40, 1000, 50_000])
+        text = text[:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+    elif op == 2:
+        text = text[:-1] + ', "n": ' + "9" * rng.choice([30, 5000]) + "}"
+    return text
+
+
+def run_config(cfg, stats: Stats) -> None:
+    """One config (a dict or a text) through model_from_hf_config (or parse_config) and the pipeline."""
+    from enginelab import custom
+
+    stats.inputs += 1
+    try:
+        try:
+            if isinstance(cfg, str):
+                m = _timed(stats, "model_from_config_text", custom.model_from_config_text, cfg)
+            else:
+                m = _timed(stats, "model_from_hf_config", pm.model_from_hf_config, cfg)
+        except ValueError:
+            stats.refused += 1
+            return
+        stats.accepted += 1
+        check_output(_timed(stats, "total_params", m.total_params), "total_params")
+        for machine in MACHINES[:2]:
+            p = _timed(
+                stats, f"place({machine})", pm.place, m, machine, "Q4_K_M", n_ctx=min(8192, m.max_position_embeddings)
+            )
+            check_output(p.as_dict(), "place")
+            check_output(_timed(stats, "decode_step_time", pm.decode_step_time, p, context=p.n_ctx), "decode")
+            f = _timed(stats, "prefill_time", pm.prefill_time, p, n_tokens=min(p.n_ctx, 512))
+            check_output({k: v for k, v in f.items() if k != "steps"}, "prefill_time")
+    except Exception as e:
+        kind = type(e).__name__
+        stats.failures[kind] += 1
+        stats.examples.setdefault(kind, f"{e}"[:300])
+
+
+def fuzz_configs(n: int, seed: int = 0, stats: Stats | None = None) -> Stats:
+    rng = random.Random(seed)
+    stats = stats or Stats()
+    for cfg in _CONFIG_SEEDS:
+        run_config(cfg, stats)
+    for _ in range(n):
+        run_config(hostile_config(rng), stats)
+    return stats
 
 
 def fuzz(n: int, seed: int = 0, stats: Stats | None = None) -> Stats:
