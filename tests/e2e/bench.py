@@ -12,7 +12,8 @@
   first forward (simulation cached, frames new) and the second backward. Frames go through the figure's frame
   patch (site/assets/patch.js); kv_frame_full_* times the same frames rendered in full, for comparison.
 - dist_bytes: the size of dist/ by component (and gzip -6 sizes, which is what a server would send).
-- Extensions: if bench/bench_kv.py exists and has run(scale), its figures are added under "kv".
+- Extensions: every bench/bench_<name>.py with run(scale) (bench_kv, bench_exercises, bench_fuzz, ...) adds its
+  figures under "<name>".
 
 Prints the figures and writes them to dist/bench.json.
 """
@@ -178,7 +179,8 @@ def dist_bytes(dist: Path) -> dict:
     return {"raw": groups, "gzip": gz}
 
 
-EXTENSIONS = (("kv", "bench_kv.py"), ("exercises", "bench_exercises.py"))
+# Every bench/bench_<name>.py with run(scale) -> dict lands under <name> in bench.json (kv, exercises, fuzz, ...).
+EXTENSIONS = tuple((p.stem.removeprefix("bench_"), p.name) for p in sorted((ROOT / "bench").glob("bench_*.py")))
 
 
 def run_extensions(scale: float) -> dict:
