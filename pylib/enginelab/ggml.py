@@ -374,7 +374,7 @@ def tensor_bytes(t: Tensor, typ: str) -> int:
 
 
 _PLAN_CACHE: dict = {}
-_PLAN_CACHE_MAX_ROWS = 500_000  # rows kept over all cached plans (~200 MB at most); then the cache starts over
+_PLAN_CACHE_MAX_ROWS = 100_000  # rows kept over all cached plans (~40 MB at most); then the cache starts over
 _plan_cache_rows = 0
 
 
