@@ -17,7 +17,13 @@ from enginelab.figures import calculator as calc
 PYLIB = Path(__file__).resolve().parents[1] / "pylib"
 COURSE = ("perf_model", "inference_trace", "kv_managers")
 # below perf_model: the pieces it is built from (they import nothing above them)
-BELOW_COURSE = ("enginelab.ggml", "enginelab.engine_io", "enginelab.gguf_header", "enginelab.measured")
+BELOW_COURSE = (
+    "enginelab.checks",
+    "enginelab.ggml",
+    "enginelab.engine_io",
+    "enginelab.gguf_header",
+    "enginelab.measured",
+)
 
 
 def _modules() -> dict[str, Path]:

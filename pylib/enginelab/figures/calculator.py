@@ -711,6 +711,8 @@ def own_model_panel() -> Raw:
                         "",
                         id_="cfg-text",
                         rows=5,
+                        # the browser stops a paste one character past the limit: a huge paste never reaches Python
+                        maxlength=custom.CONFIG_MAX_CHARS + 1,
                         spellcheck="false",
                         placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}',
                     ),
