@@ -60,9 +60,11 @@ from __future__ import annotations
 import bisect
 import math
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
+from enginelab import engine_io as _engine_io
 from enginelab import measured as _measured  # the measured profile's parameters (section 7)
+from enginelab.checks import brief, check_bool, check_int, check_number, check_text, is_int
 
 # What moved out of this file, re-exported so `from perf_model import ...` keeps working:
 #   enginelab.ggml       ggml block types, GGUF tensors, llama-quantize presets and rules
@@ -89,6 +91,10 @@ from enginelab.ggml import (  # noqa: F401
     check_quant,
     ggml_type,
     main_type,
+    quant_file_tag,
+    quant_label,
+    quant_options,
+    quant_short,
     weight_order,
 )
 from enginelab.ggml import quantize_plan as _ggml_quantize_plan
@@ -121,6 +127,52 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 # their GGUF names, with ggml's dimension order: ne[0] is the row length (the
 # input features of a matmul), ne[1] the rows, ne[2] the experts.
 
+# Model bounds.  Every Model is checked when it is made (Model.__post_init__), whatever made it: the catalog
+# below, a config.json (model_from_hf_config), a GGUF header (model_from_gguf), a URL or a learner's code.
+# The bounds are physical: generous enough for any real model (the largest today are noted), and tight enough
+# that no valid Model can make a function here run for seconds or give an infinite or negative number.
+MAX_LAYERS = 1_000  # num_hidden_layers; Llama 3.1 405B has 126, DeepSeek V3 61
+MAX_VOCAB = 10_000_000  # vocab_size; real vocabularies are 32k-262k (Gemma 3: 262,144)
+MAX_HIDDEN = 65_536  # hidden_size; Llama 3.1 405B: 16,384
+MAX_HEAD_DIM = 4_096  # head_dim; real heads are 64-256 (DeepSeek's MLA keys: 192)
+MAX_HEADS = 4_096  # num_attention_heads and num_key_value_heads; Llama 3.1 405B: 128
+MAX_EXPERTS = 4_096  # num_local_experts; DeepSeek V3 and Qwen3 235B: 256 and 128
+MAX_CONTEXT = 1 << 25  # max_position_embeddings (33,554,432 tokens); Llama 4 Scout: 10,485,760
+MAX_INTERMEDIATE = 1 << 20  # intermediate_size, moe_intermediate_size, shared_expert_intermediate_size
+MAX_NGL = 1 << 16  # -ngl: anything above n_layers + 1 is clamped to it, as llama.cpp does (-ngl 99, 999)
+MAX_BATCH = 1 << 20  # sequences decoded together (decode_step_time, roofline): far past any KV pool
+MAX_TEXT_CHARS = 256  # name, key, source
+MAX_TAG_CHARS = 64  # model_type, tokenizer
+MAX_GGUF_TENSORS = 1 << 16  # tensors of a GGUF file (65,536); real files have 300-2,000
+# Architectures whose attention has no head_dim of its own: q/k/v are hidden_size wide, split into heads
+# (transformers' Phi3Attention and Qwen2Attention derive head_dim = hidden_size // num_attention_heads).
+HEAD_DIM_FROM_HIDDEN = ("phi3", "qwen2")
+
+_INT_FIELDS = (
+    # field, smallest, largest (a str names another field, read after that one is checked)
+    ("num_hidden_layers", 1, MAX_LAYERS),
+    ("hidden_size", 1, MAX_HIDDEN),
+    ("intermediate_size", 1, MAX_INTERMEDIATE),
+    ("num_attention_heads", 1, MAX_HEADS),
+    ("num_key_value_heads", 1, "num_attention_heads"),
+    ("vocab_size", 1, MAX_VOCAB),
+    ("head_dim", 0, MAX_HEAD_DIM),
+    ("max_position_embeddings", 1, MAX_CONTEXT),
+    ("num_local_experts", 0, MAX_EXPERTS),
+    ("num_experts_per_tok", 0, "num_local_experts"),
+    ("moe_intermediate_size", 0, MAX_INTERMEDIATE),
+    ("shared_expert_intermediate_size", 0, MAX_INTERMEDIATE),
+    ("sliding_window", 0, "max_position_embeddings"),
+)
+_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qk_norm", "rope_freqs")
+_TEXT_FIELDS = (
+    ("name", MAX_TEXT_CHARS),
+    ("key", MAX_TEXT_CHARS),
+    ("source", MAX_TEXT_CHARS),
+    ("model_type", MAX_TAG_CHARS),
+    ("tokenizer", MAX_TAG_CHARS),
+)
+
 
 @dataclass(frozen=True)
 class Model:
@@ -150,6 +202,17 @@ class Model:
     key: str = ""
     tokenizer: str = "llama3"  # tokenizer family: sizes the GGUF metadata
     gguf_tensors: tuple = ()  # real tensors from a GGUF header (model_from_gguf)
+
+    def __post_init__(self):
+        _validate_model(self)
+
+    def __hash__(self):
+        # Models key the size and placement caches; a GGUF model's tensor table is hashed once, not per lookup.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in _MODEL_FIELD_NAMES))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     # -- derived shapes ---------------------------------------------------
     @property
@@ -196,6 +259,121 @@ class Model:
                 continue
             n += _active_elements(self, t)
         return n
+
+
+_MODEL_FIELD_NAMES = tuple(f.name for f in fields(Model))
+
+
+def _validate_model(m: Model) -> None:
+    """Model.__post_init__: every field of the right type and within the bounds above, and the cross-field rules.
+    Raises ValueError naming the field. Integers of other integer types become int, lists become tuples."""
+
+    def put(name, value):
+        object.__setattr__(m, name, value)
+
+    for name, max_chars in _TEXT_FIELDS:
+        check_text(getattr(m, name), name, max_chars)
+    for name in _BOOL_FIELDS:
+        check_bool(getattr(m, name), name)
+    for name, lo, hi in _INT_FIELDS:
+        hi_value = getattr(m, hi) if isinstance(hi, str) else hi
+        value = getattr(m, name)
+        if isinstance(hi, str) and is_int(value) and lo <= value and value > hi_value:
+            _check(False, name, f"must be at most {hi} ({hi_value:,}), got {brief(value)}")
+        put(name, check_int(value, name, lo, hi_value))
+    # cross-field rules
+    heads, kv = m.num_attention_heads, m.num_key_value_heads
+    _check(
+        heads % kv == 0,
+        "num_key_value_heads",
+        f"must divide num_attention_heads ({heads:,}): each KV head serves a whole group of query heads, got {kv:,}",
+    )
+    if m.head_dim == 0:
+        _check(
+            m.hidden_size % heads == 0,
+            "head_dim",
+            f"is 0 (derive it from hidden_size / num_attention_heads), but hidden_size {m.hidden_size:,} is not a "
+            f"multiple of num_attention_heads {heads:,}",
+        )
+    _check(m.d_head <= MAX_HEAD_DIM, "head_dim", f"must be at most {MAX_HEAD_DIM:,}, got {m.d_head:,}")
+    if m.model_type in HEAD_DIM_FROM_HIDDEN and not m.gguf_tensors:
+        _check(
+            m.d_head * heads == m.hidden_size,
+            "head_dim",
+            f"{m.model_type} splits hidden_size into the heads: head_dim x num_attention_heads must equal "
+            f"hidden_size ({m.hidden_size:,}), got {m.d_head:,} x {heads:,} = {m.d_head * heads:,}",
+        )
+    if m.rope_freqs:
+        _check(
+            m.d_head % 2 == 0,
+            "head_dim",
+            f"must be even with llama3 rope scaling (rope_freqs holds one frequency per pair of dimensions), "
+            f"got {m.d_head:,}",
+        )
+    if m.num_local_experts > 1:
+        _check(
+            m.num_experts_per_tok >= 1,
+            "num_experts_per_tok",
+            f"must be at least 1 in a model with {m.num_local_experts:,} experts, got 0",
+        )
+    # the per-layer sliding-window pattern: one bool per layer, repeated when shorter than the model
+    pattern = m.sliding_window_pattern
+    if isinstance(pattern, list):
+        pattern = tuple(pattern)
+        put("sliding_window_pattern", pattern)
+    _check(isinstance(pattern, tuple), "sliding_window_pattern", f"must be a tuple of booleans, got {brief(pattern)}")
+    _check(
+        len(pattern) <= m.num_hidden_layers,
+        "sliding_window_pattern",
+        f"must have at most one entry per layer ({m.num_hidden_layers:,}), got {len(pattern):,}",
+    )
+    for i, v in enumerate(pattern):
+        _check(isinstance(v, bool), "sliding_window_pattern", f"entry {i} must be True or False, got {brief(v)}")
+    _check(
+        not pattern or m.sliding_window > 0,
+        "sliding_window",
+        "must be > 0 when sliding_window_pattern marks sliding-window layers",
+    )
+    # a GGUF file's own tensors
+    ts = m.gguf_tensors
+    if isinstance(ts, list):
+        ts = tuple(ts)
+        put("gguf_tensors", ts)
+    _check(isinstance(ts, tuple), "gguf_tensors", f"must be a tuple of Tensor, got {brief(ts)}")
+    _check(
+        len(ts) <= MAX_GGUF_TENSORS,
+        "gguf_tensors",
+        f"holds {len(ts):,} tensors; at most {MAX_GGUF_TENSORS:,} are allowed",
+    )
+    for t in ts:
+        _check_gguf_tensor(t, m.num_hidden_layers)
+
+
+def _check_gguf_tensor(t, n_layers: int) -> None:
+    _check(isinstance(t, Tensor), "gguf_tensors", f"must hold Tensor objects, got {brief(t)}")
+    _check(
+        isinstance(t.name, str) and 0 < len(t.name) <= MAX_TEXT_CHARS,
+        "gguf_tensors",
+        f"a tensor's name must be a non-empty string of at most {MAX_TEXT_CHARS} characters, got {brief(t.name)}",
+    )
+    what = f"tensor {t.name!r}"
+    _check(isinstance(t.src_type, str) and t.src_type in GGML_TYPES, what, f"unknown ggml type {brief(t.src_type)}")
+    _check(
+        isinstance(t.ne, tuple) and 1 <= len(t.ne) <= 4,
+        what,
+        f"must have 1 to 4 dimensions (a tuple), got {brief(t.ne)}",
+    )
+    for j, d in enumerate(t.ne):
+        _check(
+            is_int(d) and 1 <= d < 1 << 63, what, f"dimension {j} must be an integer from 1 to 2^63-1, got {brief(d)}"
+        )
+    _check(isinstance(t.cls, str), what, f"its class must be a string, got {brief(t.cls)}")
+    _check(
+        is_int(t.layer) and -1 <= t.layer < n_layers,
+        what,
+        f"its block index must be -1 (not in a block) or from 0 to num_hidden_layers - 1 = {n_layers - 1:,}, "
+        f"got {brief(t.layer)}",
+    )
 
 
 def _active_elements(model: Model, t: Tensor) -> float:
@@ -564,7 +742,9 @@ def get_model(model) -> Model:
     if isinstance(model, Model):
         return model
     _check(
-        isinstance(model, str) and model in MODELS, "model", f"unknown model {model!r}; allowed: {', '.join(MODELS)}"
+        isinstance(model, str) and model in MODELS,
+        "model",
+        f"must be a Model or the key of one; unknown {brief(model)}; allowed: {', '.join(MODELS)}",
     )
     return MODELS[model]
 
@@ -648,7 +828,7 @@ def _kv_type(kv_type: str) -> GGMLType:
     _check(
         isinstance(kv_type, str) and kv_type.lower() in KV_TYPES,
         "kv_type",
-        f"unknown KV cache type {kv_type!r}; allowed: {', '.join(KV_TYPES)}",
+        f"unknown KV cache type {brief(kv_type)}; allowed: {', '.join(KV_TYPES)}",
     )
     return GGML_TYPES[kv_type.upper()]
 
@@ -679,6 +859,10 @@ def kv_bytes_per_token(model, kv_type: str = "f16") -> float:
 
 def kv_layer_tokens(model, il: int, n_ctx: int) -> int:
     """Tokens layer il holds at context n_ctx: all of them, or its window."""
+    if type(model) is not Model or not is_int(il) or not is_int(n_ctx):  # the hot path skips the full checks
+        model = get_model(model)
+        check_int(il, "il", 0, model.num_hidden_layers - 1)
+        check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
     if model.is_swa_layer(il):
         return min(n_ctx, model.sliding_window)
     return n_ctx
@@ -687,15 +871,31 @@ def kv_layer_tokens(model, il: int, n_ctx: int) -> int:
 def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> float:
     """Bytes of KV cache for n_ctx tokens (over `layers`, default all)."""
     model = get_model(model)
-    _check(isinstance(n_ctx, int) and n_ctx >= 0, "n_ctx", f"must be an integer >= 0, got {n_ctx!r}")
+    check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
     per = kv_bytes_per_token_layer(model, kv_type)
-    rng = range(model.num_hidden_layers) if layers is None else layers
+    if layers is None:
+        rng = range(model.num_hidden_layers)
+    else:
+        _check(
+            not isinstance(layers, (str, bytes)) and hasattr(layers, "__iter__"),
+            "layers",
+            f"must be None (all) or a list of layer indices, got {brief(layers)}",
+        )
+        rng = list(layers)
+        _check(len(rng) <= MAX_LAYERS, "layers", f"at most {MAX_LAYERS:,} layer indices, got {len(rng):,}")
+        for il in rng:
+            check_int(il, "layers", 0, model.num_hidden_layers - 1)
     return sum(per * kv_layer_tokens(model, il, n_ctx) for il in rng)
 
 
 # ---------------------------------------------------------------------------
 # 5. Devices and machines
 # ---------------------------------------------------------------------------
+# Checked when made, like a Model: positive, finite figures (bounds far above any real device, so a typo or a
+# hostile URL cannot make a time infinite, zero or negative).
+MAX_DEVICE_GB = 1e6  # memory, decimal GB (a petabyte)
+MAX_DEVICE_GBS = 1e6  # bandwidth, GB/s (HBM3e GPUs: ~8,000)
+MAX_DEVICE_TFLOPS = 1e6  # FP16 TFLOP/s (B200: ~2,250 dense)
 
 
 @dataclass(frozen=True)
@@ -713,13 +913,30 @@ class Device:
     fitted: bool = False  # True where a figure was fitted to the module's printed numbers
     backend: str = ""  # llama.cpp backend: cuda, rocm, vulkan, metal, sycl, cpu ("" = by its role: see device_backend)
     cores: int = 0  # a CPU's physical cores (0: estimated from fp16_tflops, see enginelab.measured.cpu_cores)
+    # where fp16_tflops was fitted to the module (fitted=True): the datasheet figure, which the measured
+    # profile uses instead (0: fp16_tflops is the datasheet's)
+    spec_tflops: float = 0.0
+    # a GPU's non-tensor FP32 rate (CUDA cores, shader ALUs), TFLOP/s: the measured profile's rate for the work
+    # a quantized matmul does outside the tensor cores (dequantizing tiles). 0: estimated (see
+    # enginelab.measured.vector_tflops)
+    fp32_tflops: float = 0.0
 
     def __post_init__(self):
+        check_text(self.name, "name", MAX_TEXT_CHARS)
+        check_number(self.mem_gb, "mem_gb", 0.0, MAX_DEVICE_GB)
+        check_number(self.bandwidth_gbs, "bandwidth_gbs", 0.0, MAX_DEVICE_GBS, lo_open=True)
+        check_number(self.fp16_tflops, "fp16_tflops", 0.0, MAX_DEVICE_TFLOPS, lo_open=True)
+        check_text(self.source, "source", MAX_TEXT_CHARS)
+        check_bool(self.approx, "approx")
+        check_bool(self.fitted, "fitted")
         _check(
-            self.backend in ("",) + _measured.BACKENDS,
+            isinstance(self.backend, str) and self.backend in ("",) + _measured.BACKENDS,
             "backend",
-            f"unknown backend {self.backend!r}; allowed: {', '.join(_measured.BACKENDS)}",
+            f"unknown backend {brief(self.backend)}; allowed: {', '.join(_measured.BACKENDS)}",
         )
+        check_int(self.cores, "cores", 0, 1 << 16)
+        check_number(self.spec_tflops, "spec_tflops", 0.0, MAX_DEVICE_TFLOPS)
+        check_number(self.fp32_tflops, "fp32_tflops", 0.0, MAX_DEVICE_TFLOPS)
 
     @property
     def mem_bytes(self) -> float:
@@ -756,17 +973,14 @@ class Interconnect:
     name: str = ""
 
     def __post_init__(self):
-        _check(self.kind in LINK_KINDS, "interconnect", f"unknown kind {self.kind!r}; allowed: {', '.join(LINK_KINDS)}")
         _check(
-            isinstance(self.bandwidth_gbs, (int, float)) and 0 <= self.bandwidth_gbs < 1e6,
+            isinstance(self.kind, str) and self.kind in LINK_KINDS,
             "interconnect",
-            f"bandwidth_gbs must be a number >= 0, got {self.bandwidth_gbs!r}",
+            f"unknown kind {brief(self.kind)}; allowed: {', '.join(LINK_KINDS)}",
         )
-        _check(
-            isinstance(self.latency_us, (int, float)) and 0 <= self.latency_us < 1e7,
-            "interconnect",
-            f"latency_us must be a number >= 0, got {self.latency_us!r}",
-        )
+        check_number(self.bandwidth_gbs, "bandwidth_gbs", 0.0, MAX_DEVICE_GBS)
+        check_number(self.latency_us, "latency_us", 0.0, 1e7)
+        check_text(self.name, "name", MAX_TEXT_CHARS)
 
 
 LINK_KINDS = ("pcie", "p2p", "nvlink", "rpc")
@@ -795,22 +1009,35 @@ class Machine:
     interconnect: Interconnect | None = None  # how several GPUs reach each other (None: PCIe via the host)
 
     def __post_init__(self):
+        check_text(self.name, "name", MAX_TEXT_CHARS)
+        # several GPUs: a tuple (or list) of Devices; a tuple of one is that Device (section 6b)
         if isinstance(self.gpu, list):
             object.__setattr__(self, "gpu", tuple(self.gpu))
         if isinstance(self.gpu, tuple):
             _check(len(self.gpu) > 0, "gpu", "an empty tuple: pass None for a machine without a GPU")
-            _check(len(self.gpu) <= MAX_GPUS, "gpu", f"at most {MAX_GPUS} GPUs, got {len(self.gpu)}")
+            _check(len(self.gpu) <= MAX_GPUS, "gpu", f"at most {MAX_GPUS} GPUs, got {len(self.gpu):,}")
             for i, d in enumerate(self.gpu):
-                _check(isinstance(d, Device), "gpu", f"entry {i} must be a Device, got {type(d).__name__}")
+                _check(isinstance(d, Device), "gpu", f"entry {i} must be a Device, got {brief(d)}")
             if len(self.gpu) == 1:
                 object.__setattr__(self, "gpu", self.gpu[0])
             else:
                 _check(not self.unified, "gpu", "a unified-memory machine has one GPU")
         _check(
+            self.gpu is None or isinstance(self.gpu, (Device, tuple)),
+            "gpu",
+            f"must be a Device, a tuple of Devices or None, got {brief(self.gpu)}",
+        )
+        _check(
             self.interconnect is None or isinstance(self.interconnect, Interconnect),
             "interconnect",
-            "must be an Interconnect or None",
+            f"must be an Interconnect or None, got {brief(self.interconnect)}",
         )
+        _check(isinstance(self.ram, Device), "ram", f"must be a Device, got {brief(self.ram)}")
+        check_number(self.pcie_gbs, "pcie_gbs", 0.0, MAX_DEVICE_GBS)
+        check_bool(self.unified, "unified")
+        check_number(self.gpu_share, "gpu_share", 0.0, 1.0, lo_open=True)
+        check_number(self.drive_gbs, "drive_gbs", 0.0, MAX_DEVICE_GBS, lo_open=True)
+        check_text(self.key, "key", MAX_TEXT_CHARS)
 
     @property
     def pcie(self) -> float:
@@ -865,6 +1092,7 @@ DDR4_DUAL = Device(
     1.0,
     source="JEDEC DDR4-3200: 3200 MT/s x 8 B x 2 channels = 51.2 GB/s",
     approx=True,
+    cores=8,
 )  # CPU FLOP/s: ~1 TFLOP/s FP32 AVX2 on 8 cores (approximation)
 DDR5_DUAL = Device(
     "DDR5-5600 dual channel",
@@ -873,7 +1101,8 @@ DDR5_DUAL = Device(
     1.5,
     source="JEDEC DDR5-5600: 5600 MT/s x 8 B x 2 channels = 89.6 GB/s",
     approx=True,
-)  # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 (approximation)
+    cores=8,
+)  # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 on 8 cores (approximation)
 
 _NV = "https://www.nvidia.com/en-us/geforce/graphics-cards/"
 # The RTX 3060's and RTX 4060 Ti's FP16 figures were fitted to the module's prefill column (28.15-28.21 and
@@ -884,7 +1113,10 @@ RTX_3060 = Device(
     360,
     28.2,
     fitted=True,
-    source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module",
+    spec_tflops=25.6,
+    fp32_tflops=12.7,
+    source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module (GA106 datasheet: "
+    "25.6 dense FP16 tensor with FP32 accumulate)",
 )
 RTX_4060_TI = Device(
     "RTX 4060 Ti 16GB",
@@ -892,24 +1124,34 @@ RTX_4060_TI = Device(
     288,
     51.75,
     fitted=True,
-    source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module",
+    spec_tflops=44.1,
+    fp32_tflops=22.1,
+    source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module (Ada whitepaper: "
+    "44.1 dense FP16 tensor with FP32 accumulate)",
 )
 RTX_3090 = Device(
-    "RTX 3090", 24, 936, 71.0, source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.)"
+    "RTX 3090",
+    24,
+    936,
+    71.0,
+    fp32_tflops=35.6,
+    source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.), 35.6 TFLOP/s FP32",
 )
 RTX_4090 = Device(
     "RTX 4090",
     24,
     1008,
     165.2,
-    source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.)",
+    fp32_tflops=82.6,
+    source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.), 82.6 FP32",
 )
 RTX_5090 = Device(
     "RTX 5090",
     32,
     1792,
     209.5,
-    source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.)",
+    fp32_tflops=104.8,
+    source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.), 104.8 FP32",
 )
 M4_PRO = Device(
     "M4 Pro (48 GB)",
@@ -942,7 +1184,7 @@ MACHINES: dict[str, Machine] = {
     "m4pro": Machine(
         "MacBook Pro M4 Pro 48 GB",
         M4_PRO,
-        replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0),
+        replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0, cores=10),  # 10 performance cores
         0.0,
         unified=True,
         key="m4pro",
@@ -950,7 +1192,7 @@ MACHINES: dict[str, Machine] = {
     "m4max": Machine(
         "MacBook Pro M4 Max 128 GB",
         M4_MAX,
-        replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5),
+        replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5, cores=12),  # 12 performance cores
         0.0,
         unified=True,
         key="m4max",
@@ -987,7 +1229,7 @@ def get_machine(machine) -> Machine:
     _check(
         isinstance(machine, str) and machine in MACHINES,
         "machine",
-        f"unknown machine {machine!r}; allowed: {', '.join(MACHINES)}",
+        f"must be a Machine or the key of one; unknown {brief(machine)}; allowed: {', '.join(MACHINES)}",
     )
     return MACHINES[machine]
 
@@ -1051,8 +1293,8 @@ class Placement:
     tensor_split: tuple = ()  # --tensor-split as llama.cpp gets it (given, or what --fit wrote); () = by free memory
     fit_wrote_split: bool = False  # tensor_split is --fit's layers per GPU (not the reader's -ts)
     gpu_devices: tuple = ()  # one DeviceUse per GPU of the machine
-    layer_gpu: tuple = ()  # per block: the index of its GPU in machine.gpus, -1 on the CPU
-    output_gpu: int = -1  # the GPU holding the output layer, -1 on the CPU
+    layer_gpu: tuple = ()  # per block: the index of its GPU in machine.gpus, None on the CPU
+    output_gpu: int | None = None  # the GPU holding the output layer, None on the CPU
     row_split: bool = False  # split_mode row on a backend with a split buffer: matrices split by rows
     row_fractions: tuple = ()  # with row_split: each GPU's share of every matrix's rows
 
@@ -1070,6 +1312,52 @@ class Placement:
                 0, dev.name, layers, self.gpu_weights, self.gpu_kv, self.gpu_compute, self.gpu_capacity, self.fit_margin
             ),
         )
+
+    def __post_init__(self):
+        # place() makes valid Placements; this catches a hand-made one before it reaches the timing functions
+        _check(isinstance(self.model, Model), "model", f"must be a Model, got {brief(self.model)}")
+        _check(isinstance(self.machine, Machine), "machine", f"must be a Machine, got {brief(self.machine)}")
+        n = self.model.num_hidden_layers
+        _check(
+            isinstance(self.layer_device, tuple)
+            and len(self.layer_device) == n
+            and all(d == "gpu" or d == "cpu" for d in self.layer_device),
+            "layer_device",
+            f"must be a tuple of {n} entries, each 'gpu' or 'cpu'",
+        )
+        _kv_type(self.kv_type)
+        check_int(self.n_ctx, "n_ctx", 1, MAX_CONTEXT)
+        check_int(self.n_gpu_layers, "n_gpu_layers", 0, n + 1)
+        check_int(self.n_cpu_moe, "n_cpu_moe", 0, n)
+        check_int(self.n_ubatch, "n_ubatch", 1, MAX_CONTEXT)
+        if self.machine.multi_gpu:  # section 6b's fields, which the timing functions read
+            ng = len(self.machine.gpus)
+            _check(self.split_mode in SPLIT_MODES, "split_mode", f"must be one of {', '.join(SPLIT_MODES)}")
+            _check(
+                isinstance(self.layer_gpu, tuple)
+                and len(self.layer_gpu) == n
+                and all(g is None or (is_int(g) and 0 <= g < ng) for g in self.layer_gpu),
+                "layer_gpu",
+                f"must be a tuple of {n} GPU indices (None: the CPU), each below {ng}",
+            )
+            _check(
+                self.output_gpu is None or (is_int(self.output_gpu) and 0 <= self.output_gpu < ng),
+                "output_gpu",
+                f"must be None (the CPU) or 0 to {ng - 1}",
+            )
+            _check(
+                isinstance(self.gpu_devices, tuple) and len(self.gpu_devices) == ng,
+                "gpu_devices",
+                f"must hold one DeviceUse per GPU ({ng})",
+            )
+            if self.row_split:
+                _check(
+                    isinstance(self.row_fractions, tuple)
+                    and len(self.row_fractions) == ng
+                    and abs(sum(self.row_fractions) - 1.0) < 1e-6,
+                    "row_fractions",
+                    f"must be {ng} shares that sum to 1",
+                )
 
     @property
     def gpu_total(self) -> float:
@@ -1157,6 +1445,8 @@ def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: b
     matmul (gate, up and their product).  Matches llama.cpp's reported CUDA compute
     buffer (about 0.3 GB for an 8B model at -ub 512) to within a few percent."""
     model = get_model(model)
+    check_int(n_ubatch, "n_ubatch", 1, MAX_CONTEXT)
+    check_bool(with_logits, "with_logits")
     ff = model.intermediate_size
     if model.is_moe:
         ff = max(model.moe_intermediate_size or ff, 1) * max(1, model.num_experts_per_tok)
@@ -1165,12 +1455,15 @@ def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: b
 
 
 _LAYER_CACHE: dict = {}
+_CACHE_MAX_ENTRIES = 512  # (model, quant) pairs kept; then the caches start over (memory stays bounded)
 
 
 def _layer_bytes(model: Model, quant) -> tuple:
     """Per block: (bytes of non-expert tensors, bytes of expert tensors); plus non-block bytes."""
     key = (model, quant)
     if key not in _LAYER_CACHE:
+        if len(_LAYER_CACHE) >= _CACHE_MAX_ENTRIES:
+            _LAYER_CACHE.clear()
         _LAYER_CACHE[key] = _layer_bytes_uncached(model, quant)
     return _LAYER_CACHE[key]
 
@@ -1244,22 +1537,30 @@ def place(
         check_quant(quant)
     _kv_type(kv_type)
     _check(
-        isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0,
+        is_int(n_ctx) and 0 < n_ctx <= MAX_CONTEXT,
         "n_ctx",
-        f"context length must be a positive integer, got {n_ctx!r}",
+        f"context length must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ctx)}",
     )
     n = model.num_hidden_layers
     _check(
-        n_gpu_layers is None or (isinstance(n_gpu_layers, int) and 0 <= n_gpu_layers <= n + 1),
+        n_gpu_layers is None or (is_int(n_gpu_layers) and 0 <= n_gpu_layers <= MAX_NGL),
         "n_gpu_layers",
-        f"must be None (auto) or an integer from 0 to {n + 1}, got {n_gpu_layers!r}",
+        f"must be None (auto) or an integer from 0 to {MAX_NGL:,}, got {brief(n_gpu_layers)}",
     )
     _check(
-        isinstance(n_cpu_moe, int) and 0 <= n_cpu_moe <= n,
+        is_int(n_cpu_moe) and 0 <= n_cpu_moe <= n,
         "n_cpu_moe",
-        f"must be an integer from 0 to {n}, got {n_cpu_moe!r}",
+        f"must be an integer from 0 to {n}, got {brief(n_cpu_moe)}",
     )
-    _check(isinstance(n_ubatch, int) and n_ubatch >= 1, "n_ubatch", f"must be a positive integer, got {n_ubatch!r}")
+    _check(
+        is_int(n_ubatch) and 1 <= n_ubatch <= MAX_CONTEXT,
+        "n_ubatch",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ubatch)}",
+    )
+    check_number(fit_target_mib, "fit_target_mib", 0.0, MAX_DEVICE_GB * 1e3)
+    n_ctx, n_cpu_moe, n_ubatch = int(n_ctx), int(n_cpu_moe), int(n_ubatch)
+    # as llama.cpp: -ngl past the model's n_layer + 1 (the habitual -ngl 99) means every layer and the head
+    n_gpu_layers = None if n_gpu_layers is None else min(int(n_gpu_layers), n + 1)
     if n_cpu_moe and not model.is_moe:
         n_cpu_moe = 0
     tensor_split, split_mode, main_gpu = check_split(machine, tensor_split, split_mode, main_gpu)
@@ -1520,13 +1821,13 @@ def split_points(weights) -> list:
 
 def layer_devices(n_layer: int, n_gpu_layers: int, splits) -> tuple:
     """For layers 0 .. n_layer (n_layer: the output layer), the index of the device in `splits` that gets it,
-    or -1 for the CPU: load_tensors' get_layer_buft_list."""
+    or None for the CPU: load_tensors' get_layer_buft_list."""
     start = max(n_layer + 1 - n_gpu_layers, 0)
     act = min(n_gpu_layers, n_layer + 1) if splits else 0
     out = []
     for il in range(n_layer + 1):
         if il < start or il - start >= act:
-            out.append(-1)
+            out.append(None)
         else:
             out.append(min(bisect.bisect_right(splits, _f32((il - start) / act)), len(splits) - 1))
     return tuple(out)
@@ -1609,13 +1910,13 @@ def _place_multi(
         if not any(weights):
             weights = [1.0] * len(active)  # no GPU layers at all: the split does not matter
         devs = layer_devices(n, ngl, split_points(weights))
-        lg = tuple(active[d] if d >= 0 else -1 for d in devs)
+        lg = tuple(None if d is None else active[d] for d in devs)
         w, k, has_blocks = [0.0] * ng, [0.0] * ng, [False] * ng
         cw = ck = 0.0
         cpu_blocks = False
         for il in range(n):
             g = lg[il]
-            if g < 0:
+            if g is None:
                 cw += dense[il] + experts[il]
                 ck += kv_layer[il]
                 cpu_blocks = True
@@ -1634,7 +1935,7 @@ def _place_multi(
                 w[g] += dense[il]
         cw += embd  # the input layer: always on the CPU
         og = lg[n]
-        if og >= 0:
+        if og is not None:
             w[og] += out_small
             if row:
                 for i in range(ng):
@@ -1644,7 +1945,7 @@ def _place_multi(
         else:
             cw += out_small + (0 if tied else out_matrix)  # a tied head on the CPU reads token_embd itself
         comp = [_multi_compute_bytes(model, n_ubatch, n_ctx, has_blocks[i], og == i) for i in range(ng)]
-        cc = _multi_compute_bytes(model, n_ubatch, n_ctx, cpu_blocks, og < 0, host=True)
+        cc = _multi_compute_bytes(model, n_ubatch, n_ctx, cpu_blocks, og is None, host=True)
         uses = tuple(
             DeviceUse(
                 i,
@@ -1668,8 +1969,8 @@ def _place_multi(
             n_gpu_layers=ngl,
             n_cpu_moe=n_cpu_moe,
             auto=auto,
-            layer_device=tuple("gpu" if g >= 0 else "cpu" for g in lg[:n]),
-            output_on_gpu=og >= 0,
+            layer_device=tuple("cpu" if g is None else "gpu" for g in lg[:n]),
+            output_on_gpu=og is not None,
             gpu_weights=sum(w),
             gpu_kv=sum(k),
             gpu_compute=sum(comp),
@@ -1902,17 +2203,19 @@ def decode_step_time(
     On a machine with several GPUs (section 7b) the gpu_* numbers are over all GPUs, total_s also holds
     link_s (the hops or synchronisations over the GPU link), and `devices` breaks the step down per device."""
     p = placement
+    _check(isinstance(p, Placement), "placement", f"must be a Placement (from place()), got {brief(p)}")
     machine = p.machine if machine is None else get_machine(machine)
     _check(
-        isinstance(context, int) and not isinstance(context, bool) and context >= 0,
+        is_int(context) and 0 <= context <= MAX_CONTEXT,
         "context",
-        f"must be an integer >= 0, got {context!r}",
+        f"must be an integer from 0 to {MAX_CONTEXT:,}, got {brief(context)}",
     )
     _check(
-        isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1,
+        is_int(batch) and 1 <= batch <= MAX_BATCH,
         "batch",
-        f"must be an integer >= 1, got {batch!r}",
+        f"must be an integer from 1 to {MAX_BATCH:,}, got {brief(batch)}",
     )
+    context, batch = int(context), int(batch)
     profile = _check_profile(profile, p)
     n_threads = _check_threads(n_threads)
     if p.machine.multi_gpu:
@@ -2010,23 +2313,26 @@ def prefill_time(
 
     profile and n_threads as for decode_step_time (for the CPU, n_threads is llama.cpp's -tb)."""
     p = placement
+    _check(isinstance(p, Placement), "placement", f"must be a Placement (from place()), got {brief(p)}")
     machine = p.machine if machine is None else get_machine(machine)
     _check(
-        isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and 0 < n_tokens <= MAX_TOKENS,
+        is_int(n_tokens) and 0 < n_tokens <= MAX_CONTEXT,
         "n_tokens",
-        f"must be an integer from 1 to {MAX_TOKENS:,}, got {n_tokens!r}",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_tokens)}",
     )
     ub = p.n_ubatch if n_ubatch is None else n_ubatch
     _check(
-        isinstance(ub, int) and not isinstance(ub, bool) and 1 <= ub <= MAX_TOKENS,
+        is_int(ub) and 1 <= ub <= MAX_CONTEXT,
         "n_ubatch",
-        f"must be a positive integer, got {ub!r}",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(ub)}",
     )
     _check(
-        isinstance(n_batch, int) and not isinstance(n_batch, bool) and 1 <= n_batch <= MAX_TOKENS,
+        is_int(n_batch) and 1 <= n_batch <= MAX_CONTEXT,
         "n_batch",
-        f"must be a positive integer, got {n_batch!r}",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_batch)}",
     )
+    check_bool(op_offload, "op_offload")
+    n_tokens, ub, n_batch = int(n_tokens), int(ub), int(n_batch)
     profile = _check_profile(profile, p)
     n_threads = _check_threads(n_threads)
     steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload, profile=profile, n_threads=n_threads)
@@ -2052,9 +2358,6 @@ def prefill_time(
         res["backend"] = device_backend(machine, heavy)
         res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "prefill")
     return res
-
-
-MAX_TOKENS = 1 << 25  # the longest prompt or context timed (Model's context bound)
 
 
 def _prefill_work(p: Placement, start: int, u: int) -> dict:
@@ -2127,6 +2430,14 @@ def prefill_steps(
     Each step: kind ('gpu', 'cpu', 'gpu_offload', 'pcie'), ubatch index, tokens, n_ubatches, bytes,
     flops, time_s.  Past PREFILL_GROUP_MAX micro-batches, consecutive ones are timed together (a step's
     n_ubatches says how many), so a million-token prompt costs no more to time than a short one."""
+    _check(isinstance(p, Placement), "p", f"must be a Placement (from place()), got {brief(p)}")
+    for arg, v in (("n_tokens", n_tokens), ("n_ubatch", n_ubatch), ("n_batch", n_batch)):
+        _check(
+            is_int(v) and 1 <= v <= MAX_CONTEXT,
+            arg,
+            f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(v)}",
+        )
+    check_bool(op_offload, "op_offload")
     profile = _check_profile(profile, p)
     if p.machine.multi_gpu:
         return _prefill_steps_multi(p, n_tokens, n_ubatch, n_batch, op_offload, profile, n_threads)
@@ -2309,28 +2620,28 @@ def _link_traffic(p: Placement, tokens: int) -> dict:
         blocks, _ = _layer_parts(m, p.quant)
         act = [i for i, f in enumerate(p.row_fractions) if f > 0]
         for il, g in enumerate(p.layer_gpu):
-            if g < 0:
+            if g is None:
                 continue
             b = blocks[il]
             others = sum(f for i, f in enumerate(p.row_fractions) if i != g)
             n_transfers += b["n_mat"]
             n_bytes += tokens * 4.0 * (b["k_in"] * (len(act) - 1) + b["n_out"] * others)
-        if p.output_gpu >= 0:
+        if p.output_gpu is not None:
             others = sum(f for i, f in enumerate(p.row_fractions) if i != p.output_gpu)
             n_transfers += 1
             n_bytes += tokens * 4.0 * (h * (len(act) - 1) + m.vocab_size * others)
         kind = "sync"
     else:
         for a, b in zip(order, order[1:]):
-            if a != b and (a >= 0 and b >= 0 or rpc):
+            if a != b and (a is not None and b is not None or rpc):
                 n_transfers += 1
                 n_bytes += tokens * 4.0 * h
         kind = "hop"
     if rpc:
-        if order[0] >= 0:  # the host looks the input rows up in token_embd and sends them
+        if order[0] is not None:  # the host looks the input rows up in token_embd and sends them
             n_transfers += 1
             n_bytes += tokens * 4.0 * h
-        if p.output_gpu >= 0:  # the logits come back to the host
+        if p.output_gpu is not None:  # the logits come back to the host
             n_transfers += 1
             n_bytes += tokens * 4.0 * m.vocab_size
     return {"kind": kind, "transfers": n_transfers, "bytes": n_bytes}
@@ -2366,7 +2677,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
 
     for il in range(m.n_layers):
         g = p.layer_gpu[il]
-        side = "cpu" if g < 0 else _gpu_side(g)
+        side = "cpu" if g is None else _gpu_side(g)
         a = loc[side]
         ae = loc["cpu" if il < p.n_cpu_moe else side]
         b = blocks[il]
@@ -2374,7 +2685,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
         a["w"] += b["small_bytes"]
         for typ, n in b["small"].items():
             add(a, typ, n, 1.0, 2.0 * n * tokens)
-        if shares and g >= 0:
+        if shares and g is not None:
             for i, f in enumerate(shares):
                 if f <= 0:
                     continue
@@ -2401,9 +2712,9 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 pairs[win] = _causal_pairs_window(win, start, start + tokens)
             a["af"] += attn_per * pairs[win]
     if with_head:
-        hside = "cpu" if p.output_gpu < 0 else _gpu_side(p.output_gpu)
+        hside = "cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)
         hb = _head_bytes(p)
-        if shares and p.output_gpu >= 0:
+        if shares and p.output_gpu is not None:
             for i, f in enumerate(shares):
                 if f > 0:
                     s = spl[_gpu_side(i)]
@@ -2431,7 +2742,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             for s, a in d.items()
         }
 
-    hs = ("cpu" if p.output_gpu < 0 else _gpu_side(p.output_gpu)) if with_head else None
+    hs = ("cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)) if with_head else None
     return works(loc, hs), works(spl)
 
 
@@ -2537,7 +2848,7 @@ def _prefill_steps_multi(
     n_ub = -(-n_tokens // n_ubatch)
     group = max(1, -(-n_ub // PREFILL_GROUP_MAX))
     first = next((i for i in range(len(mc.gpus)) if p.per_gpu[i].total > 0), 0)
-    head_side = "cpu" if p.output_gpu < 0 else _gpu_side(p.output_gpu)
+    head_side = "cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)
     i = start = 0
     while start < n_tokens:
         k = min(group, -(-(n_tokens - start) // n_ubatch))
@@ -2623,22 +2934,30 @@ def _prefill_steps_multi(
 def quant_bpw(quant, model=None) -> float:
     """Bits per weight of a quant: a number passes through; a name gives the
     model's effective bpw when a model is given, else its main ggml type's bpw."""
+    return _bpw(quant, "quant", model)
+
+
+def _bpw(quant, arg: str, model=None) -> float:
     if isinstance(quant, (int, float)) and not isinstance(quant, bool):
-        _check(quant > 0, "bpw", f"must be > 0, got {quant!r}")
-        return float(quant)
+        return check_number(quant, arg, 0.0, 64.0, lo_open=True)
+    _check(
+        isinstance(quant, str) and (quant.upper() in GGML_TYPES or quant in ALL_QUANTS),
+        arg,
+        f"must be bits per weight (a number) or a quantization ({', '.join(ALL_QUANTS)}) or ggml type, "
+        f"got {brief(quant)}",
+    )
     if model is not None:
         return effective_bpw(model, quant)
-    if isinstance(quant, str) and quant.upper() in GGML_TYPES:
+    if quant.upper() in GGML_TYPES:
         return GGML_TYPES[quant.upper()].bpw
-    q = check_quant(quant)
-    return GGML_TYPES[main_type(q)].bpw
+    return GGML_TYPES[main_type(quant)].bpw
 
 
 def roofline(device: Device, bpw, batch: int = 1) -> dict:
     """Where a weight matmul over `batch` tokens sits on `device`'s roofline."""
-    _check(isinstance(device, Device), "device", "must be a Device")
-    _check(isinstance(batch, (int, float)) and batch > 0, "batch", f"must be > 0, got {batch!r}")
-    bpw = quant_bpw(bpw)
+    _check(isinstance(device, Device), "device", f"must be a Device, got {brief(device)}")
+    check_number(batch, "batch", 0.0, MAX_BATCH, lo_open=True)
+    bpw = _bpw(bpw, "bpw")
     intensity = 16.0 * batch / bpw
     ridge = device.flops / device.bandwidth
     attainable = min(device.flops, intensity * device.bandwidth)
@@ -2672,7 +2991,7 @@ def model_from_hf_config(config: dict, name=None) -> Model:
 
     Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
     phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
-    return Model(**hf_config_fields(config, name))
+    return _engine_io.model_from_hf_config(config, name, Model)
 
 
 def model_from_gguf(source, name=None) -> Model:
@@ -2681,7 +3000,7 @@ def model_from_gguf(source, name=None) -> Model:
     Only the header is read.  The Model's tensors are the file's own, with their
     real types, so quantize_plan(model, None) and place(model, machine, None, ...)
     use the file's exact sizes."""
-    return Model(**gguf_fields(source, name))
+    return _engine_io.model_from_gguf(source, name, Model)
 
 
 # ---------------------------------------------------------------------------

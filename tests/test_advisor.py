@@ -562,8 +562,10 @@ def test_recipe_lora_and_speculative_panels():
     s = fstate("?model=llama-3.1-8b&machine=rtx4060ti&goal=one_user_fits&lora_rank=16&draft=llama-3.2-1b")
     data = F.compute(s)
     html = F.render(data)
-    r = A.recipe("one_user_fits", "llama-3.1-8b", "rtx4060ti", "Q4_K_M", context=2000, users=2, tokens=2000)
-    assert data.recipe.state == r.state
+    r = A.recipe(
+        "one_user_fits", "llama-3.1-8b", "rtx4060ti", "Q4_K_M", context=2000, users=2, tokens=2000, profile="measured"
+    )
+    assert data.recipe.state == r.state  # the page's (measured) profile
     use = [b for b in buttons(html) if "ctx" in b]
     assert use == [{"ctx": 4096, "ngl": 33}]  # only what differs from the current state
     assert 'data-lora-bytes="27262976"' in html  # rank 16 on q,k,v,o of the 8B, by hand above
@@ -605,15 +607,18 @@ def _golden(name: str, text: str):
 
 
 def test_golden_gains_chart_default():
-    _golden("advisor.svg", str(findings_mod.gains_chart(F.compute(F.default_state()).found)) + "\n")
+    # the module's case on the course profile (stable across refits of the measured profile)
+    _golden("advisor.svg", str(findings_mod.gains_chart(F.compute(fstate("?profile=course")).found)) + "\n")
 
 
 def test_golden_gains_chart_overask():
-    _golden("advisor-overask.svg", str(findings_mod.gains_chart(F.compute(fstate("?ngl=65")).found)) + "\n")
+    _golden(
+        "advisor-overask.svg", str(findings_mod.gains_chart(F.compute(fstate("?ngl=65&profile=course")).found)) + "\n"
+    )
 
 
 def test_golden_speculative_chart():
-    d = F.compute(fstate("?model=llama-3.1-8b&machine=rtx4060ti&draft=llama-3.2-1b"))
+    d = F.compute(fstate("?model=llama-3.1-8b&machine=rtx4060ti&draft=llama-3.2-1b&profile=course"))
     _golden("advisor-spec.svg", str(F._spec_chart(d.spec)) + "\n")
 
 

@@ -17,7 +17,13 @@ from enginelab.figures import calculator as calc
 PYLIB = Path(__file__).resolve().parents[1] / "pylib"
 COURSE = ("perf_model", "inference_trace", "kv_managers")
 # below perf_model: the pieces it is built from (they import nothing above them)
-BELOW_COURSE = ("enginelab.ggml", "enginelab.engine_io", "enginelab.gguf_header", "enginelab.measured")
+BELOW_COURSE = (
+    "enginelab.checks",
+    "enginelab.ggml",
+    "enginelab.engine_io",
+    "enginelab.gguf_header",
+    "enginelab.measured",
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -150,14 +156,23 @@ def test_only_three_course_modules_at_the_top_of_the_wheel():
 # -- one Scenario per state -----------------------------------------------------------------------------
 def test_one_placement_per_calculator_state(monkeypatch):
     """Rendering the calculator, its explanations and the advisor's findings places the state's own setup
-    once (the advisor's suggested changes place other setups, which is their job)."""
+    once per profile: the measured one the page shows, and the course one whose numbers sit beside it (the
+    advisor's suggested changes place other setups, which is their job)."""
     s = calc.SPEC.from_query("?model=qwen2.5-14b&machine=rtx3060&ctx=32768")[0]
     calls = []
     real = pm.place
 
     def counting(model, machine, quant="Q4_K_M", n_ctx=4096, kv_type="f16", n_gpu_layers=None, **kw):
         calls.append(
-            (getattr(model, "key", model), getattr(machine, "key", machine), quant, n_ctx, kv_type, n_gpu_layers)
+            (
+                getattr(model, "key", model),
+                getattr(machine, "key", machine),
+                quant,
+                n_ctx,
+                kv_type,
+                n_gpu_layers,
+                kw.get("profile", "course"),
+            )
         )
         return real(model, machine, quant, n_ctx, kv_type, n_gpu_layers, **kw)
 
@@ -166,7 +181,8 @@ def test_one_placement_per_calculator_state(monkeypatch):
     calc.render(calc.compute(s), defer=True)
     calc.deferred_html(s)
     base = ("qwen2.5-14b", "rtx3060", "Q4_K_M", 32768, "f16", None)
-    assert calls.count(base) == 1, calls[:5]
+    assert calls.count(base + ("measured",)) == 1, calls[:5]
+    assert calls.count(base + ("course",)) == 1, calls[:5]
     assert len(calls) > 1  # the findings did try changes
 
 
@@ -184,7 +200,7 @@ def test_render_takes_deferral_as_an_argument():
     assert 'data-deferred="findings"' in later and 'data-deferred="findings"' not in now
     assert 'data-explain="decode_tok_s"' in now and 'data-explain="decode_tok_s"' not in later
     filled = calc.deferred_html(d.state)
-    assert filled["explain-decode_tok_s"] in now and set(filled) >= {"calc-findings-body", "explain-fits"}
+    assert filled["explain-decode_tok_s"] in now and set(filled) >= {"calc-findings-body", "explain-verdict"}
     assert calc.render(d) == now  # no global switch changed anything
 
 

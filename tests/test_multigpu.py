@@ -105,7 +105,10 @@ def test_two_24gb_cards_llama31_70b_q4_k_m_by_hand():
     assert g0.total == 22_622_830_592 and g1.total == 22_497_378_560
     assert p.fits and p.auto and p.n_gpu_layers == 81 and all(u.fits for u in p.per_gpu)
     assert p.cpu_weights == 591_003_648  # token_embd (Q4_K) stays on the CPU
-    assert "-ngl 81 -ts 41,40" in pm.llama_server_command(p)
+    # the command leaves -ngl and -ts to --fit (it splits the same way); with -ngl pinned, -ts pins the split
+    assert pm.llama_server_command(p) == "llama-server -m Llama-3.1-70B-Q4_K_M.gguf -c 8192 -fa on"
+    pinned = pm.place("llama-3.1-70b", TWO_3090, "Q4_K_M", n_ctx=8192, n_gpu_layers=81)
+    assert pinned.per_gpu == p.per_gpu and "-ngl 81 -ts 41,40" in pm.llama_server_command(pinned)
 
 
 def test_decode_layer_split_by_hand():
@@ -137,7 +140,8 @@ def test_24gb_plus_12gb_default_proportional_split():
     assert g0.kv == 44 * 32 * MiB and g1.kv == 20 * 32 * MiB
     assert g0.weights == block_bytes(model, "Q4_K_M", range(44))
     assert p.fits and p.n_gpu_layers == 65 and g0.fits and g1.fits
-    assert "-ngl 65 -ts 44,21" in pm.llama_server_command(p)
+    pinned = pm.place(model, RTX3090_3060, "Q4_K_M", n_ctx=8192, n_gpu_layers=65)
+    assert "-ngl 65 -ts 44,21" in pm.llama_server_command(pinned)
     # -ts 3,1 instead: points [0.75, 1]; il / 65 < 0.75 for il <= 48
     q = pm.place(model, RTX3090_3060, "Q4_K_M", n_ctx=8192, tensor_split=(3, 1))
     assert len(q.per_gpu[0].layers) == 49 and len(q.per_gpu[1].layers) == 16

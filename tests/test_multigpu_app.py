@@ -32,14 +32,16 @@ def test_url_round_trip_and_old_urls():
     # a URL from before: no key, one GPU, the same numbers as ever
     old, msgs = state("?model=qwen2.5-14b&machine=rtx3060&ctx=32768")
     assert msgs == [] and old.gpus == "" and not calc.compute(old).machine.multi_gpu
-    assert calc.compute(old).placement == pm.place("qwen2.5-14b", "rtx3060", n_ctx=32768)
+    assert calc.compute(old).placement == pm.place("qwen2.5-14b", "rtx3060", n_ctx=32768, profile=old.profile)
 
 
 def test_two_3090s_in_the_calculator():
     d = calc.compute(state(TWO)[0])
     assert d.machine.gpus == (pm.RTX_3090, pm.RTX_3090) and d.machine.ram == pm.MACHINES["rtx3090"].ram
     assert d.readouts.fits and d.readouts.n_gpu_layers == 81
-    assert "-ngl 81 -ts 41,40" in d.command
+    assert "-ngl" not in d.command and "-ts" not in d.command  # -ngl auto: --fit splits the layers itself
+    pinned = calc.compute(state(TWO + "&ngl=81")[0])
+    assert "-ngl 81 -ts 41,40" in pinned.command
     html = calc.render(d)
     # one memory bar per GPU, then the host's RAM, each GPU's total as a readout
     svg = str(calc._bar_chart(d))
@@ -124,7 +126,7 @@ def test_card_tokens():
 
 
 def test_advisor_suggests_ts_when_one_card_overflows_and_another_has_room():
-    s = state("?machine=rtx3090&gpus=rtx3090,rtx3060&ts=1,1")[0]
+    s = state("?machine=rtx3090&gpus=rtx3090,rtx3060&ts=1,1&profile=course")[0]
     d = calc.compute(s)
     assert not d.readouts.fits and d.placement.failing_device == "GPU 1 (RTX 3060)"
     f = findings.for_scenario(d)

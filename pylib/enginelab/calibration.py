@@ -168,7 +168,10 @@ def devices() -> dict:
         if r.get("kind") == "cpu":  # "16 cores / 32 threads", "8P+4E cores": physical cores
             text = str(r.get("cores", "")).split("/")[0].split("cores")[0]
             cores = sum(int(x) for x in re.findall(r"\d+", text))
-        out[r["device"]] = pm.Device(r["device"], 1e6, bw, tf, source=r.get("source", ""), cores=cores)
+        fp32 = _num(r.get("fp32_tflops")) or 0.0
+        out[r["device"]] = pm.Device(
+            r["device"], 1e6, bw, tf, source=r.get("source", ""), cores=cores, fp32_tflops=fp32
+        )
     return out
 
 
@@ -206,7 +209,7 @@ def samples(include_lab: bool = True) -> list:
     """Every usable (device, model, quant, test) measurement as a Sample (see the module docstring)."""
     devs = devices()
     out = []
-    runs = _csv("calibration_runs.csv") + _csv("calibration_pr_tables.csv")
+    runs = _csv("calibration_runs.csv") + _csv("calibration_pr_tables.csv") + _csv("calibration_extra_runs.csv")
     if include_lab:
         runs += _csv("lab_cpu_runs.csv")
     for r in runs:
@@ -288,13 +291,15 @@ def predict(s: Sample, params: dict) -> float:
 # The parameters each fit may move (the rest keep their priors)
 FREE = {
     ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us"),
-    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us"),
+    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us"),
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "layer_us", "step_us", "dq.f16", "dq.legacy", "dq.kquant", "dq.iquant"),
     ("cpu", "prefill"): ("pp_eff_q", "pp_dq.legacy", "pp_dq.kquant", "pp_dq.iquant", "pp_layer_us"),
 }  # fmt: skip
+# Metal describes a GPU by its one FP32 rate: a second (vector) rate term would count the same ALUs twice
+FIXED = {"metal": ("pp_eff_c",)}
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0), "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "step_us": (1.0, 20000.0),
-    "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0),
+    "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
     "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0),
 }  # fmt: skip
 # How strongly each (log) parameter is pulled toward its prior, against the data: prompt processing has few
@@ -338,7 +343,7 @@ def fit(samples_: list, backend: str, kind: str, iterations: int = 400) -> dict:
     """The free parameters of (backend, kind) that minimise the devices' mean squared log error (plus the
     prior term), by Nelder-Mead in log space from the prior. Returns {name: value}."""
     group = "cpu" if backend == "cpu" else "gpu"
-    names = FREE[(group, kind)]
+    names = tuple(n for n in FREE[(group, kind)] if n not in FIXED.get(backend, ()))
     prior = measured.PRIORS[backend]
     sel = [s for s in samples_ if s.backend == backend and s.kind == kind]
     if not sel:

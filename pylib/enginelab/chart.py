@@ -228,6 +228,21 @@ def readout(
     return el("div", children, class_=f"readout readout-{name}")
 
 
+def course_profile_note() -> Raw:
+    """The line a figure that illustrates the module's text carries: its speeds use the course profile."""
+    return el(
+        "p",
+        [
+            el("strong", "Course profile"),
+            ": speeds here use the module's model (η = 0.7 of peak bandwidth for decode, 0.5 of peak for prefill, "
+            "50 µs per token), as the module's text does. The calculator's measured profile estimates what "
+            "llama.cpp reaches on real hardware.",
+        ],
+        class_="note profile-note",
+        data_profile="course",
+    )
+
+
 def presets(spec, items, label: str = "Try this") -> Raw:
     """One-click states: items [(text, query, title)], each a <button data-set-state='{...every field...}'>.
 

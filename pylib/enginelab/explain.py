@@ -7,7 +7,7 @@ objects the readouts show, so every box substitutes the same numbers into its fo
 the readout (the terms in a "Result" line sum to the number it ends with; tests check this). Nothing is
 recomputed here. Each value is a self-contained <details class="explain" data-explain="<readout>"> fragment,
 built with svg.el (every text escaped): the formula in the engine's terms, the inputs for this state, and the
-result. Names: n_gpu_layers, vram_gb, ram_gb, decode_tok_s, prefill_tok_s, cpu_share, fits.
+result. Names: n_gpu_layers, vram_gb, ram_gb, decode_tok_s, prefill_tok_s, cpu_share, verdict.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import perf_model as pm
 
 from . import fmt
+from . import measured as me
 from .svg import Raw, el
 
-NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+NAMES = ("verdict", "n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share")
 
 
 def _box(name: str, formula: str, inputs: list, result: str, note: str = "") -> Raw:
@@ -134,7 +135,7 @@ def explain(scn) -> dict:
         + (f" {p.n_cpu_moe} layers keep their experts in RAM (--n-cpu-moe)." if p.n_cpu_moe else ""),
     )
 
-    # -- fits ------------------------------------------------------------------------------------------------
+    # -- verdict: fits in VRAM, runs with partial offload, or fails to allocate ------------------------------
     if mc.multi_gpu:
         fit_inputs = [
             (
@@ -152,12 +153,21 @@ def explain(scn) -> dict:
     else:
         fit_inputs = []
     fit_inputs.append(("RAM total", f"{_gb(p.cpu_total)} of {_gb(p.cpu_capacity)}"))
-    out["fits"] = _box(
-        "fits",
-        "fits = GPU total + margin ≤ GPU capacity, and RAM total ≤ RAM"
-        + (" (unified: both from one pool)" if mc.unified else ""),
+    fit_inputs.append(
+        (
+            "Blocks on the GPU",
+            f"{gl} of {n}, output head {'on the GPU' if p.output_on_gpu else 'in RAM'}"
+            + (f", experts of {p.n_cpu_moe} layers in RAM" if p.n_cpu_moe else ""),
+        )
+    )
+    verdict = scn.readouts.verdict
+    out["verdict"] = _box(
+        "verdict",
+        "loads = GPU total + margin ≤ GPU capacity, and RAM total ≤ RAM"
+        + (" (unified: both from one pool)" if mc.unified else "")
+        + "; fits in VRAM = loads with every block and the output head on the GPU; else a partial offload",
         fit_inputs,
-        "yes" if p.fits else f"no: {p.error}",
+        {"vram": "fits in VRAM", "partial": "runs with partial offload"}.get(verdict, f"fails to allocate: {p.error}"),
     )
 
     # -- speeds ------------------------------------------------------------------------------------------------
@@ -170,6 +180,16 @@ def explain(scn) -> dict:
         )
         for k in ("decode_tok_s", "prefill_tok_s", "cpu_share"):
             out[k] = _box(k, "—", [], why)
+        return {k: str(v) for k, v in out.items()}
+    out["cpu_share"] = _box(
+        "cpu_share",
+        "CPU share = CPU time per token / total time per token",
+        [("CPU time", fmt.seconds(d["cpu_s"])), ("Total time", fmt.seconds(d["total_s"]))],
+        fmt.pct(d["cpu_share"]),
+        "The part of each decode step spent reading weights and KV from system RAM.",
+    )
+    if scn.profile == "measured":
+        out.update(_measured_boxes(scn))
         return {k: str(v) for k, v in out.items()}
     tokens = d["context"]
     dec_inputs, terms = [], []
@@ -221,13 +241,6 @@ def explain(scn) -> dict:
         _sum([(fmt.seconds(t), kind) for kind, t in parts], fmt.seconds(f["total_s"]))
         + f" → {fmt.rate(f['tok_per_s'])} tok/s",
         f"η_prefill = {pm.ETA_PREFILL} of peak FP16 tensor throughput (the module's assumption).",
-    )
-    out["cpu_share"] = _box(
-        "cpu_share",
-        "CPU share = CPU time per token / total time per token",
-        [("CPU time", fmt.seconds(d["cpu_s"])), ("Total time", fmt.seconds(d["total_s"]))],
-        fmt.pct(d["cpu_share"]),
-        "The part of each decode step spent reading weights and KV from system RAM.",
     )
     return {k: str(v) for k, v in out.items()}
 
@@ -287,8 +300,9 @@ def _vram_multi(p, kv_tok_layer: float) -> Raw:
     )
 
 
-def _decode_multi(p, d: dict) -> Raw:
-    inputs, terms = [], []
+def _decode_multi(p, d: dict, measured: str = "") -> Raw:
+    """The decode box on several GPUs; measured: the measured profile's basis (its per-device rules differ)."""
+    inputs, terms = ([("Profile", "measured: " + measured)] if measured else []), []
     row = p.row_split
     slowest = 0.0
     for e in d["devices"]:
@@ -313,12 +327,16 @@ def _decode_multi(p, d: dict) -> Raw:
     )
     terms.append((fmt.seconds(d["link_s"]), "link"))
     terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
+    per_device = (
+        "device time = its bytes at its backend's fitted rates (enginelab.measured)"
+        if measured
+        else "device time = max(bytes_d / (η_decode × bandwidth_d), FLOPs_d / (η_prefill × peak_d))"
+    )
     formula = (
         "t_token = Σ_GPUs own layers' time + max_GPUs row-split matrices' time + link + overhead"
         if row
-        else "t_token = Σ_devices max(bytes_d / (η_decode × bandwidth_d), FLOPs_d / (η_prefill × peak_d)) + hops + "
-        "overhead"
-    )
+        else "t_token = Σ_devices device time + hops + overhead"
+    ) + f"; {per_device}"
     return _box(
         "decode_tok_s",
         formula + ";  tok/s = 1 / t_token",
@@ -326,4 +344,129 @@ def _decode_multi(p, d: dict) -> Raw:
         "t_token = " + _sum(terms, fmt.seconds(d["total_s"])) + f" → {fmt.rate(d['tok_per_s'])} tok/s",
         "Layer split: the GPUs run one after the other, handing the activations over at each boundary. Row split: "
         "they read their share of every matrix at the same time, and synchronise after each one.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The measured profile: the same sums, with the fitted parameters and the basis they rest on
+# ---------------------------------------------------------------------------------------------------------
+BACKEND_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "Metal", "sycl": "SYCL", "cpu": "CPU"}
+
+
+def backend_name(backend: str) -> str:
+    return BACKEND_NAMES.get(backend, backend)
+
+
+def basis_text(backend: str, kind: str) -> str:
+    """'CUDA, fitted on 31 runs of 7 devices (leave-one-device-out median error 12%)', or why not."""
+    b = me.basis_summary(backend, kind)
+    if not b["fitted"]:
+        return f"{backend_name(backend)}: physical priors (no published runs of this backend were fitted)"
+    loo = b["loo_median"]
+    err = f", leave-one-device-out median error {loo:.0%}" if loo is not None else ""
+    return f"{backend_name(backend)}, fitted on {b['runs']} llama-bench runs of {b['devices']} devices{err}"
+
+
+def _range_text(rng) -> str:
+    return f"most runs {fmt.rate(rng[0])}–{fmt.rate(rng[1])} tok/s" if rng else ""
+
+
+def _measured_boxes(scn) -> dict:
+    d, f, mc = scn.decode, scn.prefill, scn.machine
+    out = {}
+    inputs, terms = [], []
+    backend = d.get("backend", "cpu")
+    inputs.append(("Profile", "measured: " + basis_text(backend, "decode")))
+    if mc.multi_gpu:  # one line per device, the link, the overhead (section 7b)
+        out["decode_tok_s"] = _decode_multi(scn.placement, d, measured=basis_text(backend, "decode"))
+    for side, dev in () if mc.multi_gpu else (("gpu", mc.gpu), ("cpu", mc.ram)):
+        if not d[side + "_bytes"]:
+            continue
+        label = "GPU" if side == "gpu" else "CPU"
+        bb = d.get("basis", {}).get(side, {})
+        be = bb.get("backend", side)
+        prm = me.params_for(be)
+        inputs.append(
+            (
+                f"{label} bytes per token",
+                f"{_gb(d[side + '_bytes'])} (weights {_gb(d[side + '_weight_bytes'])}"
+                f" + KV {_gb(d[side + '_kv_bytes'])} at {d['context']:,} tokens)",
+            )
+        )
+        if be == "cpu":
+            how = (
+                f"streams at {bb.get('bw_eff_gbs', 0):,.1f} GB/s = min({prm.eta_bw:.2f} × {dev.bandwidth_gbs:,.1f} "
+                f"GB/s, {bb.get('n_threads', 1)} threads × {prm.thread_bw_gbs:.1f} GB/s); dequantization "
+                f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate, overlapping {prm.overlap:.0%}"
+            )
+        else:
+            how = (
+                f"streams at {bb.get('bw_eff_gbs', 0):,.0f} GB/s of {dev.bandwidth_gbs:,.0f} GB/s "
+                f"(η {prm.eta_bw:.2f} F16, {prm.eta_legacy:.2f} Q8_0/Q4_0, {prm.eta_q:.2f} K-quants, "
+                f"{prm.eta_iq:.2f} IQ; batch-1 ceiling {prm.bw_sat_gbs:,.0f} GB/s)"
+            )
+        inputs.append((f"{label} time", f"{fmt.seconds(d[side + '_s'])}: {how}"))
+        terms.append((fmt.seconds(d[side + "_s"]), label))
+    inputs.append(("Per-step overhead", f"{fmt.seconds(d['overhead_s'])} (kernel launches per block, the step itself)"))
+    terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
+    out["decode_tok_s"] = out.get("decode_tok_s") or _box(
+        "decode_tok_s",
+        "t_token = Σ_devices Σ_type-class bytes / (η_class × bw) [+ experts × expert_us] + layers × layer_us "
+        "+ step_us;  tok/s = 1 / t_token",
+        inputs,
+        "t_token = " + _sum(terms, fmt.seconds(d["total_s"])) + f" → {fmt.rate(d['tok_per_s'])} tok/s",
+        f"Typical spread: {_range_text(d.get('range_tok_s'))} (the 20th–80th percentile of published runs "
+        "around the profile's estimates, held out one device at a time).",
+    )
+    pre_inputs = [
+        ("Profile", "measured: " + basis_text(f.get("backend", backend), "prefill")),
+        ("Prompt tokens", f"{f['n_tokens']:,} in {f['n_micro_batches']} micro-batch(es) of n_ubatch {f['n_ubatch']}"),
+        ("Matmul + attention FLOPs", f"{f['flops']:.3g} (logits for the last token only)"),
+    ]
+    pb = me.params_for(f.get("backend", backend))
+    if f.get("backend", backend) != "cpu":
+        pre_inputs.append(
+            (
+                "Kernel rate",
+                f"{pb.pp_eff_q:.2f} (quantized, MMQ) / {pb.pp_eff_f:.2f} (F16) of the FP16 tensor peak, "
+                f"bending into {pb.pp_sat_tflops:,.0f} TFLOP/s; {pb.pp_layer_us:.0f} µs per block per micro-batch",
+            )
+        )
+    parts = sorted(f["parts_s"].items())
+    for kind, t in parts:
+        pre_inputs.append((f"Time on {kind}", fmt.seconds(t)))
+    out["prefill_tok_s"] = _box(
+        "prefill_tok_s",
+        "per micro-batch and device: FLOPs / rate(type class) + blocks × pp_layer_us + weight bytes / bw "
+        "[+ PCIe copy of CPU weights with op offload];  tok/s = tokens / Σ time",
+        pre_inputs,
+        _sum([(fmt.seconds(t), kind) for kind, t in parts], fmt.seconds(f["total_s"]))
+        + f" → {fmt.rate(f['tok_per_s'])} tok/s",
+        f"Typical spread: {_range_text(f.get('range_tok_s'))}.",
+    )
+    return out
+
+
+def profile_note(scn) -> str | None:
+    """One line on why the measured numbers differ from the module's (the course profile's) for these settings,
+    or None (course profile, or nothing to compare)."""
+    if scn.profile != "measured" or scn.decode is None or scn.course is None:
+        return None
+    d, c = scn.decode, scn.course
+    if not c.fits:
+        return (
+            f"The module's model would not load this (it counts decimal GB and -ngl {c.n_gpu_layers}); the measured "
+            "profile counts the card's GiB less what the driver keeps."
+        )
+    side = "gpu" if d["gpu_bytes"] >= d["cpu_bytes"] else "cpu"
+    dev = (scn.machine.gpus[0] if scn.machine.gpus else None) if side == "gpu" else scn.machine.ram
+    bw = d.get("basis", {}).get(side, {}).get("bw_eff_gbs", 0.0)
+    backend = backend_name(d.get("backend", side))
+    reach = f"{bw:,.0f} GB/s ({bw / dev.bandwidth_gbs:.0%} of peak)" if dev is not None and bw else "its fitted rate"
+    ngl = "" if c.n_gpu_layers == scn.placement.n_gpu_layers else f" and -ngl {c.n_gpu_layers}"
+    return (
+        f"The module's model gives {fmt.rate(c.decode_tok_s)} tok/s decode and {fmt.rate(c.prefill_tok_s)} tok/s "
+        f"prefill here{ngl}: it assumes {pm.ETA_DECODE:.0%} of peak bandwidth and "
+        f"{pm.DECODE_OVERHEAD_S * 1e6:.0f} µs per token, while llama.cpp's {backend} kernels stream these weights "
+        f"at {reach} and spend {fmt.seconds(d['overhead_s'])} per token on launches."
     )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import perf_model as pm
+
 from . import advisor as adv
 from . import fmt
 from .svg import Raw, data_details, el, svg, table
@@ -50,7 +52,7 @@ def for_scenario(scn) -> Findings:
     s = scn.state
     setup = adv.setup_from_state(s.as_dict())
     known = (scn.placement, scn.decode, scn.prefill) if scn.placement is not None else None
-    return for_setup(setup, f"{s.model} {s.quant} on {s.machine}", known)
+    return for_setup(setup, f"{s.model} {pm.quant_short(s.quant)} on {s.machine}", known)
 
 
 def apply_button(apply: dict, label: str, what: str) -> Raw:

@@ -46,6 +46,11 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                simdgroup-matrix on Metal, Vulkan cooperative matrices, VNNI/AVX-512/NEON dot products on a
                CPU) reach this share of the FP16 figure the device is described by; on GeForce cards it
                exceeds 1, since int8 and FP16-accumulate tensor rates are 2-4x the FP32-accumulate figure.
+  pp_eff_c     a quantized matmul also dequantizes its weight tiles and converts its activations on the
+               ordinary (non-tensor) ALUs: that work runs at the device's FP32 rate. So a GPU with huge tensor
+               cores and few CUDA cores (A100, H100, A30, V100) reaches a small share of its tensor peak
+               (0.1-0.25 in llama.cpp), while a GeForce card, whose FP32 rate is half its tensor figure,
+               reaches most of it: 1/rate = 1/(pp_eff_q * tensor) + 1/(pp_eff_c * fp32).
   pp_eff_f     the same for F16/BF16 weights (cuBLAS/hipBLAS/Metal GEMMs).
   pp_sat       the largest sustained rate the kernels reach on the biggest parts (A100/H100 reach only
                0.13-0.21 of their peak in llama.cpp: tile shapes and launch counts, not the datasheet).
@@ -102,6 +107,7 @@ class Params:
         default_factory=lambda: {"f16": 1.0, "legacy": 2.0, "kquant": 3.0, "iquant": 5.0}
     )  # FLOP-eq/weight
     pp_eff_q: float = 0.5
+    pp_eff_c: float = 1e6  # GPU: the quantized matmul's work outside the tensor cores, per FP32 FLOP/s; huge = none
     pp_eff_f: float = 0.5
     pp_sat_tflops: float = 1e6
     pp_layer_us: float = 50.0
@@ -129,22 +135,22 @@ PRIORS = {
     # and single-stream decode stalls near 1.2 TB/s (RTX 5090, H100); MMQ prompt processing near half the
     # FP16-accumulate tensor rate, bending into ~250 TFLOP/s on the biggest parts.
     "cuda": Params(eta_bw=0.9, eta_legacy=0.85, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=8.0,
-                   step_us=120.0, expert_us=3.0, pp_eff_q=0.55, pp_eff_f=0.7, pp_sat_tflops=250.0, pp_layer_us=30.0,
+                   step_us=120.0, expert_us=3.0, pp_eff_q=0.8, pp_eff_c=5.0, pp_eff_f=0.7, pp_sat_tflops=250.0, pp_layer_us=30.0,
                    pp_expert_us=30.0, overlap=0.8, dq=_GPU_DQ),
     # AMD via HIP: the CUDA kernels ported; HBM Instinct parts stall earlier, matrix cores are used less
     "rocm": Params(eta_bw=0.85, eta_legacy=0.75, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=900.0, layer_us=15.0,
-                   step_us=200.0, expert_us=3.0, pp_eff_q=0.3, pp_eff_f=0.3, pp_sat_tflops=100.0, pp_layer_us=60.0,
+                   step_us=200.0, expert_us=3.0, pp_eff_q=0.4, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=100.0, pp_layer_us=60.0,
                    pp_expert_us=40.0, overlap=0.8, dq=_GPU_DQ),
     # Vulkan: portable shaders (cooperative matrices where the driver has them)
     "vulkan": Params(eta_bw=0.85, eta_legacy=0.75, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=1200.0, layer_us=12.0,
-                     step_us=200.0, expert_us=3.0, pp_eff_q=0.3, pp_eff_f=0.3, pp_sat_tflops=100.0, pp_layer_us=40.0,
+                     step_us=200.0, expert_us=3.0, pp_eff_q=0.4, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=100.0, pp_layer_us=40.0,
                      pp_expert_us=40.0, overlap=0.8, dq=_GPU_DQ),
     # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs near the GPU's FP32 rate
     "metal": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.7, eta_iq=0.6, bw_sat_gbs=2000.0, layer_us=12.0,
                     step_us=200.0, expert_us=3.0, pp_eff_q=0.7, pp_eff_f=0.75, pp_sat_tflops=40.0, pp_layer_us=30.0,
                     pp_expert_us=30.0, overlap=0.8, dq=_GPU_DQ),
     "sycl": Params(eta_bw=0.7, eta_legacy=0.65, eta_q=0.6, eta_iq=0.5, bw_sat_gbs=1000.0, layer_us=20.0,
-                   step_us=300.0, expert_us=5.0, pp_eff_q=0.2, pp_eff_f=0.1, pp_sat_tflops=40.0, pp_layer_us=50.0,
+                   step_us=300.0, expert_us=5.0, pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.1, pp_sat_tflops=40.0, pp_layer_us=50.0,
                    pp_expert_us=50.0, overlap=0.8, dq=_GPU_DQ),
     # CPU: bandwidth grows with threads until the memory controller saturates; dequantization per weight
     # (FLOP-equivalents at the cores' FMA rate) bounds decode on few cores
@@ -211,9 +217,21 @@ def tensor_tflops(device, backend: str) -> float:
     FP32 accumulate; NVIDIA's GeForce cards run FP32 accumulation at half their FP16-accumulate (and a quarter
     of their int8) tensor rate, while workstation and datacenter parts run it at the full rate, and llama.cpp's
     kernels accumulate in FP16/int32 (MMQ, cuBLAS with FP16 compute). So a GeForce's figure counts twice."""
+    tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops  # the datasheet's, where the course fitted it
     if backend in ("cuda", "vulkan") and _GEFORCE.search(getattr(device, "name", "") or ""):
-        return 2.0 * device.fp16_tflops
-    return device.fp16_tflops
+        return 2.0 * tf
+    return tf
+
+
+def vector_tflops(device, backend: str) -> float:
+    """A GPU's non-tensor FP32 rate, TFLOP/s: the Device's fp32_tflops, else an estimate. Apple's and a CPU's
+    figure already is their FP32 rate; a discrete GPU's datasheet tensor figure (FP32 accumulate) is about
+    twice its FP32 rate on consumer parts (RTX 3090: 71 and 35.6; RX 7900 XTX: 122.8 and 61.4)."""
+    fp32 = getattr(device, "fp32_tflops", 0.0) or 0.0
+    if fp32 > 0:
+        return fp32
+    tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops
+    return tf if backend in ("metal", "cpu") else tf / 2.0
 
 
 def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
@@ -234,7 +252,11 @@ def soft_min(x: float, cap: float) -> float:
 
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
     """Dequantization and dot-product work of the weights streamed, at the device's compute rate."""
-    rate = _cpu_rate(device, n_threads) if backend == "cpu" else device.fp16_tflops * 1e12
+    rate = (
+        _cpu_rate(device, n_threads)
+        if backend == "cpu"
+        else (getattr(device, "spec_tflops", 0.0) or device.fp16_tflops) * 1e12
+    )
     n = sum(w * prm.dq.get(type_class(t), 1.0) for t, w in work.weights_by_type)
     return n * batch / rate
 
@@ -321,7 +343,9 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
     peak = tensor_tflops(device, backend) * 1e12
     f16 = shares.get("f16", 0.0)
     sat = prm.pp_sat_tflops * 1e12
-    per_flop = f16 / soft_min(prm.pp_eff_f * peak, sat) + (1.0 - f16) / soft_min(prm.pp_eff_q * peak, sat)
+    # quantized weights: tensor-core work and dequantization on the vector ALUs, one after the other
+    quant_rate = 1.0 / (1.0 / (prm.pp_eff_q * peak) + 1.0 / (prm.pp_eff_c * vector_tflops(device, backend) * 1e12))
+    per_flop = f16 / soft_min(prm.pp_eff_f * peak, sat) + (1.0 - f16) / soft_min(quant_rate, sat)
     return flops * per_flop
 
 

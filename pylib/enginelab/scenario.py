@@ -77,12 +77,39 @@ class Readouts:
     prefill_tok_s: float | None
     cpu_share: float | None
     fits: bool
+    verdict: str | None = None  # verdict(placement): "vram", "partial" or "fails"; None without a placement
+    # measured profile: where most published runs fall around the estimates (low, high), else None
+    decode_range: tuple | None = None
+    prefill_range: tuple | None = None
 
-    NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+    NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits", "verdict")
 
     @classmethod
     def empty(cls) -> Readouts:
-        return cls(None, None, None, None, None, None, False)
+        return cls(None, None, None, None, None, None, False, None)
+
+
+def verdict(p: pm.Placement) -> str:
+    """What llama.cpp would do with a placement, in three words: "vram" (it loads, every block and the output
+    head on the GPU, no experts kept in RAM), "partial" (it loads, and some weights run from system RAM: a
+    partial offload, or every layer on a machine without a GPU) or "fails" (it stops at load, out of memory)."""
+    if not p.fits:
+        return "fails"
+    if p.machine.gpu is not None and p.full_offload and not p.n_cpu_moe:
+        return "vram"
+    return "partial"
+
+
+@dataclass(frozen=True)
+class CourseNumbers:
+    """The module's (course profile's) numbers for the same settings, shown beside the measured ones.
+    Its placement counts decimal GB with no driver reserve, so -ngl auto may differ too."""
+
+    n_gpu_layers: int
+    fits: bool
+    decode_tok_s: float | None
+    prefill_tok_s: float | None
+    decode: dict | None  # perf_model.decode_step_time(profile="course")
 
 
 @dataclass(frozen=True)
@@ -97,6 +124,9 @@ class Scenario:
     error: str | None  # why the numbers are missing (or would mislead), in plain words
     command: str  # the llama-server command line for these settings ("" without a placement)
     readouts: Readouts
+    profile: str = "course"  # the speed profile the numbers use ("measured": fitted on llama-bench runs)
+    n_threads: int | None = None  # the CPU threads (-t) the numbers assume; None: all physical cores
+    course: CourseNumbers | None = None  # measured profile: the module's numbers for the same settings
 
     @property
     def computable(self) -> bool:
@@ -123,8 +153,18 @@ def build(state) -> Scenario:
     return scn
 
 
-# What a state of another figure in the family (the offload curve's, say) leaves out takes these values.
-DEFAULTS = {"cfg": "", "ngl": "auto", "n_cpu_moe": 0, **gpus.DEFAULTS}
+# What a state of another figure in the family leaves out takes these values (a figure without a profile
+# switch illustrates the module: course profile; without the gpus keys: the machine's own GPU).
+DEFAULTS = {
+    "cfg": "",
+    "ngl": "auto",
+    "n_cpu_moe": 0,
+    "profile": "course",
+    "threads": "auto",
+    "ub": pm.N_UBATCH_DEFAULT,  # the advisor's -ub and -b (the calculator uses llama.cpp's defaults)
+    "b": pm.N_BATCH_DEFAULT,
+    **gpus.DEFAULTS,
+}
 
 
 def _build(state) -> Scenario:
@@ -132,6 +172,8 @@ def _build(state) -> Scenario:
     model, machine = model_for(v), machine_for(v)
     quant = None if v["model"] == "gguf" else v["quant"]
     ngl = None if v["ngl"] == "auto" else v["ngl"]
+    profile = v["profile"]
+    n_threads = None if v["threads"] == "auto" else v["threads"]
     error = None
     if v["model"] == "custom":
         _m, err = custom.config_result(v["cfg"])
@@ -140,33 +182,44 @@ def _build(state) -> Scenario:
 
     def scenario(placement=None, decode=None, prefill=None, readouts=None, command=""):
         return Scenario(
-            state, model, machine, quant, placement, decode, prefill, error, command, readouts or Readouts.empty()
-        )
-
-    try:
-        p = pm.place(
+            state,
             model,
             machine,
             quant,
-            n_ctx=n_ctx_for(v),
-            kv_type=v["kv"],
-            n_gpu_layers=ngl,
-            n_cpu_moe=v["n_cpu_moe"],
-            **gpus.split_args(v, machine),
+            placement,
+            decode,
+            prefill,
+            error,
+            command,
+            readouts or Readouts.empty(),
+            profile,
+            n_threads,
+            course,
         )
+
+    course = None
+    place_args = dict(n_ctx=n_ctx_for(v), kv_type=v["kv"], n_gpu_layers=ngl, n_cpu_moe=v["n_cpu_moe"], n_ubatch=v["ub"])
+    place_args.update(gpus.split_args(v, machine))  # several GPUs: -ts, -sm, -mg (enginelab.gpus)
+    n_batch = max(v["b"], v["ub"])
+    try:
+        p = pm.place(model, machine, quant, profile=profile, **place_args)
     except ValueError as e:  # settings perf_model rejects: shown, never a crash
         error = str(e)
         return scenario()
     command = pm.llama_server_command(p)
     if error:  # a config that did not parse: numbers for the stand-in model would mislead
         return scenario(placement=p, command=command)
-    base = dict(n_gpu_layers=p.n_gpu_layers, vram_gb=p.gpu_total / pm.GB, ram_gb=p.cpu_total / pm.GB)
+    base = dict(
+        n_gpu_layers=p.n_gpu_layers, vram_gb=p.gpu_total / pm.GB, ram_gb=p.cpu_total / pm.GB, verdict=verdict(p)
+    )
     if not p.fits:
         r = Readouts(**base, decode_tok_s=None, prefill_tok_s=None, cpu_share=None, fits=False)
         return scenario(placement=p, readouts=r, command=command)
+    if profile == "measured":
+        course = _course_numbers(model, machine, quant, place_args, v["tokens"], n_batch)
     try:
-        d = pm.decode_step_time(p, machine, context=v["tokens"])
-        f = pm.prefill_time(p, machine, v["tokens"])
+        d = pm.decode_step_time(p, machine, context=v["tokens"], n_threads=n_threads)
+        f = pm.prefill_time(p, machine, v["tokens"], n_batch=n_batch, n_threads=n_threads)
     except (ValueError, ArithmeticError) as e:  # a gap in the model: say so rather than guess a number
         error = f"perf_model could not time this placement ({type(e).__name__}: {e})"
         r = Readouts(**base, decode_tok_s=None, prefill_tok_s=None, cpu_share=None, fits=True)
@@ -177,5 +230,20 @@ def _build(state) -> Scenario:
         prefill_tok_s=f["tok_per_s"],
         cpu_share=d["cpu_s"] / d["total_s"],
         fits=True,
+        decode_range=d.get("range_tok_s"),
+        prefill_range=f.get("range_tok_s"),
     )
     return scenario(placement=p, decode=d, prefill=f, readouts=r, command=command)
+
+
+def _course_numbers(model, machine, quant, place_args: dict, tokens: int, n_batch: int) -> CourseNumbers | None:
+    """The module's numbers for the same settings (course profile: its own placement and timing)."""
+    try:
+        p = pm.place(model, machine, quant, profile="course", **place_args)
+        if not p.fits:
+            return CourseNumbers(p.n_gpu_layers, False, None, None, None)
+        d = pm.decode_step_time(p, machine, context=tokens)
+        f = pm.prefill_time(p, machine, tokens, n_batch=n_batch)
+    except (ValueError, ArithmeticError):
+        return None
+    return CourseNumbers(p.n_gpu_layers, True, d["tok_per_s"], f["tok_per_s"], d)

@@ -15,8 +15,10 @@ How a llama-bench test maps to perf_model (most rows are tg128 and pp512; a row 
   ppN  processes an N-token prompt in micro-batches of n_ubatch (512):
        prefill_time(placement, n_tokens=N)
 with the whole model on the device (llama-bench -ngl 99 in every row).
-The estimates use the module's efficiencies (ETA_DECODE, ETA_PREFILL); nothing
-here is fitted to the measurements.
+profile="course" (the default) uses the module's efficiencies (ETA_DECODE, ETA_PREFILL), nothing fitted to these
+measurements; profile="measured" uses enginelab.measured, whose parameters were fitted on data/calibration/ (which
+includes most of these rows, so its error here is an in-sample one: the held-out figures per backend are in
+backend_errors()).
 """
 
 from __future__ import annotations
@@ -155,23 +157,32 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 # ---------------------------------------------------------------------------
 
 
-def full_offload(model, machine, quant: str, n_ctx: int = 1024) -> pm.Placement:
+def full_offload(model, machine, quant: str, n_ctx: int = 1024, profile: str = "course") -> pm.Placement:
     model = pm.get_model(model) if not isinstance(model, pm.Model) else model
     ngl = model.num_hidden_layers + 1 if machine.gpu is not None else 0
-    return pm.place(model, machine, quant, n_ctx=n_ctx, kv_type="f16", n_gpu_layers=ngl)
+    return pm.place(model, machine, quant, n_ctx=n_ctx, kv_type="f16", n_gpu_layers=ngl, profile=profile)
 
 
-def estimate(model, machine, quant: str, test: str, ngl=None) -> float:
-    """Our tokens/s for a llama-bench test name ('tg128', 'pp512') on a machine."""
+PROFILES = ("measured", "course")
+
+
+def estimate(model, machine, quant: str, test: str, ngl=None, profile: str = "course") -> float:
+    """Our tokens/s for a llama-bench test name ('tg128', 'pp512') on a machine, in a speed profile."""
     kind, n = parse_test(test)
     _check(kind in ("pp", "tg"), "test", f"only ppN and tgN tests can be estimated, got {test!r}")
     model = model if isinstance(model, pm.Model) else get_model(model)
     n_ctx = max(1024, n + 16)
     if ngl is None or machine.gpu is None:
-        p = full_offload(model, machine, quant, n_ctx)
+        p = full_offload(model, machine, quant, n_ctx, profile)
     else:
         p = pm.place(
-            model, machine, quant, n_ctx=n_ctx, kv_type="f16", n_gpu_layers=min(int(ngl), model.num_hidden_layers + 1)
+            model,
+            machine,
+            quant,
+            n_ctx=n_ctx,
+            kv_type="f16",
+            n_gpu_layers=min(int(ngl), model.num_hidden_layers + 1),
+            profile=profile,
         )
     if kind == "tg":
         return pm.decode_step_time(p, machine, context=n // 2)["tok_per_s"]
@@ -183,19 +194,22 @@ def _num(s) -> float | None:
     return float(s) if s else None
 
 
-def predictions(rows=None) -> list:
-    """Every dataset row with our two estimates and their errors (the dataset's own are computed once)."""
+def predictions(rows=None, profile: str = "course") -> list:
+    """Every dataset row with our two estimates and their errors (the dataset's own are computed once per
+    profile)."""
+    _check(profile in PROFILES, "profile", f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
     if rows is None:
-        if "predictions" not in _CACHE:
-            _CACHE["predictions"] = predictions(dataset_rows())
-        return [dict(p) for p in _CACHE["predictions"]]
+        key = ("predictions", profile)
+        if key not in _CACHE:
+            _CACHE[key] = predictions(dataset_rows(), profile)
+        return [dict(p) for p in _CACHE[key]]
     out = []
     for r in rows:
         model = MODELS[DATASET_MODEL[r["model"]]]
         mc = machine_for(r["device"], float(r["mem_bandwidth_GBps"]))
         tg, pp = _num(r["tg_tps"]), _num(r["pp_tps"])
-        ptg = estimate(model, mc, r["quant"], r["tg_test"])
-        ppp = estimate(model, mc, r["quant"], r["pp_test"])
+        ptg = estimate(model, mc, r["quant"], r["tg_test"], profile=profile)
+        ppp = estimate(model, mc, r["quant"], r["pp_test"], profile=profile)
         out.append(
             {
                 "model": r["model"],
@@ -238,10 +252,10 @@ def median(xs) -> float | None:
     return xs[k] if len(xs) % 2 else (xs[k - 1] + xs[k]) / 2
 
 
-def summary(preds=None) -> dict:
+def summary(preds=None, profile: str = "course") -> dict:
     """Median absolute percentage error (as a fraction) for decode and for prompt processing,
     overall and per device, plus the signed median (the bias)."""
-    preds = predictions() if preds is None else preds
+    preds = predictions(profile=profile) if preds is None else preds
 
     def stats(ps):
         tg = [p["tg_error"] for p in ps if p["tg_error"] is not None]
@@ -524,7 +538,7 @@ def all_models() -> dict:
     return {**{k: m for k, m in MODELS.items()}, **pm.MODELS}
 
 
-def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090") -> dict:
+def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090", profile: str = "course") -> dict:
     """Parse pasted output and put our estimate next to each measurement.
 
     The quant of each row is read from its model column when llama-bench names a
@@ -548,7 +562,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
         est = None
         if r["kind"] in ("pp", "tg"):
             try:
-                est = estimate(m, mc, q, r["test"], r["ngl"])
+                est = estimate(m, mc, q, r["test"], r["ngl"], profile=profile)
             except ValueError as e:
                 note.append(str(e))
         else:
@@ -562,7 +576,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
                 note="; ".join(note),
             )
         )
-    return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant}
+    return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant, "profile": profile}
 
 
 def dataset_machines() -> dict:
@@ -576,3 +590,34 @@ def dataset_machines() -> dict:
             out[key] = machine_for(r["device"], float(r["mem_bandwidth_GBps"]))
     _CACHE["machines"] = out
     return dict(out)
+
+
+# ---------------------------------------------------------------------------
+# 5. Both profiles per backend, on the calibration runs (data/calibration)
+# ---------------------------------------------------------------------------
+def backend_errors() -> list:
+    """Per llama.cpp backend and test kind: the runs and devices of the calibration data, the course profile's
+    median and p90 error on them, and the measured profile's leave-one-device-out median and p90 (each device
+    predicted by a fit that never saw it), as tools/fit_measured.py recorded them in measured_params.json."""
+    from . import measured
+
+    out = []
+    for backend in measured.BACKENDS:
+        for kind in ("decode", "prefill"):
+            f = measured.FIT.get("fits", {}).get(backend, {}).get(kind)
+            if not f:
+                continue
+            out.append(
+                {
+                    "backend": backend,
+                    "kind": kind,
+                    "runs": f.get("runs", 0),
+                    "devices": f.get("devices", 0),
+                    "course_median": f.get("course_median"),
+                    "course_p90": f.get("course_p90"),
+                    "measured_median": f.get("loo_median") if f.get("loo_median") is not None else f.get("fit_median"),
+                    "measured_p90": f.get("loo_p90") if f.get("loo_p90") is not None else f.get("fit_p90"),
+                    "held_out": f.get("loo_median") is not None,
+                }
+            )
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
+from ..checks import brief, check
 from .setup import (
     THREAD_CONTENTION,
     Change,
@@ -141,7 +142,7 @@ def _quant_changes(s: Setup, o: Outcome, ngl=None) -> list:
         c = try_change(
             s,
             o,
-            f"{s.quant} → {q}",
+            f"{pm.quant_short(s.quant)} → {pm.quant_short(q)}",
             {
                 "llama.cpp": f"-m {pm.gguf_filename(s.model, q)} (llama-quantize ... {q})",
                 "vLLM": "a smaller AWQ/GPTQ checkpoint (vLLM does not take llama.cpp presets)",
@@ -834,5 +835,7 @@ def advise_state(state) -> list:
 
 def apply_change(state: dict, change) -> dict:
     """The state after a change (what the app's apply button does)."""
-    a = change.apply if isinstance(change, Change) else change["apply"]
+    check(isinstance(state, dict), "state", f"must be a dict, got {brief(state)}")
+    a = change.apply if isinstance(change, Change) else change.get("apply") if isinstance(change, dict) else None
+    check(isinstance(a, dict), "change", f"must be a Change or a dict with an 'apply' dict, got {brief(change)}")
     return {**state, **a}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 
+from ..checks import brief, check_int
 from .diagnosis import CTX_LADDER, QUALITY_FLOOR_BPW, moe_changes, quant_ladder
 from .setup import Setup, check, cpu_cores, evaluate, gb_text, pct_text, rate_text
 from .speculative import speculative
@@ -54,13 +55,13 @@ def _bound_tok_s(s: Setup, p) -> float:
     return 1.0 / (d["gpu_s"] + d["cpu_s"])
 
 
-def _which_goal(m, mc, quant, ctx) -> str:
+def _which_goal(m, mc, quant, ctx, profile: str = "course") -> str:
     """The recipe that applies to a single user on this machine."""
     if mc.gpu is None:
         return "cpu_only"
     if mc.unified:
         return "apple"
-    p = pm.place(m, mc, quant, n_ctx=ctx)
+    p = pm.place(m, mc, quant, n_ctx=ctx, profile=profile)
     return "one_user_fits" if p.full_offload else "one_user_too_big"
 
 
@@ -189,7 +190,7 @@ def _several_users(s: Setup, ex: list, tokens: int, users: int) -> tuple:
         engine = "vLLM"
     else:
         ex.append(
-            f"{m.name} {quant} does not fit entirely in VRAM here (or there is no discrete GPU): "
+            f"{m.name} {pm.quant_short(quant)} does not fit entirely in VRAM here (or there is no discrete GPU): "
             f"vLLM and SGLang want the model in VRAM, so this uses llama.cpp slots (-np {users})."
         )
     if not o.placement.full_offload and mc.gpu is not None:
@@ -227,34 +228,47 @@ _GOAL_RECIPES = {
 
 
 def recipe(
-    goal: str, model, machine, quant: str = "Q4_K_M", context: int = 4096, users: int = 4, tokens=None
+    goal: str,
+    model,
+    machine,
+    quant: str = "Q4_K_M",
+    context: int = 4096,
+    users: int = 4,
+    tokens=None,
+    profile: str = "course",
 ) -> Recipe:
     """A recommended configuration for a goal, with the numbers behind each choice.
 
     goal: one of GOALS.  context: the longest conversation (tokens) a request needs.  users:
     concurrent requests (several_users).  When the goal does not match the machine (an Apple
     recipe on a PC, "fits" for a model that does not), the matching recipe is used and the first
-    explanation says why."""
-    check(goal in GOALS, "goal", f"unknown goal {goal!r}; allowed: {', '.join(GOALS)}")
+    explanation says why.  profile: perf_model's speed profile for every number ("course" or "measured")."""
+    check(isinstance(goal, str) and goal in GOALS, "goal", f"unknown goal {brief(goal)}; allowed: {', '.join(GOALS)}")
     m, mc = pm.get_model(model), pm.get_machine(machine)
-    check(isinstance(context, int) and context >= 256, "context", f"must be an integer >= 256, got {context!r}")
-    check(isinstance(users, int) and users >= 1, "users", f"must be a positive integer, got {users!r}")
+    pm.check_quant(quant)
+    check_int(context, "context", 256, pm.MAX_CONTEXT)
+    check_int(users, "users", 1, 1 << 16)
+    if tokens is not None:
+        check_int(tokens, "tokens", 1, pm.MAX_CONTEXT)
     tokens = min(context, tokens or min(2000, context))
     ctx = next((c for c in CTX_LADDER if c >= context), context)
     ex = []
     used = goal
-    single = _which_goal(m, mc, quant, ctx)
+    single = _which_goal(m, mc, quant, ctx, profile)
     if goal in ("one_user_fits", "one_user_too_big", "apple") and goal != single:
         why = {
             "cpu_only": f"{mc.name} has no GPU",
             "apple": f"{mc.name} has unified memory",
-            "one_user_fits": f"{m.name} {quant} fits entirely in {_gpu_names(mc)} VRAM at -c {ctx:,}",
-            "one_user_too_big": f"{m.name} {quant} does not fit entirely in {_gpu_names(mc)} VRAM at -c {ctx:,}",
+            "one_user_fits": f"{m.name} {pm.quant_short(quant)} fits entirely in {_gpu_names(mc)} VRAM at -c {ctx:,}",
+            "one_user_too_big": f"{m.name} {pm.quant_short(quant)} does not fit entirely in {_gpu_names(mc)} VRAM "
+            f"at -c {ctx:,}",
         }[single]
         ex.append(f"{why}: the '{GOALS[single]}' recipe applies.")
         used = single
     engine = "llama.cpp"
-    s = Setup(m, mc, quant, "f16", ctx, None, 0, tokens=tokens, prompt=tokens, perf_cores=cpu_cores(mc)[0])
+    s = Setup(
+        m, mc, quant, "f16", ctx, None, 0, tokens=tokens, prompt=tokens, perf_cores=cpu_cores(mc)[0], profile=profile
+    )
     if not evaluate(s, prefill=False).fits:
         # not even --fit can load it (RAM or unified memory is too small): the largest quant that loads
         fitting = [q for q, b, bpw in quant_ladder(s) if evaluate(s.changed(quant=q), prefill=False).fits]
@@ -268,7 +282,7 @@ def recipe(
             return Recipe(used, engine, state, pm.llama_server_command(o.placement), ex, o.summary())
         err = evaluate(s, prefill=False).placement.error
         ex.append(
-            f"{m.name} {quant} does not load on {mc.name} even with --fit ({err}); "
+            f"{m.name} {pm.quant_short(quant)} does not load on {mc.name} even with --fit ({err}); "
             f"{fitting[0]} is the largest quant that does."
         )
         quant = fitting[0]

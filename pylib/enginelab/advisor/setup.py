@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 import perf_model as pm
 
 from .. import gpus as gpu_keys
+from ..checks import brief, check_bool, check_int
 
 MIN_GAIN = 1.01  # a change must buy at least 1% to be suggested
 
@@ -44,6 +45,8 @@ BUS_SATURATION = 0.5
 # 4 efficiency cores; M4 Max 16-core CPU: 12 + 4 (apple.com/macbook-pro/specs).
 CPU_CORES = {"m4pro": (10, 14), "m4max": (12, 16)}
 CPU_CORES_DEFAULT = (8, 16)
+MAX_THREADS = 1024  # -t, performance cores
+MAX_USERS = 1 << 16  # -np slots, concurrent users
 
 
 def cpu_cores(machine) -> tuple:
@@ -56,11 +59,8 @@ def thread_factor(n_threads, perf_cores: int) -> float:
     """How much longer the CPU part of a decode step takes with n_threads (1.0 = llama.cpp's default)."""
     if n_threads is None:
         return 1.0
-    check(
-        isinstance(n_threads, int) and not isinstance(n_threads, bool) and n_threads >= 1,
-        "n_threads",
-        f"must be a positive integer, got {n_threads!r}",
-    )
+    check_int(n_threads, "n_threads", 1, MAX_THREADS)
+    check_int(perf_cores, "perf_cores", 1, MAX_THREADS)
     sat = max(1, int(perf_cores * BUS_SATURATION))
     if n_threads < sat:
         return sat / n_threads
@@ -94,6 +94,7 @@ class Setup:
     n_parallel: int = 1  # llama.cpp -np slots
     users: int = 1  # concurrent requests the workload makes
     op_offload: bool = True
+    profile: str = "course"  # perf_model's speed profile ("measured": fitted on llama-bench runs, threads modelled)
     # several GPUs (perf_model section 6b): llama.cpp's -ts, -sm, -mg
     tensor_split: tuple | None = None
     split_mode: str = "layer"
@@ -126,36 +127,58 @@ class Setup:
             "users": self.users,
             "ub": self.n_ubatch,
             "b": self.n_batch,
+            "profile": self.profile,
         }
+
+
+def _state_int(get, key: str, default, lo: int, hi: int, auto: bool = False):
+    """An integer from a state: an int, or a string of digits (URL values); "auto"/None where allowed."""
+    v = get(key, default)
+    if auto and v in (None, "auto"):
+        return None
+    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 12:
+        v = int(v.strip())
+    return check_int(v, key, lo, hi)
+
+
+def _state_profile(get) -> str:
+    v = get("profile", "course")
+    check(v in ("course", "measured"), "profile", f"must be 'course' or 'measured', got {brief(v)}")
+    return v
 
 
 def setup_from_state(state) -> Setup:
     """A Setup from a state dict (or an object with those attributes); unknown keys are ignored."""
+    check(
+        isinstance(state, dict) or hasattr(state, "model"),
+        "state",
+        f"must be a state dict (model, machine, quant, ...), got {brief(state)}",
+    )
     get = (lambda k, d=None: state.get(k, d)) if isinstance(state, dict) else (lambda k, d=None: getattr(state, k, d))
     model = pm.get_model(get("model"))
     host = pm.get_machine(get("machine"))
     values = {k: get(k, d) for k, d in gpu_keys.DEFAULTS.items()}
     machine = gpu_keys.machine_with_gpus(host, values)  # the state's GPUs (enginelab.gpus), if it lists some
     split = gpu_keys.split_args(values, machine)
-    ngl = get("ngl", "auto")
-    threads = get("threads", "auto")
-    tokens = int(get("tokens", 2000))
+    mx = pm.MAX_CONTEXT
+    tokens = _state_int(get, "tokens", 2000, 0, mx)
     return Setup(
         model=model,
         machine=machine,
         quant=get("quant", "Q4_K_M"),
         kv=get("kv", "f16"),
-        ctx=int(get("ctx", 8192)) or model.max_position_embeddings,  # -c 0: the model's trained context
-        ngl=None if ngl in (None, "auto") else int(ngl),
-        n_cpu_moe=int(get("n_cpu_moe", 0) or 0),
-        n_ubatch=int(get("ub", pm.N_UBATCH_DEFAULT)),
-        n_batch=int(get("b", pm.N_BATCH_DEFAULT)),
+        ctx=_state_int(get, "ctx", 8192, 0, mx) or model.max_position_embeddings,  # -c 0: the trained context
+        ngl=_state_int(get, "ngl", "auto", 0, model.n_layers + 1, auto=True),
+        n_cpu_moe=_state_int(get, "n_cpu_moe", 0, 0, model.n_layers) if get("n_cpu_moe", 0) else 0,
+        n_ubatch=_state_int(get, "ub", pm.N_UBATCH_DEFAULT, 1, mx),
+        n_batch=_state_int(get, "b", pm.N_BATCH_DEFAULT, 1, mx),
         tokens=tokens,
-        prompt=int(get("prompt", tokens)),
-        threads=None if threads in (None, "auto") else int(threads),
+        prompt=_state_int(get, "prompt", tokens, 0, mx),
+        threads=_state_int(get, "threads", "auto", 1, MAX_THREADS, auto=True),
         perf_cores=cpu_cores(machine)[0],
-        n_parallel=int(get("np", 1) or 1),
-        users=int(get("users", 1) or 1),
+        n_parallel=_state_int(get, "np", 1, 1, MAX_USERS) if get("np", 1) else 1,
+        users=_state_int(get, "users", 1, 1, MAX_USERS) if get("users", 1) else 1,
+        profile=_state_profile(get),
         tensor_split=split.get("tensor_split"),
         split_mode=split.get("split_mode", "layer"),
         main_gpu=split.get("main_gpu", 0),
@@ -175,10 +198,17 @@ def setup_from_placement(
 ) -> Setup:
     check(isinstance(placement, pm.Placement), "placement", "must be a perf_model.Placement (from place())")
     mc = placement.machine if machine is None else pm.get_machine(machine)
-    check(isinstance(context, int) and context >= 0, "context", f"must be an integer >= 0, got {context!r}")
-    check(isinstance(n_parallel, int) and n_parallel >= 1, "n_parallel", f"must be >= 1, got {n_parallel!r}")
+    check_int(context, "context", 0, pm.MAX_CONTEXT)
+    check_int(n_parallel, "n_parallel", 1, MAX_USERS)
     users = n_parallel if concurrent_users is None else concurrent_users
-    check(isinstance(users, int) and users >= 1, "concurrent_users", f"must be >= 1, got {users!r}")
+    check_int(users, "concurrent_users", 1, MAX_USERS)
+    if prompt_tokens is not None:
+        check_int(prompt_tokens, "prompt_tokens", 1, pm.MAX_CONTEXT)
+    if n_threads is not None:
+        check_int(n_threads, "n_threads", 1, MAX_THREADS)
+    if perf_cores is not None:
+        check_int(perf_cores, "perf_cores", 1, MAX_THREADS)
+    check_bool(op_offload, "op_offload")
     return Setup(
         model=placement.model,
         machine=mc,
@@ -195,6 +225,7 @@ def setup_from_placement(
         n_parallel=n_parallel,
         users=users,
         op_offload=op_offload,
+        profile=placement.profile,
         tensor_split=None if placement.fit_wrote_split else (placement.tensor_split or None),
         split_mode=placement.split_mode,
         main_gpu=placement.main_gpu,
@@ -248,12 +279,16 @@ def place_setup(s: Setup) -> pm.Placement:
         n_gpu_layers=s.ngl,
         n_cpu_moe=s.n_cpu_moe,
         n_ubatch=s.n_ubatch,
+        profile=s.profile,
         **s.split(),
     )
 
 
 def decode_setup(p: pm.Placement, s: Setup, context: int, batch: int = 1) -> dict:
-    """perf_model's decode step with the CPU part scaled by the thread model."""
+    """perf_model's decode step with the CPU part scaled by the thread model. The measured profile models
+    threads itself (bandwidth per thread, dequantization per core): it gets -t as n_threads instead."""
+    if s.profile == "measured":
+        return pm.decode_step_time(p, s.machine, context=context, batch=batch, n_threads=s.threads)
     d = pm.decode_step_time(p, s.machine, context=context, batch=batch)
     f = thread_factor(s.threads, s.perf_cores)
     if f != 1.0 and d["cpu_s"] > 0:
@@ -279,6 +314,8 @@ def evaluate(s: Setup, prefill: bool = True, known=None) -> Outcome:
     known: (placement, decode, prefill) that the caller already computed for this very setup (the
     calculator's Scenario), so the setup is placed and timed once; the decode is reused only when the thread
     model leaves it unchanged."""
+    check(isinstance(s, Setup), "s", f"must be an advisor Setup, got {brief(s)}")
+    check_bool(prefill, "prefill")
     k_place, k_decode, k_prefill = known if known is not None else (None, None, None)
     p = k_place if k_place is not None else place_setup(s)
     base = dict(
@@ -294,7 +331,7 @@ def evaluate(s: Setup, prefill: bool = True, known=None) -> Outcome:
             active=0,
             **base,
         )
-    same_threads = thread_factor(s.threads, s.perf_cores) == 1.0
+    same_threads = s.profile == "measured" or thread_factor(s.threads, s.perf_cores) == 1.0
     d = k_decode if (k_decode is not None and same_threads) else decode_setup(p, s, s.tokens)
     f = {"tok_per_s": None, "total_s": None}
     if prefill and k_prefill is not None:
@@ -307,6 +344,7 @@ def evaluate(s: Setup, prefill: bool = True, known=None) -> Outcome:
             n_tokens=max(1, s.prompt),
             n_batch=max(s.n_batch, s.n_ubatch),
             op_offload=s.op_offload and s.machine.pcie_gbs > 0,
+            n_threads=s.threads if s.profile == "measured" else None,
         )
     active = slots_active(s)
     agg = decode_setup(p, s, s.tokens, batch=active)["tok_per_s"] if active > 1 else d["tok_per_s"]

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import perf_model as pm
 
+from ..checks import brief, check_int, check_number
 from .setup import check
 
 # ---------------------------------------------------------------------------
@@ -23,14 +24,12 @@ from .setup import check
 # once; it charges the KV once per token, slightly pessimistic).
 
 
+MAX_DRAFT = 64  # draft tokens per round (llama.cpp --spec-draft-n-max; real values are 3-16)
+
+
 def expected_tokens(acceptance: float, n_draft: int) -> float:
-    check(
-        isinstance(acceptance, (int, float)) and 0.0 <= acceptance <= 1.0,
-        "acceptance",
-        f"must be between 0 and 1, got {acceptance!r}",
-    )
-    check(isinstance(n_draft, int) and n_draft >= 1, "n_draft", f"must be an integer >= 1, got {n_draft!r}")
-    a = float(acceptance)
+    a = check_number(acceptance, "acceptance", 0.0, 1.0)
+    check_int(n_draft, "n_draft", 1, MAX_DRAFT)
     if a == 1.0:
         return float(n_draft + 1)
     return (1.0 - a ** (n_draft + 1)) / (1.0 - a)
@@ -41,12 +40,16 @@ def _draft_placement(target: pm.Placement, draft, quant):
     mc = target.machine
     dm = pm.get_model(draft)
     dq = quant or (target.quant if target.quant else "Q8_0")
-    dp = pm.place(dm, mc, dq, n_ctx=target.n_ctx, kv_type=target.kv_type)
+    dp = pm.place(dm, mc, dq, n_ctx=target.n_ctx, kv_type=target.kv_type, profile=target.profile)
     tp = target
     # (several GPUs: the draft's share is not taken out of a card here; llama.cpp splits it by free memory too)
     if mc.gpu is not None and not mc.unified and not mc.multi_gpu and target.auto and dp.gpu_total > 0:
         # the draft's VRAM comes out of the target's: re-fit the target on a smaller GPU
-        left = replace(mc.gpu, mem_gb=max(0.0, (mc.gpu.mem_bytes - dp.gpu_total) / pm.GB))
+        # (in the unit the profile counts a card's memory in: decimal GB for the course, GiB when measured)
+        if target.profile == "measured":
+            left = replace(mc.gpu, mem_gb=max(0.0, (mc.gpu.mem_gib_bytes - dp.gpu_total) / pm.GiB))
+        else:
+            left = replace(mc.gpu, mem_gb=max(0.0, (mc.gpu.mem_bytes - dp.gpu_total) / pm.GB))
         tp = pm.place(
             target.model,
             replace(mc, gpu=left),
@@ -55,6 +58,7 @@ def _draft_placement(target: pm.Placement, draft, quant):
             kv_type=target.kv_type,
             n_cpu_moe=target.n_cpu_moe,
             n_ubatch=target.n_ubatch,
+            profile=target.profile,
         )
     return dp, tp
 
@@ -66,7 +70,17 @@ def speculative(
     check(isinstance(target_placement, pm.Placement), "target_placement", "must be a perf_model.Placement")
     E = expected_tokens(acceptance, n_draft)
     target = target_placement
-    check(draft_model_key in pm.MODELS, "draft", f"unknown model {draft_model_key!r}; allowed: {', '.join(pm.MODELS)}")
+    check(
+        isinstance(draft_model_key, str) and draft_model_key in pm.MODELS,
+        "draft_model_key",
+        f"unknown model {brief(draft_model_key)}; allowed: {', '.join(pm.MODELS)}",
+    )
+    check_int(context, "context", 0, pm.MAX_CONTEXT)
+    check(
+        draft_quant is None or (isinstance(draft_quant, str) and draft_quant in pm.ALL_QUANTS),
+        "draft_quant",
+        f"must be None (the target's) or a quantization ({', '.join(pm.ALL_QUANTS)}), got {brief(draft_quant)}",
+    )
     dp, tp = _draft_placement(target, draft_model_key, draft_quant)
     base = pm.decode_step_time(target, target.machine, context=context)
     out = {

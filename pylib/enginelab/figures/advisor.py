@@ -63,15 +63,6 @@ SPEC = Spec(
     list(calculator.SPEC.fields)
     + [
         Int(
-            "threads",
-            "CPU threads (-t)",
-            default="auto",
-            auto="auto",
-            min=1,
-            max=64,
-            help="auto: llama.cpp's default, the physical cores.",
-        ),
-        Int(
             "np",
             "Slots (-np)",
             default=1,
@@ -182,8 +173,12 @@ class AdvisorData:
 
 def compute(state) -> AdvisorData:
     state = _as_state(state)
-    calc_state, _ = calculator.SPEC.coerce({k: getattr(state, k) for k in CALC_KEYS})
-    scn = scenario.build(calc_state)
+    # the calculator part of this page: the calculator's own Scenario (memoised: the calculator page and this one
+    # share it), or with -ub/-b changed, one placed with this page's batches
+    if (state.ub, state.b) == (pm.N_UBATCH_DEFAULT, pm.N_BATCH_DEFAULT):
+        scn = scenario.build(calculator.SPEC.coerce({k: getattr(state, k) for k in CALC_KEYS})[0])
+    else:
+        scn = scenario.build(state)
     sd = _state_dict(state)
     sd["b"] = max(state.b, state.ub)
     # the calculator's Scenario was placed and timed with llama.cpp's default batches: reuse it when they hold
@@ -195,7 +190,7 @@ def compute(state) -> AdvisorData:
     else:
         found = findings.for_setup(
             setup,
-            f"{state.model} {state.quant} on {state.machine}",
+            f"{state.model} {pm.quant_short(state.quant)} on {state.machine}",
             (scn.placement, scn.decode, scn.prefill) if same else None,
         )
     if found.error:
@@ -213,6 +208,7 @@ def compute(state) -> AdvisorData:
                 context=max(256, state.tokens),
                 users=max(2, state.users),
                 tokens=state.tokens,
+                profile=state.profile,
             )
         except Exception as e:  # noqa: BLE001  a gap in the course module: say so, keep the page
             notes.append(f"Recipe: {type(e).__name__}: {e}")

@@ -13,7 +13,8 @@ import json
 
 import perf_model as pm
 
-from .. import chart, custom, explain, findings, fmt, gpus, scenario
+from .. import chart, custom, explain, findings, fmt, gpus, links, scenario
+from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -24,7 +25,8 @@ LEDE = (
     "would place each byte, and what that does to decode and prompt speed."
 )
 
-READOUTS = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+READOUTS = ("verdict", "n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share")
+# ("fits", true or false, is a readout too: the verdict's box carries it; see _verdict)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ SPEC = Spec(
             "quant",
             "Quantization",
             default="Q4_K_M",
-            options=lambda p: [(q, q) for q in pm.QUANT_PRESETS],
+            options=lambda p: pm.quant_options(),
             visible=lambda p: p.get("model") != "gguf",
             help="A dropped GGUF file uses its own tensor types.",
         ),
@@ -133,6 +135,28 @@ SPEC = Spec(
             visible=lambda p: _model(p).is_moe,
             help="Keep the expert weights of the first N layers in system RAM.",
         ),
+        Choice(
+            "profile",
+            "Speed estimate",
+            default="measured",
+            options=[
+                ("measured", "measured: fitted on published llama-bench runs"),
+                ("course", "course: the module's model (η 0.7, 50 µs per token)"),
+            ],
+            help="Both place the same bytes; measured counts GiB less the driver's reserve and times the kernels "
+            "llama.cpp really runs.",
+        ),
+        Int(
+            "threads",
+            "CPU threads (-t)",
+            default="auto",
+            auto="auto",
+            min=1,
+            max=256,
+            visible=lambda p: p.get("profile") == "measured",
+            help="auto: llama.cpp's default, the physical cores. Where the CPU works, decode grows with threads "
+            "until memory bandwidth saturates.",
+        ),
     ],
 )
 
@@ -151,7 +175,7 @@ def compute(state) -> scenario.Scenario:
 
 def describe(data) -> str:
     s, r, m = data.state, data.readouts, data.model
-    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {scenario.n_ctx_for(s.as_dict()):,} ({s.kv} KV)"
+    where = f"{m.name} {pm.quant_short(s.quant)} on {data.machine.name}, n_ctx {scenario.n_ctx_for(s.as_dict()):,} ({s.kv} KV)"
     if data.error:
         return f"{where}: not computable: {data.error}"
     p = data.placement
@@ -164,7 +188,7 @@ def describe(data) -> str:
     return (
         f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} {on}, {fmt.gb(p.gpu_total)} VRAM and "
         f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r.decode_tok_s)} tok/s at {s.tokens:,} tokens "
-        f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s."
+        f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s ({data.profile} profile)."
     )
 
 
@@ -375,7 +399,7 @@ def _bar_chart(data) -> Raw:
         [join(rows), el("g", legend, class_="legend")],
         width=W,
         height=height,
-        title=f"Memory: {data.model.name} {data.state.quant} on {data.machine.name}",
+        title=f"Memory: {data.model.name} {pm.quant_short(data.state.quant)} on {data.machine.name}",
         desc=describe(data),
         id_="calculator-chart",
         class_="chart calculator-chart",
@@ -398,12 +422,68 @@ def _explain(data) -> dict:
         return {k: str(el("p", f"(no explanation: {type(e).__name__})", class_="explain-missing")) for k in READOUTS}
 
 
+VERDICTS = {  # Readouts.verdict -> what the page says
+    "vram": "Fits in VRAM",
+    "partial": "Runs with partial offload",
+    "fails": "Fails to allocate",
+    None: "—",
+}
+
+
+def verdict_text(data) -> tuple[str, str]:
+    """(headline, detail) of the Scenario's verdict (scenario.verdict): where the layers run and what share of
+    each decode step the CPU takes, or why the load fails."""
+    r, p, m = data.readouts, data.placement, data.model
+    if p is None or r.verdict is None:
+        return VERDICTS[None], data.error or ""
+    if r.verdict == "fails":
+        why = _overask_text(data)
+        return VERDICTS["fails"], f"{why[0].upper()}{why[1:]}."
+    n = m.num_hidden_layers
+    if r.verdict == "vram":
+        where = "the GPU's share of unified memory" if data.machine.unified else "VRAM"
+        return (
+            "Fits in the GPU's share of unified memory" if data.machine.unified else VERDICTS["vram"],
+            f"All {n} layers and the output head run from {where}.",
+        )
+    in_ram = n - p.gpu_layers
+    cpu = "" if r.cpu_share is None else f"; {fmt.pct(r.cpu_share)} of each decode step is spent on the CPU"
+    if data.machine.gpu is None:
+        return "Runs on the CPU", f"No GPU: all {n} layers run from system RAM{cpu}."
+    parts = [f"{in_ram} of {n} layers"] if in_ram else []
+    if not p.output_on_gpu:
+        parts.append("the output head")
+    if p.n_cpu_moe:
+        parts.append(f"the experts of {p.n_cpu_moe} layers (--n-cpu-moe)")
+    what = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    verb = "runs" if parts == ["the output head"] else "run"
+    return VERDICTS["partial"], f"{what[0].upper()}{what[1:]} {verb} from system RAM{cpu}."
+
+
+def _verdict(data, how: str = "") -> Raw:
+    """The verdict readout (data-readout="verdict"); its box also carries data-readout="fits" (true: it loads)."""
+    r = data.readouts
+    head, detail = verdict_text(data)
+    return el(
+        "div",
+        [
+            el("dt", "Verdict"),
+            el("dd", [el("output", head, **chart.readout_attrs("verdict", r.verdict))]),
+            el("p", detail, class_="verdict-detail"),
+            el("div", Raw(how), id_="explain-verdict", class_="explain-slot"),
+        ],
+        class_=f"readout readout-verdict verdict-{r.verdict or 'none'}",
+        **chart.readout_attrs("fits", r.fits),
+    )
+
+
 def _readouts(data, defer: bool = False) -> Raw:
     r, m = data.readouts, data.model
     how = {} if defer else _explain(data)  # deferred in the browser: see deferred_html
     fits = r.fits
     ngl = r.n_gpu_layers
     items = [
+        _verdict(data, how.get("verdict", "")),
         _readout(
             "n_gpu_layers",
             ngl,
@@ -427,22 +507,8 @@ def _readouts(data, defer: bool = False) -> Raw:
             "GB",
             how=how.get("ram_gb", ""),
         ),
-        _readout(
-            "decode_tok_s",
-            r.decode_tok_s,
-            fmt.rate(r.decode_tok_s),
-            "Decode",
-            "tok/s",
-            how=how.get("decode_tok_s", ""),
-        ),
-        _readout(
-            "prefill_tok_s",
-            r.prefill_tok_s,
-            fmt.rate(r.prefill_tok_s),
-            "Prefill",
-            "tok/s",
-            how=how.get("prefill_tok_s", ""),
-        ),
+        _speed("decode", data, how),
+        _speed("prefill", data, how),
         _readout(
             "cpu_share",
             r.cpu_share,
@@ -450,9 +516,58 @@ def _readouts(data, defer: bool = False) -> Raw:
             "CPU share of a decode step",
             how=how.get("cpu_share", ""),
         ),
-        _readout("fits", fits, "yes" if fits else "no", "Fits", how=how.get("fits", "")),
     ]
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
+
+
+def _speed(kind: str, data, how: dict) -> Raw:
+    """The decode or prefill readout. Measured profile: "≈ 48" with where most published runs fall (the
+    leave-one-device-out spread) and the module's number for the same settings, each a readout of its own."""
+    r, name = data.readouts, f"{kind}_tok_s"
+    value = getattr(r, name)
+    label = "Decode" if kind == "decode" else "Prefill"
+    measured = data.profile == "measured" and value is not None
+    text = ("≈ " if measured else "") + fmt.rate(value)
+    sub = []
+    rng = getattr(r, f"{kind}_range")
+    if measured and rng:
+        sub += [
+            "most runs ",
+            el("span", fmt.rate(rng[0]), **chart.readout_attrs(f"{kind}_low_tok_s", rng[0])),
+            "–",
+            el("span", fmt.rate(rng[1]), **chart.readout_attrs(f"{kind}_high_tok_s", rng[1])),
+        ]
+    course = getattr(data.course, name, None) if data.course is not None else None
+    if measured and data.course is not None:
+        sub += [
+            " · module: " if sub else "module: ",
+            el("span", fmt.rate(course), **chart.readout_attrs(f"course_{name}", course)),
+        ]
+    extra = [el("p", sub, class_="readout-sub")] if sub else []
+    extra.append(el("div", Raw(how.get(name, "")), id_=f"explain-{name}", class_="explain-slot"))
+    return chart.readout(name, value, text, label, "tok/s", extra=join(extra))
+
+
+def _profile_line(data) -> Raw:
+    """Which speed profile the numbers use, and (measured) why the module's numbers differ."""
+    if data.profile == "measured":
+        backend = data.decode.get("backend", "cpu") if data.decode else None
+        basis = explain.basis_text(backend, "decode") if backend else ""
+        why = explain.profile_note(data)
+        text = [el("strong", "Measured profile"), f" ({basis}). " if basis else ". "]
+        if why:
+            text.append(why)
+        return el("p", text, class_="note profile-note", data_profile="measured")
+    return el(
+        "p",
+        [
+            el("strong", "Course profile"),
+            ": the module's model (η = 0.7 of bandwidth for decode, 0.5 of peak for prefill, 50 µs per token, "
+            "decimal GB). Switch “Speed estimate” to measured for what llama.cpp reaches on real hardware.",
+        ],
+        class_="note profile-note",
+        data_profile="course",
+    )
 
 
 def _table(data) -> Raw:
@@ -503,6 +618,8 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
             )
         )
     parts.append(_readouts(data, defer))
+    if p.fits:
+        parts.append(_profile_line(data))
     parts.append(gpu_editor(data))
     parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
     parts.append(
@@ -525,6 +642,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                     ],
                     class_="command",
                 ),
+                el("p", command_note(data), class_="note command-note", id_="llama-command-note"),
             ],
             class_="command-block",
         )
@@ -533,6 +651,22 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
         parts.append(findings_slot(data, defer))
     parts.append(_table(data))
     return el("div", parts, class_="calculator", data_state="ok" if p.fits else "overask")
+
+
+def command_note(data) -> str:
+    """What the command leaves to llama.cpp: -ngl to --fit unless the reader set it (and what --fit will
+    choose), and the llama.cpp whose flags it assumes (engine_io.LLAMA_CPP_FLAGS)."""
+    p, m = data.placement, data.model
+    total = m.n_layers + 1
+    if data.machine.gpu is None:
+        ngl = "No GPU: every layer runs on the CPU, so the command sets no -ngl."
+    elif p.auto:
+        ngl = f"-ngl is left to --fit (on by default), which will choose -ngl {p.n_gpu_layers} of {total} here" + (
+            ": every layer and the output head on the GPU." if p.full_offload else "."
+        )
+    else:
+        ngl = f"-ngl {p.n_gpu_layers} is written because you set it; --fit leaves a value you set alone."
+    return f"{ngl} Flags as in {LLAMA_CPP_FLAGS}."
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -638,7 +772,7 @@ def findings_slot(data, defer: bool = False) -> Raw:
                 el(
                     "a",
                     "Open the advisor for recipes, LoRA and speculative decoding",
-                    href="advisor.html" + SPEC.to_query(state),
+                    href=links.figure_href("advisor", SPEC.to_query(state)),
                 ),
                 class_="note",
             ),
@@ -697,6 +831,8 @@ def own_model_panel() -> Raw:
                         "",
                         id_="cfg-text",
                         rows=5,
+                        # the browser stops a paste one character past the limit: a huge paste never reaches Python
+                        maxlength=custom.CONFIG_MAX_CHARS + 1,
                         spellcheck="false",
                         placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}',
                     ),

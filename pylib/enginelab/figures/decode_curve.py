@@ -50,7 +50,7 @@ SPEC = Spec(
         Choice(
             "machine", "Machine", default="rtx4090", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
         ),
-        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: pm.quant_options()),
         Int(
             "ctx",
             "Context, n_ctx (-c)",
@@ -195,7 +195,7 @@ def compute(state: State) -> DecodeCurveData:
 
 def describe(data: DecodeCurveData) -> str:
     s, m = data.state, data.model
-    where = f"{m.name} {s.quant} on {data.machine.name}, n_ctx {s.ctx:,}"
+    where = f"{m.name} {pm.quant_short(s.quant)} on {data.machine.name}, n_ctx {s.ctx:,}"
     if data.error:
         return f"{where}: not computable: {data.error}"
     if not data.lines:
@@ -282,7 +282,7 @@ def _chart(data: DecodeCurveData) -> Raw:
         height=H,
         id_="decode-curve-chart",
         class_="chart decode-curve-chart",
-        title=f"Decode tok/s against context: {m.name} {s.quant} on {data.machine.name}",
+        title=f"Decode tok/s against context: {m.name} {pm.quant_short(s.quant)} on {data.machine.name}",
         desc=describe(data),
     )
 
@@ -398,5 +398,10 @@ def render(data: DecodeCurveData) -> str:
             )
     if not any(not ln.error for ln in data.lines):
         return el("div", parts, class_="decode-curve", data_state="error")
-    parts += [_readouts(data), el("figure", _chart(data), class_="chart-wrap"), _table(data)]
+    parts += [
+        _readouts(data),
+        el("figure", _chart(data), class_="chart-wrap"),
+        chart.course_profile_note(),
+        _table(data),
+    ]
     return el("div", parts, class_="decode-curve", data_state="ok")

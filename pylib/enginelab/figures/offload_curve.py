@@ -38,7 +38,7 @@ SPEC = Spec(
             "machine", "Machine", default="rtx3060", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
         ),
         *gpus.fields(lambda p: pm.MACHINES[p["machine"]]),  # several GPUs (enginelab.gpus): gpus, sm, ts, mg, link
-        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: pm.quant_options()),
         Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
         Int(
             "ctx",
@@ -115,7 +115,9 @@ def compute(state) -> dict:
 
 def describe(data) -> str:
     s, m, mc = data["state"], data["model"], data["machine"]
-    where = f"{m.name} {s.quant} on {mc.name}, n_ctx {s.ctx:,} ({s.kv} KV), decode at {s.tokens:,} tokens"
+    where = (
+        f"{m.name} {pm.quant_short(s.quant)} on {mc.name}, n_ctx {s.ctx:,} ({s.kv} KV), decode at {s.tokens:,} tokens"
+    )
     if data["error"]:
         return f"{where}: not computable: {data['error']}"
     pts, r = data["points"], data["readouts"]
@@ -235,7 +237,7 @@ def _chart(data) -> Raw:
         height=H,
         id_="offload-chart",
         class_="chart offload-chart",
-        title=f"Decode tok/s against -ngl: {m.name} {s.quant} on {data['machine'].name}",
+        title=f"Decode tok/s against -ngl: {m.name} {pm.quant_short(s.quant)} on {data['machine'].name}",
         desc=describe(data),
     )
 
@@ -336,6 +338,7 @@ def render(data) -> str:
             "head, which every token reads, hence the last jump.",
             class_="note",
         ),
+        chart.course_profile_note(),
         _table(data),
     ]
     return el("div", parts, class_="offload-curve", data_state="ok")

@@ -61,7 +61,7 @@ SPEC = Spec(
             options=lambda p: _machines(),
             help="Its ridge point and operating point are marked.",
         ),
-        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: pm.quant_options()),
         Choice(
             "model",
             "Bits per weight from",
@@ -85,7 +85,7 @@ SPEC = Spec(
             "vs",
             "Compare with quantization",
             default=NO_VS,
-            options=lambda p: [(NO_VS, "none")] + [(q, q) for q in pm.QUANT_PRESETS],
+            options=lambda p: [(NO_VS, "none")] + pm.quant_options(),
         ),
     ]
     + [
@@ -241,7 +241,7 @@ def _bpw_source(data: RooflineData) -> str:
 def describe(data: RooflineData) -> str:
     s, op, d = data.state, data.op, data.device
     text = (
-        f"{d.name}, {s.quant} at {data.bpw:.2f} bpw ({_bpw_source(data)}): batch {s.batch} has intensity "
+        f"{d.name}, {pm.quant_short(s.quant)} at {data.bpw:.2f} bpw ({_bpw_source(data)}): batch {s.batch} has intensity "
         f"{op.intensity:.3g} FLOP/byte, {op.bound}-bound at {fmt.pct(op.utilization, 1)} of the "
         f"{d.fp16_tflops:g} TFLOP/s peak; the ridge is at {op.ridge_intensity:.3g} FLOP/byte, "
         f"batch {round(data.ridge_batch)}."
@@ -249,7 +249,7 @@ def describe(data: RooflineData) -> str:
     if data.vs:
         v = data.vs
         text += (
-            f" {v.quant} at {v.bpw:.2f} bpw has intensity {v.intensity:.3g}: {s.quant} is "
+            f" {pm.quant_short(v.quant)} at {v.bpw:.2f} bpw has intensity {v.intensity:.3g}: {pm.quant_short(s.quant)} is "
             f"{op.intensity / v.intensity:.2f}x higher."
         )
     others = [x for x in data.devices if not x.primary]
@@ -372,11 +372,13 @@ def _chart(data: RooflineData) -> Raw:
         ]
 
     marks += point(
-        op, "op", f"batch {s.batch} · {s.quant}: {op.intensity:.3g} FLOP/B, {fmt.pct(op.utilization, 1)} of peak"
+        op,
+        "op",
+        f"batch {s.batch} · {pm.quant_short(s.quant)}: {op.intensity:.3g} FLOP/B, {fmt.pct(op.utilization, 1)} of peak",
     )
     if data.vs:
         v = data.vs
-        marks += point(v, "op-vs", f"{v.quant}: {v.intensity:.3g} FLOP/B")
+        marks += point(v, "op-vs", f"{pm.quant_short(v.quant)}: {v.intensity:.3g} FLOP/B")
     parts.append(el("g", marks, class_="marks"))
     return svg(
         parts,
@@ -384,7 +386,7 @@ def _chart(data: RooflineData) -> Raw:
         height=H,
         id_="roofline-chart",
         class_="chart roofline-chart",
-        title=f"Roofline of {d.name} for {s.quant} ({data.bpw:.2f} bpw) at batch {s.batch}",
+        title=f"Roofline of {d.name} for {pm.quant_short(s.quant)} ({data.bpw:.2f} bpw) at batch {s.batch}",
         desc=describe(data),
     )
 
@@ -406,7 +408,7 @@ def _readouts(data: RooflineData) -> Raw:
                 "intensity_ratio",
                 r.intensity_ratio,
                 f"×{r.intensity_ratio:.2f}",
-                f"Intensity vs {data.vs.quant}",
+                f"Intensity vs {pm.quant_short(data.vs.quant)}",
             )
         )
     return el("dl", items, class_="readouts")
@@ -472,7 +474,7 @@ def _table(data: RooflineData) -> Raw:
         v = data.vs
         rows.append(
             [
-                f"{data.device.name} with {v.quant} ({v.bpw:.2f} bpw)",
+                f"{data.device.name} with {pm.quant_short(v.quant)} ({v.bpw:.2f} bpw)",
                 f"{data.device.fp16_tflops:g}",
                 f"{data.device.bandwidth_gbs:g}",
                 f"{v.ridge_intensity:.3g}",
@@ -501,6 +503,7 @@ def render(data: RooflineData) -> str:
                 ],
                 class_="note",
             ),
+            chart.course_profile_note(),
             _table(data),
         ],
         class_="roofline",

@@ -51,7 +51,7 @@ SPEC = Spec(
             "machine", "Machine", default="rtx4090", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
         ),
         Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
-        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: [(q, q) for q in pm.QUANT_PRESETS]),
+        Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: pm.quant_options()),
     ],
 )
 
@@ -189,7 +189,7 @@ def describe(data: TiersData) -> str:
     m, mc, s = data.model, data.machine, data.state
     parts = [f"{t.name} {fmt.seconds(t.token_s)}" for t in data.tiers if t.token_s is not None]
     return (
-        f"{m.name} {s.quant} reads {fmt.gb(data.weights_read_bytes, 2)} of weights per decode token; on "
+        f"{m.name} {pm.quant_short(s.quant)} reads {fmt.gb(data.weights_read_bytes, 2)} of weights per decode token; on "
         f"{mc.name}, at {data.eta:.0%} of each tier's bandwidth, one token takes: " + ", ".join(parts) + "."
     )
 
@@ -369,7 +369,7 @@ def _chart(data: TiersData) -> Raw:
         [p1, p2, p3],
         width=W,
         height=round(y),
-        title=f"Memory tiers of {data.machine.name}, {data.model.name} {s.quant}",
+        title=f"Memory tiers of {data.machine.name}, {data.model.name} {pm.quant_short(s.quant)}",
         desc=describe(data),
         id_="tiers-chart",
         class_="chart tiers-chart",

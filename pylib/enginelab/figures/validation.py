@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 
-from .. import fmt
+from .. import fmt, links
 from .. import validation as val
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Spec, Text
@@ -74,14 +74,24 @@ SPEC = Spec(
             "quant",
             "Quant (if the table does not name one)",
             default="Q4_0",
-            options=lambda p: [(q, q) for q in pm.QUANT_PRESETS],
+            options=lambda p: pm.quant_options(),
         ),
         Choice("machine", "Your machine", default="rtx4090", options=_machine_options),
+        Choice(
+            "profile",
+            "Speed estimate",
+            default="measured",
+            options=[
+                ("measured", "measured: fitted on published llama-bench runs"),
+                ("course", "course: the module's model"),
+            ],
+            help="The charts, the error readouts and your paste use this profile; the table below shows both.",
+        ),
     ],
 )
 
 
-State = SPEC.State  # this figure's state: family, bench (the paste), model, quant, machine
+State = SPEC.State  # this figure's state: family, bench (the paste), model, quant, machine, profile
 
 
 def default_state() -> State:
@@ -224,16 +234,19 @@ class ValidationData:
     paste: Paste | None  # None: nothing pasted, or it could not be read
     paste_error: str | None  # why it could not be read
     readouts: Readouts
+    backends: tuple = ()  # validation.backend_errors(): both profiles' errors per backend on the calibration runs
 
 
 def compute(state: State) -> ValidationData:
     v = val
-    preds = v.predictions()
+    preds = v.predictions(profile=state.profile)
     summ = Summary.of(v.summary(preds))
     paste = paste_error = None
     if state.bench.strip():
         try:
-            paste = Paste.of(v.compare(state.bench, state.model, state.quant, _machine(state.machine)))
+            paste = Paste.of(
+                v.compare(state.bench, state.model, state.quant, _machine(state.machine), profile=state.profile)
+            )
         except ValueError as e:
             paste_error = str(e)
     readouts = Readouts(
@@ -249,13 +262,14 @@ def compute(state: State) -> ValidationData:
         paste=paste,
         paste_error=paste_error,
         readouts=readouts,
+        backends=tuple(v.backend_errors()),
     )
 
 
 def describe(data: ValidationData) -> str:
     s = data.summary
     text = (
-        f"Against {s.n_rows} published llama-bench results, our median absolute error is "
+        f"Against {s.n_rows} published llama-bench results, the {data.state.profile} profile's median absolute error is "
         f"{fmt.pct(s.decode_mape)} for decode (tg128, or tg512 where that is what was run; {s.n_tg} measurements) and "
         f"{fmt.pct(s.prefill_mape)} for prompt processing (pp512, {s.n_pp}); the median signed error is "
         f"{_signed(s.decode_bias)} and {_signed(s.prefill_bias)}."
@@ -342,7 +356,7 @@ def _scatter(data: ValidationData, metric: str, title: str) -> Raw:
     for meas, pred, p in sorted(pts, key=lambda t: (t[2].family == fam, t[2].device, t[2].quant)):
         dim = fam != "all" and p.family != fam
         tip = (
-            f"{p.device}, {p.model} {p.quant}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
+            f"{p.device}, {p.model} {pm.quant_short(p.quant)}: measured {fmt.rate(meas)}, predicted {fmt.rate(pred)} "
             f"tok/s ({_signed(pred / meas - 1)})"
         )
         dots.append(
@@ -511,8 +525,11 @@ def _paste_block(data: ValidationData) -> Raw:
     if data.paste is None:
         return el(
             "p",
-            "Paste llama-bench output in the box above to compare it with our estimate for the model, "
-            "quant and machine you pick.",
+            [
+                "Paste llama-bench output into the “Your llama-bench output” box in the settings of ",
+                el("a", "the validation page", href=links.figure_href(ID)),
+                " to compare it with our estimate for the model, quant and machine you pick.",
+            ],
             class_="note paste-hint",
         )
     res = data.paste
@@ -634,21 +651,105 @@ def _table(data: ValidationData) -> Raw:
     )
 
 
+BACKEND_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "Metal", "sycl": "SYCL", "cpu": "CPU"}
+
+
+def _backend_table(data: ValidationData) -> Raw:
+    """Both profiles side by side, per backend: the course profile's error on every calibration run, and the
+    measured profile's leave-one-device-out error (each device predicted by a fit that never saw it)."""
+    if not data.backends:
+        return el("p", "No calibration summary is available (measured_params.json missing).", class_="note")
+    rows = []
+    for b in data.backends:
+        kind = "decode (tgN)" if b["kind"] == "decode" else "prompt (ppN)"
+        held = "" if b["held_out"] else " (in-sample: one device)"
+        rows.append(
+            el(
+                "tr",
+                [
+                    el("th", BACKEND_NAMES.get(b["backend"], b["backend"]), scope="row"),
+                    el("td", kind),
+                    el("td", f"{b['runs']} / {b['devices']}"),
+                    el(
+                        "td",
+                        fmt.pct(b["course_median"]),
+                        data_readout=f"course_{b['kind']}_{b['backend']}",
+                        data_value=fmt.raw(b["course_median"]),
+                    ),
+                    el("td", fmt.pct(b["course_p90"])),
+                    el(
+                        "td",
+                        fmt.pct(b["measured_median"]) + held,
+                        data_readout=f"measured_{b['kind']}_{b['backend']}",
+                        data_value=fmt.raw(b["measured_median"]),
+                        class_="better" if (b["measured_median"] or 9) < (b["course_median"] or 9) else None,
+                    ),
+                    el("td", fmt.pct(b["measured_p90"])),
+                ],
+                data_backend=b["backend"],
+                data_kind=b["kind"],
+            )
+        )
+    head = el(
+        "tr",
+        [
+            el("th", h, scope="col")
+            for h in (
+                "Backend",
+                "Test",
+                "Runs / devices",
+                "Course: median |error|",
+                "p90",
+                "Measured, held out: median |error|",
+                "p90",
+            )
+        ],
+    )
+    return el(
+        "section",
+        [
+            el("h3", "Both profiles, per llama.cpp backend"),
+            el(
+                "table",
+                [
+                    el(
+                        "caption",
+                        "Errors on the published runs of data/calibration: the course profile (the module's model, "
+                        "nothing fitted) against the measured profile, each device predicted by a fit without it.",
+                    ),
+                    el("thead", head),
+                    el("tbody", rows),
+                ],
+                class_="data backend-table",
+            ),
+        ],
+        class_="backend-errors",
+    )
+
+
 def render(data: ValidationData) -> str:
     s = data.summary
     parts = [
         _readouts(data),
+        _backend_table(data),
         el("div", _paste_block(data), class_="paste-block", aria_live="polite"),
         el("figure", [_chart(data)], class_="chart-wrap"),
         el(
             "p",
             [
-                f"Decode (tgN) is predicted as one decode step at N/2 tokens of context (the middle of the run), prompt "
-                f"processing as prefill_time(512) in 512-token micro-batches, both with the whole model on the GPU "
-                f"and the module's efficiencies (70% of peak bandwidth, 50% of peak FP16 throughput): nothing is "
-                f"fitted to these measurements. The median signed errors ({_signed(s.decode_bias)} decode, "
-                f"{_signed(s.prefill_bias)} prompt) show the bias. Apple GPU FP16 throughput is approximated "
-                f"from core count and clock, so prompt estimates there are rougher."
+                "Decode (tgN) is predicted as one decode step at N/2 tokens of context (the middle of the run), prompt "
+                "processing as prefill_time(512) in 512-token micro-batches, both with the whole model on the GPU. "
+                + (
+                    "The charts use the measured profile, whose parameters were fitted on the calibration runs, "
+                    "these rows among them: read the held-out errors in the table above for what to expect on "
+                    "hardware the fit has not seen. "
+                    if data.state.profile == "measured"
+                    else "The charts use the course profile: the module's efficiencies (70% of peak bandwidth, "
+                    "50% of peak FP16 throughput), nothing fitted to these measurements. "
+                )
+                + f"The median signed errors ({_signed(s.decode_bias)} decode, {_signed(s.prefill_bias)} prompt) show "
+                "the bias. Apple GPU FP16 throughput is approximated from core count and clock, so prompt estimates "
+                "there are rougher."
             ],
             class_="note",
         ),
