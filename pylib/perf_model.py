@@ -975,8 +975,8 @@ class Interconnect:
     def __post_init__(self):
         _check(
             isinstance(self.kind, str) and self.kind in LINK_KINDS,
-            "interconnect",
-            f"unknown kind {brief(self.kind)}; allowed: {', '.join(LINK_KINDS)}",
+            "kind",
+            f"unknown link kind {brief(self.kind)}; allowed: {', '.join(LINK_KINDS)}",
         )
         check_number(self.bandwidth_gbs, "bandwidth_gbs", 0.0, MAX_DEVICE_GBS)
         check_number(self.latency_us, "latency_us", 0.0, 1e7)
@@ -1772,13 +1772,13 @@ def check_split(machine, tensor_split=None, split_mode: str = "layer", main_gpu:
     _check(
         isinstance(split_mode, str) and split_mode in SPLIT_MODES,
         "split_mode",
-        f"unknown split mode {split_mode!r}; allowed: {', '.join(SPLIT_MODES)}",
+        f"unknown split mode {brief(split_mode)}; allowed: {', '.join(SPLIT_MODES)}",
     )
     _check(
         isinstance(main_gpu, int) and not isinstance(main_gpu, bool) and 0 <= main_gpu < max(n, 1),
         "main_gpu",
         f"must be an integer from 0 to {max(n, 1) - 1} (the machine has {n} GPU{'s' if n != 1 else ''}), "
-        f"got {main_gpu!r}",
+        f"got {brief(main_gpu)}",
     )
     if tensor_split is None:
         return (), split_mode, main_gpu
@@ -1787,7 +1787,7 @@ def check_split(machine, tensor_split=None, split_mode: str = "layer", main_gpu:
         "tensor_split",
         f"must be None or a list of numbers, one per GPU, got {type(tensor_split).__name__}",
     )
-    vals = tuple(tensor_split)
+    vals = tuple(v for _, v in zip(range(MAX_GPUS + 1), tensor_split))  # never more than one past the limit
     _check(
         len(vals) <= max(n, 1),
         "tensor_split",
@@ -1797,7 +1797,7 @@ def check_split(machine, tensor_split=None, split_mode: str = "layer", main_gpu:
         _check(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1e9,
             "tensor_split",
-            f"value {i + 1} must be a number from 0 to 1e9, got {v!r}",
+            f"value {i + 1} must be a number from 0 to 1e9, got {brief(v)}",
         )
     if not any(vals):
         return (), split_mode, main_gpu
@@ -2080,7 +2080,7 @@ PROFILES = ("course", "measured")
 def _check_profile(profile, placement=None) -> str:
     if profile is None:
         return placement.profile if placement is not None else "course"
-    _check(profile in PROFILES, "profile", f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    _check(profile in PROFILES, "profile", f"unknown profile {brief(profile)}; allowed: {', '.join(PROFILES)}")
     return profile
 
 
@@ -2604,6 +2604,9 @@ def _layer_parts(m: Model, quant) -> tuple:
 
 def link_seconds(machine: Machine, n_bytes: float, n_transfers: int = 1) -> float:
     """Seconds for n_transfers hand-overs carrying n_bytes in all over the machine's GPU link."""
+    machine = get_machine(machine)
+    check_number(n_bytes, "n_bytes", 0.0, 1e18)
+    check_int(n_transfers, "n_transfers", 0, 1 << 40)
     ic = machine.link
     trips = 2 if ic.kind == "pcie" else 1  # through the host: GPU -> host -> GPU
     return n_transfers * ic.latency_us * 1e-6 + trips * n_bytes / (ic.bandwidth_gbs * GB)

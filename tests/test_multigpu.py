@@ -54,8 +54,10 @@ def test_machine_checks():
         pm.Machine("x", (pm.RTX_3090, "RTX 3060"), DDR4, 31.5)
     with pytest.raises(ValueError, match="unified"):
         pm.Machine("x", (pm.M4_MAX, pm.M4_MAX), DDR4, 0.0, unified=True)
-    with pytest.raises(ValueError, match="interconnect"):
+    with pytest.raises(ValueError, match="^kind"):
         pm.Interconnect("carrier-pigeon")
+    with pytest.raises(ValueError, match="^interconnect"):
+        pm.Machine("x", (pm.RTX_3090, pm.RTX_3090), DDR4, 31.5, interconnect="nvlink")
     # the default link: PCIe through the host at the machine's PCIe rate
     assert TWO_3090.link.kind == "pcie" and TWO_3090.link.bandwidth_gbs == 31.5
     assert machine(pm.RTX_3090, pm.RTX_3090, link=pm.LINKS["nvlink"]).link.bandwidth_gbs == 56.25

@@ -164,7 +164,7 @@ def hf_weight_bytes(model, weight_dtype: str = "bf16", tp: int = 1) -> dict:
     model = pm.get_model(model)
     _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
     if tp != 1:
-        check_tp(model, tp, "tensor_parallel_size")
+        check_tp(model, tp, "tp")
     linear = other = 0.0
     params = 0
     for t in model.tensors():
@@ -232,6 +232,7 @@ def check_tp(model, tp, arg: str = "tensor_parallel_size") -> int:
 def tp_kv_heads(model, tp: int = 1) -> int:
     """KV heads each GPU holds: max(1, num_key_value_heads // tp) (replicated when there are fewer than tp)."""
     model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
     return max(1, model.num_key_value_heads // tp)
 
 
@@ -259,6 +260,8 @@ def allreduce_bytes_per_token(model, tp: int, dtype_bytes: int = 2) -> float:
     """Bytes each GPU sends per token for tensor parallelism: two all-reduces of the hidden state per layer and
     one for the embedding (ring: 2 (tp - 1) / tp of n_embd values each), and its gather of the logits."""
     model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
+    _int(dtype_bytes, "dtype_bytes", 1, 8)
     if tp <= 1:
         return 0.0
     ring = 2.0 * (tp - 1) / tp
@@ -317,6 +320,7 @@ def peak_activation_bytes(
     Sampler pass of S = min(max_num_seqs, T) rows: f32 logits over the vocabulary and
     two working copies of them (probabilities, log-probabilities)."""
     model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
     _int(max_num_batched_tokens, "max_num_batched_tokens")
     _int(max_num_seqs, "max_num_seqs", 1, MAX_SEQS)
     ffn = model.intermediate_size
