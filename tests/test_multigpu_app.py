@@ -171,3 +171,22 @@ def test_every_cause_has_a_label():
     from enginelab.advisor import diagnosis
 
     assert set(diagnosis.CAUSES) <= set(findings.CAUSE_LABELS)
+
+
+def test_serving_plan_figure_takes_tensor_parallelism():
+    from enginelab import serving_plan as sp
+    from enginelab.figures import serving_plan as fig
+
+    s, msgs = fig.SPEC.from_query("?model=llama-3.1-70b&weights=awq&tp=2")
+    assert msgs == [] and fig.SPEC.to_query(s) == "?model=llama-3.1-70b&tp=2&weights=awq"
+    d = fig.compute(s)
+    want = sp.vllm_plan("llama-3.1-70b", "rtx4090", "awq", max_model_len=8192, tensor_parallel_size=2)
+    assert d.plan.gpu == "2x RTX 4090" and d.readouts.num_gpu_blocks == want["num_gpu_blocks"]
+    html = fig.render(d)
+    assert "--tensor-parallel-size 2" in html and "Per GPU, on each of 2" in html
+    # SGLang: --tp; a tp the model's heads cannot split is the engine's error, shown
+    s2 = fig.SPEC.from_query("?engine=sglang&tp=2")[0]
+    assert "--tp 2" in fig.render(fig.compute(s2))
+    bad = fig.compute(fig.SPEC.from_query("?model=qwen2.5-7b&tp=8")[0])
+    assert bad.plan is None and bad.error.startswith("tensor_parallel_size:")
+    assert "Cannot plan these settings" in fig.render(bad)
