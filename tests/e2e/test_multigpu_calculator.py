@@ -19,8 +19,9 @@ def query(page) -> dict:
 
 
 def expected(model, gpus, **kw):
+    """perf_model's placement and decode in CPython, in the calculator's default (measured) profile."""
     mc = pm.Machine("x", tuple(pm.GPUS[g] for g in gpus), pm.MACHINES["rtx3090"].ram, 31.5)
-    p = pm.place(model, mc, "Q4_K_M", n_ctx=8192, **kw)
+    p = pm.place(model, mc, "Q4_K_M", n_ctx=8192, profile="measured", **kw)
     d = pm.decode_step_time(p, context=2000) if p.fits else None
     return p, d
 
