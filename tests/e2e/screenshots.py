@@ -28,6 +28,8 @@ SHOTS = [
     ("calculator-held", "figures/calculator.html?ctx=1024&tokens=8000&ngl=99", "ready"),
     ("calculator-ctx0", "figures/calculator.html?model=qwen2.5-14b&ctx=0", "ready"),
     ("calculator-m4max", "figures/calculator.html?machine=m4max&model=llama-3.1-70b&quant=Q8_0", "ready"),
+    ("calculator-course", "figures/calculator.html?profile=course", "ready"),
+    ("calculator-cpu-threads", "figures/calculator.html?machine=cpu-ddr5&model=llama-3.1-8b&threads=2", "ready"),
     # several GPUs: a bar per card; one card overflows, the advisor suggests -ts
     ("calculator-2gpu", "figures/calculator.html?model=llama-3.1-70b&machine=rtx3090&gpus=rtx3090,rtx3090", "ready"),
     ("calculator-2gpu-overask", "figures/calculator.html?machine=rtx3090&gpus=rtx3090,rtx3060&ts=1,1", "ready"),
