@@ -421,7 +421,8 @@ def _bar(data: ServingPlanData) -> Raw:
     scale_max = max(total, used)
     left, span = PAD, W - 2 * PAD
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
-    parts = [el("text", f"{p.gpu}: {fmt.gib(total)} total", x=left, y=20, class_="bar-label")]
+    each = " per GPU" if int(data.state.tp) > 1 else " total"  # tensor parallel: every number is one GPU's
+    parts = [el("text", f"{p.gpu}: {fmt.gib(total)}{each}", x=left, y=20, class_="bar-label")]
     x = left
     for key, label, v, exact in segs:
         if v <= 0:
