@@ -190,3 +190,36 @@ def test_serving_plan_figure_takes_tensor_parallelism():
     bad = fig.compute(fig.SPEC.from_query("?model=qwen2.5-7b&tp=8")[0])
     assert bad.plan is None and bad.error.startswith("tensor_parallel_size:")
     assert "Cannot plan these settings" in fig.render(bad)
+
+
+_SECONDS = {"µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _secs(text: str) -> float:
+    v, unit = re.fullmatch(r"([\d.,]+) (µs|ms|s)", text.strip()).groups()
+    return float(v.replace(",", "")) * _SECONDS[unit]
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        TWO + "&profile=course",
+        TWO,  # measured
+        TWO + "&sm=row&link=nvlink",
+        "?model=llama-3.1-70b&machine=rtx3090&gpus=rtx3090,rtx3060&ctx=8192&profile=course",  # partial offload
+    ],
+)
+def test_explanations_add_up_per_gpu(q):
+    d = calc.compute(state(q)[0])
+    e = explain.explain(d)
+    result = re.search(r"Result: </span>(.*?)</p>", e["vram_gb"]).group(1)
+    terms = [float(x) for x in re.findall(r"([\d.,]+) GB \(GPU", result)]
+    total = float(re.search(r"= ([\d.,]+) GB", result).group(1))
+    assert len(terms) == 2 and sum(terms) == pytest.approx(total, abs=0.02)
+    assert total == pytest.approx(d.readouts.vram_gb, abs=0.006)
+    result = re.search(r"Result: </span>t_token = (.*?) →", e["decode_tok_s"]).group(1)
+    parts, total = result.rsplit(" = ", 1)
+    terms = [_secs(t.split(" (")[0]) for t in parts.split(" + ")]
+    assert _secs(total) == pytest.approx(d.decode["total_s"], rel=0.01)
+    assert sum(terms) == pytest.approx(_secs(total), rel=0.01)
+    assert "(link)" in result
