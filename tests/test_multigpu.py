@@ -1,6 +1,6 @@
 """Several GPUs: llama.cpp's layer and row split, --fit across devices, their time, and vLLM/SGLang tensor
 parallelism. Splits derived by hand (the arithmetic is in the comments), and per-device buffers checked against
-real llama.cpp loads with two devices (tests/data/rpc_multi_device.csv, from data/lab/logs/rpc-*.log)."""
+real llama.cpp loads with two devices (data/lab/multi_device.csv and data/lab/logs/rpc-*.log)."""
 
 from __future__ import annotations
 
@@ -275,12 +275,21 @@ def test_nvlink_and_rpc_links():
 # ---------------------------------------------------------------------------------------------------------
 # Real llama.cpp loads with two devices (RPC backend, Llama 3.2 1B Q4_K_M): per-device buffers
 # ---------------------------------------------------------------------------------------------------------
-LOGS = Path(__file__).parent / "data" / "rpc_multi_device.csv"
+LAB = Path(__file__).resolve().parents[1] / "data" / "lab"  # data/lab/README.md: how these were made
+
+
+def _free_mib(log: str) -> tuple:
+    """The free memory each rpc-server reported, from the log's header ("RPC0 ... reports 3000 MiB; ...")."""
+    head = (LAB / "logs" / log).read_bytes().decode("utf-8", "replace").splitlines()[1]
+    return tuple(int(x) for x in re.findall(r"RPC\d \S+ reports (\d+) MiB", head))
 
 
 def _rows():
     by: dict = {}
-    for r in csv.DictReader(LOGS.open()):
+    for r in csv.DictReader((LAB / "multi_device.csv").open(encoding="utf-8")):
+        r["n_ctx"] = re.search(r"n_ctx=(\d+)", r["notes"]).group(1)  # the final load's (--fit may shrink it)
+        r["free_mib"] = _free_mib(re.search(r"log (rpc-\S+\.log)", r["notes"]).group(1))
+        r["device"] = r["device"].split()[0]
         by.setdefault(r["config"], []).append(r)
     return by
 
@@ -289,7 +298,7 @@ def _place_from_flags(rows):
     r0 = rows[0]
     flags = r0["flags"].split()
     arg = lambda f, d=None: flags[flags.index(f) + 1] if f in flags else d  # noqa: E731
-    free = (int(r0["rpc0_free_mib"]), int(r0["rpc1_free_mib"]))
+    free = r0["free_mib"]
     dev = [pm.Device(f"RPC{i}", free[i] * MiB / GB, 100.0, 1.0, backend="cpu") for i in range(2)]
     mc = pm.Machine("two rpc-servers", tuple(dev), pm._ram(24), 0.0, interconnect=pm.LINKS["rpc-10g"])
     ngl = arg("-ngl")
@@ -306,6 +315,12 @@ def _place_from_flags(rows):
         main_gpu=int(arg("-mg", 0)),
         fit_target_mib=1024 if fit else 0,  # -fit off: no margin
     )
+
+
+def test_the_lab_data_is_there():
+    rows = _rows()
+    assert len(rows) == 10 and all(len(r) == 3 for r in rows.values())  # RPC0, RPC1 and the host per load
+    assert _rows()["j-fit-on-default-ctx"][0]["free_mib"] == (2000, 1500)
 
 
 @pytest.mark.parametrize("config", sorted(_rows()))
