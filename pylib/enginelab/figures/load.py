@@ -3,11 +3,14 @@
 The steps, their tiers, bytes and seconds are inference_trace.load_trace's, for the module's four scenarios
 (inference_trace.LOAD_SCENARIOS), cold (the file comes from the drive) or warm (the OS page cache still holds
 it). This module only groups and draws them: the tier the current step touches lights up, the tiers a copy
-passes through are marked, and a running tally shows what each memory holds so far.
+passes through are marked, and a running tally shows what each memory holds so far. A run of layer uploads (44
+near-identical "Upload block N" steps for a 32B model) is one frame, with a progress bar over its blocks; the
+first token lights every memory it reads, each with its own bytes.
 
-State: scenario, warm, step (the frame; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
-compute(state) returns a LoadData: the trace as LoadSteps, the current one, the boxes drawn, what each memory
-holds so far, and the step list's rows (StepGroups).
+State: scenario, warm, step (the frame, one per row of the step list: a trace step, or a run of uploads;
+STEP_FIELD, so the page gets Back / Play / Step and a scrubber). compute(state) returns a LoadData: the trace
+as LoadSteps, the frame's StepGroup and its last trace step, the boxes drawn, what each memory holds so far,
+and the step list's rows (StepGroups).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class LoadStep:
     file_read_s: float | None = None  # uploads: the file read alone
     link_s: float | None = None  # uploads: the PCIe copy alone
     lands_in: str | None = None  # the page-in step: where the pages end up
+    gpu_read_bytes: float | None = None  # the first token: bytes the GPU reads
+    cpu_read_bytes: float | None = None  # ... and the CPU
 
     @classmethod
     def of(cls, step: dict) -> LoadStep:
@@ -77,8 +82,8 @@ def trace(scenario: str, warm: bool) -> tuple[LoadStep, ...]:
     return _TRACE_CACHE[key]
 
 
-def _n_steps(partial) -> int:
-    return len(trace(partial["scenario"], partial.get("warm", False)))
+def _n_frames(partial) -> int:
+    return len(_groups(partial["scenario"], partial.get("warm", False)))
 
 
 SPEC = Spec(
@@ -101,7 +106,7 @@ SPEC = Spec(
             "Step",
             default=0,
             min=0,
-            max=lambda p: _n_steps(p) - 1,
+            max=lambda p: _n_frames(p) - 1,
             widget="range",
             help="Drag, or use Back, Play and Step.",
         ),
@@ -190,7 +195,7 @@ def _upload_run_what(g: StepGroup) -> str:
     src = "drive" if g.via == "drive" else "page cache"
     if a == b:
         return f"Upload block {a} to VRAM ({src} -> PCIe -> VRAM)"
-    return f"Upload blocks {a}-{b} to VRAM, one block per step ({src} -> PCIe -> VRAM)"
+    return f"Upload blocks {a}-{b} to VRAM, {b - a + 1} blocks one after another ({src} -> PCIe -> VRAM)"
 
 
 def groups(steps) -> list[StepGroup]:
@@ -235,10 +240,12 @@ class LoadData:
     machine: pm.Machine
     model: pm.Model
     steps: tuple[LoadStep, ...]  # the whole trace (state.warm's launch)
-    index: int  # the current step
-    step: LoadStep
+    index: int  # the frame: the current row of the step list (groups)
+    group: StepGroup  # that row: one trace step, or a run of uploads
+    step: LoadStep  # its last trace step (what the memories hold after it)
     kind: str  # kind(step)
     lit: str  # the tier the step touches
+    reads: dict[str, float]  # tier -> bytes the frame reads there (the first token reads from two), else {lit: bytes}
     path: tuple[str, ...]  # the boxes its bytes pass through
     dest: str | None  # the memory it leaves bytes in
     tiers: tuple[str, ...]  # the boxes drawn (machine_tiers)
@@ -260,7 +267,10 @@ def compute(state: State) -> LoadData:
     warm = trace(state.scenario, True)
     mc = pm.MACHINES[sc["machine"]]
     model = pm.MODELS[sc["model"]]
-    i = min(max(state.step, 0), len(steps) - 1)
+    rows = _groups(state.scenario, state.warm)
+    gi = min(max(state.step, 0), len(rows) - 1)
+    g = rows[gi]
+    i = g.last
     cur = steps[i]
     last = len(steps) - 1
     tiers = machine_tiers(mc)
@@ -284,16 +294,26 @@ def compute(state: State) -> LoadData:
         "vram": mc.gpu.bandwidth if mc.gpu is not None else 0.0,
         "unified": mc.gpu.bandwidth if mc.unified else 0.0,
     }
+    if cur.gpu_read_bytes is not None:  # the first token reads the GPU's memory and the CPU's
+        gpu_tier, cpu_tier = ("unified", "unified") if mc.unified else ("vram", "ram")
+        reads = {}
+        for t, b in ((gpu_tier, cur.gpu_read_bytes), (cpu_tier, cur.cpu_read_bytes)):
+            if b:
+                reads[t] = reads.get(t, 0.0) + b
+    else:
+        reads = {cur.tier: g.bytes}
     return LoadData(
         state=state,
         scenario_label=sc["label"],
         machine=mc,
         model=model,
         steps=steps,
-        index=i,
+        index=gi,
+        group=g,
         step=cur,
         kind=k,
         lit=cur.tier,
+        reads=reads,
         path=path(cur, k, tiers),
         dest=destination(cur, k),
         tiers=tiers,
@@ -305,7 +325,7 @@ def compute(state: State) -> LoadData:
         cold_total_s=cold[-1].elapsed_s,
         warm_total_s=warm[-1].elapsed_s,
         file_bytes=_file_bytes(state.scenario),
-        groups=_groups(state.scenario, state.warm),
+        groups=rows,
     )
 
 
@@ -325,12 +345,19 @@ def _file_bytes(scenario: str) -> int:
     return _TRACE_CACHE[key]
 
 
+def _where(data: LoadData) -> str:
+    """'GPU VRAM, 4.6 GB' or, for a step that reads two memories, 'GPU VRAM 12.4 GB + RAM / page cache 7.0 GB'."""
+    if len(data.reads) > 1:
+        return " + ".join(f"{TIER_NAMES[t]} {fmt.bytes_auto(b)}" for t, b in data.reads.items()) + " read"
+    return f"{TIER_NAMES[data.group.tier]}, {fmt.bytes_auto(data.group.bytes)}"
+
+
 def describe(data: LoadData) -> str:
-    s, st, n = data.step, data.state, len(data.steps)
+    g, st, n = data.group, data.state, len(data.groups)
     launch = "warm" if st.warm else "cold"
     return (
-        f"{data.scenario_label}, {launch} launch, step {data.index + 1} of {n}: {s.what} "
-        f"({TIER_NAMES[s.tier]}, {fmt.bytes_auto(s.bytes)}, {fmt.seconds(s.seconds)}); "
+        f"{data.scenario_label}, {launch} launch, step {data.index + 1} of {n}: {g.what} "
+        f"({_where(data)}, {fmt.seconds(g.seconds)}); "
         f"{fmt.seconds(data.elapsed_s)} elapsed of {fmt.seconds(data.total_s)}."
     )
 
@@ -358,7 +385,7 @@ def _boxes(data: LoadData) -> Raw:
     parts = []
     for j, t in enumerate(tiers):
         x = x0 + j * (bw + GAP)
-        lit = t == data.lit
+        lit = t in data.reads
         on_path = t in cur_path
         cls = (
             f"tier tier-{t}"
@@ -397,12 +424,12 @@ def _boxes(data: LoadData) -> Raw:
         elif t == "ram":  # Apple: the page cache lives in the unified memory
             inner.append(el("text", "in unified memory", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
         if lit:
-            s = data.step
+            b = data.reads[t]
             inner.append(el("text", "this step", x=x + 8, y=BOX_Y + 92, class_="box-now"))
             inner.append(
                 el(
                     "text",
-                    fmt.bytes_auto(s.bytes) if s.bytes else "0 B",
+                    (fmt.bytes_auto(b) if b else "0 B") + (" read" if len(data.reads) > 1 else ""),
                     x=x + 8,
                     y=BOX_Y + 108,
                     class_="box-now-v",
@@ -474,7 +501,7 @@ def _strip_now(data: LoadData) -> Raw:
     x0, x1 = 8, W - 8
     span = x1 - x0
     cx = x0 + span * data.elapsed_s / total
-    cw = span * data.step.seconds / total
+    cw = span * data.group.seconds / total
     return join(
         [
             el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
@@ -489,7 +516,7 @@ def _chart_title(data: LoadData) -> str:
     st = data.state
     return (
         f"Loading {data.model.name} on {data.machine.name} "
-        f"({'warm' if st.warm else 'cold'}), step {data.index + 1} of {len(data.steps)}"
+        f"({'warm' if st.warm else 'cold'}), step {data.index + 1} of {len(data.groups)}"
     )
 
 
@@ -509,14 +536,12 @@ def _chart(data: LoadData) -> Raw:
 def _step_list(data: LoadData) -> Raw:
     rows = []
     i = data.index
-    for g in data.groups:
-        now = g.first <= i <= g.last
-        done = g.last < i
+    for j, g in enumerate(data.groups):
+        now = j == i
+        done = j < i
         status = "now" if now else ("done" if done else "todo")
-        nums = f"{g.first + 1}" if g.first == g.last else f"{g.first + 1}–{g.last + 1}"
+        nums = f"{j + 1}"
         detail = f"{TIER_NAMES[g.tier]} · {fmt.bytes_auto(g.bytes)} · {fmt.seconds(g.seconds)}"
-        if now and g.first != g.last:
-            detail += f" · at block {'' if data.step.layer is None else data.step.layer} ({i - g.first + 1} of {g.last - g.first + 1})"
         rows.append(
             el(
                 "li",
@@ -560,15 +585,15 @@ def _table(data: LoadData) -> Raw:
 
 
 def _readouts(data: LoadData) -> Raw:
-    s, st = data.step, data.state
-    n = len(data.steps)
+    g, st = data.group, data.state
+    n = len(data.groups)
     return el(
         "dl",
         [
             _readout("step_index", data.index, f"{data.index + 1} / {n}", "Step"),
-            _readout("step_tier", s.tier, TIER_NAMES[s.tier], "Tier"),
-            _readout("step_bytes", s.bytes, fmt.bytes_auto(s.bytes), "Bytes"),
-            _readout("step_s", s.seconds, fmt.seconds(s.seconds), "This step"),
+            _readout("step_tier", g.tier, TIER_NAMES[g.tier], "Tier"),
+            _readout("step_bytes", g.bytes, fmt.bytes_auto(g.bytes), "Bytes"),
+            _readout("step_s", g.seconds, fmt.seconds(g.seconds), "This step"),
             _readout("elapsed_s", data.elapsed_s, fmt.seconds(data.elapsed_s), "Elapsed"),
             _readout(
                 "total_s",
@@ -582,13 +607,35 @@ def _readouts(data: LoadData) -> Raw:
     )
 
 
-def _caption(data: LoadData) -> Raw:
+def _progress(data: LoadData) -> Raw:
+    """A run of uploads as one step: a bar that fills block by block (CSS; at once under reduced motion)."""
+    g = data.group
+    a, b = g.layers
+    n = b - a + 1
     return el(
-        "p",
-        [el("strong", f"Step {data.index + 1}: "), data.step.what, "."],
-        class_="step-caption",
-        id_="load-caption",
+        "span",
+        [
+            el(
+                "span",
+                el("span", class_="upload-fill", style=f"--blocks:{n}"),
+                class_="upload-bar",
+                role="progressbar",
+                aria_valuemin="0",
+                aria_valuemax=str(n),
+                aria_valuenow=str(n),
+                aria_label=f"{n} of {n} blocks uploaded",
+            ),
+            f" {n} blocks × {fmt.bytes_auto(g.bytes / n)}, {fmt.seconds(g.seconds)} in all",
+        ],
+        class_="upload-progress",
     )
+
+
+def _caption(data: LoadData) -> Raw:
+    parts = [el("strong", f"Step {data.index + 1}: "), data.group.what, "."]
+    if data.group.kind == "upload-run" and data.group.first != data.group.last:
+        parts.append(_progress(data))
+    return el("p", parts, class_="step-caption", id_="load-caption")
 
 
 def patch_key(data: LoadData) -> str:
