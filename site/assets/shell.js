@@ -102,7 +102,6 @@ export function controlsFromQuery(search = location.search) {
 export function markStale() {
   const fig = $("#figure");
   if (!fig || fig.querySelector(".stale-banner")) return;
-  fig.classList.add("stale");
   for (const r of fig.querySelectorAll("[data-readout]")) r.setAttribute("data-stale", "");
   for (const part of fig.children) part.inert = true;  // the defaults' buttons and links: not for these settings
   const banner = document.createElement("p");
