@@ -553,6 +553,78 @@ def command_note(data) -> str:
     return f"{ngl} Flags as in {LLAMA_CPP_FLAGS}."
 
 
+def download_svg(data) -> str:
+    """What "Download SVG" saves: a standalone chart that reads on its own, with a title line naming the state
+    (model, quantization, machine, n_ctx, KV type, -ngl), the verdict and the numbers, then the memory bars with
+    their legend."""
+    s, r, p = data.state, data.readouts, data.placement
+    head, detail = verdict_text(data)
+    ngl = "auto" if s.ngl == "auto" else s.ngl
+    lines = [
+        (f"{data.model.name} {s.quant} on {data.machine.name}", "dl-title"),
+        (
+            f"n_ctx {scenario.n_ctx_for(s.as_dict()):,} · KV {s.kv} · -ngl {ngl}"
+            + (f" → {p.n_gpu_layers}" if p is not None and s.ngl == "auto" else "")
+            + f" · {s.tokens:,} tokens of conversation",
+            "dl-state",
+        ),
+        (f"{head}. {detail}", "dl-verdict"),
+    ]
+    if r.decode_tok_s is not None:
+        lines.append(
+            (
+                f"VRAM {fmt.gb(p.gpu_total)} · RAM {fmt.gb(p.cpu_total)} · decode {fmt.rate(r.decode_tok_s)} tok/s · "
+                f"prefill {fmt.rate(r.prefill_tok_s)} tok/s · CPU share {fmt.pct(r.cpu_share)}",
+                "dl-state",
+            )
+        )
+    wrapped = []
+    for text, cls in lines:  # wrap at the chart's width (about 6.6 units per character at 12 px)
+        width = 78 if cls != "dl-title" else 64
+        words, line = text.split(), ""
+        for w in words:
+            if line and len(line) + 1 + len(w) > width:
+                wrapped.append((line, cls))
+                line = w
+            else:
+                line = f"{line} {w}" if line else w
+        wrapped.append((line, cls))
+    top = 22 + 17 * len(wrapped)
+    chart_svg = str(_bar_chart(data)) if p is not None else ""
+    m = re_size(chart_svg)
+    w, h = m if m else (W, 0)
+    head_el = [el("text", t, x=PAD, y=20 + 17 * i, class_=c) for i, (t, c) in enumerate(wrapped)]
+    return str(
+        el(
+            "svg",
+            [
+                el("title", f"{TITLE}: {describe(data)}"),
+                join(head_el),
+                # the bar chart nested at its own size (inline style beats the page's .chart { width: 100% })
+                el(
+                    "g",
+                    Raw(chart_svg.replace("<svg ", f'<svg y="{top}" style="width:{w:g}px;height:{h:g}px" ', 1)),
+                    class_="dl-chart",
+                ),
+            ],
+            xmlns="http://www.w3.org/2000/svg",
+            viewBox=f"0 0 {w} {top + h}",
+            width=w,
+            height=top + h,
+            role="img",
+            class_="chart calculator-download",
+        )
+    )
+
+
+def re_size(svg_text: str):
+    """(width, height) of an <svg ... width=".." height=".."> string, or None."""
+    import re
+
+    m = re.match(r'<svg[^>]* width="([\d.]+)" height="([\d.]+)"', svg_text)
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The advisor's findings under the numbers. They take longer than the numbers (each suggestion re-runs the
 # model), so in the browser render(..., defer=True) leaves a placeholder that the page fills right after the
