@@ -46,7 +46,11 @@ def test_every_frame_lights_the_trace_steps_tier(scenario, warm):
         d = load.compute(s.replace(step=i))
         assert d.group == g and d.step == load.LoadStep.of(want) and d.lit == want["tier"]
         html = load.render(d)
-        lit = re.findall(r'class="tier tier-(\w+) lit', html)
+        wide = html.split('class="layout-narrow"')[0]  # the narrow layout (for a phone) lights the same boxes
+        assert re.findall(r'class="tier tier-(\w+) lit', wide) == re.findall(
+            r'class="tier tier-(\w+) lit', html.split('class="layout-narrow"')[1]
+        )
+        lit = re.findall(r'class="tier tier-(\w+) lit', wide)
         if "gpu_read_bytes" in want:  # the first token reads every memory that holds weights
             assert set(lit) == set(d.reads) and sum(d.reads.values()) == pytest.approx(want["bytes"])
         else:
@@ -128,7 +132,8 @@ def test_bad_query_gives_messages_and_defaults():
 
 def test_accessible_chart_list_and_table():
     html = load.render(load.compute(state("?step=3")))
-    assert html.count('role="img"') == 1 and '<desc id="load-chart-desc">' in html
+    assert html.count('role="img"') == 2 and '<desc id="load-chart-desc">' in html  # wide + drawn for a phone
+    assert '<desc id="load-chart-n-desc">' in html and 'viewBox="0 0 340 ' in html
     assert '<title id="load-chart-title">Loading Qwen2.5 32B on RTX 4060 Ti 16 GB + DDR5 (cold), step 4 of 9' in html
     assert '<details class="data-table"><summary>Data table (52 steps)</summary>' in html
     assert html.count('aria-current="step"') == 1

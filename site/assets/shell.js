@@ -221,7 +221,9 @@ function chartSVG() {
   if (own) {  // the figure's own file, which carries its title lines and legend (figures/<id>.py download_svg)
     clone = new DOMParser().parseFromString(String(own), "image/svg+xml").documentElement;
   } else {
-    const svg = document.querySelector("#figure svg.chart");
+    // the chart the reader sees (a figure drawn twice, wide and for a phone, shows one: chart.responsive)
+    const charts = [...document.querySelectorAll("#figure svg.chart")];
+    const svg = charts.find((s) => s.getClientRects().length) || charts[0];
     if (!svg) return null;
     clone = titled(svg.cloneNode(true));
   }

@@ -258,22 +258,34 @@ def _bars(data) -> list[dict]:
     return pools
 
 
-def _bar_chart(data) -> Raw:
+def _bar_chart(data, narrow: bool = False) -> Raw:
+    """The memory bars. narrow: re-laid out for a phone (chart.NARROW_W wide: each pool's value on its own line
+    under its name, the legend in two columns)."""
     pools = _bars(data)
     scale_max = max(max(b["capacity"], b["used"] + b["margin"]) for b in pools) or 1.0
-    left, right = PAD, W - PAD
+    width = chart.NARROW_W if narrow else W
+    row_h = ROW_H + (18 if narrow else 0)
+    cols = 2 if narrow else LEGEND_COLS
+    left, right = PAD, width - PAD
     span = right - left
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
     rows = []
     for i, b in enumerate(pools):
-        y0 = PAD + i * ROW_H
-        y = y0 + 26
+        y0 = PAD + i * row_h
+        y = y0 + 26 + (18 if narrow else 0)
         value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + (
             f" · over by {fmt.gb(b['over'])}" if b["over"] else ""
         )
         parts = [
             el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
-            el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end"),
+            el(
+                "text",
+                value,
+                x=left if narrow else right,
+                y=y0 + (36 if narrow else 18),
+                class_="bar-value",
+                text_anchor=None if narrow else "end",
+            ),
         ]
         x = left
         for key, label in SEGMENTS[:5]:
@@ -311,23 +323,28 @@ def _bar_chart(data) -> Raw:
         rows.append(el("g", parts, class_=f"pool pool-{b['key']}"))
     # legend: a grid, so it stays readable when the chart is scaled down on a phone
     shown = [s for s in SEGMENTS if s[0] != "over" or any(b["over"] for b in pools)]
-    ly = PAD + len(pools) * ROW_H + 4
-    col_w = span / LEGEND_COLS
+    ly = PAD + len(pools) * row_h + 4
+    col_w = span / cols
     legend = []
     for j, (key, label) in enumerate(shown):
-        lx, lyy = left + (j % LEGEND_COLS) * col_w, ly + (j // LEGEND_COLS) * LEGEND_ROW
+        lx, lyy = left + (j % cols) * col_w, ly + (j // cols) * LEGEND_ROW
         legend.append(el("rect", x=lx, y=lyy, width=14, height=14, class_=f"seg seg-{key}"))
         legend.append(el("text", label, x=lx + 20, y=lyy + 12, class_="legend-label"))
-    height = ly + LEGEND_ROW * ((len(shown) + LEGEND_COLS - 1) // LEGEND_COLS) + PAD
+    height = ly + LEGEND_ROW * ((len(shown) + cols - 1) // cols) + PAD
     return svg(
         [join(rows), el("g", legend, class_="legend")],
-        width=W,
+        width=width,
         height=height,
         title=f"Memory: {data.model.name} {data.state.quant} on {data.machine.name}",
         desc=describe(data),
-        id_="calculator-chart",
+        id_="calculator-chart-n" if narrow else "calculator-chart",
         class_="chart calculator-chart",
     )
+
+
+def _bar_charts(data) -> Raw:
+    """The bars, wide and re-laid out for a phone (the page shows one: chart.responsive)."""
+    return chart.responsive(_bar_chart(data), _bar_chart(data, narrow=True))
 
 
 def _readout(name: str, value, text: str, label: str, unit: str = "", how: str = "") -> Raw:
@@ -486,7 +503,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
         )
         parts.append(_readouts(data, defer))
         if data.placement is not None:
-            parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+            parts.append(el("figure", [_bar_charts(data)], class_="chart-wrap"))
         return el("div", parts, class_="calculator", data_state="error")
     p = data.placement
     if not p.fits:
@@ -505,7 +522,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
             )
         )
     parts.append(_readouts(data, defer))
-    parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+    parts.append(el("figure", [_bar_charts(data)], class_="chart-wrap"))
     parts.append(
         el(
             "div",

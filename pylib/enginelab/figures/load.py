@@ -368,23 +368,46 @@ def describe(data: LoadData) -> str:
 W = 520
 BOX_Y, BOX_H = 8, 118
 GAP = 16
-STRIP_Y = BOX_Y + BOX_H + 34
 STRIP_H = 18
 
 
-def _box_geometry(n: int) -> tuple[float, float]:
-    bw = (W - 2 * 8 - GAP * (n - 1)) / n
-    return bw, 8
+@dataclass(frozen=True)
+class Layout:
+    """The wide layout puts the memory boxes in one row; the narrow one (for a phone, chart.NARROW_W wide) puts
+    two per row, snaking (drive, RAM / VRAM, PCIe), so each box keeps room for its text at its size."""
+
+    width: float
+    cols: int  # boxes per row (0: all in one row)
+    suffix: str  # of element ids ("" or "-n")
+
+    def box_w(self, n: int) -> float:
+        c = self.cols or n
+        return (self.width - 2 * 8 - GAP * (c - 1)) / c
+
+    def box_xy(self, j: int, n: int) -> tuple[float, float]:
+        c = self.cols or n
+        row, col = divmod(j, c)
+        if row % 2:  # snake: every other row runs right to left, so consecutive boxes touch
+            col = c - 1 - col
+        return 8 + col * (self.box_w(n) + GAP), BOX_Y + row * (BOX_H + GAP)
+
+    def strip_y(self, n: int) -> float:
+        rows = -(-n // (self.cols or n))
+        return BOX_Y + rows * (BOX_H + GAP) - GAP + 34
 
 
-def _boxes(data: LoadData) -> Raw:
+WIDE = Layout(W, 0, "")
+NARROW = Layout(chart.NARROW_W, 2, "-n")
+
+
+def _boxes(data: LoadData, lay: Layout = WIDE) -> Raw:
     tiers = data.tiers
     n = len(tiers)
-    bw, x0 = _box_geometry(n)
+    bw = lay.box_w(n)
     cur_path = data.path
     parts = []
     for j, t in enumerate(tiers):
-        x = x0 + j * (bw + GAP)
+        x, by = lay.box_xy(j, n)
         lit = t in data.reads
         on_path = t in cur_path
         cls = (
@@ -397,9 +420,9 @@ def _boxes(data: LoadData) -> Raw:
         if t == "ram" and data.machine.unified:
             name = "Page cache"
         inner = [
-            el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
-            el("text", name, x=x + 8, y=BOX_Y + 18, class_="box-title"),
-            el("text", f"{data.bandwidths[t] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 36, class_="box-sub"),
+            el("rect", x=x, y=by, width=bw, height=BOX_H, rx=6, class_="box"),
+            el("text", name, x=x + 8, y=by + 18, class_="box-title"),
+            el("text", f"{data.bandwidths[t] / 1e9:,.4g} GB/s", x=x + 8, y=by + 36, class_="box-sub"),
         ]
         cap = data.caps[t]
         if cap:
@@ -409,44 +432,43 @@ def _boxes(data: LoadData) -> Raw:
                     "text",
                     f"{held / 1e9:.1f} of {fmt.gb(cap, 0)}",
                     x=x + 8,
-                    y=BOX_Y + 54,
+                    y=by + 54,
                     class_="box-sub",
-                    **readout_attrs(f"resident_{t}", held),
+                    **({} if lay.suffix else readout_attrs(f"resident_{t}", held)),
                 )
             )
             fw = (bw - 16) * min(1.0, held / cap)
-            inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=bw - 16, height=10, class_="fill-track"))
-            inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=max(fw, 0), height=10, class_="fill"))
+            inner.append(el("rect", x=x + 8, y=by + 62, width=bw - 16, height=10, class_="fill-track"))
+            inner.append(el("rect", x=x + 8, y=by + 62, width=max(fw, 0), height=10, class_="fill"))
         elif t == "drive":
-            inner.append(el("text", f"file {fmt.gb(data.file_bytes, 1)}", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+            inner.append(el("text", f"file {fmt.gb(data.file_bytes, 1)}", x=x + 8, y=by + 54, class_="box-sub"))
         elif t == "pcie":
-            inner.append(el("text", "host ⇄ GPU", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+            inner.append(el("text", "host ⇄ GPU", x=x + 8, y=by + 54, class_="box-sub"))
         elif t == "ram":  # Apple: the page cache lives in the unified memory
-            inner.append(el("text", "in unified memory", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+            inner.append(el("text", "in unified memory", x=x + 8, y=by + 54, class_="box-sub"))
         if lit:
             b = data.reads[t]
-            inner.append(el("text", "this step", x=x + 8, y=BOX_Y + 92, class_="box-now"))
+            inner.append(el("text", "this step", x=x + 8, y=by + 92, class_="box-now"))
             inner.append(
                 el(
                     "text",
                     (fmt.bytes_auto(b) if b else "0 B") + (" read" if len(data.reads) > 1 else ""),
                     x=x + 8,
-                    y=BOX_Y + 108,
+                    y=by + 108,
                     class_="box-now-v",
                 )
             )
         parts.append(el("g", inner, class_=cls, data_tier=t))
-        if j < n - 1:
-            ax = x + bw
+        if j < n - 1:  # the link to the next box: across the gap between them
+            nx, ny = lay.box_xy(j + 1, n)
             active = t in cur_path and tiers[j + 1] in cur_path
-            parts.append(
-                el(
-                    "path",
-                    d=f"M{ax + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 8}",
-                    class_="link" + (" link-active" if active else ""),
-                )
-            )
-    return el("g", parts, class_="tiers", id_="load-boxes")
+            if ny == by:
+                x_from = x + bw + 3 if nx > x else x - 3
+                d = f"M{x_from:.1f} {by + BOX_H / 2:.1f} h{(GAP - 8) * (1 if nx > x else -1)}"
+            else:
+                d = f"M{x + bw / 2:.1f} {by + BOX_H + 3:.1f} v{GAP - 8}"
+            parts.append(el("path", d=d, class_="link" + (" link-active" if active else "")))
+    return el("g", parts, class_="tiers", id_="load-boxes" + lay.suffix)
 
 
 def _static(data: LoadData, name: str, build):
@@ -457,9 +479,10 @@ def _static(data: LoadData, name: str, build):
     return _TRACE_CACHE[key]
 
 
-def _segments(data: LoadData) -> Raw:
+def _segments(data: LoadData, lay: Layout = WIDE) -> Raw:
     steps, total = data.steps, data.total_s or 1.0
-    span = W - 16
+    span = lay.width - 16
+    sy = lay.strip_y(len(data.tiers))
     segs = []
     for s in steps:
         if s.seconds <= 0:
@@ -471,7 +494,7 @@ def _segments(data: LoadData) -> Raw:
                 "rect",
                 el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
                 x=xa,
-                y=STRIP_Y,
+                y=sy,
                 width=max(w, 0.6),
                 height=STRIP_H,
                 class_=f"seg-t seg-{s.tier}",
@@ -480,34 +503,36 @@ def _segments(data: LoadData) -> Raw:
     return join(segs)
 
 
-def _strip(data: LoadData) -> Raw:
+def _strip(data: LoadData, lay: Layout = WIDE) -> Raw:
     """The whole launch on one time axis: a segment per step, coloured by tier (built once per scenario); the
     frame's part (in #load-strip-now) dims the future, outlines the current step and says the time so far."""
     total = data.total_s or 1.0
-    x0, x1 = 8, W - 8
-    label_y = STRIP_Y - 8
+    x0, x1 = 8, lay.width - 8
+    sy = lay.strip_y(len(data.tiers))
+    label_y = sy - 8
     parts = [
         el("text", "Timeline, to scale", x=x0, y=label_y, class_="strip-title"),
         el("text", f"total {fmt.seconds(total)}", x=x1, y=label_y, class_="strip-total", text_anchor="end"),
-        el("rect", x=x0, y=STRIP_Y, width=x1 - x0, height=STRIP_H, class_="strip-track"),
-        _static(data, "segments", _segments),
-        el("g", _strip_now(data), id_="load-strip-now"),
+        el("rect", x=x0, y=sy, width=x1 - x0, height=STRIP_H, class_="strip-track"),
+        _static(data, "segments" + lay.suffix, lambda d: _segments(d, lay)),
+        el("g", _strip_now(data, lay), id_="load-strip-now" + lay.suffix),
     ]
     return el("g", parts, class_="strip")
 
 
-def _strip_now(data: LoadData) -> Raw:
+def _strip_now(data: LoadData, lay: Layout = WIDE) -> Raw:
     total = data.total_s or 1.0
-    x0, x1 = 8, W - 8
+    x0, x1 = 8, lay.width - 8
+    sy = lay.strip_y(len(data.tiers))
     span = x1 - x0
     cx = x0 + span * data.elapsed_s / total
     cw = span * data.group.seconds / total
     return join(
         [
-            el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
-            el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-            el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
-            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18),
+            el("rect", x=cx, y=sy, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
+            el("rect", x=cx - cw, y=sy - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+            el("line", x1=cx, y1=sy - 6, x2=cx, y2=sy + STRIP_H + 6, class_="strip-cursor"),
+            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} elapsed", cx, x0, x1, sy + STRIP_H + 18),
         ]
     )
 
@@ -520,17 +545,22 @@ def _chart_title(data: LoadData) -> str:
     )
 
 
-def _chart(data: LoadData) -> Raw:
-    h = STRIP_Y + STRIP_H + 26
+def _chart(data: LoadData, lay: Layout = WIDE) -> Raw:
+    h = lay.strip_y(len(data.tiers)) + STRIP_H + 26
     return svg(
-        [_boxes(data), _strip(data)],
-        width=W,
+        [_boxes(data, lay), _strip(data, lay)],
+        width=lay.width,
         height=h,
         title=_chart_title(data),
         desc=describe(data),
-        id_="load-chart",
+        id_="load-chart" + lay.suffix,
         class_="chart load-chart",
     )
+
+
+def _charts(data: LoadData) -> Raw:
+    """Wide, and re-laid out for a phone (the page shows one: chart.responsive)."""
+    return chart.responsive(_chart(data), _chart(data, NARROW))
 
 
 def _step_list(data: LoadData) -> Raw:
@@ -660,9 +690,16 @@ def frame_patch(data: LoadData) -> dict:
             "load-readouts": _inner(_readouts(data)),
             "load-boxes": _inner(_boxes(data)),
             "load-strip-now": _strip_now(data),
+            "load-boxes-n": _inner(_boxes(data, NARROW)),
+            "load-strip-now-n": _strip_now(data, NARROW),
             "load-steps": _inner(_step_list(data)),
         },
-        "text": {"load-chart-title": _chart_title(data), "load-chart-desc": describe(data)},
+        "text": {
+            "load-chart-title": _chart_title(data),
+            "load-chart-desc": describe(data),
+            "load-chart-n-title": _chart_title(data),
+            "load-chart-n-desc": describe(data),
+        },
         "attrs": {"load-fig": {"data-step": str(data.index), "data-lit": data.lit}},
     }
 
@@ -684,7 +721,7 @@ def render(data: LoadData) -> str:
         [
             _caption(data),
             _readouts(data),
-            el("figure", [_chart(data)], class_="chart-wrap"),
+            el("figure", [_charts(data)], class_="chart-wrap"),
             _step_list(data),
             note,
             _table(data),
