@@ -330,24 +330,41 @@ def _bars(data) -> list[dict]:
     return pools
 
 
-def _bar_chart(data) -> Raw:
+def _bar_chart(data, narrow: bool = False) -> Raw:
+    """The memory bars. narrow: re-laid out for a phone (chart.NARROW_W wide: each pool's value on its own line
+    under its name, the legend in two columns)."""
     pools = _bars(data)
     scale_max = max(max(b["capacity"], b["used"] + b["margin"]) for b in pools) or 1.0
-    left, right = PAD, W - PAD
+    width = chart.NARROW_W if narrow else W
+    cols = 2 if narrow else LEGEND_COLS
+    left, right = PAD, width - PAD
     span = right - left
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
     rows = []
-    row_h = ROW_H + (NOTE_H if any(b.get("note") for b in pools) else 0)
+    row_h = ROW_H + (18 if narrow else 0) + (NOTE_H if any(b.get("note") for b in pools) else 0)
     for i, b in enumerate(pools):
         y0 = PAD + i * row_h
-        y = y0 + 26
+        y = y0 + 26 + (18 if narrow else 0)
         value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + (
             f" · over by {fmt.gb(b['over'])}" if b["over"] else ""
         )
-        gpu_readout = chart.readout_attrs(f"{b['key']}_gb", b["used"] / pm.GB) if b["key"].startswith("gpu") else {}
+        # the narrow twin carries no data-readout (one number, one readout: chart.responsive)
+        gpu_readout = (
+            chart.readout_attrs(f"{b['key']}_gb", b["used"] / pm.GB)
+            if b["key"].startswith("gpu") and not narrow
+            else {}
+        )
         parts = [
             el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
-            el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end", **gpu_readout),
+            el(
+                "text",
+                value,
+                x=left if narrow else right,
+                y=y0 + (36 if narrow else 18),
+                class_="bar-value",
+                text_anchor=None if narrow else "end",
+                **gpu_readout,
+            ),
         ]
         x = left
         for key, label in SEGMENTS[:5]:
@@ -388,22 +405,27 @@ def _bar_chart(data) -> Raw:
     # legend: a grid, so it stays readable when the chart is scaled down on a phone
     shown = [s for s in SEGMENTS if s[0] != "over" or any(b["over"] for b in pools)]
     ly = PAD + len(pools) * row_h + 4
-    col_w = span / LEGEND_COLS
+    col_w = span / cols
     legend = []
     for j, (key, label) in enumerate(shown):
-        lx, lyy = left + (j % LEGEND_COLS) * col_w, ly + (j // LEGEND_COLS) * LEGEND_ROW
+        lx, lyy = left + (j % cols) * col_w, ly + (j // cols) * LEGEND_ROW
         legend.append(el("rect", x=lx, y=lyy, width=14, height=14, class_=f"seg seg-{key}"))
         legend.append(el("text", label, x=lx + 20, y=lyy + 12, class_="legend-label"))
-    height = ly + LEGEND_ROW * ((len(shown) + LEGEND_COLS - 1) // LEGEND_COLS) + PAD
+    height = ly + LEGEND_ROW * ((len(shown) + cols - 1) // cols) + PAD
     return svg(
         [join(rows), el("g", legend, class_="legend")],
-        width=W,
+        width=width,
         height=height,
         title=f"Memory: {data.model.name} {pm.quant_short(data.state.quant)} on {data.machine.name}",
         desc=describe(data),
-        id_="calculator-chart",
+        id_="calculator-chart-n" if narrow else "calculator-chart",
         class_="chart calculator-chart",
     )
+
+
+def _bar_charts(data) -> Raw:
+    """The bars, wide and re-laid out for a phone (the page shows one: chart.responsive)."""
+    return chart.responsive(_bar_chart(data), _bar_chart(data, narrow=True))
 
 
 def _readout(name: str, value, text: str, label: str, unit: str = "", how: str = "") -> Raw:
@@ -610,7 +632,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
         )
         parts.append(_readouts(data, defer))
         if data.placement is not None:
-            parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+            parts.append(el("figure", [_bar_charts(data)], class_="chart-wrap"))
         return el("div", parts, class_="calculator", data_state="error")
     p = data.placement
     if not p.fits:
@@ -633,7 +655,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
     if p.fits:
         parts.append(_profile_line(data))
     parts.append(gpu_editor(data))
-    parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+    parts.append(el("figure", [_bar_charts(data)], class_="chart-wrap"))
     parts.append(
         el(
             "div",
@@ -679,6 +701,78 @@ def command_note(data) -> str:
     else:
         ngl = f"-ngl {p.n_gpu_layers} is written because you set it; --fit leaves a value you set alone."
     return f"{ngl} Flags as in {LLAMA_CPP_FLAGS}."
+
+
+def download_svg(data) -> str:
+    """What "Download SVG" saves: a standalone chart that reads on its own, with a title line naming the state
+    (model, quantization, machine, n_ctx, KV type, -ngl), the verdict and the numbers, then the memory bars with
+    their legend."""
+    s, r, p = data.state, data.readouts, data.placement
+    head, detail = verdict_text(data)
+    ngl = "auto" if s.ngl == "auto" else s.ngl
+    lines = [
+        (f"{data.model.name} {s.quant} on {data.machine.name}", "dl-title"),
+        (
+            f"n_ctx {scenario.n_ctx_for(s.as_dict()):,} · KV {s.kv} · -ngl {ngl}"
+            + (f" → {p.n_gpu_layers}" if p is not None and s.ngl == "auto" else "")
+            + f" · {s.tokens:,} tokens of conversation",
+            "dl-state",
+        ),
+        (f"{head}. {detail}", "dl-verdict"),
+    ]
+    if r.decode_tok_s is not None:
+        lines.append(
+            (
+                f"VRAM {fmt.gb(p.gpu_total)} · RAM {fmt.gb(p.cpu_total)} · decode {fmt.rate(r.decode_tok_s)} tok/s · "
+                f"prefill {fmt.rate(r.prefill_tok_s)} tok/s · CPU share {fmt.pct(r.cpu_share)}",
+                "dl-state",
+            )
+        )
+    wrapped = []
+    for text, cls in lines:  # wrap at the chart's width (about 6.6 units per character at 12 px)
+        width = 78 if cls != "dl-title" else 64
+        words, line = text.split(), ""
+        for w in words:
+            if line and len(line) + 1 + len(w) > width:
+                wrapped.append((line, cls))
+                line = w
+            else:
+                line = f"{line} {w}" if line else w
+        wrapped.append((line, cls))
+    top = 22 + 17 * len(wrapped)
+    chart_svg = str(_bar_chart(data)) if p is not None else ""
+    m = re_size(chart_svg)
+    w, h = m if m else (W, 0)
+    head_el = [el("text", t, x=PAD, y=20 + 17 * i, class_=c) for i, (t, c) in enumerate(wrapped)]
+    return str(
+        el(
+            "svg",
+            [
+                el("title", f"{TITLE}: {describe(data)}"),
+                join(head_el),
+                # the bar chart nested at its own size (inline style beats the page's .chart { width: 100% })
+                el(
+                    "g",
+                    Raw(chart_svg.replace("<svg ", f'<svg y="{top}" style="width:{w:g}px;height:{h:g}px" ', 1)),
+                    class_="dl-chart",
+                ),
+            ],
+            xmlns="http://www.w3.org/2000/svg",
+            viewBox=f"0 0 {w} {top + h}",
+            width=w,
+            height=top + h,
+            role="img",
+            class_="chart calculator-download",
+        )
+    )
+
+
+def re_size(svg_text: str):
+    """(width, height) of an <svg ... width=".." height=".."> string, or None."""
+    import re
+
+    m = re.match(r'<svg[^>]* width="([\d.]+)" height="([\d.]+)"', svg_text)
+    return (float(m.group(1)), float(m.group(2))) if m else None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import perf_model as pm
 
-from .. import fmt
+from .. import chart, fmt
 from .. import serving_plan as sp
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Bool, Choice, Float, Int, Spec
@@ -413,8 +413,11 @@ def segments(data: ServingPlanData) -> list:
     return [(k, label, vals[k], exact[k]) for k, label in segs]
 
 
-def _bar(data: ServingPlanData) -> Raw:
+def _bar(data: ServingPlanData, narrow: bool = False) -> Raw:
+    """The GPU's memory as one stacked bar, with the engine's budget and a tick per full-length request.
+    narrow: drawn for a phone (chart.NARROW_W wide; the legend wraps into more rows)."""
     p = data.plan
+    W = chart.NARROW_W if narrow else globals()["W"]  # noqa: N806  (this drawing's width)
     total = p.total_bytes
     segs = segments(data)
     used = sum(v for _, _, v, _ in segs)
@@ -504,7 +507,7 @@ def _bar(data: ServingPlanData) -> Raw:
         height=height,
         title=f"{eng} GPU memory plan: {p.model} on {p.gpu}",
         desc=describe(data),
-        id_="serving-plan-chart",
+        id_="serving-plan-chart-n" if narrow else "serving-plan-chart",
         class_="chart serving-plan-chart",
     )
 
@@ -669,7 +672,9 @@ def render(data: ServingPlanData) -> str:
             )
         )
     parts.append(_readouts(data))
-    parts.append(el("figure", [_bar(data), _caption(data)], class_="chart-wrap"))
+    parts.append(
+        el("figure", [chart.responsive(_bar(data), _bar(data, narrow=True)), _caption(data)], class_="chart-wrap")
+    )
     log_title = "Start-up log (what the engine would print, estimated)"
     parts.append(
         el(
