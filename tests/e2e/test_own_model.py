@@ -123,7 +123,7 @@ def test_dropped_gguf_uses_the_files_tensors(page_at, tmp_path):
     read, size = (int(x.replace(",", "")) for x in re.search(r"read ([\d,]+) of ([\d,]+)", status).groups())
     assert read <= custom.GGUF_FIRST_SLICE < size  # the weights were never read
     fm = pm.model_from_gguf(path.read_bytes()[:read])
-    p = pm.place(fm, pm.MACHINES["rtx4060ti"], None, n_ctx=8192)
+    p = pm.place(fm, pm.MACHINES["rtx4060ti"], None, n_ctx=8192, profile="measured")
     d = pm.decode_step_time(p, context=2000)
     got = readouts(page)
     assert int(got["n_gpu_layers"]) == p.n_gpu_layers
@@ -179,6 +179,6 @@ def test_gguf_dropped_on_the_drop_zone(page_at, tmp_path):
     assert int(page.locator("#f-ctx").input_value()) == 8192
     assert "8192 is above 4096" in page.locator("#messages").text_content()
     ctx = 4096
-    p = pm.place(pm.model_from_gguf(path.read_bytes()), pm.MACHINES["rtx4060ti"], None, n_ctx=ctx)
+    p = pm.place(pm.model_from_gguf(path.read_bytes()), pm.MACHINES["rtx4060ti"], None, n_ctx=ctx, profile="measured")
     assert int(readouts(page)["n_gpu_layers"]) == p.n_gpu_layers
     assert close(readouts(page)["vram_gb"], p.gpu_total / pm.GB)
