@@ -10,6 +10,8 @@ good state.
   drive the placement (perf_model.model_from_gguf).
 - A config.json goes through perf_model.model_from_hf_config. Its compact JSON can live in the URL, so a
   pasted config is shareable; a dropped file is not (a URL cannot carry a 40 GB file), which the page says.
+  Its text is refused by size (CONFIG_MAX_CHARS), nesting depth (JSON_MAX_DEPTH) and number length
+  (JSON_MAX_NUMBER_CHARS) before json.loads sees it.
 - A custom machine is a perf_model.Machine built from VRAM, bandwidth, TFLOP/s, RAM, RAM bandwidth and
   PCIe figures, each range-checked.
 """
