@@ -119,7 +119,8 @@ async function checkWorkerFiles() {
     urls.push(new URL(f, interp));
   }
   for (const f of Object.keys(cfg.files || {})) urls.push(new URL(f, cfgUrl));  // files resolve against the config
-  await Promise.all(urls.map((u) => fetch(u, { method: "HEAD", cache: "no-store" }).catch(() => null)));
+  // (reading the empty body lets the request finish; an unread one is reported as aborted)
+  await Promise.all(urls.map((u) => fetch(u, { method: "HEAD", cache: "no-store" }).then((r) => r.arrayBuffer(), () => null)));
 }
 if (html.dataset.ready === "false") checkWorkerFiles();
 window.addEventListener("error", (e) => {
