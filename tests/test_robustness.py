@@ -511,3 +511,27 @@ def test_hostile_arguments_to_every_public_function():
             escapes.append(f"{label}({arg}={brief(kwargs[arg])}): the message names no argument: {msg[:120]}")
     print(f"\nhostile arguments: {calls} calls over {len(ha.CASES)} functions, {len(escapes)} escapes")
     assert not escapes, "\n".join(escapes[:30])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# URL state: every figure page renders whatever the query string says (a message explains what was rejected)
+# ---------------------------------------------------------------------------------------------------------------
+URL_VALUES = ["nan", "inf", "-inf", "1e999", "-1", "0", "9" * 30, "9" * 5000, "abc", "", "%00", "<img src=x>",
+              "1.5", "auto", "custom", "gguf", "[" * 5000, "{" * 40 + "}" * 40, "true", "Q1_0", "1e-999", "-0"]  # fmt: skip
+
+
+def test_hostile_query_strings_render_every_figure():
+    import random
+
+    from enginelab import figures, page
+
+    rng = random.Random(7)
+    for fid in figures.FIGURES:
+        fig = figures.get(fid)
+        keys = [f.key for f in fig.SPEC.fields] + ["cfg", "gpu_gb", "model", "machine", "unknown"]
+        for _ in range(40):
+            q = "&".join(f"{rng.choice(keys)}={rng.choice(URL_VALUES)}" for _ in range(rng.randint(1, 4)))
+            t0 = time.process_time()
+            state, _messages = fig.SPEC.from_query("?" + q)
+            view = page.view(fig, state, defer=False)
+            assert view["figure"] and time.process_time() - t0 < TIME_BOUND_S, (fid, q[:200])
