@@ -148,9 +148,11 @@ property_stats = {"examples": 0, "constructed": 0, "refused": 0, "slowest_s": 0.
     batch=st.sampled_from([1, 2, 64, pm.MAX_BATCH]),
     n_tokens=st.sampled_from([1, 17, 512, 2048]),
     n_ubatch=st.sampled_from([32, 512, 4096]),
+    profile=st.sampled_from(["course", "measured"]),
+    n_threads=st.sampled_from([None, 1, 2, 1024]),
 )
 def test_any_model_that_constructs_gives_finite_numbers_quickly(
-    kw, machine, quant, kv_type, ctx_frac, ngl, batch, n_tokens, n_ubatch
+    kw, machine, quant, kv_type, ctx_frac, ngl, batch, n_tokens, n_ubatch, profile, n_threads
 ):
     property_stats["examples"] += 1
     t0 = time.process_time()
@@ -168,10 +170,21 @@ def test_any_model_that_constructs_gives_finite_numbers_quickly(
     n_ctx = max(1, int(ctx_frac * m.max_position_embeddings))
     finite_nonneg(timed(pm.kv_cache_bytes, m, n_ctx, kv_type), "kv_cache_bytes")
     n_gpu_layers = None if ngl is None else int(ngl * (m.num_hidden_layers + 1))
-    p = timed(pm.place, m, machine, quant, n_ctx=n_ctx, kv_type=kv_type, n_gpu_layers=n_gpu_layers, n_ubatch=n_ubatch)
+    p = timed(
+        pm.place,
+        m,
+        machine,
+        quant,
+        n_ctx=n_ctx,
+        kv_type=kv_type,
+        n_gpu_layers=n_gpu_layers,
+        n_ubatch=n_ubatch,
+        profile=profile,
+    )
     finite_nonneg({k: v for k, v in p.as_dict().items() if k not in ("fits", "error")}, "place")
-    finite_nonneg(timed(pm.decode_step_time, p, context=n_ctx, batch=batch), "decode_step_time")
-    f = timed(pm.prefill_time, p, n_tokens=n_tokens)
+    d = timed(pm.decode_step_time, p, context=n_ctx, batch=batch, n_threads=n_threads)
+    finite_nonneg({k: v for k, v in d.items() if k not in ("basis", "range_tok_s")}, "decode_step_time")
+    f = timed(pm.prefill_time, p, n_tokens=n_tokens, n_threads=n_threads)
     finite_nonneg({k: v for k, v in f.items() if k != "steps"}, "prefill_time")
     property_stats["slowest_s"] = max(property_stats["slowest_s"], time.process_time() - t0)
 
