@@ -97,10 +97,25 @@ LABELS = {
 # autumn of 2024 decode 10-30% slower than today's builds on the same card.
 # Vulkan and SYCL kernels were rewritten over 2024 (cooperative-matrix matmuls, new mat-vec kernels): runs
 # before 2025 are a different backend in all but name.
+# Vulkan's prompt processing kept changing through 2025 (cooperative-matrix paths per vendor, integer-dot
+# matmuls, Intel's XMX reached through cooperative matrices late in the year: an Arc B580 ran pp512 at 621 t/s
+# in September 2025, a B70 at 2414 in 2026): its prefill runs before October 2025 describe superseded kernels.
+# Metal's matmul kernels took their current (simdgroup-matrix) form in autumn 2023: the M2 Ultra's pp512 went
+# 630 -> 1032 -> 1238 t/s from August to November 2023 (PR #2917, #3084, discussion #4167).
 MIN_DATE = {("cuda", "prefill"): "2024-09", ("rocm", "prefill"): "2024-09",
             ("cuda", "decode"): "2024-09", ("rocm", "decode"): "2024-09",
-            ("vulkan", "prefill"): "2025-01", ("vulkan", "decode"): "2025-01",
-            ("sycl", "prefill"): "2025-01", ("sycl", "decode"): "2025-01"}  # fmt: skip
+            ("vulkan", "prefill"): "2025-10", ("vulkan", "decode"): "2025-01",
+            ("sycl", "prefill"): "2025-01", ("sycl", "decode"): "2025-01",
+            ("metal", "prefill"): "2023-11", ("metal", "decode"): "2023-11"}  # fmt: skip
+
+# Vulkan's flash attention ran on scalar shaders until cooperative-matrix FA (ggml-org/llama.cpp PR #13506, May
+# 2025): -fa 1 runs before then time a slow path (RTX 2070 tg128 36 against 63 t/s without it, PR #13324).
+VULKAN_FA_DATE = "2025-06"
+
+
+def _fa_on(r: dict) -> bool:
+    return str(r.get("flash_attn", "")).strip() == "1" or bool(re.search(r"(^|[^\w])-?fa 1\b", r.get("notes") or ""))
+
 
 _MODEL_CACHE: dict = {}
 
@@ -155,6 +170,9 @@ class Sample:
     n_threads: int | None
     source: str
     label: str  # model and quant, for reports
+    date: str = ""  # YYYY-MM(-DD) of the run as published ("" unknown)
+    sampling: bool = True  # decode: a token is sampled after each pass (tgN); False for ppN at micro-batch 1
+    notes: str = ""
 
 
 def devices() -> dict:
@@ -185,9 +203,24 @@ def _placement(model, dev: pm.Device, backend: str, quant: str):
     return pm.place(model, mc, quant, n_ctx=4096, n_gpu_layers=model.n_layers + 1)
 
 
-def _decode_sample(p, tokens: int) -> tuple:
-    # llama-bench tgN generates N tokens from an empty context: on average N/2 tokens of KV per step
+def _decode_sample(p, tokens: int, head: bool = True) -> tuple:
+    """llama-bench tgN generates N tokens from an empty context: on average N/2 tokens of KV per step.
+    head=False: a ppN test at micro-batch 1 (N single-token passes that compute logits for the last token
+    only), so the output head is not read on the other passes."""
     work = pm._decode_work(p, tokens // 2, 1)
+    if not head:
+        side, hw = pm._head_work(p)
+        w = work[side]
+        types = dict(w.weights_by_type)
+        for t, n in hw.weights_by_type:
+            types[t] = max(0.0, types.get(t, 0.0) - n)
+        work = dict(work)
+        work[side] = replace(
+            w,
+            weight_bytes=max(0.0, w.weight_bytes - hw.weight_bytes),
+            flops=max(0.0, w.flops - hw.flops),
+            weights_by_type=tuple(sorted((t, n) for t, n in types.items() if n > 0)),
+        )
     return tuple((s, w) for s, w in work.items() if w.bytes or w.flops)
 
 
@@ -247,8 +280,11 @@ def samples(include_lab: bool = True) -> list:
                 test, tps = (r.get("test") or "").strip(), _num(r.get("tps") or r.get("t_per_s"))
                 if kind == "decode" and not (test.startswith("tg") or (r.get("microbatch") == "1")):
                     continue
-                # prompt processing as llama-bench runs it by default: micro-batches of 256 tokens or more
+                # prompt processing as llama-bench runs it by default: micro-batches of 256 tokens or more (not
+                # the batched-decode rows: pp2..pp16 of a table without a micro-batch column)
                 if kind == "prefill" and not (test.startswith("pp") and int(_num(r.get("microbatch")) or 512) >= 256):
+                    continue
+                if kind == "prefill" and (r.get("tps_kind") or "prefill") != "prefill":
                     continue
                 if str(r.get("depth", "0") or "0") not in ("0", ""):
                     continue
@@ -256,15 +292,33 @@ def samples(include_lab: bool = True) -> list:
                 continue
             if (r.get("date") or "9999") < MIN_DATE.get((backend, kind), ""):
                 continue
+            if backend == "vulkan" and _fa_on(r) and (r.get("date") or "9999") < VULKAN_FA_DATE:
+                continue  # scalar flash attention: a slow path llama-bench did not take by default
             n = int(_num(test[2:]) or 0)
             if n <= 0:
                 continue
             if kind == "decode":
-                work = _decode_sample(p, n)
+                work = _decode_sample(p, n, head=test.startswith("tg"))
             else:
                 ub = int(_num(r.get("n_ubatch") or r.get("microbatch")) or pm.N_UBATCH_DEFAULT)
                 work = _prefill_sample(p, n, min(ub, n))
-            out.append(Sample(dev.name, backend, kind, tps, n, work, dev, n_threads, r.get("source", ""), label))
+            out.append(
+                Sample(
+                    dev.name,
+                    backend,
+                    kind,
+                    tps,
+                    n,
+                    work,
+                    dev,
+                    n_threads,
+                    r.get("source", ""),
+                    label,
+                    r.get("date") or "",
+                    r.get("notes") or "",
+                    kind == "prefill" or test.startswith("tg"),
+                )
+            )
     return out
 
 
@@ -280,6 +334,8 @@ def predict(s: Sample, params: dict) -> float:
             t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params)[0]
             layers[side] = w.layers
         t += measured.step_overhead_seconds(layers, {side: s.backend for side in layers}, params=params)
+        if not s.sampling:  # ppN at micro-batch 1: no token sampled, no host round trip between passes
+            t -= measured.params_for(s.backend, params).step_us * 1e-6
         return 1.0 / t
     t = 0.0
     for _side, w, u, k, scale in s.work:
@@ -290,26 +346,35 @@ def predict(s: Sample, params: dict) -> float:
 
 # The parameters each fit may move (the rest keep their priors)
 FREE = {
-    ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us"),
-    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us"),
-    ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "layer_us", "step_us", "dq.f16", "dq.legacy", "dq.kquant", "dq.iquant"),
-    ("cpu", "prefill"): ("pp_eff_q", "pp_dq.legacy", "pp_dq.kquant", "pp_dq.iquant", "pp_layer_us"),
+    ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us",
+                        "overlap", "dq.legacy", "dq.kquant", "dq.iquant", "dq_emul", "hbm_layer_us"),
+    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us",
+                         "pp_moe_eff", "pp_dq.kquant", "pp_dq.iquant"),
+    ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "layer_us", "step_us", "overlap",
+                        "dq.f16", "dq.legacy", "dq.kquant", "dq.iquant"),
+    ("cpu", "prefill"): ("pp_eff_q", "pp_dq.f16", "pp_dq.kquant", "pp_dq.iquant", "pp_layer_us"),
 }  # fmt: skip
-# Metal describes a GPU by its one FP32 rate: a second (vector) rate term would count the same ALUs twice
-FIXED = {"metal": ("pp_eff_c",)}
+# Apple and Intel GPUs all have int8 dot products (dq_emul never applies on Metal and SYCL)
+FIXED: dict = {"metal": ("dq_emul", "hbm_layer_us"), "sycl": ("dq_emul", "hbm_layer_us")}  # no HBM Macs / Arcs
+# Vulkan runs on every vendor's driver; the other backends belong to one vendor (nothing to separate)
+VENDOR_FREE = {("vulkan", "decode"): ("vendor_bw.intel",), ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd")}
 BOUNDS = {  # physical limits of each parameter
-    "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0), "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "step_us": (1.0, 20000.0),
+    "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
+    "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
+    "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "dq_emul": (1.0, 50.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
-    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0),
+    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0),
 }  # fmt: skip
 # How strongly each (log) parameter is pulled toward its prior, against the data: prompt processing has few
 # modern dense runs per backend in the data, so its priors (documented in measured.PRIORS) weigh more.
-PRIOR_WEIGHT = {"decode": 0.05, "prefill": 0.2}
+PRIOR_WEIGHT = {"decode": 0.05, "prefill": 0.05}
 
 
 def _bound(name: str) -> tuple:
     if name.startswith(("dq.", "pp_dq.")):
         return (0.05, 100.0)
+    if name.startswith("vendor_"):
+        return (0.05, 2.0)
     return BOUNDS[name]
 
 
@@ -339,30 +404,38 @@ def _prior_value(prior: measured.Params, name: str) -> float:
     return getattr(prior, name)
 
 
-def fit(samples_: list, backend: str, kind: str, iterations: int = 400) -> dict:
-    """The free parameters of (backend, kind) that minimise the devices' mean squared log error (plus the
-    prior term), by Nelder-Mead in log space from the prior. Returns {name: value}."""
+def fit(
+    samples_: list, backend: str, kind: str, iterations: int = 400, start: dict | None = None, base: dict | None = None
+) -> dict:
+    """The free parameters of (backend, kind) that minimise the devices' mean absolute log error (plus the
+    prior term), by Nelder-Mead in log space from the prior (or from `start`, e.g. the full fit when a device
+    is held out), restarted once from its result. base: values of the other kind's fit (prefill streams its
+    weights at the decode fit's bandwidth). Returns {name: value}."""
     group = "cpu" if backend == "cpu" else "gpu"
     names = tuple(n for n in FREE[(group, kind)] if n not in FIXED.get(backend, ()))
-    prior = measured.PRIORS[backend]
+    names += VENDOR_FREE.get((backend, kind), ())
+    prior = measured.PRIORS[backend].with_values(base or {})
     sel = [s for s in samples_ if s.backend == backend and s.kind == kind]
     if not sel:
         return {}
-    x0 = [math.log(_prior_value(prior, n)) for n in names]
+    start = start or {}
+    x0 = [math.log(start.get(n, _prior_value(prior, n))) for n in names]
 
-    def f(x):
+    def values(x):
         vals = {}
         for n, xi in zip(names, x):
             lo, hi = _bound(n)
             vals[n] = min(max(math.exp(xi), lo), hi)
-        return _objective(vals, sel, backend, prior, kind)
+        return vals
 
-    best = _nelder_mead(f, x0, iterations)
-    out = {}
-    for n, xi in zip(names, best):
-        lo, hi = _bound(n)
-        out[n] = min(max(math.exp(xi), lo), hi)
-    return out
+    def f(x):
+        return _objective(values(x), sel, backend, prior, kind)
+
+    best = x0
+    rounds = 2 if iterations >= 100 else 1
+    for r in range(rounds):  # a restart with a fresh simplex escapes a collapsed one
+        best = _nelder_mead(f, best, iterations // rounds, step=0.4 if r == 0 and not start else 0.15)
+    return values(best)
 
 
 def _nelder_mead(f, x0: list, iterations: int, step: float = 0.4) -> list:
@@ -403,14 +476,20 @@ def errors(samples_: list, params: dict) -> list:
     return [(s, predict(s, params) / s.tps - 1.0) for s in samples_]
 
 
-def loo(samples_: list, backend: str, kind: str, iterations: int = 400) -> list:
-    """Leave one device out: for each device, fit on the others and predict its runs. Returns (sample, error)."""
+def loo(
+    samples_: list, backend: str, kind: str, iterations: int = 400, warm: dict | None = None, base: dict | None = None
+) -> list:
+    """Leave one device out: for each device, fit on the others and predict its runs. Returns (sample, error).
+
+    warm: start each held-out fit from these values (the full fit) with `iterations` steps, instead of from
+    the priors: the same minimum, found faster (the gate test uses it)."""
     sel = [s for s in samples_ if s.backend == backend and s.kind == kind]
     out = []
     for dev in sorted({s.device for s in sel}):
         train = [s for s in sel if s.device != dev]
-        values = fit(train, backend, kind, iterations) if train else {}
-        params = dict(measured.PARAMS, **{backend: measured.PRIORS[backend].with_values(values)})
+        values = fit(train, backend, kind, iterations, start=warm, base=base) if train else {}
+        vals = {**(base or {}), **(warm or {}), **values}
+        params = dict(measured.PARAMS, **{backend: measured.PRIORS[backend].with_values(vals)})
         out += errors([s for s in sel if s.device == dev], params)
     return out
 
