@@ -347,10 +347,12 @@ def pyscript_config(root: str, wheel_name: str) -> dict:
 
 def render_page(fig, root: str, embed_path: str, wheel_name: str, page_name: str) -> str:
     """One figure page from the shared template, pre-rendered for fig's default state."""
-    from enginelab import page
+    from enginelab import links, page
 
     tpl = string.Template((SITE / "templates" / "figure.html").read_text())
-    parts = page.prerender(fig)
+    figures_base = "" if root == "../" else "figures/"  # the path from this page to dist/figures/
+    with links.figures_base(figures_base):
+        parts = page.prerender(fig)
     return tpl.substitute(
         root=root,
         figure_id=fig.ID,
@@ -360,6 +362,7 @@ def render_page(fig, root: str, embed_path: str, wheel_name: str, page_name: str
         figure=parts["figure"],
         summary=parts["summary"],
         embed_path=html.escape(embed_path),
+        figures_base=figures_base,
         config=f"./{page_name}.json",
         wheel=wheel_name,
         figure_css=figure_css_link(fig.ID, root),
@@ -395,11 +398,12 @@ def build_companion_pages(out: Path) -> list[str]:
     dist/figures/index.html (every figure with its embed snippet): static pages from
     site/templates/companion.html and enginelab.companion."""
     figures = _import_app()
-    from enginelab import companion, page
+    from enginelab import companion, links, page
 
     tpl = string.Template((SITE / "templates" / "companion.html").read_text())
     have = set(figures.REGISTRY)
-    static = {fid: page.prerender(fig)["figure"] for fid, fig in figures.REGISTRY.items()}
+    with links.figures_base("figures/"):  # the figures' own links, from the site root
+        static = {fid: page.prerender(fig)["figure"] for fid, fig in figures.REGISTRY.items()}
     css = "".join(figure_css_link(fid, "") for fid in figures.REGISTRY)
     (out / "index.html").write_text(
         tpl.substitute(
@@ -469,6 +473,8 @@ def copy_site(out: Path):
         src = SITE / sub
         if src.is_dir():
             shutil.copytree(src, out / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # the one script a host page includes to size embedded figures (its URL is part of every embed snippet)
+    shutil.copy2(SITE / "embed.js", out / "embed.js")
 
 
 # ---------------------------------------------------------------------------------------------------------

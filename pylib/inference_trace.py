@@ -21,6 +21,7 @@ Pure Python, standard library only.
 from __future__ import annotations
 
 import perf_model as pm
+from enginelab.checks import brief, check_int
 
 TIERS = ("drive", "ram", "pcie", "vram", "unified")
 
@@ -130,7 +131,7 @@ def load_trace(
     RAM instead; nothing else changes.  Each step: what, tier, bytes, seconds,
     and `source` ('drive' or 'page cache') for steps that read the file."""
     if not isinstance(warm, bool):
-        raise _err("warm", f"must be True or False, got {warm!r}")
+        raise _err("warm", f"must be True or False, got {brief(warm)}")
     p = pm.place(model, machine, quant, n_ctx, kv_type, n_gpu_layers=n_gpu_layers, n_cpu_moe=n_cpu_moe)
     m, mc = p.model, p.machine
     ram_bw = mc.ram.bandwidth
@@ -274,8 +275,8 @@ def load_trace(
 
 
 def load_scenario(key: str, warm: bool = False) -> list:
-    if key not in LOAD_SCENARIOS:
-        raise _err("scenario", f"unknown {key!r}; allowed: {', '.join(LOAD_SCENARIOS)}")
+    if not isinstance(key, str) or key not in LOAD_SCENARIOS:
+        raise _err("scenario", f"unknown {brief(key)}; allowed: {', '.join(LOAD_SCENARIOS)}")
     s = LOAD_SCENARIOS[key]
     return load_trace(s["model"], s["machine"], s["quant"], s["n_ctx"], warm=warm)
 
@@ -402,15 +403,16 @@ def phase_trace(
         raise _err("placement", "must be a perf_model.Placement (from perf_model.place)")
     p = placement
     mc = p.machine if machine is None else pm.get_machine(machine)
-    if phase not in ("decode", "prefill"):
-        raise _err("phase", f"must be 'decode' or 'prefill', got {phase!r}")
+    if not isinstance(phase, str) or phase not in ("decode", "prefill"):
+        raise _err("phase", f"must be 'decode' or 'prefill', got {brief(phase)}")
+    check_int(batch, "batch", 1, pm.MAX_BATCH)
     if phase == "decode":
-        if not isinstance(context, int) or context < 0 or context > p.n_ctx:
-            raise _err("context", f"must be an integer from 0 to n_ctx={p.n_ctx}, got {context!r}")
+        if not isinstance(context, int) or isinstance(context, bool) or context < 0 or context > p.n_ctx:
+            raise _err("context", f"must be an integer from 0 to n_ctx={p.n_ctx}, got {brief(context)}")
         steps = _decode_trace(p, mc, context, batch)
     else:
-        if not isinstance(n_tokens, int) or n_tokens <= 0 or n_tokens > p.n_ctx:
-            raise _err("n_tokens", f"must be an integer from 1 to n_ctx={p.n_ctx}, got {n_tokens!r}")
+        if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens <= 0 or n_tokens > p.n_ctx:
+            raise _err("n_tokens", f"must be an integer from 1 to n_ctx={p.n_ctx}, got {brief(n_tokens)}")
         steps = _prefill_trace(p, mc, n_tokens)
     t = 0.0
     for i, s in enumerate(steps):
@@ -516,8 +518,8 @@ def _prefill_trace(p: pm.Placement, mc: pm.Machine, n_tokens: int) -> list:
 
 
 def phase_scenario(key: str, phase: str) -> list:
-    if key not in PHASE_SCENARIOS:
-        raise _err("scenario", f"unknown {key!r}; allowed: {', '.join(PHASE_SCENARIOS)}")
+    if not isinstance(key, str) or key not in PHASE_SCENARIOS:
+        raise _err("scenario", f"unknown {brief(key)}; allowed: {', '.join(PHASE_SCENARIOS)}")
     s = PHASE_SCENARIOS[key]
     p = pm.place(s["model"], s["machine"], s["quant"], s["n_ctx"])
     return phase_trace(p, p.machine, phase, n_tokens=s["n_tokens"], context=s["context"])
@@ -528,19 +530,23 @@ def phase_scenario(key: str, phase: str) -> list:
 # ---------------------------------------------------------------------------
 
 
+MAX_CURVE_POINTS = 10_000  # contexts in one decode_curve
+
+
 def decode_curve(placement: pm.Placement, machine=None, contexts=(0, 4096, 16384, 32768)) -> list:
     """Decode tok/s at each context length: [{'context', 'tok_s', 'kv_bytes', 'weight_bytes', ...}]."""
     if not isinstance(placement, pm.Placement):
         raise _err("placement", "must be a perf_model.Placement (from perf_model.place)")
     mc = placement.machine if machine is None else pm.get_machine(machine)
-    try:
-        ctxs = list(contexts)
-    except TypeError:
-        raise _err("contexts", "must be a list of integers") from None
+    if isinstance(contexts, (str, bytes)) or not isinstance(contexts, (list, tuple, range)):
+        raise _err("contexts", f"must be a list of integers, got {brief(contexts)}")
+    if len(contexts) > MAX_CURVE_POINTS:
+        raise _err("contexts", f"at most {MAX_CURVE_POINTS:,} contexts, got {len(contexts):,}")
+    ctxs = list(contexts)
     out = []
     for c in ctxs:
         if not isinstance(c, int) or isinstance(c, bool) or c < 0 or c > placement.n_ctx:
-            raise _err("contexts", f"each context must be an integer from 0 to n_ctx={placement.n_ctx}, got {c!r}")
+            raise _err("contexts", f"each context must be an integer from 0 to n_ctx={placement.n_ctx}, got {brief(c)}")
         d = pm.decode_step_time(placement, mc, context=c)
         out.append(
             {

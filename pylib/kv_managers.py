@@ -89,6 +89,9 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from enginelab.checks import brief, check_bool, check_int, check_number, is_int
+from enginelab.checks import check as _check
+
 __all__ = [
     "Request",
     "SlotManager",
@@ -102,7 +105,27 @@ __all__ = [
     "CELL_CODES",
     "RADIX_LOSES_CAPACITY",
     "AGENT_FIGURE_PRESET",
+    "MAX_CAPACITY_TOKENS",
+    "MAX_FRAME_CELLS",
+    "MAX_RECORDED_CELLS",
+    "MAX_WORKLOAD_TOKENS",
+    "MAX_REPLY_TOKENS",
 ]
+
+# Bounds on what a simulation may be asked for. Bad arguments raise ValueError naming the argument; these keep
+# memory bounded and the step loop (one step per reply token, a few microseconds each) to seconds.
+MAX_CAPACITY_TOKENS = 1 << 21  # cells in a pool (2,097,152): more than an 80 GB GPU holds for an 8B model
+MAX_SLOTS = 4096  # llama-server -np
+MAX_FRAME_CELLS = 1 << 16  # record_frames: the largest pool whose frames are recorded (65,536 cells)
+MAX_RECORDED_CELLS = 1 << 23  # record_frames: cells over all frames (8,388,608, about 80 MB of frames)
+MAX_WORKLOAD_TOKENS = 1 << 25  # prompt + reply tokens over all requests of one simulation (33,554,432)
+MAX_REPLY_TOKENS = 1 << 20  # reply tokens over all requests (1,048,576): each takes a step, ~3 us each
+MAX_REQUESTS = 1 << 20  # requests in one workload
+MAX_STEP = 1 << 40  # arrival and think times, and max_steps
+
+
+def _capacity(capacity_tokens) -> int:
+    return check_int(capacity_tokens, "capacity_tokens", 1, MAX_CAPACITY_TOKENS)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -137,6 +160,44 @@ class Request:
             # Synthetic reply ids: negative, so they never collide with real token ids or with another request.
             return tuple(-(self.rid * 1_000_003 + i + 1) for i in range(self.reply))
         return tuple(self.reply)
+
+
+def _check_request(r, i: int) -> tuple:
+    """ValueError naming the field of requests[i] that is not usable; returns (prompt tokens, reply tokens)."""
+    _check(isinstance(r, Request), f"requests[{i}]", f"must be a kv_managers.Request, got {brief(r)}")
+    what = f"requests[{i}]"
+    _check(is_int(r.rid) and abs(r.rid) < 1 << 62, f"{what}.rid", f"must be an integer, got {brief(r.rid)}")
+    check_int(r.arrival, f"{what}.arrival", 0, MAX_STEP)
+    check_int(r.think, f"{what}.think", 0, MAX_STEP)
+    _check(
+        r.follows is None or is_int(r.follows),
+        f"{what}.follows",
+        f"must be None or the rid of an earlier turn, got {brief(r.follows)}",
+    )
+    _check(isinstance(r.session, str), f"{what}.session", f"must be a string, got {brief(r.session)}")
+    seqs = (list, tuple, range)
+    _check(isinstance(r.prompt, seqs), f"{what}.prompt", f"must be a list or tuple of token ids, got {brief(r.prompt)}")
+    _check(
+        len(r.prompt) <= MAX_CAPACITY_TOKENS,
+        f"{what}.prompt",
+        f"has {len(r.prompt):,} tokens; at most {MAX_CAPACITY_TOKENS:,}",
+    )
+    if is_int(r.reply):
+        n_reply = check_int(r.reply, f"{what}.reply", 0, MAX_REPLY_TOKENS)
+    else:
+        _check(
+            isinstance(r.reply, seqs),
+            f"{what}.reply",
+            f"must be a reply length (an integer >= 0) or a list of token ids, got {brief(r.reply)}",
+        )
+        n_reply = len(r.reply)
+        _check(n_reply <= MAX_REPLY_TOKENS, f"{what}.reply", f"has {n_reply:,} tokens; at most {MAX_REPLY_TOKENS:,}")
+    for name, seq in (("prompt", r.prompt), ("reply", () if is_int(r.reply) else r.reply)):
+        try:
+            hash(tuple(seq))  # token ids key the prefix caches: they must be hashable (ints)
+        except TypeError:
+            _check(False, f"{what}.{name}", "token ids must be integers (hashable values)")
+    return len(r.prompt), n_reply
 
 
 class _Live:
@@ -283,11 +344,14 @@ class SlotManager:
         slot_prompt_similarity: float = 0.1,
         track_cells: bool = True,
     ):
+        capacity_tokens = _capacity(capacity_tokens)
+        if n_parallel is not None:
+            n_parallel = check_int(n_parallel, "n_parallel", 1, min(MAX_SLOTS, capacity_tokens))
+        slot_prompt_similarity = check_number(slot_prompt_similarity, "slot_prompt_similarity", 0.0, 1.0)
+        check_bool(track_cells, "track_cells")
         self.capacity = capacity_tokens
         self.kv_unified = n_parallel is None
         self.n_parallel = 4 if n_parallel is None else n_parallel
-        if self.n_parallel < 1:
-            raise ValueError("n_parallel must be >= 1")
         # n_ctx per sequence: the whole buffer when unified, an even share otherwise (llama-context.cpp n_ctx_seq)
         self.n_ctx_slot = capacity_tokens if self.kv_unified else capacity_tokens // self.n_parallel
         self.slot_prompt_similarity = slot_prompt_similarity
@@ -442,6 +506,10 @@ class PagedManager:
     def __init__(
         self, capacity_tokens: int, block_size: int = 16, enable_prefix_caching: bool = True, track_cells: bool = True
     ):
+        capacity_tokens = _capacity(capacity_tokens)
+        block_size = check_int(block_size, "block_size", 1, capacity_tokens)
+        check_bool(enable_prefix_caching, "enable_prefix_caching")
+        check_bool(track_cells, "track_cells")
         self.capacity = capacity_tokens
         self.block_size = block_size
         self.num_gpu_blocks = capacity_tokens // block_size
@@ -676,8 +744,13 @@ class RadixManager:
     LPM_MAX_WAITING = 128  # schedule_policy.py: lpm falls back to fcfs above this queue length
 
     def __init__(self, capacity_tokens: int, schedule_policy: str = "fcfs", track_cells: bool = True):
-        if schedule_policy not in ("fcfs", "lpm"):
-            raise ValueError("schedule_policy must be 'fcfs' or 'lpm'")
+        _check(
+            isinstance(schedule_policy, str) and schedule_policy in ("fcfs", "lpm"),
+            "schedule_policy",
+            f"must be 'fcfs' or 'lpm', got {brief(schedule_policy)}",
+        )
+        capacity_tokens = _capacity(capacity_tokens)
+        check_bool(track_cells, "track_cells")
         self.capacity = capacity_tokens
         self.schedule_policy = schedule_policy
         self.root = TreeNode()
@@ -955,21 +1028,64 @@ def simulate(
     manager.check_invariants() after every step (slow; for tests). A request whose prompt plus reply is larger
     than the manager can ever hold is rejected at arrival with a reason, and so is every later turn that follows it.
     """
-    if record_frames and not manager.cells.enabled:
-        raise ValueError("record_frames needs a manager built with track_cells=True")
+    _check(
+        isinstance(manager, (SlotManager, PagedManager, RadixManager)),
+        "manager",
+        f"must be a SlotManager, PagedManager or RadixManager, got {brief(manager)}",
+    )
+    check_bool(record_frames, "record_frames")
+    check_bool(check, "check")
+    max_steps = check_int(max_steps, "max_steps", 1, MAX_STEP)
+    _check(
+        isinstance(requests, (list, tuple)),
+        "requests",
+        f"must be a list of kv_managers.Request, got {brief(requests)}",
+    )
+    _check(len(requests) <= MAX_REQUESTS, "requests", f"at most {MAX_REQUESTS:,} requests, got {len(requests):,}")
+    if record_frames:
+        _check(manager.cells.enabled, "record_frames", "needs a manager built with track_cells=True")
+        _check(
+            manager.capacity <= MAX_FRAME_CELLS,
+            "record_frames",
+            f"a pool of {manager.capacity:,} cells is too large to record frame by frame (at most "
+            f"{MAX_FRAME_CELLS:,}); pass record_frames=False",
+        )
+    n_tokens = n_reply = 0
+    for i, r in enumerate(requests):
+        p, q = _check_request(r, i)
+        _check(
+            r.arrival <= max_steps,
+            f"requests[{i}].arrival",
+            f"is step {r.arrival:,}, after max_steps={max_steps:,}",
+        )
+        n_tokens += p + q
+        n_reply += q
+    _check(
+        n_tokens <= MAX_WORKLOAD_TOKENS,
+        "requests",
+        f"hold {n_tokens:,} prompt and reply tokens; at most {MAX_WORKLOAD_TOKENS:,} in one simulation",
+    )
+    _check(
+        n_reply <= MAX_REPLY_TOKENS,
+        "requests",
+        f"ask for {n_reply:,} reply tokens; at most {MAX_REPLY_TOKENS:,} in one simulation (one step each)",
+    )
     manager.cells.enabled = record_frames
     reqs = sorted(requests, key=lambda r: (r.arrival, r.rid))
-    if len({r.rid for r in reqs}) != len(reqs):
-        raise ValueError("request ids must be unique")
+    _check(len({r.rid for r in reqs}) == len(reqs), "requests", "request ids (rid) must be unique")
     by_rid = {r.rid: r for r in reqs}
     pending: list = []  # heap of (arrival, rid) not yet arrived
     blocked: dict = {}  # rid of an unfinished turn -> turns that follow it
     finished: dict = {}  # rid -> finish step
     rejected: dict = {}  # rid -> reason
     info: dict = {}  # rid -> per-request record
+    for i, r in enumerate(requests):
+        _check(
+            r.follows is None or r.follows in by_rid,
+            f"requests[{i}].follows",
+            f"request {r.rid} follows unknown request {brief(r.follows)}",
+        )
     for r in reqs:
-        if r.follows is not None and r.follows not in by_rid:
-            raise ValueError(f"request {r.rid} follows unknown request {r.follows}")
         if r.follows is None:
             pending.append((r.arrival, r.rid))
         else:
@@ -984,10 +1100,13 @@ def simulate(
     limit = manager.max_request_tokens()
 
     def reject(rid: int, reason: str, events: list) -> None:
-        rejected[rid] = reason
-        events.append({"type": "reject", "rid": rid, "reason": reason})
-        for child in blocked.pop(rid, []):
-            reject(child, f"the turn it follows (request {rid}) was rejected", events)
+        todo = [(rid, reason)]  # a loop, not recursion: a chain of follow-ups may be thousands of turns long
+        while todo:
+            rid, reason = todo.pop()
+            rejected[rid] = reason
+            events.append({"type": "reject", "rid": rid, "reason": reason})
+            for child in reversed(blocked.pop(rid, [])):
+                todo.append((child, f"the turn it follows (request {rid}) was rejected"))
 
     def release_followers(rid: int, at: int) -> None:
         for child in blocked.pop(rid, []):
@@ -1011,8 +1130,7 @@ def simulate(
                 waiting.append(live)
 
     while pending or waiting or running:
-        if step > max_steps:
-            raise RuntimeError("simulation did not finish within max_steps")
+        _check(step <= max_steps, "max_steps", f"the simulation did not finish within max_steps={max_steps:,}")
         if not waiting and not running and pending[0][0] > step:
             step = pending[0][0]  # nothing to do until the next arrival
         manager.begin_step(step)
@@ -1081,6 +1199,12 @@ def simulate(
             manager.check_invariants()
             assert manager.cells_used() <= manager.capacity, "capacity exceeded"
         if record_frames:
+            _check(
+                (len(frames) + 1) * manager.capacity <= MAX_RECORDED_CELLS,
+                "record_frames",
+                f"{len(frames) + 1:,} frames of {manager.capacity:,} cells would pass {MAX_RECORDED_CELLS:,} recorded "
+                "cells; pass record_frames=False, or simulate a smaller pool or workload",
+            )
             frames.append(
                 {
                     "step": step,
@@ -1172,6 +1296,20 @@ def chat_workload(
     their second ones (the counting convention is in the module docstring); 4 for slots, which never run more
     than n_parallel requests. Nothing is preempted.
     """
+    for name, v in (
+        ("first_msg", first_msg),
+        ("first_reply", first_reply),
+        ("second_msg", second_msg),
+        ("second_reply", second_reply),
+        ("first_arrival", first_arrival),
+        ("think", think),
+    ):
+        _check(
+            isinstance(v, (list, tuple)) and len(v) == 4 and all(is_int(x) and 0 <= x <= 1 << 16 for x in v),
+            name,
+            f"must be 4 integers from 0 to 65,536 (one per user), got {brief(v)}",
+        )
+    check_int(system_tokens, "system_tokens", 0, 1 << 16)
     reqs = []
     system = _ids(1, system_tokens)
     for u in range(4):
@@ -1199,6 +1337,15 @@ def compare(capacity_tokens: int = 384, workload: Sequence[Request] | None = Non
     """Run one workload (default: chat_workload()) through the three managers on equal pools:
     llama.cpp slots with the automatic n_parallel (4, unified), vLLM paged blocks (block_size 16, prefix caching),
     SGLang radix (schedule_policy "fcfs", its default). Returns {"slots": run, "paged": run, "radix": run}."""
+    capacity_tokens = check_int(capacity_tokens, "capacity_tokens", 16, MAX_CAPACITY_TOKENS)  # one 16-token block
+    _check(
+        workload is None or isinstance(workload, (list, tuple)),
+        "workload",
+        f"must be None (the chat workload) or a list of Request, got {brief(workload)}",
+    )
+    check_bool(record_frames, "record_frames")
+    for i, r in enumerate(workload or ()):
+        _check(isinstance(r, Request), f"workload[{i}]", f"must be a kv_managers.Request, got {brief(r)}")
     reqs = list(workload) if workload is not None else chat_workload()
     managers = {
         "slots": SlotManager(capacity_tokens),
@@ -1280,9 +1427,31 @@ def agent_workload(
     several branches of one session can run at once. A follow-up arrives think steps after the turn it continues
     finishes. Sessions start on average every session_gap steps. All ranges are inclusive (lo, hi).
     """
+    check_int(n_requests, "n_requests", 1, MAX_REQUESTS)
+    _check(seed is None or is_int(seed), "seed", f"must be an integer or None, got {brief(seed)}")
+    check_int(system_tokens, "system_tokens", 0, 1 << 16)
+    check_int(tool_tokens, "tool_tokens", 0, 99_999)  # a tool block's ids stay below the next block's
+    check_int(n_toolsets, "n_toolsets", 1, 64)  # their ids stay below the messages' (10,000,000 up)
+    for name, v, lo in (
+        ("turns", turns, 1),
+        ("msg_tokens", msg_tokens, 0),
+        ("reply_tokens", reply_tokens, 1),
+        ("think", think, 0),
+    ):
+        _check(
+            isinstance(v, (list, tuple))
+            and len(v) == 2
+            and all(is_int(x) for x in v)
+            and lo <= v[0] <= v[1] <= 1 << 16,
+            name,
+            f"must be a range (lo, hi) of integers with {lo} <= lo <= hi <= 65,536, got {brief(v)}",
+        )
+    check_number(branch_prob, "branch_prob", 0.0, 1.0)
+    check_number(session_gap, "session_gap", 0.0, 1e6)
     rng = random.Random(seed)
     system = _ids(1, system_tokens)
     toolsets = [_ids(1_000_000 + 100_000 * k, tool_tokens) for k in range(n_toolsets)]
+    budget = MAX_WORKLOAD_TOKENS  # prompts grow turn by turn: stop a workload that would not fit in one simulation
     next_id = [10_000_000]
 
     def fresh(n: int) -> tuple:
@@ -1308,6 +1477,13 @@ def agent_workload(
             else:
                 parent = history[-1] if rng.random() >= branch_prob else rng.choice(history)
                 prompt, follows = parent[1] + parent[2] + msg, parent[0]
+            budget -= len(prompt) + len(reply)
+            _check(
+                budget >= 0,
+                "n_requests",
+                f"{n_requests:,} requests of these lengths would hold more than {MAX_WORKLOAD_TOKENS:,} tokens, "
+                "the most one simulation takes; ask for fewer requests or shorter turns",
+            )
             reqs.append(Request(rid, start, prompt, reply, f"s{session}", follows, rng.randint(*think)))
             history.append((rid, prompt, reply))
         session += 1

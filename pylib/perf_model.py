@@ -55,9 +55,11 @@ tensor in that one ggml type; llama-quantize's Q2_K mix is "Q2_K_MIX".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
+from enginelab import engine_io as _engine_io
 from enginelab import measured as _measured  # the measured profile's parameters (section 7)
+from enginelab.checks import brief, check_bool, check_int, check_number, check_text, is_int
 
 # What moved out of this file, re-exported so `from perf_model import ...` keeps working:
 #   enginelab.ggml       ggml block types, GGUF tensors, llama-quantize presets and rules
@@ -120,6 +122,52 @@ def _check(cond: bool, arg: str, msg: str) -> None:
 # their GGUF names, with ggml's dimension order: ne[0] is the row length (the
 # input features of a matmul), ne[1] the rows, ne[2] the experts.
 
+# Model bounds.  Every Model is checked when it is made (Model.__post_init__), whatever made it: the catalog
+# below, a config.json (model_from_hf_config), a GGUF header (model_from_gguf), a URL or a learner's code.
+# The bounds are physical: generous enough for any real model (the largest today are noted), and tight enough
+# that no valid Model can make a function here run for seconds or give an infinite or negative number.
+MAX_LAYERS = 1_000  # num_hidden_layers; Llama 3.1 405B has 126, DeepSeek V3 61
+MAX_VOCAB = 10_000_000  # vocab_size; real vocabularies are 32k-262k (Gemma 3: 262,144)
+MAX_HIDDEN = 65_536  # hidden_size; Llama 3.1 405B: 16,384
+MAX_HEAD_DIM = 4_096  # head_dim; real heads are 64-256 (DeepSeek's MLA keys: 192)
+MAX_HEADS = 4_096  # num_attention_heads and num_key_value_heads; Llama 3.1 405B: 128
+MAX_EXPERTS = 4_096  # num_local_experts; DeepSeek V3 and Qwen3 235B: 256 and 128
+MAX_CONTEXT = 1 << 25  # max_position_embeddings (33,554,432 tokens); Llama 4 Scout: 10,485,760
+MAX_INTERMEDIATE = 1 << 20  # intermediate_size, moe_intermediate_size, shared_expert_intermediate_size
+MAX_NGL = 1 << 16  # -ngl: anything above n_layers + 1 is clamped to it, as llama.cpp does (-ngl 99, 999)
+MAX_BATCH = 1 << 20  # sequences decoded together (decode_step_time, roofline): far past any KV pool
+MAX_TEXT_CHARS = 256  # name, key, source
+MAX_TAG_CHARS = 64  # model_type, tokenizer
+MAX_GGUF_TENSORS = 1 << 16  # tensors of a GGUF file (65,536); real files have 300-2,000
+# Architectures whose attention has no head_dim of its own: q/k/v are hidden_size wide, split into heads
+# (transformers' Phi3Attention and Qwen2Attention derive head_dim = hidden_size // num_attention_heads).
+HEAD_DIM_FROM_HIDDEN = ("phi3", "qwen2")
+
+_INT_FIELDS = (
+    # field, smallest, largest (a str names another field, read after that one is checked)
+    ("num_hidden_layers", 1, MAX_LAYERS),
+    ("hidden_size", 1, MAX_HIDDEN),
+    ("intermediate_size", 1, MAX_INTERMEDIATE),
+    ("num_attention_heads", 1, MAX_HEADS),
+    ("num_key_value_heads", 1, "num_attention_heads"),
+    ("vocab_size", 1, MAX_VOCAB),
+    ("head_dim", 0, MAX_HEAD_DIM),
+    ("max_position_embeddings", 1, MAX_CONTEXT),
+    ("num_local_experts", 0, MAX_EXPERTS),
+    ("num_experts_per_tok", 0, "num_local_experts"),
+    ("moe_intermediate_size", 0, MAX_INTERMEDIATE),
+    ("shared_expert_intermediate_size", 0, MAX_INTERMEDIATE),
+    ("sliding_window", 0, "max_position_embeddings"),
+)
+_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qk_norm", "rope_freqs")
+_TEXT_FIELDS = (
+    ("name", MAX_TEXT_CHARS),
+    ("key", MAX_TEXT_CHARS),
+    ("source", MAX_TEXT_CHARS),
+    ("model_type", MAX_TAG_CHARS),
+    ("tokenizer", MAX_TAG_CHARS),
+)
+
 
 @dataclass(frozen=True)
 class Model:
@@ -149,6 +197,17 @@ class Model:
     key: str = ""
     tokenizer: str = "llama3"  # tokenizer family: sizes the GGUF metadata
     gguf_tensors: tuple = ()  # real tensors from a GGUF header (model_from_gguf)
+
+    def __post_init__(self):
+        _validate_model(self)
+
+    def __hash__(self):
+        # Models key the size and placement caches; a GGUF model's tensor table is hashed once, not per lookup.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in _MODEL_FIELD_NAMES))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     # -- derived shapes ---------------------------------------------------
     @property
@@ -195,6 +254,121 @@ class Model:
                 continue
             n += _active_elements(self, t)
         return n
+
+
+_MODEL_FIELD_NAMES = tuple(f.name for f in fields(Model))
+
+
+def _validate_model(m: Model) -> None:
+    """Model.__post_init__: every field of the right type and within the bounds above, and the cross-field rules.
+    Raises ValueError naming the field. Integers of other integer types become int, lists become tuples."""
+
+    def put(name, value):
+        object.__setattr__(m, name, value)
+
+    for name, max_chars in _TEXT_FIELDS:
+        check_text(getattr(m, name), name, max_chars)
+    for name in _BOOL_FIELDS:
+        check_bool(getattr(m, name), name)
+    for name, lo, hi in _INT_FIELDS:
+        hi_value = getattr(m, hi) if isinstance(hi, str) else hi
+        value = getattr(m, name)
+        if isinstance(hi, str) and is_int(value) and lo <= value and value > hi_value:
+            _check(False, name, f"must be at most {hi} ({hi_value:,}), got {brief(value)}")
+        put(name, check_int(value, name, lo, hi_value))
+    # cross-field rules
+    heads, kv = m.num_attention_heads, m.num_key_value_heads
+    _check(
+        heads % kv == 0,
+        "num_key_value_heads",
+        f"must divide num_attention_heads ({heads:,}): each KV head serves a whole group of query heads, got {kv:,}",
+    )
+    if m.head_dim == 0:
+        _check(
+            m.hidden_size % heads == 0,
+            "head_dim",
+            f"is 0 (derive it from hidden_size / num_attention_heads), but hidden_size {m.hidden_size:,} is not a "
+            f"multiple of num_attention_heads {heads:,}",
+        )
+    _check(m.d_head <= MAX_HEAD_DIM, "head_dim", f"must be at most {MAX_HEAD_DIM:,}, got {m.d_head:,}")
+    if m.model_type in HEAD_DIM_FROM_HIDDEN and not m.gguf_tensors:
+        _check(
+            m.d_head * heads == m.hidden_size,
+            "head_dim",
+            f"{m.model_type} splits hidden_size into the heads: head_dim x num_attention_heads must equal "
+            f"hidden_size ({m.hidden_size:,}), got {m.d_head:,} x {heads:,} = {m.d_head * heads:,}",
+        )
+    if m.rope_freqs:
+        _check(
+            m.d_head % 2 == 0,
+            "head_dim",
+            f"must be even with llama3 rope scaling (rope_freqs holds one frequency per pair of dimensions), "
+            f"got {m.d_head:,}",
+        )
+    if m.num_local_experts > 1:
+        _check(
+            m.num_experts_per_tok >= 1,
+            "num_experts_per_tok",
+            f"must be at least 1 in a model with {m.num_local_experts:,} experts, got 0",
+        )
+    # the per-layer sliding-window pattern: one bool per layer, repeated when shorter than the model
+    pattern = m.sliding_window_pattern
+    if isinstance(pattern, list):
+        pattern = tuple(pattern)
+        put("sliding_window_pattern", pattern)
+    _check(isinstance(pattern, tuple), "sliding_window_pattern", f"must be a tuple of booleans, got {brief(pattern)}")
+    _check(
+        len(pattern) <= m.num_hidden_layers,
+        "sliding_window_pattern",
+        f"must have at most one entry per layer ({m.num_hidden_layers:,}), got {len(pattern):,}",
+    )
+    for i, v in enumerate(pattern):
+        _check(isinstance(v, bool), "sliding_window_pattern", f"entry {i} must be True or False, got {brief(v)}")
+    _check(
+        not pattern or m.sliding_window > 0,
+        "sliding_window",
+        "must be > 0 when sliding_window_pattern marks sliding-window layers",
+    )
+    # a GGUF file's own tensors
+    ts = m.gguf_tensors
+    if isinstance(ts, list):
+        ts = tuple(ts)
+        put("gguf_tensors", ts)
+    _check(isinstance(ts, tuple), "gguf_tensors", f"must be a tuple of Tensor, got {brief(ts)}")
+    _check(
+        len(ts) <= MAX_GGUF_TENSORS,
+        "gguf_tensors",
+        f"holds {len(ts):,} tensors; at most {MAX_GGUF_TENSORS:,} are allowed",
+    )
+    for t in ts:
+        _check_gguf_tensor(t, m.num_hidden_layers)
+
+
+def _check_gguf_tensor(t, n_layers: int) -> None:
+    _check(isinstance(t, Tensor), "gguf_tensors", f"must hold Tensor objects, got {brief(t)}")
+    _check(
+        isinstance(t.name, str) and 0 < len(t.name) <= MAX_TEXT_CHARS,
+        "gguf_tensors",
+        f"a tensor's name must be a non-empty string of at most {MAX_TEXT_CHARS} characters, got {brief(t.name)}",
+    )
+    what = f"tensor {t.name!r}"
+    _check(isinstance(t.src_type, str) and t.src_type in GGML_TYPES, what, f"unknown ggml type {brief(t.src_type)}")
+    _check(
+        isinstance(t.ne, tuple) and 1 <= len(t.ne) <= 4,
+        what,
+        f"must have 1 to 4 dimensions (a tuple), got {brief(t.ne)}",
+    )
+    for j, d in enumerate(t.ne):
+        _check(
+            is_int(d) and 1 <= d < 1 << 63, what, f"dimension {j} must be an integer from 1 to 2^63-1, got {brief(d)}"
+        )
+    _check(isinstance(t.cls, str), what, f"its class must be a string, got {brief(t.cls)}")
+    _check(
+        is_int(t.layer) and -1 <= t.layer < n_layers,
+        what,
+        f"its block index must be -1 (not in a block) or from 0 to num_hidden_layers - 1 = {n_layers - 1:,}, "
+        f"got {brief(t.layer)}",
+    )
 
 
 def _active_elements(model: Model, t: Tensor) -> float:
@@ -563,7 +737,9 @@ def get_model(model) -> Model:
     if isinstance(model, Model):
         return model
     _check(
-        isinstance(model, str) and model in MODELS, "model", f"unknown model {model!r}; allowed: {', '.join(MODELS)}"
+        isinstance(model, str) and model in MODELS,
+        "model",
+        f"must be a Model or the key of one; unknown {brief(model)}; allowed: {', '.join(MODELS)}",
     )
     return MODELS[model]
 
@@ -647,7 +823,7 @@ def _kv_type(kv_type: str) -> GGMLType:
     _check(
         isinstance(kv_type, str) and kv_type.lower() in KV_TYPES,
         "kv_type",
-        f"unknown KV cache type {kv_type!r}; allowed: {', '.join(KV_TYPES)}",
+        f"unknown KV cache type {brief(kv_type)}; allowed: {', '.join(KV_TYPES)}",
     )
     return GGML_TYPES[kv_type.upper()]
 
@@ -678,6 +854,10 @@ def kv_bytes_per_token(model, kv_type: str = "f16") -> float:
 
 def kv_layer_tokens(model, il: int, n_ctx: int) -> int:
     """Tokens layer il holds at context n_ctx: all of them, or its window."""
+    if type(model) is not Model or not is_int(il) or not is_int(n_ctx):  # the hot path skips the full checks
+        model = get_model(model)
+        check_int(il, "il", 0, model.num_hidden_layers - 1)
+        check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
     if model.is_swa_layer(il):
         return min(n_ctx, model.sliding_window)
     return n_ctx
@@ -686,15 +866,31 @@ def kv_layer_tokens(model, il: int, n_ctx: int) -> int:
 def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> float:
     """Bytes of KV cache for n_ctx tokens (over `layers`, default all)."""
     model = get_model(model)
-    _check(isinstance(n_ctx, int) and n_ctx >= 0, "n_ctx", f"must be an integer >= 0, got {n_ctx!r}")
+    check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
     per = kv_bytes_per_token_layer(model, kv_type)
-    rng = range(model.num_hidden_layers) if layers is None else layers
+    if layers is None:
+        rng = range(model.num_hidden_layers)
+    else:
+        _check(
+            not isinstance(layers, (str, bytes)) and hasattr(layers, "__iter__"),
+            "layers",
+            f"must be None (all) or a list of layer indices, got {brief(layers)}",
+        )
+        rng = list(layers)
+        _check(len(rng) <= MAX_LAYERS, "layers", f"at most {MAX_LAYERS:,} layer indices, got {len(rng):,}")
+        for il in rng:
+            check_int(il, "layers", 0, model.num_hidden_layers - 1)
     return sum(per * kv_layer_tokens(model, il, n_ctx) for il in rng)
 
 
 # ---------------------------------------------------------------------------
 # 5. Devices and machines
 # ---------------------------------------------------------------------------
+# Checked when made, like a Model: positive, finite figures (bounds far above any real device, so a typo or a
+# hostile URL cannot make a time infinite, zero or negative).
+MAX_DEVICE_GB = 1e6  # memory, decimal GB (a petabyte)
+MAX_DEVICE_GBS = 1e6  # bandwidth, GB/s (HBM3e GPUs: ~8,000)
+MAX_DEVICE_TFLOPS = 1e6  # FP16 TFLOP/s (B200: ~2,250 dense)
 
 
 @dataclass(frozen=True)
@@ -721,11 +917,21 @@ class Device:
     fp32_tflops: float = 0.0
 
     def __post_init__(self):
+        check_text(self.name, "name", MAX_TEXT_CHARS)
+        check_number(self.mem_gb, "mem_gb", 0.0, MAX_DEVICE_GB)
+        check_number(self.bandwidth_gbs, "bandwidth_gbs", 0.0, MAX_DEVICE_GBS, lo_open=True)
+        check_number(self.fp16_tflops, "fp16_tflops", 0.0, MAX_DEVICE_TFLOPS, lo_open=True)
+        check_text(self.source, "source", MAX_TEXT_CHARS)
+        check_bool(self.approx, "approx")
+        check_bool(self.fitted, "fitted")
         _check(
-            self.backend in ("",) + _measured.BACKENDS,
+            isinstance(self.backend, str) and self.backend in ("",) + _measured.BACKENDS,
             "backend",
-            f"unknown backend {self.backend!r}; allowed: {', '.join(_measured.BACKENDS)}",
+            f"unknown backend {brief(self.backend)}; allowed: {', '.join(_measured.BACKENDS)}",
         )
+        check_int(self.cores, "cores", 0, 1 << 16)
+        check_number(self.spec_tflops, "spec_tflops", 0.0, MAX_DEVICE_TFLOPS)
+        check_number(self.fp32_tflops, "fp32_tflops", 0.0, MAX_DEVICE_TFLOPS)
 
     @property
     def mem_bytes(self) -> float:
@@ -762,6 +968,18 @@ class Machine:
     gpu_share: float = 0.75
     drive_gbs: float = 5.0  # NVMe sequential read, GB/s (PCIe 4.0 drive)
     key: str = ""
+
+    def __post_init__(self):
+        check_text(self.name, "name", MAX_TEXT_CHARS)
+        _check(
+            self.gpu is None or isinstance(self.gpu, Device), "gpu", f"must be a Device or None, got {brief(self.gpu)}"
+        )
+        _check(isinstance(self.ram, Device), "ram", f"must be a Device, got {brief(self.ram)}")
+        check_number(self.pcie_gbs, "pcie_gbs", 0.0, MAX_DEVICE_GBS)
+        check_bool(self.unified, "unified")
+        check_number(self.gpu_share, "gpu_share", 0.0, 1.0, lo_open=True)
+        check_number(self.drive_gbs, "drive_gbs", 0.0, MAX_DEVICE_GBS, lo_open=True)
+        check_text(self.key, "key", MAX_TEXT_CHARS)
 
     @property
     def pcie(self) -> float:
@@ -903,7 +1121,7 @@ def get_machine(machine) -> Machine:
     _check(
         isinstance(machine, str) and machine in MACHINES,
         "machine",
-        f"unknown machine {machine!r}; allowed: {', '.join(MACHINES)}",
+        f"must be a Machine or the key of one; unknown {brief(machine)}; allowed: {', '.join(MACHINES)}",
     )
     return MACHINES[machine]
 
@@ -961,6 +1179,24 @@ class Placement:
     failing_device: str = ""
     fit_next_gpu_total: float | None = None  # --fit: GPU bytes at one more layer (the one that did not fit)
     profile: str = "course"  # how capacities were counted, and the timing profile used by default
+
+    def __post_init__(self):
+        # place() makes valid Placements; this catches a hand-made one before it reaches the timing functions
+        _check(isinstance(self.model, Model), "model", f"must be a Model, got {brief(self.model)}")
+        _check(isinstance(self.machine, Machine), "machine", f"must be a Machine, got {brief(self.machine)}")
+        n = self.model.num_hidden_layers
+        _check(
+            isinstance(self.layer_device, tuple)
+            and len(self.layer_device) == n
+            and all(d == "gpu" or d == "cpu" for d in self.layer_device),
+            "layer_device",
+            f"must be a tuple of {n} entries, each 'gpu' or 'cpu'",
+        )
+        _kv_type(self.kv_type)
+        check_int(self.n_ctx, "n_ctx", 1, MAX_CONTEXT)
+        check_int(self.n_gpu_layers, "n_gpu_layers", 0, n + 1)
+        check_int(self.n_cpu_moe, "n_cpu_moe", 0, n)
+        check_int(self.n_ubatch, "n_ubatch", 1, MAX_CONTEXT)
 
     @property
     def gpu_total(self) -> float:
@@ -1021,6 +1257,8 @@ def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: b
     matmul (gate, up and their product).  Matches llama.cpp's reported CUDA compute
     buffer (about 0.3 GB for an 8B model at -ub 512) to within a few percent."""
     model = get_model(model)
+    check_int(n_ubatch, "n_ubatch", 1, MAX_CONTEXT)
+    check_bool(with_logits, "with_logits")
     ff = model.intermediate_size
     if model.is_moe:
         ff = max(model.moe_intermediate_size or ff, 1) * max(1, model.num_experts_per_tok)
@@ -1029,12 +1267,15 @@ def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: b
 
 
 _LAYER_CACHE: dict = {}
+_CACHE_MAX_ENTRIES = 512  # (model, quant) pairs kept; then the caches start over (memory stays bounded)
 
 
 def _layer_bytes(model: Model, quant) -> tuple:
     """Per block: (bytes of non-expert tensors, bytes of expert tensors); plus non-block bytes."""
     key = (model, quant)
     if key not in _LAYER_CACHE:
+        if len(_LAYER_CACHE) >= _CACHE_MAX_ENTRIES:
+            _LAYER_CACHE.clear()
         _LAYER_CACHE[key] = _layer_bytes_uncached(model, quant)
     return _LAYER_CACHE[key]
 
@@ -1102,22 +1343,30 @@ def place(
         check_quant(quant)
     _kv_type(kv_type)
     _check(
-        isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0,
+        is_int(n_ctx) and 0 < n_ctx <= MAX_CONTEXT,
         "n_ctx",
-        f"context length must be a positive integer, got {n_ctx!r}",
+        f"context length must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ctx)}",
     )
     n = model.num_hidden_layers
     _check(
-        n_gpu_layers is None or (isinstance(n_gpu_layers, int) and 0 <= n_gpu_layers <= n + 1),
+        n_gpu_layers is None or (is_int(n_gpu_layers) and 0 <= n_gpu_layers <= MAX_NGL),
         "n_gpu_layers",
-        f"must be None (auto) or an integer from 0 to {n + 1}, got {n_gpu_layers!r}",
+        f"must be None (auto) or an integer from 0 to {MAX_NGL:,}, got {brief(n_gpu_layers)}",
     )
     _check(
-        isinstance(n_cpu_moe, int) and 0 <= n_cpu_moe <= n,
+        is_int(n_cpu_moe) and 0 <= n_cpu_moe <= n,
         "n_cpu_moe",
-        f"must be an integer from 0 to {n}, got {n_cpu_moe!r}",
+        f"must be an integer from 0 to {n}, got {brief(n_cpu_moe)}",
     )
-    _check(isinstance(n_ubatch, int) and n_ubatch >= 1, "n_ubatch", f"must be a positive integer, got {n_ubatch!r}")
+    _check(
+        is_int(n_ubatch) and 1 <= n_ubatch <= MAX_CONTEXT,
+        "n_ubatch",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ubatch)}",
+    )
+    check_number(fit_target_mib, "fit_target_mib", 0.0, MAX_DEVICE_GB * 1e3)
+    n_ctx, n_cpu_moe, n_ubatch = int(n_ctx), int(n_cpu_moe), int(n_ubatch)
+    # as llama.cpp: -ngl past the model's n_layer + 1 (the habitual -ngl 99) means every layer and the head
+    n_gpu_layers = None if n_gpu_layers is None else min(int(n_gpu_layers), n + 1)
     if n_cpu_moe and not model.is_moe:
         n_cpu_moe = 0
 
@@ -1419,17 +1668,19 @@ def decode_step_time(
     whether each device is memory- or compute-bound, and for the measured profile `range_tok_s`
     (the typical spread of published runs around the estimate) and `basis` (the parameters used)."""
     p = placement
+    _check(isinstance(p, Placement), "placement", f"must be a Placement (from place()), got {brief(p)}")
     machine = p.machine if machine is None else get_machine(machine)
     _check(
-        isinstance(context, int) and not isinstance(context, bool) and context >= 0,
+        is_int(context) and 0 <= context <= MAX_CONTEXT,
         "context",
-        f"must be an integer >= 0, got {context!r}",
+        f"must be an integer from 0 to {MAX_CONTEXT:,}, got {brief(context)}",
     )
     _check(
-        isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1,
+        is_int(batch) and 1 <= batch <= MAX_BATCH,
         "batch",
-        f"must be an integer >= 1, got {batch!r}",
+        f"must be an integer from 1 to {MAX_BATCH:,}, got {brief(batch)}",
     )
+    context, batch = int(context), int(batch)
     profile = _check_profile(profile, p)
     n_threads = _check_threads(n_threads)
     work = _decode_work(p, context, batch)
@@ -1525,23 +1776,26 @@ def prefill_time(
 
     profile and n_threads as for decode_step_time (for the CPU, n_threads is llama.cpp's -tb)."""
     p = placement
+    _check(isinstance(p, Placement), "placement", f"must be a Placement (from place()), got {brief(p)}")
     machine = p.machine if machine is None else get_machine(machine)
     _check(
-        isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and 0 < n_tokens <= MAX_TOKENS,
+        is_int(n_tokens) and 0 < n_tokens <= MAX_CONTEXT,
         "n_tokens",
-        f"must be an integer from 1 to {MAX_TOKENS:,}, got {n_tokens!r}",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_tokens)}",
     )
     ub = p.n_ubatch if n_ubatch is None else n_ubatch
     _check(
-        isinstance(ub, int) and not isinstance(ub, bool) and 1 <= ub <= MAX_TOKENS,
+        is_int(ub) and 1 <= ub <= MAX_CONTEXT,
         "n_ubatch",
-        f"must be a positive integer, got {ub!r}",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(ub)}",
     )
     _check(
-        isinstance(n_batch, int) and not isinstance(n_batch, bool) and 1 <= n_batch <= MAX_TOKENS,
+        is_int(n_batch) and 1 <= n_batch <= MAX_CONTEXT,
         "n_batch",
-        f"must be a positive integer, got {n_batch!r}",
+        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_batch)}",
     )
+    check_bool(op_offload, "op_offload")
+    n_tokens, ub, n_batch = int(n_tokens), int(ub), int(n_batch)
     profile = _check_profile(profile, p)
     n_threads = _check_threads(n_threads)
     steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload, profile=profile, n_threads=n_threads)
@@ -1567,9 +1821,6 @@ def prefill_time(
         res["backend"] = device_backend(machine, heavy)
         res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "prefill")
     return res
-
-
-MAX_TOKENS = 1 << 25  # the longest prompt or context timed (Model's context bound)
 
 
 def _prefill_work(p: Placement, start: int, u: int) -> dict:
@@ -1653,6 +1904,14 @@ def prefill_steps(
     Each step: kind ('gpu', 'cpu', 'gpu_offload', 'pcie'), ubatch index, tokens, n_ubatches, bytes,
     flops, time_s.  Past PREFILL_GROUP_MAX micro-batches, consecutive ones are timed together (a step's
     n_ubatches says how many), so a million-token prompt costs no more to time than a short one."""
+    _check(isinstance(p, Placement), "p", f"must be a Placement (from place()), got {brief(p)}")
+    for arg, v in (("n_tokens", n_tokens), ("n_ubatch", n_ubatch), ("n_batch", n_batch)):
+        _check(
+            is_int(v) and 1 <= v <= MAX_CONTEXT,
+            arg,
+            f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(v)}",
+        )
+    check_bool(op_offload, "op_offload")
     profile = _check_profile(profile, p)
     mc = p.machine
     steps = []
@@ -1777,22 +2036,30 @@ def _causal_pairs(m: Model, il: int, start: int, end: int) -> float:
 def quant_bpw(quant, model=None) -> float:
     """Bits per weight of a quant: a number passes through; a name gives the
     model's effective bpw when a model is given, else its main ggml type's bpw."""
+    return _bpw(quant, "quant", model)
+
+
+def _bpw(quant, arg: str, model=None) -> float:
     if isinstance(quant, (int, float)) and not isinstance(quant, bool):
-        _check(quant > 0, "bpw", f"must be > 0, got {quant!r}")
-        return float(quant)
+        return check_number(quant, arg, 0.0, 64.0, lo_open=True)
+    _check(
+        isinstance(quant, str) and (quant.upper() in GGML_TYPES or quant in ALL_QUANTS),
+        arg,
+        f"must be bits per weight (a number) or a quantization ({', '.join(ALL_QUANTS)}) or ggml type, "
+        f"got {brief(quant)}",
+    )
     if model is not None:
         return effective_bpw(model, quant)
-    if isinstance(quant, str) and quant.upper() in GGML_TYPES:
+    if quant.upper() in GGML_TYPES:
         return GGML_TYPES[quant.upper()].bpw
-    q = check_quant(quant)
-    return GGML_TYPES[main_type(q)].bpw
+    return GGML_TYPES[main_type(quant)].bpw
 
 
 def roofline(device: Device, bpw, batch: int = 1) -> dict:
     """Where a weight matmul over `batch` tokens sits on `device`'s roofline."""
-    _check(isinstance(device, Device), "device", "must be a Device")
-    _check(isinstance(batch, (int, float)) and batch > 0, "batch", f"must be > 0, got {batch!r}")
-    bpw = quant_bpw(bpw)
+    _check(isinstance(device, Device), "device", f"must be a Device, got {brief(device)}")
+    check_number(batch, "batch", 0.0, MAX_BATCH, lo_open=True)
+    bpw = _bpw(bpw, "bpw")
     intensity = 16.0 * batch / bpw
     ridge = device.flops / device.bandwidth
     attainable = min(device.flops, intensity * device.bandwidth)
@@ -1826,7 +2093,7 @@ def model_from_hf_config(config: dict, name=None) -> Model:
 
     Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
     phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
-    return Model(**hf_config_fields(config, name))
+    return _engine_io.model_from_hf_config(config, name, Model)
 
 
 def model_from_gguf(source, name=None) -> Model:
@@ -1835,7 +2102,7 @@ def model_from_gguf(source, name=None) -> Model:
     Only the header is read.  The Model's tensors are the file's own, with their
     real types, so quantize_plan(model, None) and place(model, machine, None, ...)
     use the file's exact sizes."""
-    return Model(**gguf_fields(source, name))
+    return _engine_io.model_from_gguf(source, name, Model)
 
 
 # ---------------------------------------------------------------------------

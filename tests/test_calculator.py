@@ -12,6 +12,7 @@ import perf_model as pm
 from enginelab import fmt, page, scenario
 from enginelab.figures import REGISTRY
 from enginelab.figures import calculator as calc
+from enginelab.svg import esc
 
 
 def state(q=""):
@@ -79,11 +80,12 @@ def test_readouts_are_perf_models_numbers(q):
         prefill_tok_s=pre["tok_per_s"],
         cpu_share=dec["cpu_s"] / dec["total_s"],
         fits=True,
+        verdict=scenario.verdict(p),
         decode_range=dec.get("range_tok_s"),
         prefill_range=pre.get("range_tok_s"),
     )
     html = calc.render(d)
-    for k in calc.READOUTS:
+    for k in calc.READOUTS + ("fits",):
         assert f'data-readout="{k}"' in html
     # the data-readout values follow the page's profile
     assert f'data-readout="decode_tok_s" data-value="{fmt.raw(dec["tok_per_s"])}"' in html
@@ -126,6 +128,33 @@ def test_the_calculator_defaults_to_the_measured_profile_and_threads_move_cpu_de
     assert calc.SPEC.to_query(state("?profile=course")) == "?profile=course"
     bad, msgs = calc.SPEC.from_query("?profile=fastest")
     assert bad.profile == "measured" and msgs and msgs[0].startswith("Speed estimate")
+
+
+@pytest.mark.parametrize(
+    "q, verdict, words",
+    [
+        ("?model=llama-3.1-8b", "vram", "All 32 layers and the output head run from VRAM."),
+        (
+            "?profile=course",
+            "partial",
+            "20 of 64 layers and the output head run from system RAM; 62% of each decode step",
+        ),
+        ("?model=qwen3-30b-a3b&machine=rtx3060&n_cpu_moe=20", "partial", "the experts of 20 layers (--n-cpu-moe)"),
+        ("?machine=cpu-ddr5", "partial", "No GPU: all 64 layers run from system RAM"),
+        ("?machine=m4max", "vram", "run from the GPU's share of unified memory"),
+        ("?ngl=65&profile=course", "fails", "over by 7.1 GB"),
+        ("?ngl=65", "fails", "over by 7.3 GB"),  # measured: the card's GiB less the driver's reserve
+    ],
+)
+def test_three_way_verdict(q, verdict, words):
+    d = calc.compute(state(q))
+    assert d.readouts.verdict == verdict and d.readouts.fits == (verdict != "fails")
+    head, detail = calc.verdict_text(d)
+    assert words in detail
+    html = calc.render(d)
+    assert f'data-readout="verdict" data-value="{verdict}">{esc(head)}</output>' in html
+    assert f'data-readout="fits" data-value="{"false" if verdict == "fails" else "true"}"' in html
+    assert ">Fits</dt>" not in html  # the verdict replaces "Fits: yes/no"
 
 
 def test_module_listing_row_qwen32b_on_4060ti():
@@ -172,9 +201,24 @@ def test_ngl_bound_follows_the_model_and_machine():
 def test_command_line():
     d = calc.compute(state("?kv=q8_0&ngl=30&ctx=16384"))
     cmd = d.command
-    assert cmd.startswith("llama-server -m ") and "-c 16384" in cmd and "-ngl 30" in cmd
+    assert cmd.startswith("llama-server -m Qwen2.5-32B-Q4_K_M.gguf ") and "-c 16384" in cmd and "-ngl 30" in cmd
     assert "-ctk q8_0 -ctv q8_0" in cmd and "-fa on" in cmd
     assert 'id="llama-command"' in calc.render(d)
+    assert "-ngl 30 is written because you set it" in calc.command_note(d)
+
+
+def test_command_leaves_ngl_to_fit_unless_set_and_names_the_llama_cpp_it_assumes():
+    d = calc.compute(state())  # -ngl auto: --fit (on by default) chooses it
+    assert "-ngl" not in d.command and "-c 8192" in d.command
+    note = calc.command_note(d)
+    assert f"--fit (on by default), which will choose -ngl {d.placement.n_gpu_layers} of 65 here" in note
+    assert "llama.cpp as of December 2025" in note and "PR #16653" in note
+    assert note in calc.render(d)
+    full = calc.command_note(calc.compute(state("?model=llama-3.1-8b")))
+    assert "choose -ngl 33 of 33 here: every layer and the output head on the GPU" in full
+    assert "-ngl" not in calc.compute(state("?machine=cpu-ddr5")).command
+    # the Q2_K mix is the file people download as -Q2_K.gguf
+    assert "-m Qwen2.5-32B-Q2_K.gguf " in calc.compute(state("?quant=Q2_K_MIX")).command
 
 
 def test_render_is_pure_and_prerender_matches():

@@ -33,14 +33,16 @@ def test_sections_show_the_static_figure_and_link_to_the_live_one():
             assert companion.figure_src(fid, query).replace("&", "&amp;") in body
     assert "<script" not in body and "<iframe" not in body  # no Python boots until asked
     idx = str(companion.index_body([("a<b", "T<itle", "L&ede")]))
-    assert "T&lt;itle" in idx and "L&amp;ede" in idx and "<b" not in idx.replace("<b>", "")
+    assert "T&lt;itle" in idx and "L&amp;ede" in idx and "a<b" not in idx
 
 
-def test_embed_snippet_points_at_the_figure_page():
+def test_embed_snippet_points_at_the_figure_page_and_includes_embed_js():
     snip = companion.embed_snippet("roofline", {"machine": "rtx3060"}, base="https://course.example/lab/")
     src = snip.split('src="')[1].split('"')[0]
     u = urlparse(src)
     assert u.path.endswith("/figures/roofline.html") and dict(parse_qsl(u.query)) == {"machine": "rtx3060"}
+    assert snip.splitlines()[1] == '<script src="https://course.example/lab/embed.js" async></script>'
+    assert 'title="a &quot;b&quot; &lt;c"' in companion.embed_snippet("x", title='a "b" <c')
 
 
 def test_roofline_try_links_are_the_figures_own_presets():

@@ -231,9 +231,9 @@ def test_errors_inside_the_library_keep_their_frames_and_message():
     r = run(
         2,
         "from perf_model import MODELS, MACHINES, place\nplace(MODELS['qwen2.5-14b'], MACHINES['rtx3060'], "
-        "'Q4_K_M', n_gpu_layers=99)\n",
+        "'Q4_K_M', n_gpu_layers=-1)\n",
     )
-    assert "n_gpu_layers: must be None (auto) or an integer from 0 to 49" in r["error"]
+    assert "n_gpu_layers: must be None (auto) or an integer from 0 to 65,536" in r["error"]
     assert "perf_model.py" in r["error"] and "exercises.py" not in r["error"]
 
 

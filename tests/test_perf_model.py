@@ -418,6 +418,13 @@ def test_hf_config_bad_field_named(field, value):
 
 
 # ---------------------------------------------------------------- bad input
+def test_ngl_past_the_model_means_every_layer_as_in_llama_cpp():
+    # -ngl 99 (or 34 on a 32-layer model) is every block and the output head, as llama.cpp reads it
+    p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_gpu_layers=99)
+    assert p.n_gpu_layers == 33 and p.full_offload and p.output_on_gpu
+    assert p == pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_gpu_layers=33)
+
+
 @pytest.mark.parametrize(
     "kwargs,arg",
     [
@@ -426,8 +433,9 @@ def test_hf_config_bad_field_named(field, value):
         ({"kv_type": "fp8"}, "kv_type"),
         ({"n_ctx": 0}, "n_ctx"),
         ({"n_ctx": -5}, "n_ctx"),
-        ({"n_gpu_layers": 34}, "n_gpu_layers"),
+        ({"n_gpu_layers": 1 << 17}, "n_gpu_layers"),
         ({"n_gpu_layers": -1}, "n_gpu_layers"),
+        ({"n_gpu_layers": 2.5}, "n_gpu_layers"),
         ({"machine": "rtx9090"}, "machine"),
     ],
 )

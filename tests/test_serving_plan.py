@@ -270,3 +270,44 @@ def test_failed_start_draws_no_kv_pool():
     seg = {k: b for k, _, b, _ in fsp.segments(d)}
     assert seg["kv"] == 0 and seg["unused"] == pytest.approx(d.plan.available_kv_bytes)
     assert 'data-segment="kv"' not in fsp._bar(d)
+
+
+def test_weights_too_big_advice_depends_on_what_they_already_are():
+    awq = sp.vllm_plan("llama-3.1-70b", "rtx4090", "awq")
+    assert not awq["fits"] and "already 4-bit" in awq["error"] and "quantized checkpoint" not in awq["error"]
+    fp8 = sp.vllm_plan("llama-3.1-70b", "rtx4090", "fp8")
+    assert "4-bit checkpoint (AWQ, GPTQ)" in fp8["error"]
+    bf16 = sp.vllm_plan("llama-3.1-70b", "rtx4090", "bf16")
+    assert "Use a quantized checkpoint" in bf16["error"]
+    sg = sp.sglang_plan("llama-3.1-70b", "rtx4090", "gptq")
+    assert not sg["fits"] and "already 4-bit" in sg["error"]
+
+
+def test_no_available_kv_memory_is_shown_when_the_weights_never_loaded():
+    p = sp.vllm_plan("llama-3.1-70b", "rtx4090", "bf16")
+    assert not p["profiled"] and p["available_kv_bytes"] < 0
+    assert not any("Available KV cache memory" in line for line in p["log_lines"])
+    d = fsp.compute(fsp.SPEC.from_query("?model=llama-3.1-70b")[0])
+    assert d.readouts.available_kv_gib is None
+    assert 'data-readout="available_kv_gib" data-value=""' in fsp.render(d) and "−" not in fsp.render(d)
+    # after the weights loaded, vLLM logs its budget, negative or not
+    tight = sp.vllm_plan("llama-3.1-8b", "rtx4090", "bf16", gpu_memory_utilization=0.66)
+    assert tight["profiled"] and any("Available KV cache memory" in line for line in tight["log_lines"])
+
+
+def test_sglang_says_when_a_full_length_request_does_not_fit_its_pool():
+    d = fsp.compute(fsp.SPEC.from_query("?engine=sglang&model=llama-3.1-8b&ctx=131072")[0])
+    assert d.plan.fits and d.plan.request_capped
+    assert d.readouts.fits is True and d.readouts.capped_at == d.plan.max_req_len
+    html = fsp.render(d)
+    assert 'data-request-capped="true"' in html and ">capped</output>" in html
+    assert f"every request at {d.plan.max_req_len:,} tokens" in html
+    ok = fsp.compute(fsp.SPEC.from_query("?engine=sglang")[0])
+    assert ok.readouts.capped_at is None and ">yes</output>" in fsp.render(ok)
+
+
+def test_the_caption_is_html_that_wraps():
+    for q in ("", "?ctx=131072", "?engine=sglang"):
+        d = fsp.compute(fsp.SPEC.from_query(q)[0])
+        html = fsp.render(d)
+        assert '<figcaption class="sp-caption">' in html and "<text" not in str(fsp._bar(d)).split("legend")[-1]

@@ -339,9 +339,9 @@ def test_explain_covers_every_readout_and_agrees_with_it(q):
         assert f"→ {_fmt.rate(r.decode_tok_s)} tok/s" in e["decode_tok_s"]
         assert f"→ {_fmt.rate(r.prefill_tok_s)} tok/s" in e["prefill_tok_s"]
         assert _fmt.pct(r.cpu_share) in e["cpu_share"]
-        assert "Result: </span>yes" in e["fits"]
+        assert "Result: </span>fits in VRAM" in e["verdict"] or "Result: </span>runs with partial" in e["verdict"]
     else:
-        assert "Not computed" in e["decode_tok_s"] and "Result: </span>no: " in e["fits"]
+        assert "Not computed" in e["decode_tok_s"] and "Result: </span>fails to allocate: " in e["verdict"]
 
 
 def test_explain_auto_ngl_shows_the_next_layer_does_not_fit():

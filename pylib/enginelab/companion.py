@@ -3,7 +3,7 @@
 The companion walks through the module's ideas in reading order, in our own words.  Each section shows
 its figure pre-rendered for the default state (so the page is complete at once, with JavaScript off, and
 boots no Python), with a button that swaps in the live figure: an <iframe> of the figure's standalone page,
-which is also how course authors embed figures.  "Try this" items are links to the figure page with that
+which is also how course authors embed figures (sized by the site's embed.js, as on any host page).  "Try this" items are links to the figure page with that
 state in its query; with JavaScript on, companion.js opens them in the section's live frame instead.
 Every query used here is validated against the figure's Spec by the tests, so a renamed field cannot
 silently break a link.  Everything is built with svg.el, which escapes all text.
@@ -197,12 +197,19 @@ def figure_src(fig_id: str, query: dict | None = None, prefix: str = "figures/")
     return f"{prefix}{fig_id}.html" + (f"?{q}" if q else "")
 
 
+SNIPPET_HEIGHT = 900  # px: the frame's height until embed.js sizes it to the figure
+
+
 def embed_snippet(fig_id: str, query: dict | None = None, base: str = "", title: str = "") -> str:
-    """The iframe snippet a course page pastes (plus the tiny height listener it may add)."""
+    """What a course page pastes to embed a figure: the iframe and the one line that sizes it (the site's
+    embed.js). `base` is the site's absolute URL (ending in "/"); the figure index page fills it in from where it
+    is served (companion.js), the same snippet shell.js's Embed button gives."""
     src = base + figure_src(fig_id, query)
+    t = (title or fig_id).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
     return (
-        f'<iframe src="{src}" title="{title or fig_id}" loading="lazy" '
-        f'style="width:100%;border:0" height="640"></iframe>'
+        f'<iframe src="{src}" title="{t}" width="100%" height="{SNIPPET_HEIGHT}" '
+        f'style="border:0;max-width:100%" loading="lazy"></iframe>\n'
+        f'<script src="{base}embed.js" async></script>'
     )
 
 
@@ -330,7 +337,18 @@ def index_body(figures: list, base: str = "") -> Raw:
                     el("h2", el("a", title, href=f"{fid}.html")),
                     el("p", lede),
                     el("label", f"Embed snippet for {title}", for_=f"snip-{fid}", class_="sr-only"),
-                    el("textarea", snippet, id_=f"snip-{fid}", rows=2, readonly=True, class_="snippet"),
+                    # companion.js rewrites the snippet with this site's absolute URL (data-figure, data-title)
+                    el(
+                        "textarea",
+                        snippet,
+                        id_=f"snip-{fid}",
+                        rows=4,
+                        readonly=True,
+                        class_="snippet",
+                        data_snippet_figure=fid,
+                        data_snippet_title=title,
+                    ),
+                    el("button", "Copy snippet", type="button", class_="copy", data_copy_snippet=f"snip-{fid}"),
                 ],
                 class_="figure-entry",
             )
@@ -345,11 +363,21 @@ def index_body(figures: list, base: str = "") -> Raw:
                     el(
                         "p",
                         (
-                            "Every figure is a standalone page whose whole state is in its query string. Embed one with the "
-                            "snippet below; it tells the host page its height with postMessage ({type: 'enginelab:height', "
-                            "height}), so the host can size the frame."
+                            "Every figure is a standalone page whose whole state is in its query string. To embed one "
+                            "in a course page, paste its snippet: the frame, with this site's absolute address, and "
+                            "one script line (embed.js) that keeps each frame as tall as its figure, growing and "
+                            "shrinking. Open a figure, set it up and press Embed to get the snippet for that state."
                         ),
                         class_="lede",
+                    ),
+                    el(
+                        "noscript",
+                        el(
+                            "p",
+                            "With JavaScript off the snippets below show addresses relative to this site: put the "
+                            "address this site is served from in front of them.",
+                            class_="note",
+                        ),
                     ),
                     el("p", el("a", "Back to the companion page", href="../index.html")),
                 ],

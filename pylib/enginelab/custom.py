@@ -18,12 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import perf_model as pm
 
 GGUF_FIRST_SLICE = 8 << 20  # bytes read first: enough for nearly every header (vocabularies ~2-8 MB)
 GGUF_MAX_HEADER = 256 << 20  # never read more than this, whatever the header claims
-CONFIG_MAX_CHARS = 200_000
+CONFIG_MAX_CHARS = 200_000  # a real config.json is 1-5 kB; with layer_types for 1,000 layers about 25 kB
+# Checked on the text before json.loads sees it: Python's JSON parser recurses once per nesting level (a
+# RecursionError in CPython, a fatal error in Pyodide for "[" * 50000) and refuses integers of more than
+# 4,300 digits with a message that names no field. Real configs nest 3 levels and have numbers of < 25 characters.
+JSON_MAX_DEPTH = 32
+JSON_MAX_NUMBER_CHARS = 40
+# One pass over the text: a string (to its closing quote, or to the end when it has none, so no position is
+# scanned twice), a bracket, or a number. Brackets and digits inside strings do not count.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]|-?[0-9][0-9.eE+-]*')
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -77,16 +86,48 @@ def describe_gguf_model(m: pm.Model) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # config.json
 # ---------------------------------------------------------------------------------------------------------
+def check_json_text(text: str, what: str = "config.json") -> None:
+    """Refuse JSON that would make json.loads recurse deeply or parse a huge number (see JSON_MAX_DEPTH)."""
+    depth = deepest = longest = 0
+    for tok in _JSON_TOKENS.findall(text):
+        c = tok[0]
+        if c == "[" or c == "{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > JSON_MAX_DEPTH:
+                    raise ValueError(
+                        f"{what}: nested more than {JSON_MAX_DEPTH} levels deep (a config.json nests 3); not a config"
+                    )
+        elif c == "]" or c == "}":
+            depth -= 1
+        elif c != '"' and len(tok) > longest:
+            longest = len(tok)
+    if longest > JSON_MAX_NUMBER_CHARS:
+        raise ValueError(
+            f"{what}: a number of {longest:,} characters (at most {JSON_MAX_NUMBER_CHARS}); no config field needs one"
+        )
+
+
+def _no_constant(name: str):
+    raise ValueError(f"config.json: {name} is not a number JSON allows")
+
+
 def parse_config(text: str) -> dict:
     """The JSON object of a config.json, or ValueError naming what is wrong."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("config.json: paste the contents of a Hugging Face config.json")
     if len(text) > CONFIG_MAX_CHARS:
-        raise ValueError(f"config.json: {len(text)} characters is too long for a config (at most {CONFIG_MAX_CHARS})")
+        raise ValueError(
+            f"config.json: {len(text):,} characters is too long for a config (at most {CONFIG_MAX_CHARS:,})"
+        )
+    check_json_text(text)
     try:
-        cfg = json.loads(text)
+        cfg = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise ValueError(f"config.json: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:  # cannot happen after check_json_text; kept so nothing but ValueError leaves
+        raise ValueError(f"config.json: nested too deeply (at most {JSON_MAX_DEPTH} levels)") from None
     if not isinstance(cfg, dict):
         raise ValueError("config.json: must be a JSON object ({...})")
     return cfg
@@ -218,6 +259,18 @@ def set_dropped(model: pm.Model, file_name: str = "", file_size: int | None = No
 
 def dropped_model():
     return _DROPPED.get("model")
+
+
+def dropped_info() -> tuple:
+    """(file name, file size) of the dropped GGUF file, for putting it back after a failed drop."""
+    return _DROPPED.get("file_name", ""), _DROPPED.get("file_size")
+
+
+def restore_dropped(model, info: tuple) -> None:
+    """Put back the model (or none) that was dropped before a failed attempt."""
+    _DROPPED.clear()
+    if model is not None:
+        set_dropped(model, *info)
 
 
 def machine_from_state(partial) -> pm.Machine:

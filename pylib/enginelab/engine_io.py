@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import re
 
-from .ggml import Tensor
+from .checks import brief, check, is_int
+from .ggml import Tensor, quant_file_tag
 
-
-def _check(cond: bool, arg: str, msg: str) -> None:
-    if not cond:
-        raise ValueError(f"{arg}: {msg}")
+_check = check
 
 
 # ---------------------------------------------------------------------------
@@ -37,19 +35,38 @@ SWA_ALTERNATE = (True, False)  # sliding window on even layers, global on odd (G
 # ---------------------------------------------------------------------------
 # 2. A Hugging Face config.json
 # ---------------------------------------------------------------------------
+# Only types and the shape of the file are checked here; perf_model.Model checks every value against its
+# bounds when it is built (model_from_hf_config), so a config and a GGUF header meet the same rules.
 
 _HF_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "phi3", "gpt_oss")
+MAX_NAME_CHARS = 200  # a model's label (config _name_or_path, GGUF general.name) is cut to this
+_BIG = (1 << 63) - 1  # any larger integer is nonsense for a count; Model's bounds are far tighter
 
 
 def _cfg_int(cfg: dict, key: str, default=None, minimum: int = 1) -> int:
-    v = cfg.get(key, default)
+    v = cfg.get(key)
+    if v is None:  # absent, or null in the file: the default
+        v = default
     _check(v is not None, key, "missing from config.json")
     _check(
-        isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+        is_int(v) and minimum <= v <= _BIG,
         key,
-        f"must be an integer >= {minimum}, got {v!r}",
+        f"must be an integer >= {minimum}, got {brief(v)}",
     )
+    return int(v)
+
+
+def _cfg_bool(cfg: dict, key: str, default: bool) -> bool:
+    v = cfg.get(key)
+    if v is None:
+        return default
+    _check(isinstance(v, bool), key, f"must be true or false, got {brief(v)}")
     return v
+
+
+def _label(value, fallback: str) -> str:
+    text = value if isinstance(value, str) and value.strip() else fallback
+    return text if len(text) <= MAX_NAME_CHARS else text[: MAX_NAME_CHARS - 1] + "…"
 
 
 def hf_config_fields(config: dict, name=None) -> dict:
@@ -57,21 +74,21 @@ def hf_config_fields(config: dict, name=None) -> dict:
 
     Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
     phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
-    _check(isinstance(config, dict), "config", "must be a JSON object (dict)")
-    cfg = (
-        dict(config.get("text_config") or {}, **{k: v for k, v in config.items() if k != "text_config"})
-        if isinstance(config.get("text_config"), dict)
-        else config
-    )
+    _check(isinstance(config, dict), "config", f"must be a JSON object (dict), got {brief(config)}")
+    _check(name is None or isinstance(name, str), "name", f"must be a string or None, got {brief(name)}")
+    tc = config.get("text_config")
+    # a multimodal config keeps the language model's fields in text_config; top-level keys win
+    cfg = {**tc, **{k: v for k, v in config.items() if k != "text_config"}} if isinstance(tc, dict) else config
     mt = cfg.get("model_type")
     _check(
-        isinstance(mt, str) and mt in _HF_TYPES, "model_type", f"unsupported {mt!r}; allowed: {', '.join(_HF_TYPES)}"
+        isinstance(mt, str) and mt in _HF_TYPES,
+        "model_type",
+        f"unsupported {brief(mt)}; allowed: {', '.join(_HF_TYPES)}",
     )
     layers = _cfg_int(cfg, "num_hidden_layers")
     hidden = _cfg_int(cfg, "hidden_size")
     heads = _cfg_int(cfg, "num_attention_heads")
     kv = _cfg_int(cfg, "num_key_value_heads", heads)
-    _check(heads % kv == 0, "num_key_value_heads", f"must divide num_attention_heads ({heads}), got {kv}")
     vocab = _cfg_int(cfg, "vocab_size")
     head_dim = cfg.get("head_dim")
     if head_dim is None:
@@ -87,25 +104,18 @@ def hf_config_fields(config: dict, name=None) -> dict:
         moe["num_experts_per_tok"] = _cfg_int(cfg, "num_experts_per_tok")
         moe["moe_intermediate_size"] = _cfg_int(cfg, "moe_intermediate_size")
     inter = _cfg_int(cfg, "intermediate_size", moe.get("moe_intermediate_size"))
-    if moe:
-        _check(
-            moe["num_experts_per_tok"] <= moe["num_local_experts"],
-            "num_experts_per_tok",
-            "must not exceed the number of experts",
-        )
-    tie_default = mt in ("gemma2",)
-    tie = cfg.get("tie_word_embeddings", tie_default)
-    _check(isinstance(tie, bool), "tie_word_embeddings", f"must be true or false, got {tie!r}")
+    tie = _cfg_bool(cfg, "tie_word_embeddings", mt in ("gemma2",))
     maxpos = _cfg_int(cfg, "max_position_embeddings", 4096)
     sw, pattern = 0, ()
     if mt in ("gemma2", "gpt_oss"):
-        sw = _cfg_int(cfg, "sliding_window", 4096 if mt == "gemma2" else 128)
+        # a window wider than the context never slides: the same as min(window, context)
+        sw = min(_cfg_int(cfg, "sliding_window", 4096 if mt == "gemma2" else 128), maxpos)
         lt = cfg.get("layer_types")
         if isinstance(lt, list) and len(lt) == layers:
             pattern = tuple(x == "sliding_attention" for x in lt)
         else:
-            pattern = SWA_ALTERNATE
-    rs = cfg.get("rope_scaling") or {}
+            pattern = SWA_ALTERNATE[:layers]
+    rs = cfg.get("rope_scaling")
     rope_freqs = isinstance(rs, dict) and (rs.get("rope_type") or rs.get("type")) == "llama3"
     if mt in ("qwen2", "qwen3", "qwen3_moe"):
         tok = "qwen2"
@@ -117,9 +127,9 @@ def hf_config_fields(config: dict, name=None) -> dict:
         tok = "llama3"
     else:
         tok = "spm"
-    label = name or cfg.get("_name_or_path") or f"{mt} {layers}L/{hidden}"
+    label = _label(name if name is not None else cfg.get("_name_or_path"), f"{mt} {layers}L/{hidden}")
     return dict(
-        name=str(label),
+        name=label,
         model_type=mt,
         num_hidden_layers=layers,
         hidden_size=hidden,
@@ -132,14 +142,26 @@ def hf_config_fields(config: dict, name=None) -> dict:
         max_position_embeddings=maxpos,
         sliding_window=sw,
         sliding_window_pattern=pattern,
-        attention_bias=(mt == "qwen2" or mt == "gpt_oss" or bool(cfg.get("attention_bias", False))),
+        attention_bias=(mt == "qwen2" or mt == "gpt_oss" or _cfg_bool(cfg, "attention_bias", False)),
         qk_norm=mt in ("qwen3", "qwen3_moe"),
         rope_freqs=rope_freqs,
         tokenizer=tok,
         source="config.json",
-        key=str(label),
+        key=label,
         **moe,
     )
+
+
+def model_from_hf_config(config: dict, name, make):
+    """make(**hf_config_fields(config, name)), with the Model's errors naming config.json's own keys."""
+    fields = hf_config_fields(config, name)
+    try:
+        return make(**fields)
+    except ValueError as e:
+        msg = str(e)
+        if fields["model_type"] == "qwen3_moe" and msg.startswith("num_local_experts:"):
+            msg = "num_experts" + msg[len("num_local_experts") :]  # Qwen's name for it
+        raise ValueError(msg) from None
 
 
 # ---------------------------------------------------------------------------
@@ -162,6 +184,28 @@ _GGUF_CLASSES = [  # (substring of the GGUF name, tensor class); first match win
     ("ffn_down", "ffn_down"),
 ]
 
+# Model field -> the GGUF key it comes from (after "{arch}."), for error messages (gguf_header._HPARAM_KEYS)
+GGUF_KEYS = {
+    "num_hidden_layers": "block_count",
+    "hidden_size": "embedding_length",
+    "intermediate_size": "feed_forward_length",
+    "num_attention_heads": "attention.head_count",
+    "num_key_value_heads": "attention.head_count_kv",
+    "head_dim": "attention.key_length",
+    "max_position_embeddings": "context_length",
+    "num_local_experts": "expert_count",
+    "num_experts_per_tok": "expert_used_count",
+    "moe_intermediate_size": "expert_feed_forward_length",
+    "sliding_window": "attention.sliding_window",
+    "vocab_size": "vocab_size",
+}
+# llama.cpp reads these three per layer when the file holds an array (llama-model.cpp get_key_or_arr): head
+# counts vary in OpenELM, and are 0 in the recurrent layers of hybrids (Jamba, LFM2); FFN widths vary too.
+# We keep the largest, an upper bound for the KV cache and the weights' shapes. Any other key must be a number.
+_GGUF_PER_LAYER = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
+# llama.cpp's sliding-window layouts (llama-model.cpp set_swa_pattern): True where a layer uses the window
+_GGUF_SWA_PATTERNS = {"gemma2": SWA_ALTERNATE, "gpt_oss": SWA_ALTERNATE, "gemma3": (True,) * 5 + (False,)}
+
 
 def _gguf_class(name: str, ndim: int) -> str:
     if name.endswith(".bias"):
@@ -179,63 +223,130 @@ def _gguf_class(name: str, ndim: int) -> str:
     return "other"
 
 
+def _read_header(source):
+    from . import gguf_header as gh  # below us; loaded only when a header is read
+
+    if isinstance(source, gh.GGUFHeader):
+        return source
+    try:
+        return gh.read_gguf(source)
+    except ValueError as e:  # the reader's errors name the header field and its byte
+        raise ValueError(f"source: {e}") from None
+    except TypeError as e:  # not bytes, a file or a path
+        raise ValueError(f"source: {e}") from None
+    except OSError as e:  # a path that cannot be read
+        raise ValueError(f"source: cannot read the file: {e}") from None
+
+
 def gguf_fields(source, name=None) -> dict:
-    """perf_model.Model's fields from a GGUF file's header (bytes, a file object, or a parsed GGUFHeader).
+    """perf_model.Model's fields from a GGUF file's header (see _gguf_fields)."""
+    return _gguf_fields(source, name)[0]
+
+
+def _gguf_fields(source, name=None) -> tuple:
+    """(perf_model.Model's fields, the architecture) from a GGUF file's header (bytes, a file object, or a parsed GGUFHeader).
 
     Only the header is read.  The Model's tensors are the file's own, with their
     real types, so quantize_plan(model, None) and place(model, machine, None, ...)
-    use the file's exact sizes."""
-    from . import gguf_header as gh  # below us; loaded only when a header is read
-
-    header = source if isinstance(source, gh.GGUFHeader) else gh.read_gguf(source)
+    use the file's exact sizes.  A value of the wrong type (a float, a string, an array where llama.cpp
+    reads one number) raises ValueError naming the field and its GGUF key."""
+    _check(name is None or isinstance(name, str), "name", f"must be a string or None, got {brief(name)}")
+    header = _read_header(source)
     hp = header.hparams()
-    arch = header.architecture or "?"
+    arch = header.architecture
+    _check(
+        arch is not None and 0 < len(arch) <= 64,
+        "general.architecture",
+        f"must name the model's architecture (a string of 1 to 64 characters), got {brief(arch)}",
+    )
     mt = hp.get("model_type", arch)
-    need = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
-    for k in need:
-        v = hp.get(k)
-        _check(isinstance(v, int) and v > 0, k, f"missing or invalid in the GGUF header ({arch}.*): {v!r}")
-    kv = hp.get("num_key_value_heads", hp["num_attention_heads"])
-    if isinstance(kv, list):  # per-layer head counts: use the largest for the KV estimate
-        kv = max(int(x) for x in kv) or hp["num_attention_heads"]
-    ff = hp.get("intermediate_size", 0)
-    if isinstance(ff, list):
-        ff = max(int(x) for x in ff)
-    n = hp["num_hidden_layers"]
+
+    def label(field: str) -> str:
+        return f"{field} ({arch}.{GGUF_KEYS.get(field, field)})"
+
+    def get_int(field: str, default=None, minimum: int = 1, n_layers: int = 0) -> int:
+        v = hp.get(field)
+        if v is None:
+            _check(default is not None, label(field), "missing from the GGUF header")
+            return default
+        if isinstance(v, list):
+            _check(
+                field in _GGUF_PER_LAYER,
+                label(field),
+                f"llama.cpp reads one number here, got an array ({brief(v)})",
+            )
+            _check(
+                len(v) == n_layers,
+                label(field),
+                f"a per-layer array must have one entry per block (block_count = {n_layers:,}), got {len(v):,}",
+            )
+            for i, x in enumerate(v):
+                _check(is_int(x) and 0 <= x <= _BIG, label(field), f"entry {i} must be an integer >= 0, got {brief(x)}")
+            v = max(v)  # the largest layer: an upper bound (see _GGUF_PER_LAYER)
+        _check(is_int(v) and minimum <= v <= _BIG, label(field), f"must be an integer >= {minimum}, got {brief(v)}")
+        return int(v)
+
+    n = get_int("num_hidden_layers")
+    hidden = get_int("hidden_size")
+    heads = get_int("num_attention_heads", n_layers=n)
+    kv = get_int("num_key_value_heads", heads, n_layers=n)
+    vocab = get_int("vocab_size")
+    head_dim = get_int("head_dim", 0, minimum=0)
+    ff = get_int("intermediate_size", 0, minimum=0, n_layers=n)
+    moe_ff = get_int("moe_intermediate_size", 0, minimum=0)
+    maxpos = get_int("max_position_embeddings", 0, minimum=0) or 4096
+    sw = get_int("sliding_window", 0, minimum=0)
+    pattern = _GGUF_SWA_PATTERNS.get(mt, ())[:n] if sw else ()
+
     ts = []
     for t in header.tensors:
         il = -1
-        if t.name.startswith("blk."):
-            try:
-                il = int(t.name.split(".")[1])
-            except ValueError:
-                il = -1
+        parts = t.name.split(".")
+        if parts[0] == "blk" and len(parts) > 1 and parts[1].isascii() and parts[1].isdigit():
+            il = int(parts[1])
         _check(il < n, "tensors", f"{t.name} names a block beyond block_count={n}")
         ts.append(Tensor(t.name, tuple(t.shape), _gguf_class(t.name, len(t.shape)), il, t.type_name))
-    sw = hp.get("sliding_window") or 0
-    pattern = SWA_ALTERNATE if sw and mt in ("gemma2", "gpt_oss", "gemma3") else ()
-    label = name or header.metadata.get("general.name") or f"{arch} GGUF"
+    _check(
+        ts,
+        "tensors",
+        "the GGUF header lists no tensors: a model file holds its weights (is this a vocabulary-only GGUF?)",
+    )
+    title = header.metadata.get("general.name")
+    text = _label(name if name is not None else title, f"{arch} GGUF")
     return dict(
-        name=str(label),
+        name=text,
         model_type=mt,
         num_hidden_layers=n,
-        hidden_size=hp["hidden_size"],
-        intermediate_size=int(ff or hp.get("moe_intermediate_size") or 1),
-        num_attention_heads=hp["num_attention_heads"],
-        num_key_value_heads=int(kv),
-        vocab_size=hp["vocab_size"],
-        head_dim=int(hp.get("head_dim") or 0),
+        hidden_size=hidden,
+        intermediate_size=ff or moe_ff or 1,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=vocab,
+        head_dim=head_dim,
         tie_word_embeddings=bool(hp.get("tie_word_embeddings", False)),
-        max_position_embeddings=int(hp.get("max_position_embeddings") or 4096),
-        num_local_experts=int(hp.get("num_local_experts") or 0),
-        num_experts_per_tok=int(hp.get("num_experts_per_tok") or 0),
-        moe_intermediate_size=int(hp.get("moe_intermediate_size") or 0),
-        sliding_window=int(sw) if pattern else 0,
+        max_position_embeddings=maxpos,
+        num_local_experts=get_int("num_local_experts", 0, minimum=0),
+        num_experts_per_tok=get_int("num_experts_per_tok", 0, minimum=0),
+        moe_intermediate_size=moe_ff,
+        sliding_window=min(sw, maxpos) if pattern else 0,
         sliding_window_pattern=pattern,
         source="GGUF header",
-        key=str(label),
+        key=text,
         gguf_tensors=tuple(ts),
-    )
+    ), arch
+
+
+def model_from_gguf(source, name, make):
+    """make(**gguf_fields(source, name)), with the Model's errors naming the GGUF key as well."""
+    fields, arch = _gguf_fields(source, name)
+    try:
+        return make(**fields)
+    except ValueError as e:
+        msg = str(e)
+        field = msg.split(":", 1)[0]
+        if field in GGUF_KEYS:
+            msg = f"{field} ({arch}.{GGUF_KEYS[field]} in the GGUF header){msg[len(field) :]}"
+        raise ValueError(msg) from None
 
 
 # ---------------------------------------------------------------------------
@@ -243,16 +354,46 @@ def gguf_fields(source, name=None) -> dict:
 # ---------------------------------------------------------------------------
 
 
+# The llama.cpp whose flags the command line below assumes. Since December 2025 (ggml-org/llama.cpp PR #16653,
+# "automatically set parameters not set by the user in such a way that maximizes GPU utilization"), -ngl
+# defaults to every layer and --fit is on: at load, for the parameters the user did not set, it first lowers
+# the context and then moves layers to system RAM until each device keeps --fit-target (1024 MiB) free. A
+# command that writes -c and leaves -ngl out therefore gets the -ngl that place(n_gpu_layers=None) computes.
+LLAMA_CPP_FLAGS = (
+    "llama.cpp as of December 2025 or later (--fit on by default, ggml-org/llama.cpp PR #16653; -fa on|off|auto)"
+)
+
+
 def gguf_filename(model, quant) -> str:
+    """The file name a GGUF of this model and preset goes by: Model-<tag>.gguf (ggml.quant_file_tag: the Q2_K
+    mix is the file called -Q2_K.gguf)."""
     base = re.sub(r"[^A-Za-z0-9.]+", "-", model.name).strip("-")
-    return f"{base}-{quant or 'model'}.gguf"
+    return f"{base}-{quant_file_tag(quant)}.gguf"
 
 
 def llama_server_command(p, n_parallel=None, flash_attn: str = "on") -> str:
-    """The llama-server invocation that asks for placement p (explicit flags, so --fit changes nothing)."""
+    """The llama-server invocation that asks for placement p, in the flags of LLAMA_CPP_FLAGS.
+
+    -c is always written (so --fit never shortens the context). -ngl is written only when the placement's was
+    set (p.auto is False): with auto it is left to --fit, which picks the same number place() did."""
+    _check(
+        type(p).__name__ == "Placement" and hasattr(p, "layer_device"),
+        "p",
+        f"must be a perf_model.Placement (from place()), got {brief(p)}",
+    )
+    _check(
+        n_parallel is None or (is_int(n_parallel) and 1 <= n_parallel <= 1 << 16),
+        "n_parallel",
+        f"must be None or an integer from 1 to 65,536, got {brief(n_parallel)}",
+    )
+    _check(
+        isinstance(flash_attn, str) and flash_attn in ("on", "off", "auto"),
+        "flash_attn",
+        f"must be 'on', 'off' or 'auto', got {brief(flash_attn)}",
+    )
     parts = ["llama-server", "-m", gguf_filename(p.model, p.quant), "-c", str(p.n_ctx)]
-    # -ngl written out (with auto, the number --fit picks), so the command reproduces this placement
-    parts += ["-ngl", str(p.n_gpu_layers if p.machine.gpu is not None else 0)]
+    if p.machine.gpu is not None and not p.auto:
+        parts += ["-ngl", str(p.n_gpu_layers)]
     if p.kv_type != "f16":
         parts += ["-ctk", p.kv_type, "-ctv", p.kv_type]
     if p.kv_type != "f16" or flash_attn != "auto":

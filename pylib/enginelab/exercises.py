@@ -672,7 +672,9 @@ def format_error(exc: BaseException, filename: str) -> str:
 # worker keeps one interpreter for every cell and run, so after each run these modules' globals are put back
 # as they were: a rebound or deleted name is restored, and so is a changed or deleted entry of a module-level
 # dict or list (entries added since, such as cache fills, are kept).
-COURSE_MODULES = ("perf_model", "inference_trace", "kv_managers", "enginelab.plot")
+# enginelab.svg and enginelab.chart draw the charts: restored too, so the charts are drawn again (plot.rebuild)
+# by the library's own code, whatever the cell did to it.
+COURSE_MODULES = ("perf_model", "inference_trace", "kv_managers", "enginelab.plot", "enginelab.svg", "enginelab.chart")
 
 
 @cache
@@ -740,18 +742,20 @@ def run_cell(n: int, code: str) -> dict:
             error = format_error(e, filename)
         finally:
             restore_course_modules()
+    # the charts, drawn again from their data by the restored library: no markup the cell made is shown
+    charts = [c for c in map(plot.rebuild, shown) if c is not None]
     t1 = time.perf_counter()
     if error is not None:
         verdict, hint = NOT_YET, "Your code stopped with an error (above); fix it and run again."
     else:
-        verdict, hint = check(n, ns, shown)
+        verdict, hint = check(n, ns, charts)
     t2 = time.perf_counter()
     return {
         "exercise": n,
         "stdout": out.getvalue(),
         "stderr": err.getvalue(),
         "error": error,
-        "plots": [p.html() for p in shown],
+        "plots": [c.html() for c in charts],
         "verdict": verdict,
         "hint": hint,
         "run_ms": (t1 - t0) * 1e3,

@@ -7,7 +7,7 @@ objects the readouts show, so every box substitutes the same numbers into its fo
 the readout (the terms in a "Result" line sum to the number it ends with; tests check this). Nothing is
 recomputed here. Each value is a self-contained <details class="explain" data-explain="<readout>"> fragment,
 built with svg.el (every text escaped): the formula in the engine's terms, the inputs for this state, and the
-result. Names: n_gpu_layers, vram_gb, ram_gb, decode_tok_s, prefill_tok_s, cpu_share, fits.
+result. Names: n_gpu_layers, vram_gb, ram_gb, decode_tok_s, prefill_tok_s, cpu_share, verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from . import fmt
 from . import measured as me
 from .svg import Raw, el
 
-NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+NAMES = ("verdict", "n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share")
 
 
 def _box(name: str, formula: str, inputs: list, result: str, note: str = "") -> Raw:
@@ -132,7 +132,7 @@ def explain(scn) -> dict:
         + (f" {p.n_cpu_moe} layers keep their experts in RAM (--n-cpu-moe)." if p.n_cpu_moe else ""),
     )
 
-    # -- fits ------------------------------------------------------------------------------------------------
+    # -- verdict: fits in VRAM, runs with partial offload, or fails to allocate ------------------------------
     if mc.gpu is not None:
         fit_inputs = [
             ("GPU total + margin", f"{_gb(p.gpu_total)} + {_gb(margin)} = {_gb(p.gpu_total + margin)}"),
@@ -141,12 +141,21 @@ def explain(scn) -> dict:
     else:
         fit_inputs = []
     fit_inputs.append(("RAM total", f"{_gb(p.cpu_total)} of {_gb(p.cpu_capacity)}"))
-    out["fits"] = _box(
-        "fits",
-        "fits = GPU total + margin ≤ GPU capacity, and RAM total ≤ RAM"
-        + (" (unified: both from one pool)" if mc.unified else ""),
+    fit_inputs.append(
+        (
+            "Blocks on the GPU",
+            f"{gl} of {n}, output head {'on the GPU' if p.output_on_gpu else 'in RAM'}"
+            + (f", experts of {p.n_cpu_moe} layers in RAM" if p.n_cpu_moe else ""),
+        )
+    )
+    verdict = scn.readouts.verdict
+    out["verdict"] = _box(
+        "verdict",
+        "loads = GPU total + margin ≤ GPU capacity, and RAM total ≤ RAM"
+        + (" (unified: both from one pool)" if mc.unified else "")
+        + "; fits in VRAM = loads with every block and the output head on the GPU; else a partial offload",
         fit_inputs,
-        "yes" if p.fits else f"no: {p.error}",
+        {"vram": "fits in VRAM", "partial": "runs with partial offload"}.get(verdict, f"fails to allocate: {p.error}"),
     )
 
     # -- speeds ------------------------------------------------------------------------------------------------

@@ -8,17 +8,16 @@ This module owns three things the rest of the library builds on:
 * llama-quantize's presets (Q4_K_M, Q6_K, ...): which ggml type each tensor gets, following
   llama_tensor_get_type in src/llama-quant.cpp, and `quantize_plan`, the per-tensor result.
 
-It imports nothing of ours: perf_model (sizes, placement) and gguf_header (reading files) import it.
+It imports only enginelab.checks: perf_model (sizes, placement) and gguf_header (reading files) import it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .checks import brief, check
 
-def _check(cond: bool, arg: str, msg: str) -> None:
-    if not cond:
-        raise ValueError(f"{arg}: {msg}")
+_check = check
 
 
 # ---------------------------------------------------------------------------
@@ -122,8 +121,8 @@ REMOVED_GGML_TYPES = {
 
 def ggml_type(name: str) -> GGMLType:
     """A ggml type by name (case-insensitive), or ValueError naming the known ones."""
-    key = str(name).upper()
-    _check(key in GGML_TYPES, "ggml_type", f"unknown type {name!r}; allowed: {', '.join(GGML_TYPES)}")
+    key = name.upper() if isinstance(name, str) else None
+    _check(key in GGML_TYPES, "ggml_type", f"unknown type {brief(name)}; allowed: {', '.join(GGML_TYPES)}")
     return GGML_TYPES[key]
 
 
@@ -250,7 +249,7 @@ def check_quant(quant: str) -> str:
     _check(
         isinstance(quant, str) and (quant in _FTYPE_DEFAULT or quant in _PURE),
         "quant",
-        f"unknown quantization {quant!r}; allowed: {', '.join(ALL_QUANTS)}",
+        f"unknown quantization {brief(quant)}; allowed: {', '.join(ALL_QUANTS)}",
     )
     return quant
 
@@ -443,6 +442,8 @@ def tensor_bytes(t: Tensor, typ: str) -> int:
 
 
 _PLAN_CACHE: dict = {}
+_PLAN_CACHE_MAX_ROWS = 100_000  # rows kept over all cached plans (~40 MB at most); then the cache starts over
+_plan_cache_rows = 0
 
 
 def quantize_plan(model, quant, imatrix=None) -> list:
@@ -490,9 +491,12 @@ def quantize_plan(model, quant, imatrix=None) -> list:
             else:
                 typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, bool(imatrix)))
             rows.append(_row(t, typ))
-    if len(_PLAN_CACHE) > 256:
+    global _plan_cache_rows
+    if _plan_cache_rows + len(rows) > _PLAN_CACHE_MAX_ROWS:
         _PLAN_CACHE.clear()
+        _plan_cache_rows = 0
     _PLAN_CACHE[key] = rows
+    _plan_cache_rows += len(rows)
     return rows
 
 

@@ -11,7 +11,9 @@ data shows, colours only through CSS classes (plot-s0 ... plot-s5, so the dark t
 the same numbers as a table (`SVG.table_html()`). Same input, same bytes.
 
 On the exercises page a chart also appears under the cell that drew it: the page's runner installs a
-display hook (`capture()`); in plain Python nothing is shown and you keep the returned string.
+display hook (`capture()`); in plain Python nothing is shown and you keep the returned string. The page
+never shows markup a cell hands it: each chart keeps the validated data it was drawn from (`SVG.spec`), and
+the runner draws it again from that data (`rebuild`) after the cell has finished; anything else is dropped.
 
 Bad input raises ValueError naming the argument and what is allowed, e.g.
     ValueError: plot.line: ys has 49 values but xs has 50; they must be the same length
@@ -42,6 +44,7 @@ class SVG(str):
     kind = title = ""
     header: list = []
     rows: list = []
+    spec: tuple | None = None  # ("line" | "bars", validated arguments): what rebuild() draws the chart from
 
     def _repr_html_(self) -> str:  # Jupyter / PyScript display()
         return self.html()
@@ -79,9 +82,27 @@ def capture():
 
 
 def _show(chart_svg: SVG) -> SVG:
-    if _sink is not None and len(_sink) < MAX_SHOWN:
+    # only charts line() and bars() drew (they carry their data); a string made some other way is not shown
+    if _sink is not None and len(_sink) < MAX_SHOWN and isinstance(chart_svg, SVG) and chart_svg.spec is not None:
         _sink.append(chart_svg)
     return chart_svg
+
+
+def rebuild(chart_svg) -> SVG | None:
+    """The chart drawn again from its data (SVG.spec) by line() or bars(), or None when it has no valid data.
+
+    The exercises runner shows only what this returns, so no markup a cell made (or edited) reaches the page."""
+    spec = getattr(chart_svg, "spec", None) if isinstance(chart_svg, SVG) else None
+    if not (isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], dict)):
+        return None
+    kind, kwargs = spec
+    draw = {"line": _line, "bars": _bars}.get(kind) if isinstance(kind, str) else None
+    if draw is None:
+        return None
+    try:
+        return draw(**kwargs)
+    except (ValueError, TypeError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -113,6 +134,12 @@ def _numbers(fn: str, name: str, values, positive: bool = False, max_len: int = 
     if not out:
         _fail(fn, f"{name} is empty; give at least one value")
     return out
+
+
+def _flag(fn: str, name: str, value) -> bool:
+    if not isinstance(value, bool):
+        _fail(fn, f"{name} must be True or False, got {type(value).__name__}")
+    return value
 
 
 def _text(fn: str, name: str, value, max_len: int = 120) -> str:
@@ -248,7 +275,14 @@ def line(
 
     marks: vertical reference lines, {label: x} or [(x, label)], e.g. {"ridge_batch": 55.0}.
     log_x / log_y: logarithmic axes (all values on that axis must be > 0)."""
+    return _show(
+        _line(xs, ys, title=title, xlabel=xlabel, ylabel=ylabel, series=series, log_x=log_x, log_y=log_y, marks=marks)
+    )
+
+
+def _line(xs, ys, *, title, xlabel, ylabel, series=None, log_x=False, log_y=False, marks=None) -> SVG:
     fn = "line"
+    log_x, log_y = _flag(fn, "log_x", log_x), _flag(fn, "log_y", log_y)
     title, xlabel, ylabel = _text(fn, "title", title), _text(fn, "xlabel", xlabel, 60), _text(fn, "ylabel", ylabel, 60)
     x = _numbers(fn, "xs", xs, positive=log_x)
     if _is_multi(ys):
@@ -323,7 +357,22 @@ def line(
     out.kind, out.title = "line", title
     out.header = [xlabel] + (names if names else [ylabel])
     out.rows = [[_fmt(a)] + [_fmt(s[i]) for s in ys_list] for i, a in enumerate(x)]
-    return _show(out)
+    multi = len(ys_list) > 1 or _is_multi(ys)
+    out.spec = (
+        "line",
+        dict(
+            xs=tuple(x),
+            ys=tuple(tuple(s) for s in ys_list) if multi else tuple(ys_list[0]),
+            title=title,
+            xlabel=xlabel,
+            ylabel=ylabel,
+            series=(tuple(names) if multi else names[0]) if names else None,
+            log_x=log_x,
+            log_y=log_y,
+            marks=tuple(mk) or None,
+        ),
+    )
+    return out
 
 
 def _describe_line(x, ys_list, names, xlabel, ylabel, marks) -> str:
@@ -348,7 +397,12 @@ def _describe_line(x, ys_list, names, xlabel, ylabel, marks) -> str:
 # ---------------------------------------------------------------------------------------------------------
 def bars(labels, values, *, title: str, ylabel: str, xlabel: str = "", log_y: bool = False, marks=None) -> SVG:
     """A bar chart: one bar per label. marks: horizontal reference lines, {label: y} or [(y, label)]."""
+    return _show(_bars(labels, values, title=title, ylabel=ylabel, xlabel=xlabel, log_y=log_y, marks=marks))
+
+
+def _bars(labels, values, *, title, ylabel, xlabel="", log_y=False, marks=None) -> SVG:
     fn = "bars"
+    log_y = _flag(fn, "log_y", log_y)
     title, xlabel, ylabel = _text(fn, "title", title), _text(fn, "xlabel", xlabel, 60), _text(fn, "ylabel", ylabel, 60)
     if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
         _fail(fn, f"labels must be a list of names, got {type(labels).__name__}")
@@ -453,4 +507,16 @@ def bars(labels, values, *, title: str, ylabel: str, xlabel: str = "", log_y: bo
     out.kind, out.title = "bars", title
     out.header = [xlabel or "label", ylabel]
     out.rows = [[lab, _fmt(v)] for lab, v in zip(labs, vals)]
-    return _show(out)
+    out.spec = (
+        "bars",
+        dict(
+            labels=tuple(labs),
+            values=tuple(vals),
+            title=title,
+            ylabel=ylabel,
+            xlabel=xlabel,
+            log_y=log_y,
+            marks=tuple(mk) or None,
+        ),
+    )
+    return out

@@ -70,15 +70,27 @@ class Readouts:
     prefill_tok_s: float | None
     cpu_share: float | None
     fits: bool
+    verdict: str | None = None  # verdict(placement): "vram", "partial" or "fails"; None without a placement
     # measured profile: where most published runs fall around the estimates (low, high), else None
     decode_range: tuple | None = None
     prefill_range: tuple | None = None
 
-    NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+    NAMES = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits", "verdict")
 
     @classmethod
     def empty(cls) -> Readouts:
-        return cls(None, None, None, None, None, None, False)
+        return cls(None, None, None, None, None, None, False, None)
+
+
+def verdict(p: pm.Placement) -> str:
+    """What llama.cpp would do with a placement, in three words: "vram" (it loads, every block and the output
+    head on the GPU, no experts kept in RAM), "partial" (it loads, and some weights run from system RAM: a
+    partial offload, or every layer on a machine without a GPU) or "fails" (it stops at load, out of memory)."""
+    if not p.fits:
+        return "fails"
+    if p.machine.gpu is not None and p.full_offload and not p.n_cpu_moe:
+        return "vram"
+    return "partial"
 
 
 @dataclass(frozen=True)
@@ -188,7 +200,9 @@ def _build(state) -> Scenario:
     command = pm.llama_server_command(p)
     if error:  # a config that did not parse: numbers for the stand-in model would mislead
         return scenario(placement=p, command=command)
-    base = dict(n_gpu_layers=p.n_gpu_layers, vram_gb=p.gpu_total / pm.GB, ram_gb=p.cpu_total / pm.GB)
+    base = dict(
+        n_gpu_layers=p.n_gpu_layers, vram_gb=p.gpu_total / pm.GB, ram_gb=p.cpu_total / pm.GB, verdict=verdict(p)
+    )
     if not p.fits:
         r = Readouts(**base, decode_tok_s=None, prefill_tok_s=None, cpu_share=None, fits=False)
         return scenario(placement=p, readouts=r, command=command)

@@ -37,6 +37,8 @@ import re
 
 import perf_model as pm
 
+from .checks import brief, check_bool, check_int, check_number
+
 # ---------------------------------------------------------------------------
 # 1. Engine versions
 # ---------------------------------------------------------------------------
@@ -99,9 +101,20 @@ def _check(cond: bool, arg: str, msg: str) -> None:
         raise ValueError(f"{arg}: {msg}")
 
 
-def _int(v, arg: str, lo: int = 1) -> int:
-    _check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, arg, f"must be an integer >= {lo}, got {v!r}")
+MAX_SEQS = 1 << 20  # max_num_seqs, max_running_requests: far above any engine's default (256-1024)
+
+
+def _int(v, arg: str, lo: int = 1, hi: int = pm.MAX_CONTEXT) -> int:
+    return check_int(v, arg, lo, hi)
+
+
+def _one_of(v, arg: str, allowed) -> str:
+    _check(isinstance(v, str) and v in allowed, arg, f"unknown {brief(v)}; allowed: {', '.join(allowed)}")
     return v
+
+
+def _total_bytes(v) -> float:
+    return check_number(v, "total_bytes", 0.0, pm.MAX_DEVICE_GB * pm.GB, lo_open=True)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -132,9 +145,7 @@ def hf_weight_bytes(model, weight_dtype: str = "bf16") -> dict:
     Returns total, linear (quantized part), other (embedding, lm_head, norms),
     params and bits per weight."""
     model = pm.get_model(model)
-    _check(
-        weight_dtype in WEIGHT_DTYPES, "weight_dtype", f"unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_DTYPES)}"
-    )
+    _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
     linear = other = 0.0
     params = 0
     for t in model.tensors():
@@ -189,16 +200,18 @@ def hf_weight_bytes(model, weight_dtype: str = "bf16") -> dict:
 
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int = 2) -> int:
     """Bytes per KV element: auto = the model dtype (bf16/fp16: 2); fp8 variants: 1."""
+    _one_of(kv_cache_dtype, "kv_cache_dtype", VLLM_KV_DTYPES + tuple(SGLANG_KV_DTYPES))
     _check(
-        kv_cache_dtype in VLLM_KV_DTYPES or kv_cache_dtype in SGLANG_KV_DTYPES,
-        "kv_cache_dtype",
-        f"unknown {kv_cache_dtype!r}; allowed: {', '.join(VLLM_KV_DTYPES)}",
+        model_dtype_bytes in (1, 2, 4) and not isinstance(model_dtype_bytes, bool),
+        "model_dtype_bytes",
+        f"must be 1, 2 or 4, got {brief(model_dtype_bytes)}",
     )
     return model_dtype_bytes if kv_cache_dtype == "auto" else 1
 
 
 def vllm_page_size_bytes(model, block_size: int = VLLM_BLOCK_SIZE, kv_cache_dtype: str = "auto") -> int:
     """One block of one layer (FullAttentionSpec.page_size_bytes): block_size tokens of K and V."""
+    _int(block_size, "block_size", 1, 1 << 16)
     return block_size * pm.kv_elements_per_token_layer(model) * kv_dtype_bytes(kv_cache_dtype)
 
 
@@ -213,6 +226,8 @@ def peak_activation_bytes(
     Sampler pass of S = min(max_num_seqs, T) rows: f32 logits over the vocabulary and
     two working copies of them (probabilities, log-probabilities)."""
     model = pm.get_model(model)
+    _int(max_num_batched_tokens, "max_num_batched_tokens")
+    _int(max_num_seqs, "max_num_seqs", 1, MAX_SEQS)
     ffn = model.intermediate_size
     if model.is_moe:
         ffn = (model.moe_intermediate_size or ffn) * max(1, model.num_experts_per_tok)
@@ -227,6 +242,7 @@ def peak_activation_bytes(
 def cudagraph_capture_sizes(max_num_seqs: int = VLLM_MAX_NUM_SEQS) -> list:
     """vLLM's default capture sizes: 1, 2, 4, then every 8 to 256, then every 16,
     up to max_cudagraph_capture_size = min(2 * max_num_seqs, 512)."""
+    _int(max_num_seqs, "max_num_seqs", 1, MAX_SEQS)
     top = min(2 * max_num_seqs, 512)
     sizes = [1, 2, 4] + list(range(8, 257, 8)) + list(range(272, 513, 16))
     return [s for s in sizes if s <= top]
@@ -275,33 +291,23 @@ def vllm_plan(
     model = pm.get_model(model)
     mc = pm.get_machine(machine)
     total = gpu_total_bytes(mc)
-    _check(
-        isinstance(gpu_memory_utilization, (int, float)) and 0 < gpu_memory_utilization <= 1,
-        "gpu_memory_utilization",
-        f"must be in (0, 1], got {gpu_memory_utilization!r}",
-    )
+    _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
+    check_number(gpu_memory_utilization, "gpu_memory_utilization", 0.0, 1.0, lo_open=True)
     if max_model_len is None:
         max_model_len = model.max_position_embeddings  # vLLM's default: the model's config
     _int(max_model_len, "max_model_len")
     _check(
-        block_size in VLLM_BLOCK_SIZES,
+        block_size in VLLM_BLOCK_SIZES and not isinstance(block_size, bool),
         "block_size",
-        f"must be one of {', '.join(map(str, VLLM_BLOCK_SIZES))}, got {block_size!r}",
+        f"must be one of {', '.join(map(str, VLLM_BLOCK_SIZES))}, got {brief(block_size)}",
     )
-    _check(
-        kv_cache_dtype in VLLM_KV_DTYPES,
-        "kv_cache_dtype",
-        f"unknown {kv_cache_dtype!r}; allowed: {', '.join(VLLM_KV_DTYPES)}",
-    )
-    _int(max_num_seqs, "max_num_seqs")
+    _one_of(kv_cache_dtype, "kv_cache_dtype", VLLM_KV_DTYPES)
+    check_bool(enforce_eager, "enforce_eager")
+    _int(max_num_seqs, "max_num_seqs", 1, MAX_SEQS)
     if max_num_batched_tokens is None:
         max_num_batched_tokens = VLLM_MAX_NUM_BATCHED_TOKENS
     _int(max_num_batched_tokens, "max_num_batched_tokens")
-    _check(
-        isinstance(other_processes_gib, (int, float)) and other_processes_gib >= 0,
-        "other_processes_gib",
-        f"must be >= 0, got {other_processes_gib!r}",
-    )
+    check_number(other_processes_gib, "other_processes_gib", 0.0, pm.MAX_DEVICE_GB)
 
     requested = total * gpu_memory_utilization
     w = hf_weight_bytes(model, weight_dtype)
@@ -333,8 +339,8 @@ def vllm_plan(
     elif weights > requested:
         error = (
             f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB but "
-            f"gpu_memory_utilization {gpu_memory_utilization} allows {gib(requested):.2f} GiB. Use a "
-            f"quantized checkpoint (AWQ, GPTQ, FP8) or a larger GPU."
+            f"gpu_memory_utilization {gpu_memory_utilization} allows {gib(requested):.2f} GiB. "
+            f"{_too_big_advice(weight_dtype)}"
         )
     elif available <= 0:
         error = (
@@ -352,6 +358,8 @@ def vllm_plan(
             f"decreasing `max_model_len` when initializing the engine."
         )
     fits = error is None
+    # vLLM measures the KV budget only once the weights are loaded: before that, no "Available KV cache memory"
+    profiled = free_at_start >= requested and weights <= requested
     notes = []
     if model.sliding_window:
         notes.append(
@@ -385,6 +393,7 @@ def vllm_plan(
         "cudagraph_bytes": graphs,
         "cudagraph_sizes": 0 if enforce_eager else len(cudagraph_capture_sizes(max_num_seqs)),
         "available_kv_bytes": available,
+        "profiled": profiled,  # the profiling run happened: available_kv_bytes is what vLLM would log
         "page_size_bytes": page,
         "kv_bytes_per_token": per_token,
         "num_layers": n_layers,
@@ -422,10 +431,24 @@ def vllm_concurrency_log_line(plan: dict) -> str:
     return f"Maximum concurrency for {plan['max_model_len']:,} tokens per request: {plan['max_concurrency']:.2f}x"
 
 
+def _too_big_advice(weight_dtype: str) -> str:
+    """What to do when the checkpoint's weights alone do not fit, given what they already are."""
+    if weight_dtype in ("awq", "gptq"):
+        return (
+            "These are already 4-bit weights: use a smaller model, a GPU with more memory, or split the model "
+            "over several GPUs (--tensor-parallel-size)."
+        )
+    if weight_dtype == "fp8":
+        return "Use a 4-bit checkpoint (AWQ, GPTQ), a GPU with more memory, or several GPUs (--tensor-parallel-size)."
+    return "Use a quantized checkpoint (AWQ, GPTQ, FP8) or a larger GPU."
+
+
 def vllm_log_lines(plan: dict) -> list:
     """The start-up lines vLLM would print (INFO prefixes left out)."""
+    if plan["error"] and "Free memory" in plan["error"]:
+        return [plan["error"]]  # checked before anything loads
     lines = [f"Model loading took {format_gib(plan['weights_bytes'])} GiB memory"]
-    if plan["weights_bytes"] > plan["requested_bytes"] or plan["error"] and "Free memory" in plan["error"]:
+    if not plan["profiled"]:
         return lines + [plan["error"]]
     lines.append(f"Available KV cache memory: {format_gib(plan['available_kv_bytes'])} GiB")
     if plan["error"]:
@@ -455,7 +478,8 @@ SGLANG_KV_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 
 def sglang_gpu_defaults(total_bytes: float, tp_size: int = 1) -> dict:
     """chunked_prefill_size and cuda_graph_max_bs by GPU memory (server_args.py buckets)."""
-    mem = total_bytes / MiB
+    mem = _total_bytes(total_bytes) / MiB
+    _int(tp_size, "tp_size", 1, 1024)
     if mem < 20 * 1024:  # T4, 4080, 4060 Ti
         cps, bs = 2048, 8
     elif mem < 35 * 1024:  # A10, 4090, 5090
@@ -474,8 +498,17 @@ def sglang_mem_fraction_static(
 ) -> dict:
     """SGLang's default mem_fraction_static and the reserve it leaves (MiB)."""
     d = sglang_gpu_defaults(total_bytes, tp_size)
-    cps = d["chunked_prefill_size"] if chunked_prefill_size is None else chunked_prefill_size
-    bs = d["cuda_graph_max_bs"] if cuda_graph_max_bs is None else cuda_graph_max_bs
+    _int(pp_size, "pp_size", 1, 1024)
+    cps = (
+        d["chunked_prefill_size"]
+        if chunked_prefill_size is None
+        else _int(chunked_prefill_size, "chunked_prefill_size")
+    )
+    bs = (
+        d["cuda_graph_max_bs"]
+        if cuda_graph_max_bs is None
+        else _int(cuda_graph_max_bs, "cuda_graph_max_bs", 1, MAX_SEQS)
+    )
     mem = total_bytes / MiB
     reserved = 512 + max(cps, 2048) * 1.5 + bs * 2 + tp_size * pp_size / 8 * 1024
     if mem > 60 * 1024:
@@ -509,28 +542,19 @@ def sglang_plan(
     model = pm.get_model(model)
     mc = pm.get_machine(machine)
     total = gpu_total_bytes(mc)
+    _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
     if context_length is None:
         context_length = model.max_position_embeddings
     _int(context_length, "context_length")
-    _check(
-        kv_cache_dtype in SGLANG_KV_DTYPES,
-        "kv_cache_dtype",
-        f"unknown {kv_cache_dtype!r}; allowed: {', '.join(SGLANG_KV_DTYPES)}",
-    )
+    _one_of(kv_cache_dtype, "kv_cache_dtype", SGLANG_KV_DTYPES)
+    check_bool(disable_cuda_graph, "disable_cuda_graph")
     auto = sglang_mem_fraction_static(total)
     mfs = auto["mem_fraction_static"] if mem_fraction_static is None else mem_fraction_static
-    _check(
-        isinstance(mfs, (int, float)) and 0 < mfs < 1,
-        "mem_fraction_static",
-        f"must be between 0 and 1, got {mem_fraction_static!r}",
-    )
+    check_number(mfs, "mem_fraction_static", 0.0, 1.0, lo_open=True)
+    _check(mfs < 1, "mem_fraction_static", f"must be below 1, got {brief(mfs)}")
     if max_running_requests is not None:
-        _int(max_running_requests, "max_running_requests")
-    _check(
-        isinstance(other_processes_gib, (int, float)) and other_processes_gib >= 0,
-        "other_processes_gib",
-        f"must be >= 0, got {other_processes_gib!r}",
-    )
+        _int(max_running_requests, "max_running_requests", 1, MAX_SEQS)
+    check_number(other_processes_gib, "other_processes_gib", 0.0, pm.MAX_DEVICE_GB)
     w = hf_weight_bytes(model, weight_dtype)
     weights = w["total"]
     free_before = total - CUDA_CONTEXT_BYTES - other_processes_gib * GiB
@@ -543,7 +567,7 @@ def sglang_plan(
     if weights > free_before:
         error = (
             f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB, "
-            f"{gib(free_before):.2f} GiB is free."
+            f"{gib(free_before):.2f} GiB is free. {_too_big_advice(weight_dtype)}"
         )
     elif tokens <= 0:
         error = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
@@ -631,6 +655,7 @@ def hf_repo(model) -> str:
 def _checkpoint(model, weight_dtype: str) -> tuple:
     """(model path, extra flags): AWQ/GPTQ need a pre-quantized checkpoint (name illustrative);
     FP8 quantizes the bf16 checkpoint online."""
+    _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
     repo = hf_repo(model)
     if weight_dtype == "awq":
         return repo + "-AWQ", []
@@ -660,7 +685,18 @@ def vllm_command(
 ) -> str:
     model = pm.get_model(model)
     path, extra = _checkpoint(model, weight_dtype)
-    mml = model.max_position_embeddings if max_model_len is None else max_model_len
+    check_number(gpu_memory_utilization, "gpu_memory_utilization", 0.0, 1.0, lo_open=True)
+    mml = model.max_position_embeddings if max_model_len is None else _int(max_model_len, "max_model_len")
+    _check(
+        block_size in VLLM_BLOCK_SIZES and not isinstance(block_size, bool),
+        "block_size",
+        f"must be one of {', '.join(map(str, VLLM_BLOCK_SIZES))}, got {brief(block_size)}",
+    )
+    _one_of(kv_cache_dtype, "kv_cache_dtype", VLLM_KV_DTYPES)
+    check_bool(enforce_eager, "enforce_eager")
+    _int(max_num_seqs, "max_num_seqs", 1, MAX_SEQS)
+    if max_num_batched_tokens is not None:
+        _int(max_num_batched_tokens, "max_num_batched_tokens")
     parts = ["vllm", "serve", path] + extra
     parts += ["--gpu-memory-utilization", _g(gpu_memory_utilization), "--max-model-len", str(mml)]
     if block_size != VLLM_BLOCK_SIZE:
@@ -687,7 +723,13 @@ def sglang_command(
 ) -> str:
     model = pm.get_model(model)
     path, extra = _checkpoint(model, weight_dtype)
-    ctx = model.max_position_embeddings if context_length is None else context_length
+    ctx = model.max_position_embeddings if context_length is None else _int(context_length, "context_length")
+    if mem_fraction_static is not None:
+        check_number(mem_fraction_static, "mem_fraction_static", 0.0, 1.0, lo_open=True)
+    _one_of(kv_cache_dtype, "kv_cache_dtype", SGLANG_KV_DTYPES)
+    check_bool(disable_cuda_graph, "disable_cuda_graph")
+    if max_running_requests is not None:
+        _int(max_running_requests, "max_running_requests", 1, MAX_SEQS)
     parts = ["python", "-m", "sglang.launch_server", "--model-path", path] + extra
     parts += ["--context-length", str(ctx)]
     if mem_fraction_static is not None:

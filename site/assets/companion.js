@@ -1,7 +1,9 @@
 // Companion and index pages.
 // 1. "Make this figure live" and "Try this" links open the figure page in an <iframe> inside the section
-//    (without JavaScript they simply navigate to the figure page). One live frame per section.
-// 2. Each embedded figure reports its height ({type: "enginelab:height", height}, see shell.js): size it.
+//    (without JavaScript they simply navigate to the figure page). One live frame per section. Its height is
+//    kept to its content by the site's embed.js, which this page includes like any host page.
+// 2. The figure index's embed snippets get this site's absolute URLs (as the figure pages' Embed button gives),
+//    and their Copy buttons work.
 function liveFrame(slotId, src, title) {
   const slot = document.getElementById(slotId);
   if (!slot) return false;
@@ -29,14 +31,28 @@ document.addEventListener("click", (event) => {
   if (liveFrame(a.dataset.frame, a.getAttribute("href"), title)) event.preventDefault();
 });
 
-window.addEventListener("message", (event) => {
-  const msg = event.data;
-  if (!msg || msg.type !== "enginelab:height" || typeof msg.height !== "number") return;
-  for (const frame of document.querySelectorAll("iframe")) {
-    if (frame.contentWindow === event.source) {
-      const h = Math.max(200, Math.min(4000, Math.ceil(msg.height)));
-      frame.style.height = `${h}px`;
-      frame.setAttribute("height", String(h));
-    }
+// The figure index: snippets with absolute URLs, built from where this page is served (it sits in figures/).
+function snippet(figure, title) {
+  const src = new URL(`${figure}.html`, location.href).href;
+  const script = new URL("../embed.js", location.href).href;
+  const t = title.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;");
+  return `<iframe src="${src}" title="${t}" width="100%" height="900" style="border:0;max-width:100%" ` +
+         `loading="lazy"></iframe>\n<script src="${script}" async></script>`;
+}
+for (const ta of document.querySelectorAll("textarea[data-snippet-figure]")) {
+  ta.value = snippet(ta.dataset.snippetFigure, ta.dataset.snippetTitle || ta.dataset.snippetFigure);
+}
+document.addEventListener("click", async (event) => {
+  const btn = event.target.closest("button[data-copy-snippet]");
+  if (!btn) return;
+  const ta = document.getElementById(btn.dataset.copySnippet);
+  try {
+    await navigator.clipboard.writeText(ta.value);
+    btn.textContent = "Copied";
+  } catch (_) {
+    ta.focus();
+    ta.select();
+    btn.textContent = "Select and copy by hand";
   }
+  setTimeout(() => { btn.textContent = "Copy snippet"; }, 2500);
 });

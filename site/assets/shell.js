@@ -1,6 +1,6 @@
 // Page chrome shared by every figure page. Plain JavaScript that works before (and without) Python:
 // load progress and load errors, Embed / Download SVG / Share / copy buttons, and the height message
-// to a parent page when embedded. The figure itself is drawn by Python (site/py/main.py).
+// to a parent page when embedded (the host side is site/embed.js). The figure itself is drawn by Python (site/py/main.py).
 import { applyPatch } from "./patch.js";  // frame patches for animated figures (page.patch_view)
 
 const html = document.documentElement;
@@ -62,6 +62,63 @@ setTimeout(() => {
   if (html.dataset.ready === "false") setError(`Python did not start within ${LOAD_TIMEOUT_S} s.`);
 }, LOAD_TIMEOUT_S * 1000);
 
+// ---- the URL's state before Python -------------------------------------------------------------------
+// The page was pre-rendered for the figure's default settings. A shared link asks for others: show them in the
+// controls at once, and mark every number on the page as computed for other settings (data-stale, and a
+// visible "computing for your settings…") until Python's first render replaces the figure. Python then
+// validates the same query (state.Spec.from_query) and explains anything it rejects.
+export function controlsFromQuery(search = location.search) {
+  const form = $("#controls");
+  if (!form) return [];
+  const changed = [];
+  for (const [key, value] of new URLSearchParams(search)) {
+    const box = form.querySelector(`[data-field="${CSS.escape(key)}"]`);
+    const el = box && box.querySelector("select, input, textarea");
+    if (!el) continue;  // not a setting of this figure: Python will say so
+    if (el.type === "checkbox") {
+      const on = ["1", "true", "yes", "on"].includes(value.trim().toLowerCase());
+      if (el.checked !== on) { el.checked = on; changed.push(key); }
+    } else {
+      const before = el.value;
+      if (el.tagName === "SELECT") {
+        const v = [...el.options].find((o) => o.value === value || o.value.toLowerCase() === value.toLowerCase());
+        if (v) el.value = v.value;
+        else {  // an option the pre-rendered list does not have (it depends on other settings)
+          const opt = document.createElement("option");
+          opt.value = opt.textContent = value;
+          el.append(opt);
+          el.value = value;
+        }
+      } else {
+        el.value = value;
+      }
+      if (el.value !== before) changed.push(key);
+    }
+    box.hidden = false;  // a setting the link gives is shown, even if the defaults would hide it
+  }
+  return changed;
+}
+
+export function markStale() {
+  const fig = $("#figure");
+  if (!fig || fig.querySelector(".stale-banner")) return;
+  fig.classList.add("stale");
+  for (const r of fig.querySelectorAll("[data-readout]")) r.setAttribute("data-stale", "");
+  for (const part of fig.children) part.inert = true;  // the defaults' buttons and links: not for these settings
+  const banner = document.createElement("p");
+  banner.className = "stale-banner";
+  banner.setAttribute("role", "status");
+  banner.textContent = "Computing for your settings… Everything below is for the default settings until " +
+    "Python is running.";
+  fig.prepend(banner);  // Python's first render rewrites #figure: banner and data-stale go with it
+  const summary = $("#summary");
+  if (summary) summary.textContent = "Computing for your settings…";
+  const note = $("#status .status-note");
+  if (note) note.textContent = "Your settings are in the controls; the figure below still shows the defaults.";
+}
+
+if (html.dataset.ready === "false" && location.search && controlsFromQuery().length) markStale();
+
 // Controls do nothing until Python runs: disable them meanwhile (with JavaScript off they stay as they are).
 const fs = $("#controls-set");
 if (fs && html.dataset.ready === "false") fs.disabled = true;
@@ -92,11 +149,26 @@ export function embedURL() {
   return new URL(path + location.search, location.href).href;
 }
 
+// The site's embed.js (at the site root, one folder above this file), as an absolute URL.
+export function embedScriptURL() {
+  return new URL("../embed.js", import.meta.url).href;
+}
+
+// What a course page pastes: the frame, with an absolute URL and this figure's state, plus the one script line
+// that sizes it (embed.js). Absolute URLs are built from where this page is served.
 export function embedSnippet() {
-  const title = document.title.replace(/"/g, "&quot;");
-  const h = Math.ceil(document.documentElement.scrollHeight);
+  const title = document.title.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;");
+  const h = contentHeight();
   return `<iframe src="${embedURL().replace(/"/g, "%22")}" title="${title}" width="100%" height="${h}" ` +
-         `style="border:0;max-width:100%" loading="lazy"></iframe>`;
+         `style="border:0;max-width:100%" loading="lazy"></iframe>\n` +
+         `<script src="${embedScriptURL().replace(/"/g, "%22")}" async></script>`;
+}
+
+// The height of the page's content in CSS px. Not scrollHeight: inside a frame that never falls below the
+// frame's own height, so a frame sized by it could grow and never shrink. <html> has no height of its own here,
+// so its box is exactly its content.
+export function contentHeight() {
+  return Math.ceil(document.documentElement.getBoundingClientRect().height);
 }
 
 function chartSVG() {
@@ -181,23 +253,41 @@ history.replaceState = function (...args) {
   window.dispatchEvent(new CustomEvent("enginelab:statechange"));
 };
 
-// ---- height for a parent page ------------------------------------------------------------------------
+// ---- height for a parent page (the protocol is documented in site/embed.js) --------------------------------
 if (window.parent !== window) {
   html.classList.add("embedded");
   let last = 0;
-  const post = () => {
-    const h = Math.ceil(document.documentElement.scrollHeight);
-    if (h === last) return;
+  const post = (force) => {
+    const h = contentHeight();
+    if (h === last && force !== true) return;
     last = h;
-    window.parent.postMessage({ type: "enginelab:height", figure: html.dataset.figure, height: h,
+    // "*": the host may be any site; the message says only how tall this page is and which figure it shows
+    window.parent.postMessage({ type: "enginelab:height", v: 1, figure: html.dataset.figure, height: h,
                                 href: location.href }, "*");
   };
-  new ResizeObserver(post).observe(document.body);
-  window.addEventListener("load", post);
-  window.addEventListener("enginelab:statechange", post);
+  // the content's box, grown or shrunk: <html> (its height is its content's) and <body>
+  const ro = new ResizeObserver(() => post());
+  ro.observe(document.documentElement);
+  ro.observe(document.body);
+  // Chromium does not run ResizeObserver in a cross-origin frame that is scrolled out of view, so changes to the
+  // page (a render, deferred advice filled in, a <details> opened, a message shown) are measured directly too
+  let queued = false;
+  new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => { queued = false; post(); });
+  }).observe(document.body, { subtree: true, childList: true, characterData: true,
+                              attributes: true, attributeFilter: ["open", "hidden", "style"] });
+  window.addEventListener("resize", () => post());
+  window.addEventListener("load", () => post());
+  window.addEventListener("enginelab:statechange", () => post());
+  // embed.js says hello when this frame loads (it may have missed our first report): answer at once
+  window.addEventListener("message", (e) => {
+    if (e.source === window.parent && e.data && e.data.type === "enginelab:hello") post(true);
+  });
 }
 
-window.enginelab = { setStatus, setError, embedURL, embedSnippet, applyPatch };
+window.enginelab = { setStatus, setError, embedURL, embedSnippet, embedScriptURL, contentHeight, applyPatch };
 
 // Back / Play / Step for animated figures (a figure module with STEP_FIELD): see steps.js.
 import "./steps.js";

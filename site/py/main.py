@@ -21,6 +21,19 @@ def status(text, step=None):
     window.enginelab.setStatus(text, step) if hasattr(window, "enginelab") else None
 
 
+def report(e):
+    """Bad input (ValueError) is the user's to fix and is shown on the page; anything else is our bug: log it."""
+    if not isinstance(e, ValueError):
+        traceback.print_exc()
+
+
+def problem_text(e, doing):
+    """A message for an error: a ValueError's own message names the field; anything else says what failed."""
+    if isinstance(e, ValueError):
+        return str(e)
+    return f"Could not {doing}: {type(e).__name__}: {e}"
+
+
 def fail(reason):
     if hasattr(window, "enginelab"):
         window.enginelab.setError(reason)
@@ -107,6 +120,7 @@ class App:
             view = self.page.view(self.fig, state, defer=True)  # slow extras come after (after_render)
             t1 = time.perf_counter()
             self.root.innerHTML = view["figure"]  # the one write for the figure
+        self.root.classList.remove("stale")  # shell.js's mark for a shared link's state before Python ran
         self.summary.textContent = view["summary"]
         self.sync_controls(state, force)
         self.show_messages(messages)
@@ -153,9 +167,9 @@ class App:
                 label = self.spec.by_key[step].label + ":"
                 messages = [m for m in messages if not m.startswith(label)]
             self.apply(state, messages)
-        except Exception as e:  # keep the page alive; say what went wrong
-            traceback.print_exc()
-            self.show_messages([f"Could not update the figure: {type(e).__name__}: {e}"])
+        except Exception as e:  # keep the page alive and its last good state; say what went wrong
+            report(e)
+            self.show_messages([problem_text(e, "update the figure")])
 
     def start(self):
         state, messages = self.spec.from_query(str(window.location.search))
@@ -181,13 +195,21 @@ def setup_own_model(app):
         status_el.classList.toggle("own-error", error)
 
     def switch(**changes):
-        state, messages = app.spec.coerce(app.state.replace(**changes))
-        app.apply(state, messages, force=True)
+        """Show the state with these changes; if that fails, put the last good state back and raise."""
+        good = app.state
+        try:
+            state, messages = app.spec.coerce(app.state.replace(**changes))
+            app.apply(state, messages, force=True)
+        except Exception:
+            app.apply(good, app.message_list or [], force=True)
+            raise
 
     async def load_file(f):
         size = int(f.size)
-        say(f"Reading the header of {f.name}…")
+        name = str(f.name)
+        say(f"Reading the header of {name}…")
         n = custom.GGUF_FIRST_SLICE
+        previous = custom.dropped_model(), custom.dropped_info()
         try:
             while True:  # read a slice; if the header is longer, read as much as it says it needs
                 buf = await f.slice(0, min(n, size)).arrayBuffer()
@@ -195,12 +217,16 @@ def setup_own_model(app):
                 if kind == "model":
                     break
                 n = value
-        except ValueError as e:  # a bad file: say so, keep the last good state
-            say(str(e), True)
+            text = f"{custom.describe_gguf_model(value)}; read {min(n, size):,} of {size:,} bytes."
+            custom.set_dropped(value, name, size)
+            switch(model="gguf")
+        except Exception as e:  # any failure: say which file and why; the last good state stays
+            report(e)
+            if custom.dropped_model() is not previous[0]:
+                custom.restore_dropped(*previous)
+            say(f"{name}: {problem_text(e, 'read this file')}", True)
             return
-        custom.set_dropped(value, str(f.name), size)
-        switch(model="gguf")
-        say(f"{custom.describe_gguf_model(value)}; read {min(n, size):,} of {size:,} bytes.")
+        say(text)
 
     async def on_file(event):
         files = event.target.files
@@ -217,15 +243,17 @@ def setup_own_model(app):
             await load_file(files.item(0))
 
     def on_cfg(event):
-        text = str(nodes["cfg-text"].value)
         try:
+            text = str(nodes["cfg-text"].value)  # the textarea's maxlength bounds it (CONFIG_MAX_CHARS + 1)
             m = custom.model_from_config_text(text)
             compact = custom.compact_config(text)
-        except ValueError as e:
-            say(str(e), True)
+            done = f"Using {m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters."
+            switch(model="custom", cfg=compact)
+        except Exception as e:  # the message names the field; the last good state stays
+            report(e)
+            say(problem_text(e, "use this config"), True)
             return
-        switch(model="custom", cfg=compact)
-        say(f"Using {m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters.")
+        say(done)
 
     def stop(event):
         event.stopPropagation()  # typing in the panel is not a change of the figure's settings
@@ -243,8 +271,9 @@ def setup_own_model(app):
 def main():
     status("Python is running; importing enginelab…", 4)
     sys.path.insert(0, os.path.abspath("lib"))  # where PyScript unpacked our wheel (see the page's config)
-    from enginelab import figures, page
+    from enginelab import figures, links, page
 
+    links.set_figures_base(str(html.getAttribute("data-figures-base") or ""))  # links to other figure pages
     fig = figures.get(str(html.dataset.figure))
     status("Drawing the figure…", 5)
     app = App(fig, page)

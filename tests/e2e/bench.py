@@ -12,7 +12,9 @@
   first forward (simulation cached, frames new) and the second backward. Frames go through the figure's frame
   patch (site/assets/patch.js); kv_frame_full_* times the same frames rendered in full, for comparison.
 - dist_bytes: the size of dist/ by component (and gzip -6 sizes, which is what a server would send).
-- Extensions: if bench/bench_kv.py exists and has run(scale), its figures are added under "kv".
+- Extensions: every bench/bench_<name>.py with run(scale) (bench_kv, bench_exercises, bench_fuzz,
+  bench_calibration: the measured profile's leave-one-device-out error per llama.cpp backend, ...) adds its figures
+  under "<name>"; a module with table(result) prints it.
 
 Prints the figures and writes them to dist/bench.json.
 """
@@ -178,7 +180,8 @@ def dist_bytes(dist: Path) -> dict:
     return {"raw": groups, "gzip": gz}
 
 
-EXTENSIONS = (("kv", "bench_kv.py"), ("exercises", "bench_exercises.py"))
+# Every bench/bench_<name>.py with run(scale) -> dict lands under <name> in bench.json (kv, exercises, fuzz, ...).
+EXTENSIONS = tuple((p.stem.removeprefix("bench_"), p.name) for p in sorted((ROOT / "bench").glob("bench_*.py")))
 
 
 def run_extensions(scale: float) -> dict:
@@ -195,6 +198,8 @@ def run_extensions(scale: float) -> dict:
             t = time.perf_counter()
             res = mod.run(scale)
             out[name] = res if isinstance(res, dict) else {"result": res}
+            if hasattr(mod, "table"):  # a module's own summary of its figures
+                print(mod.table(res))
             print(f"{path.stem}.run({scale}) took {time.perf_counter() - t:.1f} s")
     return out
 

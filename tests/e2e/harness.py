@@ -1,9 +1,11 @@
 """Shared browser-test machinery (used by conftest.py and by `build.py bench`).
 
-- `Site`: dist/ served on 127.0.0.1 on a free port, from a thread.
+- `Site`: dist/ served on 127.0.0.1 on a free port, from a thread (or any folder: a test's own host pages, served
+  from a second origin).
 - `launch(playwright)`: the Chromium that `build.py test` found (ENGINELAB_CHROMIUM), headless, with the flags
   this machine needs; no fallback and no skipping: a missing browser is a failure.
-- `Guard`: per browser context, aborts every request whose origin is not the site's and records it, and
+- `Guard`: per browser context, aborts every request whose origin is not the site's (or one the test serves
+  itself) and records it, and
   collects console errors, page errors and failed requests, so a test can assert there were none.
 """
 
@@ -39,8 +41,8 @@ def _build_module():
 
 
 class Site:
-    def __init__(self, directory: Path = DIST):
-        if not (directory / "pyodide" / "pyodide.mjs").exists():
+    def __init__(self, directory: Path = DIST, check_built: bool = True):
+        if check_built and not (directory / "pyodide" / "pyodide.mjs").exists():
             raise RuntimeError(f"{directory} is not built: run `python3 build.py` (or `python3 build.py test`)")
         self.server = _build_module().make_server(directory, 0, quiet=True)
         self.port = self.server.server_address[1]
@@ -79,8 +81,9 @@ def launch(playwright, **kw):
 class Guard:
     """Offline enforcement and error collection for one browser context."""
 
-    def __init__(self, context, origin: str):
+    def __init__(self, context, origin: str, also: tuple[str, ...] = ()):
         self.origin = origin
+        self.allowed = {origin, *also}  # `also`: other local origins a test serves itself (a host page's)
         self.blocked: list[str] = []
         self.console_errors: list[str] = []
         self.page_errors: list[str] = []
@@ -94,7 +97,7 @@ class Guard:
     def _route(self, route):
         url = route.request.url
         parts = urlsplit(url)
-        if parts.scheme in ("data", "blob") or f"{parts.scheme}://{parts.netloc}" == self.origin:
+        if parts.scheme in ("data", "blob") or f"{parts.scheme}://{parts.netloc}" in self.allowed:
             route.continue_()
         else:
             self.blocked.append(url)

@@ -1,12 +1,18 @@
-"""Screenshots of the calculator for a human to look at: light and dark, 390 px and 1280 px wide, the over-ask
-state, and the page before Python is ready. Writes screenshots/*.png (ignored by git).
+"""Screenshots for a human to look at: pages and states at 390 px and 1280 px wide, light and dark, written to
+screenshots/<name>-<width>-<scheme>.png (ignored by git).
 
-    .venv/bin/python tests/e2e/screenshots.py        (after `python3 build.py`)
+    .venv/bin/python tests/e2e/screenshots.py                 every shot, after `python3 build.py`
+    .venv/bin/python tests/e2e/screenshots.py calc kv-        only shots whose name contains one of the words
+
+A shot is (name, path, how): how is "ready" (wait for Python's first render), "static" (the pre-rendered page,
+Python never starts: the wheel is held back) or "host" (the page inside a frame of a host page on another origin,
+sized by embed.js). Every shot is taken light and dark, at 390 and 1280 px.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -15,52 +21,95 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 from tests.e2e.harness import ROOT, Guard, Site, launch, wait_ready  # noqa: E402
 
 SHOTS = [
-    ("calculator-light-1280", "figures/calculator.html", "light", 1280),
-    ("calculator-dark-1280", "figures/calculator.html", "dark", 1280),
-    ("calculator-light-390", "figures/calculator.html", "light", 390),
-    ("calculator-dark-390", "figures/calculator.html", "dark", 390),
-    ("calculator-overask-1280", "figures/calculator.html?ngl=65&ctx=32768", "light", 1280),
-    ("calculator-overask-dark-390", "figures/calculator.html?ngl=65&ctx=32768", "dark", 390),
-    (
-        "calculator-moe-cpu-1280",
-        "figures/calculator.html?model=qwen3-30b-a3b&machine=rtx3060&n_cpu_moe=20",
-        "light",
-        1280,
-    ),
-    ("calculator-badquery-1280", "figures/calculator.html?model=nope&ctx=abc&ngl=999", "light", 1280),
-    ("calculator-m4max-1280", "figures/calculator.html?machine=m4max&model=llama-3.1-70b&quant=Q8_0", "dark", 1280),
+    ("calculator", "figures/calculator.html", "ready"),
+    ("calculator-overask", "figures/calculator.html?ngl=65&ctx=32768", "ready"),
+    ("calculator-vram", "figures/calculator.html?model=llama-3.1-8b", "ready"),
+    ("calculator-moe-cpu", "figures/calculator.html?model=qwen3-30b-a3b&machine=rtx3060&n_cpu_moe=20", "ready"),
+    ("calculator-held", "figures/calculator.html?ctx=1024&tokens=8000&ngl=99", "ready"),
+    ("calculator-ctx0", "figures/calculator.html?model=qwen2.5-14b&ctx=0", "ready"),
+    ("calculator-m4max", "figures/calculator.html?machine=m4max&model=llama-3.1-70b&quant=Q8_0", "ready"),
+    ("calculator-course", "figures/calculator.html?profile=course", "ready"),
+    ("calculator-cpu-threads", "figures/calculator.html?machine=cpu-ddr5&model=llama-3.1-8b&threads=2", "ready"),
+    ("calculator-shared-before-python", "calculator.html?model=qwen2.5-14b&machine=rtx3060&ctx=16384", "static"),
+    ("advisor", "figures/advisor.html", "ready"),
+    ("tiers", "figures/tiers.html", "ready"),
+    ("load", "figures/load.html", "ready"),
+    ("load-upload", "figures/load.html?step=2", "ready"),
+    ("load-first-token", "figures/load.html?step=9", "ready"),
+    ("phases", "figures/phases.html", "ready"),
+    ("roofline", "figures/roofline.html", "ready"),
+    ("offload-curve", "figures/offload-curve.html", "ready"),
+    ("decode-curve", "figures/decode-curve.html", "ready"),
+    ("engines", "figures/engines.html", "ready"),
+    ("serving-plan", "figures/serving-plan.html", "ready"),
+    ("serving-plan-awq-too-big", "figures/serving-plan.html?model=llama-3.1-70b&weights=awq", "ready"),
+    ("serving-plan-sglang-capped", "figures/serving-plan.html?engine=sglang&model=llama-3.1-8b&ctx=131072", "ready"),
+    ("validation", "figures/validation.html", "ready"),
+    ("kv-managers", "figures/kv-managers.html", "ready"),
+    ("kv-managers-middle", "figures/kv-managers.html?step=7", "ready"),
+    ("kv-managers-radix-loses", "figures/kv-managers.html?workload=radix-loses&step=9", "ready"),
+    ("companion", "index.html", "static"),
+    ("figure-index", "figures/index.html", "static"),
+    ("exercises", "exercises.html", "ready"),
+    ("embedded-calculator", "figures/calculator.html?model=llama-3.2-1b", "host"),
 ]
 
 
-def main():
+def host_page(site, path: str) -> str:
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
+        '<link rel="icon" href="data:,"><title>A course page</title><style>body{font:16px system-ui;margin:1rem}'
+        "@media (prefers-color-scheme: dark){body{background:#222;color:#eee}}</style></head><body>"
+        "<h1>Week 3: where the bytes live</h1><p>Text of the course, then the figure:</p>"
+        f'<iframe src="{site.url(path)}" title="figure" width="100%" height="900" style="border:0;max-width:100%">'
+        f'</iframe><script src="{site.url("embed.js")}" async></script><p>More course text.</p></body></html>'
+    )
+
+
+def main(words: list[str]):
     out = ROOT / "screenshots"
     out.mkdir(exist_ok=True)
     site = Site()
+    host_dir = Path(tempfile.mkdtemp())
+    host = Site(host_dir, check_built=False)
+    written = []
     with sync_playwright() as pw:
         browser = launch(pw)
-        for name, path, scheme, width in SHOTS:
-            ctx = browser.new_context(
-                viewport={"width": width, "height": 900}, color_scheme=scheme, device_scale_factor=1
-            )
-            g = Guard(ctx, site.origin)
-            page = ctx.new_page()
-            page.goto(site.url(path))
-            wait_ready(page)
-            page.screenshot(path=str(out / f"{name}.png"), full_page=True)
-            assert not g.problems(), g.problems()
-            ctx.close()
-        # before Python: the pre-rendered page with the progress indicator
-        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-        ctx.route("**/*.whl", lambda r: None)  # hold the wheel forever: Python never gets there
-        page = ctx.new_page()
-        page.goto(site.url("calculator.html"), wait_until="domcontentloaded")
-        page.wait_for_timeout(2500)
-        page.screenshot(path=str(out / "calculator-loading-1280.png"), full_page=False)
-        ctx.close()
+        for name, path, how in SHOTS:
+            if words and not any(w in name for w in words):
+                continue
+            for width in (390, 1280):
+                for scheme in ("light", "dark"):
+                    ctx = browser.new_context(
+                        viewport={"width": width, "height": 900}, color_scheme=scheme, device_scale_factor=1
+                    )
+                    g = Guard(ctx, site.origin, also=(host.origin,))
+                    page = ctx.new_page()
+                    if how == "static":
+                        ctx.route("**/wheels/*.whl", lambda r: None)  # held: Python never gets there
+                        page.goto(site.url(path), wait_until="load")
+                        page.wait_for_timeout(400)
+                    elif how == "host":
+                        (host_dir / f"{name}.html").write_text(host_page(site, path))
+                        page.goto(f"{host.origin}/{name}.html")
+                        frame = page.frame_locator("iframe")
+                        frame.locator("html[data-ready=true]").wait_for(state="attached", timeout=90_000)
+                        page.wait_for_timeout(1500)
+                    else:
+                        page.goto(site.url(path))
+                        wait_ready(page)
+                        page.wait_for_timeout(300)
+                    file = out / f"{name}-{width}-{scheme}.png"
+                    page.screenshot(path=str(file), full_page=True)
+                    written.append(file.name)
+                    problems = {k: v for k, v in g.problems().items() if how != "static" or k != "failed requests"}
+                    assert not problems, (name, problems)
+                    ctx.close()
         browser.close()
     site.close()
-    print("wrote", ", ".join(f"screenshots/{n}.png" for n, *_ in SHOTS), "and screenshots/calculator-loading-1280.png")
+    host.close()
+    print("wrote", len(written), "screenshots:", ", ".join(written))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -173,6 +173,104 @@ def test_print_output_and_plot_bars_show_under_the_cell(lab):
     assert lab.locator("#ex1 .ex-plots i").count() == 0
 
 
+HOSTILE_CELL = """
+from enginelab import plot
+# markup of its own, handed to the display hook: never shown
+plot._show(plot.SVG('<img src=x onerror="window.pwned = 1; document.title = 1">'))
+# a real chart whose title is markup, and whose data was then swapped for more: drawn from data, text stays text
+c = plot.line([1, 2], [3, 4], title='<img src=x onerror="window.pwned = 2">', xlabel='x', ylabel='y')
+c.spec = ("line", dict(c.spec[1], title="<script>window.pwned = 3</script>"))
+# the page's DOM is not reachable from the worker
+for how in ("js", "pyscript"):
+    try:
+        if how == "js":
+            import js
+            js.document.title = "pwned"
+        else:
+            from pyscript import document
+            document.title = "pwned"
+        print(how, "reached a document")
+    except Exception as e:
+        print(how, "no DOM here:", type(e).__name__)
+"""
+
+
+def test_a_cell_cannot_reach_the_pages_dom(lab):
+    title = lab.title()
+    type_code(lab, 1, HOSTILE_CELL.strip())
+    got = run(lab, 1)
+    lab.wait_for_timeout(300)  # an image error handler would have run by now
+    assert lab.evaluate("window.pwned") is None and lab.title() == title
+    out = "#ex1 .ex-output"
+    assert lab.locator(f"{out} img, {out} script, {out} foreignObject").count() == 0
+    assert got["plots"] == 1 and got["plot_titles"] == ["<script>window.pwned = 3</script>"]  # as text
+    assert "reached a document" not in (got["stdout"] or "")
+    # even markup straight from a compromised worker is rebuilt from the allow-list, not inserted
+    kept = lab.evaluate(
+        """() => {
+        const bad = '<figure class="plot-figure"><svg class="chart plot" viewBox="0 0 10 10" onload="window.pwned=4">' +
+          '<title id="plot-0123456789-title">ok</title><foreignObject><img src=x onerror="window.pwned=5"></foreignObject>' +
+          '<a href="javascript:window.pwned=6"><text x="1" y="2" onclick="window.pwned=7" style="fill:red">hi</text></a>' +
+          '<script>window.pwned=8</script><text id="controls" x="1">x</text></svg></figure><img src=x onerror="window.pwned=9">';
+        const box = document.createElement('div');
+        box.id = 'sanitised';
+        box.append(window.enginelabExercises.safeChart(bad));
+        document.body.append(box);
+        return box.innerHTML;
+    }"""
+    )
+    lab.wait_for_timeout(300)
+    assert lab.evaluate("window.pwned") is None
+    for needle in (
+        "onload",
+        "onerror",
+        "onclick",
+        "<img",
+        "<script",
+        "foreignObject",
+        "href",
+        "style=",
+        'id="controls"',
+    ):
+        assert needle not in kept, (needle, kept)
+    assert '<title id="plot-0123456789-title">ok</title>' in kept and ">hi</text>" not in kept  # <a> dropped whole
+    lab.evaluate("document.getElementById('sanitised').remove()")
+
+
+def test_a_cell_that_closes_the_worker_is_reported_and_python_restarts(lab):
+    restarts = int(lab.evaluate("document.documentElement.dataset.pythonRestarts || '0'"))
+    type_code(lab, 3, "import js\nprint('closing the worker')\njs.close()")
+    got = run(lab, 3)
+    assert got["verdict"] == "not-yet"
+    assert "stopped responding" in got["error"] and "js.close()" in got["error"]
+    assert got["stdout"] == "closing the worker\n"  # the cell's own output is kept above the message
+    assert int(lab.evaluate("document.documentElement.dataset.pythonRestarts")) == restarts + 1
+    lab.wait_for_function("() => !document.querySelector('#ex3 button[data-action=run]').disabled", timeout=90_000)
+    type_code(lab, 3, solution(3))
+    assert run(lab, 3)["verdict"] == "correct"
+
+
+def test_stop_reports_only_on_the_running_cell(lab):
+    type_code(lab, 4, "while True:\n    pass")
+    type_code(lab, 1, solution(1))
+    runs1 = int(lab.evaluate("document.getElementById('ex1').dataset.runs || '0'"))
+    runs4 = int(lab.evaluate("document.getElementById('ex4').dataset.runs || '0'"))
+    lab.click("#ex4 button[data-action=run]")
+    lab.locator("#ex4 button[data-action=stop]").wait_for(state="visible", timeout=10_000)
+    lab.click("#ex1 button[data-action=run]")  # queued behind the runaway cell
+    assert "Waiting for exercise 4" in lab.locator("#ex1 .ex-state").inner_text()
+    assert lab.locator("#ex1 button[data-action=stop]").is_hidden()
+    lab.click("#ex4 button[data-action=stop]")
+    lab.wait_for_function("(k) => Number(document.getElementById('ex4').dataset.runs || 0) > k", arg=runs4)
+    assert lab.locator("#ex4 .ex-traceback").inner_text().startswith("Stopped")
+    # the queued cell is not told it was stopped: it runs on the new worker
+    lab.wait_for_function(
+        "(k) => Number(document.getElementById('ex1').dataset.runs || 0) > k", arg=runs1, timeout=90_000
+    )
+    assert lab.locator("#ex1 .ex-verdict").get_attribute("data-verdict") == "correct"
+    assert lab.locator("#ex1 .ex-traceback").count() == 0
+
+
 def test_stop_ends_a_runaway_cell_and_python_comes_back(lab):
     type_code(lab, 4, "while True:\n    pass")
     before = int(lab.evaluate("document.getElementById('ex4').dataset.runs || '0'"))

@@ -2,6 +2,7 @@
 a GGUF file written by llama.cpp's gguf package (only its header is read), a pasted config.json, a
 machine described by numbers, bad input for each, and one-click advice with undo."""
 
+import dataclasses
 import json
 import re
 import sys
@@ -62,8 +63,7 @@ def readouts(page):
 def expected(state_query):
     st, msgs = calculator.SPEC.from_query(state_query)
     assert msgs == []
-    r = calculator.compute(st)["readouts"]
-    return r
+    return dataclasses.asdict(calculator.compute(st).readouts)  # compute() returns a Scenario
 
 
 def close(a, b):

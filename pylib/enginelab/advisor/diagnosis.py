@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
+from ..checks import brief, check
 from .setup import (
     THREAD_CONTENTION,
     Change,
@@ -747,5 +748,7 @@ def advise_state(state) -> list:
 
 def apply_change(state: dict, change) -> dict:
     """The state after a change (what the app's apply button does)."""
-    a = change.apply if isinstance(change, Change) else change["apply"]
+    check(isinstance(state, dict), "state", f"must be a dict, got {brief(state)}")
+    a = change.apply if isinstance(change, Change) else change.get("apply") if isinstance(change, dict) else None
+    check(isinstance(a, dict), "change", f"must be a Change or a dict with an 'apply' dict, got {brief(change)}")
     return {**state, **a}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
+from ..checks import brief, check_int
 from .setup import check, gb_text, rate_text
 
 # ---------------------------------------------------------------------------
@@ -55,18 +56,34 @@ def lora_cost(
     effective bandwidth perf_model gives the device the adapted layers run on (its bytes over
     its memory time), a lower bound: the extra small matmuls also cost kernel launches."""
     m = pm.get_model(model)
+    check_int(rank, "rank", 1, 1 << 16)
     check(
-        isinstance(rank, int) and not isinstance(rank, bool) and rank >= 1,
-        "rank",
-        f"must be a positive integer, got {rank!r}",
+        dtype_bytes in (1, 2, 4) and not isinstance(dtype_bytes, bool),
+        "dtype_bytes",
+        f"must be 1, 2 or 4, got {brief(dtype_bytes)}",
     )
-    check(dtype_bytes in (1, 2, 4), "dtype_bytes", f"must be 1, 2 or 4, got {dtype_bytes!r}")
-    check(isinstance(n_adapters, int) and n_adapters >= 1, "n_adapters", f"must be >= 1, got {n_adapters!r}")
+    check_int(n_adapters, "n_adapters", 1, 1 << 16)
+    check_int(context, "context", 0, pm.MAX_CONTEXT)
+    check_int(prompt_tokens, "prompt_tokens", 0, pm.MAX_CONTEXT)
+    check(
+        placement is None or isinstance(placement, pm.Placement),
+        "placement",
+        f"must be None or a perf_model.Placement, got {brief(placement)}",
+    )
+    check(
+        isinstance(target_modules, (list, tuple)),
+        "target_modules",
+        f"must be a list of module names, got {brief(target_modules)}",
+    )
     shapes = lora_shapes(m)
     targets = tuple(target_modules)
     check(len(targets) > 0, "target_modules", "name at least one module")
     for t in targets:
-        check(t in shapes, "target_modules", f"unknown module {t!r}; allowed: {', '.join(LORA_TARGETS)}")
+        check(
+            isinstance(t, str) and t in shapes,
+            "target_modules",
+            f"unknown module {brief(t)}; allowed: {', '.join(LORA_TARGETS)}",
+        )
     if m.model_type == "phi3":
         check(
             not any(t in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj") for t in targets),

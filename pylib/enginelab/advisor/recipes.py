@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 
+from ..checks import brief, check_int
 from .diagnosis import CTX_LADDER, QUALITY_FLOOR_BPW, moe_changes, quant_ladder
 from .setup import Setup, check, cpu_cores, evaluate, gb_text, pct_text, rate_text
 from .speculative import speculative
@@ -237,10 +238,13 @@ def recipe(
     concurrent requests (several_users).  When the goal does not match the machine (an Apple
     recipe on a PC, "fits" for a model that does not), the matching recipe is used and the first
     explanation says why.  profile: perf_model's speed profile for every number ("course" or "measured")."""
-    check(goal in GOALS, "goal", f"unknown goal {goal!r}; allowed: {', '.join(GOALS)}")
+    check(isinstance(goal, str) and goal in GOALS, "goal", f"unknown goal {brief(goal)}; allowed: {', '.join(GOALS)}")
     m, mc = pm.get_model(model), pm.get_machine(machine)
-    check(isinstance(context, int) and context >= 256, "context", f"must be an integer >= 256, got {context!r}")
-    check(isinstance(users, int) and users >= 1, "users", f"must be a positive integer, got {users!r}")
+    pm.check_quant(quant)
+    check_int(context, "context", 256, pm.MAX_CONTEXT)
+    check_int(users, "users", 1, 1 << 16)
+    if tokens is not None:
+        check_int(tokens, "tokens", 1, pm.MAX_CONTEXT)
     tokens = min(context, tokens or min(2000, context))
     ctx = next((c for c in CTX_LADDER if c >= context), context)
     ex = []

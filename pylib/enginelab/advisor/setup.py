@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import perf_model as pm
 
+from ..checks import brief, check_bool, check_int
+
 MIN_GAIN = 1.01  # a change must buy at least 1% to be suggested
 
 
@@ -42,6 +44,8 @@ BUS_SATURATION = 0.5
 # 4 efficiency cores; M4 Max 16-core CPU: 12 + 4 (apple.com/macbook-pro/specs).
 CPU_CORES = {"m4pro": (10, 14), "m4max": (12, 16)}
 CPU_CORES_DEFAULT = (8, 16)
+MAX_THREADS = 1024  # -t, performance cores
+MAX_USERS = 1 << 16  # -np slots, concurrent users
 
 
 def cpu_cores(machine) -> tuple:
@@ -54,11 +58,8 @@ def thread_factor(n_threads, perf_cores: int) -> float:
     """How much longer the CPU part of a decode step takes with n_threads (1.0 = llama.cpp's default)."""
     if n_threads is None:
         return 1.0
-    check(
-        isinstance(n_threads, int) and not isinstance(n_threads, bool) and n_threads >= 1,
-        "n_threads",
-        f"must be a positive integer, got {n_threads!r}",
-    )
+    check_int(n_threads, "n_threads", 1, MAX_THREADS)
+    check_int(perf_cores, "perf_cores", 1, MAX_THREADS)
     sat = max(1, int(perf_cores * BUS_SATURATION))
     if n_threads < sat:
         return sat / n_threads
@@ -117,30 +118,50 @@ class Setup:
         }
 
 
+def _state_int(get, key: str, default, lo: int, hi: int, auto: bool = False):
+    """An integer from a state: an int, or a string of digits (URL values); "auto"/None where allowed."""
+    v = get(key, default)
+    if auto and v in (None, "auto"):
+        return None
+    if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 12:
+        v = int(v.strip())
+    return check_int(v, key, lo, hi)
+
+
+def _state_profile(get) -> str:
+    v = get("profile", "course")
+    check(v in ("course", "measured"), "profile", f"must be 'course' or 'measured', got {brief(v)}")
+    return v
+
+
 def setup_from_state(state) -> Setup:
     """A Setup from a state dict (or an object with those attributes); unknown keys are ignored."""
+    check(
+        isinstance(state, dict) or hasattr(state, "model"),
+        "state",
+        f"must be a state dict (model, machine, quant, ...), got {brief(state)}",
+    )
     get = (lambda k, d=None: state.get(k, d)) if isinstance(state, dict) else (lambda k, d=None: getattr(state, k, d))
     model, machine = pm.get_model(get("model")), pm.get_machine(get("machine"))
-    ngl = get("ngl", "auto")
-    threads = get("threads", "auto")
-    tokens = int(get("tokens", 2000))
+    mx = pm.MAX_CONTEXT
+    tokens = _state_int(get, "tokens", 2000, 0, mx)
     return Setup(
         model=model,
         machine=machine,
         quant=get("quant", "Q4_K_M"),
         kv=get("kv", "f16"),
-        ctx=int(get("ctx", 8192)) or model.max_position_embeddings,  # -c 0: the model's trained context
-        ngl=None if ngl in (None, "auto") else int(ngl),
-        n_cpu_moe=int(get("n_cpu_moe", 0) or 0),
-        n_ubatch=int(get("ub", pm.N_UBATCH_DEFAULT)),
-        n_batch=int(get("b", pm.N_BATCH_DEFAULT)),
+        ctx=_state_int(get, "ctx", 8192, 0, mx) or model.max_position_embeddings,  # -c 0: the trained context
+        ngl=_state_int(get, "ngl", "auto", 0, model.n_layers + 1, auto=True),
+        n_cpu_moe=_state_int(get, "n_cpu_moe", 0, 0, model.n_layers) if get("n_cpu_moe", 0) else 0,
+        n_ubatch=_state_int(get, "ub", pm.N_UBATCH_DEFAULT, 1, mx),
+        n_batch=_state_int(get, "b", pm.N_BATCH_DEFAULT, 1, mx),
         tokens=tokens,
-        prompt=int(get("prompt", tokens)),
-        threads=None if threads in (None, "auto") else int(threads),
+        prompt=_state_int(get, "prompt", tokens, 0, mx),
+        threads=_state_int(get, "threads", "auto", 1, MAX_THREADS, auto=True),
         perf_cores=cpu_cores(machine)[0],
-        n_parallel=int(get("np", 1) or 1),
-        users=int(get("users", 1) or 1),
-        profile=get("profile", "course"),
+        n_parallel=_state_int(get, "np", 1, 1, MAX_USERS) if get("np", 1) else 1,
+        users=_state_int(get, "users", 1, 1, MAX_USERS) if get("users", 1) else 1,
+        profile=_state_profile(get),
     )
 
 
@@ -157,10 +178,17 @@ def setup_from_placement(
 ) -> Setup:
     check(isinstance(placement, pm.Placement), "placement", "must be a perf_model.Placement (from place())")
     mc = placement.machine if machine is None else pm.get_machine(machine)
-    check(isinstance(context, int) and context >= 0, "context", f"must be an integer >= 0, got {context!r}")
-    check(isinstance(n_parallel, int) and n_parallel >= 1, "n_parallel", f"must be >= 1, got {n_parallel!r}")
+    check_int(context, "context", 0, pm.MAX_CONTEXT)
+    check_int(n_parallel, "n_parallel", 1, MAX_USERS)
     users = n_parallel if concurrent_users is None else concurrent_users
-    check(isinstance(users, int) and users >= 1, "concurrent_users", f"must be >= 1, got {users!r}")
+    check_int(users, "concurrent_users", 1, MAX_USERS)
+    if prompt_tokens is not None:
+        check_int(prompt_tokens, "prompt_tokens", 1, pm.MAX_CONTEXT)
+    if n_threads is not None:
+        check_int(n_threads, "n_threads", 1, MAX_THREADS)
+    if perf_cores is not None:
+        check_int(perf_cores, "perf_cores", 1, MAX_THREADS)
+    check_bool(op_offload, "op_offload")
     return Setup(
         model=placement.model,
         machine=mc,
@@ -262,6 +290,8 @@ def evaluate(s: Setup, prefill: bool = True, known=None) -> Outcome:
     known: (placement, decode, prefill) that the caller already computed for this very setup (the
     calculator's Scenario), so the setup is placed and timed once; the decode is reused only when the thread
     model leaves it unchanged."""
+    check(isinstance(s, Setup), "s", f"must be an advisor Setup, got {brief(s)}")
+    check_bool(prefill, "prefill")
     k_place, k_decode, k_prefill = known if known is not None else (None, None, None)
     p = k_place if k_place is not None else place_setup(s)
     base = dict(

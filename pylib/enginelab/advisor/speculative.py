@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import perf_model as pm
 
+from ..checks import brief, check_int, check_number
 from .setup import check
 
 # ---------------------------------------------------------------------------
@@ -23,14 +24,12 @@ from .setup import check
 # once; it charges the KV once per token, slightly pessimistic).
 
 
+MAX_DRAFT = 64  # draft tokens per round (llama.cpp --spec-draft-n-max; real values are 3-16)
+
+
 def expected_tokens(acceptance: float, n_draft: int) -> float:
-    check(
-        isinstance(acceptance, (int, float)) and 0.0 <= acceptance <= 1.0,
-        "acceptance",
-        f"must be between 0 and 1, got {acceptance!r}",
-    )
-    check(isinstance(n_draft, int) and n_draft >= 1, "n_draft", f"must be an integer >= 1, got {n_draft!r}")
-    a = float(acceptance)
+    a = check_number(acceptance, "acceptance", 0.0, 1.0)
+    check_int(n_draft, "n_draft", 1, MAX_DRAFT)
     if a == 1.0:
         return float(n_draft + 1)
     return (1.0 - a ** (n_draft + 1)) / (1.0 - a)
@@ -70,7 +69,17 @@ def speculative(
     check(isinstance(target_placement, pm.Placement), "target_placement", "must be a perf_model.Placement")
     E = expected_tokens(acceptance, n_draft)
     target = target_placement
-    check(draft_model_key in pm.MODELS, "draft", f"unknown model {draft_model_key!r}; allowed: {', '.join(pm.MODELS)}")
+    check(
+        isinstance(draft_model_key, str) and draft_model_key in pm.MODELS,
+        "draft_model_key",
+        f"unknown model {brief(draft_model_key)}; allowed: {', '.join(pm.MODELS)}",
+    )
+    check_int(context, "context", 0, pm.MAX_CONTEXT)
+    check(
+        draft_quant is None or (isinstance(draft_quant, str) and draft_quant in pm.ALL_QUANTS),
+        "draft_quant",
+        f"must be None (the target's) or a quantization ({', '.join(pm.ALL_QUANTS)}), got {brief(draft_quant)}",
+    )
     dp, tp = _draft_placement(target, draft_model_key, draft_quant)
     base = pm.decode_step_time(target, target.machine, context=context)
     out = {

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import perf_model as pm
 
-from .. import chart, custom, explain, findings, fmt, scenario
+from .. import chart, custom, explain, findings, fmt, links, scenario
+from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
 
@@ -22,7 +23,8 @@ LEDE = (
     "would place each byte, and what that does to decode and prompt speed."
 )
 
-READOUTS = ("n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share", "fits")
+READOUTS = ("verdict", "n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share")
+# ("fits", true or false, is a readout too: the verdict's box carries it; see _verdict)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -366,12 +368,68 @@ def _explain(data) -> dict:
         return {k: str(el("p", f"(no explanation: {type(e).__name__})", class_="explain-missing")) for k in READOUTS}
 
 
+VERDICTS = {  # Readouts.verdict -> what the page says
+    "vram": "Fits in VRAM",
+    "partial": "Runs with partial offload",
+    "fails": "Fails to allocate",
+    None: "—",
+}
+
+
+def verdict_text(data) -> tuple[str, str]:
+    """(headline, detail) of the Scenario's verdict (scenario.verdict): where the layers run and what share of
+    each decode step the CPU takes, or why the load fails."""
+    r, p, m = data.readouts, data.placement, data.model
+    if p is None or r.verdict is None:
+        return VERDICTS[None], data.error or ""
+    if r.verdict == "fails":
+        why = _overask_text(data)
+        return VERDICTS["fails"], f"{why[0].upper()}{why[1:]}."
+    n = m.num_hidden_layers
+    if r.verdict == "vram":
+        where = "the GPU's share of unified memory" if data.machine.unified else "VRAM"
+        return (
+            "Fits in the GPU's share of unified memory" if data.machine.unified else VERDICTS["vram"],
+            f"All {n} layers and the output head run from {where}.",
+        )
+    in_ram = n - p.gpu_layers
+    cpu = "" if r.cpu_share is None else f"; {fmt.pct(r.cpu_share)} of each decode step is spent on the CPU"
+    if data.machine.gpu is None:
+        return "Runs on the CPU", f"No GPU: all {n} layers run from system RAM{cpu}."
+    parts = [f"{in_ram} of {n} layers"] if in_ram else []
+    if not p.output_on_gpu:
+        parts.append("the output head")
+    if p.n_cpu_moe:
+        parts.append(f"the experts of {p.n_cpu_moe} layers (--n-cpu-moe)")
+    what = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    verb = "runs" if parts == ["the output head"] else "run"
+    return VERDICTS["partial"], f"{what[0].upper()}{what[1:]} {verb} from system RAM{cpu}."
+
+
+def _verdict(data, how: str = "") -> Raw:
+    """The verdict readout (data-readout="verdict"); its box also carries data-readout="fits" (true: it loads)."""
+    r = data.readouts
+    head, detail = verdict_text(data)
+    return el(
+        "div",
+        [
+            el("dt", "Verdict"),
+            el("dd", [el("output", head, **chart.readout_attrs("verdict", r.verdict))]),
+            el("p", detail, class_="verdict-detail"),
+            el("div", Raw(how), id_="explain-verdict", class_="explain-slot"),
+        ],
+        class_=f"readout readout-verdict verdict-{r.verdict or 'none'}",
+        **chart.readout_attrs("fits", r.fits),
+    )
+
+
 def _readouts(data, defer: bool = False) -> Raw:
     r, m = data.readouts, data.model
     how = {} if defer else _explain(data)  # deferred in the browser: see deferred_html
     fits = r.fits
     ngl = r.n_gpu_layers
     items = [
+        _verdict(data, how.get("verdict", "")),
         _readout(
             "n_gpu_layers",
             ngl,
@@ -404,7 +462,6 @@ def _readouts(data, defer: bool = False) -> Raw:
             "CPU share of a decode step",
             how=how.get("cpu_share", ""),
         ),
-        _readout("fits", fits, "yes" if fits else "no", "Fits", how=how.get("fits", "")),
     ]
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
 
@@ -416,22 +473,34 @@ def _speed(kind: str, data, how: dict) -> Raw:
     value = getattr(r, name)
     label = "Decode" if kind == "decode" else "Prefill"
     measured = data.profile == "measured" and value is not None
-    text = ("≈ " if measured else "") + fmt.rate(value)
+    text = ("≈\u00a0" if measured else "") + fmt.rate(value)
     sub = []
     rng = getattr(r, f"{kind}_range")
     if measured and rng:
-        sub += [
-            "most runs ",
-            el("span", fmt.rate(rng[0]), **chart.readout_attrs(f"{kind}_low_tok_s", rng[0])),
-            "–",
-            el("span", fmt.rate(rng[1]), **chart.readout_attrs(f"{kind}_high_tok_s", rng[1])),
-        ]
+        sub.append(
+            el(
+                "span",
+                [
+                    "most runs ",
+                    el("span", fmt.rate(rng[0]), **chart.readout_attrs(f"{kind}_low_tok_s", rng[0])),
+                    "–",
+                    el("span", fmt.rate(rng[1]), **chart.readout_attrs(f"{kind}_high_tok_s", rng[1])),
+                ],
+                class_="sub-range",
+                title="Where most published llama-bench runs fall around an estimate like this one "
+                "(20th-80th percentile, devices held out of the fit)",
+            )
+        )
     course = getattr(data.course, name, None) if data.course is not None else None
     if measured and data.course is not None:
-        sub += [
-            " · module: " if sub else "module: ",
-            el("span", fmt.rate(course), **chart.readout_attrs(f"course_{name}", course)),
-        ]
+        sub.append(
+            el(
+                "span",
+                ["module: ", el("span", fmt.rate(course), **chart.readout_attrs(f"course_{name}", course))],
+                class_="sub-course",
+                title="The course profile's number for the same settings (the module's model)",
+            )
+        )
     extra = [el("p", sub, class_="readout-sub")] if sub else []
     extra.append(el("div", Raw(how.get(name, "")), id_=f"explain-{name}", class_="explain-slot"))
     return chart.readout(name, value, text, label, "tok/s", extra=join(extra))
@@ -529,6 +598,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                     ],
                     class_="command",
                 ),
+                el("p", command_note(data), class_="note command-note", id_="llama-command-note"),
             ],
             class_="command-block",
         )
@@ -537,6 +607,22 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
         parts.append(findings_slot(data, defer))
     parts.append(_table(data))
     return el("div", parts, class_="calculator", data_state="ok" if p.fits else "overask")
+
+
+def command_note(data) -> str:
+    """What the command leaves to llama.cpp: -ngl to --fit unless the reader set it (and what --fit will
+    choose), and the llama.cpp whose flags it assumes (engine_io.LLAMA_CPP_FLAGS)."""
+    p, m = data.placement, data.model
+    total = m.n_layers + 1
+    if data.machine.gpu is None:
+        ngl = "No GPU: every layer runs on the CPU, so the command sets no -ngl."
+    elif p.auto:
+        ngl = f"-ngl is left to --fit (on by default), which will choose -ngl {p.n_gpu_layers} of {total} here" + (
+            ": every layer and the output head on the GPU." if p.full_offload else "."
+        )
+    else:
+        ngl = f"-ngl {p.n_gpu_layers} is written because you set it; --fit leaves a value you set alone."
+    return f"{ngl} Flags as in {LLAMA_CPP_FLAGS}."
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -578,7 +664,7 @@ def findings_slot(data, defer: bool = False) -> Raw:
                 el(
                     "a",
                     "Open the advisor for recipes, LoRA and speculative decoding",
-                    href="advisor.html" + SPEC.to_query(state),
+                    href=links.figure_href("advisor", SPEC.to_query(state)),
                 ),
                 class_="note",
             ),
@@ -637,6 +723,8 @@ def own_model_panel() -> Raw:
                         "",
                         id_="cfg-text",
                         rows=5,
+                        # the browser stops a paste one character past the limit: a huge paste never reaches Python
+                        maxlength=custom.CONFIG_MAX_CHARS + 1,
                         spellcheck="false",
                         placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}',
                     ),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import links
 from ..chart import readout_attrs  # the data-readout contract, in one place
 from ..state import Bool, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
@@ -489,7 +490,7 @@ def highlight(text: str, ts) -> list:
 
 
 def link_href(fid: str, query: str) -> str:
-    return f"{fid}.html{query}"
+    return links.figure_href(fid, query)  # right from a figure page and from the site root alike
 
 
 def _links(links) -> Raw:

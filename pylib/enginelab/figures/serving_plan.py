@@ -188,6 +188,7 @@ class VllmPlan(Plan):
     non_torch_bytes: float
     cudagraph_bytes: float
     available_kv_bytes: float  # the KV budget (negative: over it)
+    profiled: bool  # vLLM got as far as measuring it (the weights loaded): available_kv_bytes is what it logs
     page_size_bytes: int  # one block of one layer
     kv_bytes_per_token: float
     num_layers: int
@@ -214,6 +215,8 @@ class SglangPlan(Plan):
     cell_size_bytes: int  # one token, all layers
     max_total_num_tokens: int
     max_running_requests: int
+    request_capped: bool  # one context_length request does not fit the pool: SGLang caps every request
+    max_req_len: int  # the cap, min(context_length, max_total_num_tokens) - 1
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,7 @@ class SglangReadouts:
     mem_fraction_static: float | None
     kv_pool_gib: float | None
     fits: bool
+    capped_at: int | None = None  # it starts, but one --context-length request does not fit: requests stop here
 
 
 @dataclass(frozen=True)
@@ -289,7 +293,7 @@ def compute(state: State) -> ServingPlanData:
             gpu_kv_cache_tokens=p.gpu_kv_cache_tokens if ok else None,
             max_concurrency=p.max_concurrency if ok else None,
             num_gpu_blocks=p.num_gpu_blocks if ok else None,
-            available_kv_gib=p.available_kv_bytes / GiB,
+            available_kv_gib=p.available_kv_bytes / GiB if p.profiled else None,  # never measured otherwise
             fits=ok,
         )
     else:
@@ -301,6 +305,7 @@ def compute(state: State) -> ServingPlanData:
             mem_fraction_static=p.mem_fraction_static,
             kv_pool_gib=p.kv_cache_bytes / GiB,
             fits=ok,
+            capped_at=p.max_req_len if ok and p.request_capped else None,
         )
     return ServingPlanData(state=state, engine=state.engine, plan=p, error=None, readouts=readouts)
 
@@ -321,10 +326,16 @@ def describe(data: ServingPlanData) -> str:
             f"{p.gpu_kv_cache_tokens:,} tokens, maximum concurrency {p.max_concurrency:.2f}x for "
             f"{p.max_model_len:,}-token requests."
         )
+    capped = (
+        f" One {p.context_length:,}-token request does not fit the pool: requests are capped at "
+        f"{p.max_req_len:,} tokens."
+        if p.request_capped
+        else ""
+    )
     return (
         f"{where} at mem_fraction_static {p.mem_fraction_static:g}: a pool of "
         f"{p.max_total_num_tokens:,} tokens ({fmt.gib(p.kv_cache_bytes)}), max running requests "
-        f"{p.max_running_requests:,}."
+        f"{p.max_running_requests:,}.{capped}"
     )
 
 
@@ -472,22 +483,7 @@ def _bar(data: ServingPlanData) -> Raw:
         legend.append(el("rect", x=lx, y=ly, width=12, height=12, class_=f"sp-seg sp-seg-{key}"))
         legend.append(el("text", label, x=lx + 16, y=ly + 11, class_="legend-label"))
         lx += wlab
-    note_y = ly + 30
-    request_tokens = p.max_model_len if data.engine == "vllm" else p.context_length
-    legend.append(
-        el(
-            "text",
-            (
-                f"Ticks in the KV pool: one {request_tokens:,}-token request each."
-                if 1 <= n_req <= 64
-                else "Hover a segment for its size; the data table marks which terms are estimates."
-            ),
-            x=left,
-            y=note_y,
-            class_="legend-label",
-        )
-    )
-    height = note_y + PAD
+    height = ly + 12 + 2 * PAD
     eng = "vLLM" if data.engine == "vllm" else "SGLang"
     return svg(
         [el("g", parts, class_="sp-bar"), el("g", legend, class_="legend")],
@@ -498,6 +494,31 @@ def _bar(data: ServingPlanData) -> Raw:
         id_="serving-plan-chart",
         class_="chart serving-plan-chart",
     )
+
+
+def _ticks(data: ServingPlanData) -> int:
+    """How many whole one-request ranges the KV pool holds (the bar draws a tick per request up to 64)."""
+    p = data.plan
+    kv = p.kv_cache_bytes if p.fits else 0.0
+    per_req = (
+        p.blocks_per_request * p.page_size_bytes * p.num_layers
+        if data.engine == "vllm"
+        else p.context_length * p.cell_size_bytes
+    )
+    return int(kv // per_req) if per_req else 0
+
+
+def _caption(data: ServingPlanData) -> Raw:
+    """Under the bar, as HTML (so it wraps on any screen): what the ticks are, or where the sizes are."""
+    p = data.plan
+    n = _ticks(data)
+    request_tokens = p.max_model_len if data.engine == "vllm" else p.context_length
+    text = (
+        f"Each tick in the KV pool is one {request_tokens:,}-token request: {n} fit at once."
+        if 1 <= n <= 64
+        else "Hover a segment for its size; the data table marks which terms are estimates."
+    )
+    return el("figcaption", text, class_="sp-caption")
 
 
 def _n(v, digits=0) -> str:
@@ -557,7 +578,13 @@ def _readouts(data: ServingPlanData) -> Raw:
                 "KV pool",
                 "GiB",
             ),
-            _readout("fits", fits, "yes" if fits else "no", "Starts"),
+            _readout(
+                "fits",
+                fits,
+                ("yes" if r.capped_at is None else "capped") if fits else "no",
+                "Starts",
+                "" if r.capped_at is None else f"every request at {r.capped_at:,} tokens",
+            ),
         ]
     return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
 
@@ -612,8 +639,24 @@ def render(data: ServingPlanData) -> str:
                 data_startup_error="true",
             )
         )
+    if data.engine == "sglang" and p.fits and p.request_capped:
+        parts.append(
+            el(
+                "div",
+                [
+                    el("strong", "Starts, but a full-length request does not fit: "),
+                    f"one {p.context_length:,}-token request needs {p.context_length:,} cells and the pool holds "
+                    f"{p.max_total_num_tokens:,}. SGLang starts anyway and caps every request at {p.max_req_len:,} "
+                    "tokens (max_req_input_len = min(context_len, max_total_num_tokens) - 1). Lower "
+                    "--context-length, raise --mem-fraction-static, or use an fp8 KV cache or smaller weights.",
+                ],
+                class_="alert alert-warn",
+                role="status",
+                data_request_capped="true",
+            )
+        )
     parts.append(_readouts(data))
-    parts.append(el("figure", [_bar(data)], class_="chart-wrap"))
+    parts.append(el("figure", [_bar(data), _caption(data)], class_="chart-wrap"))
     log_title = "Start-up log (what the engine would print, estimated)"
     parts.append(
         el(

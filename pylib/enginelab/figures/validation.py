@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 
-from .. import fmt
+from .. import fmt, links
 from .. import validation as val
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Spec, Text
@@ -525,8 +525,11 @@ def _paste_block(data: ValidationData) -> Raw:
     if data.paste is None:
         return el(
             "p",
-            "Paste llama-bench output in the box above to compare it with our estimate for the model, "
-            "quant and machine you pick.",
+            [
+                "Paste llama-bench output into the “Your llama-bench output” box in the settings of ",
+                el("a", "the validation page", href=links.figure_href(ID)),
+                " to compare it with our estimate for the model, quant and machine you pick.",
+            ],
             class_="note paste-hint",
         )
     res = data.paste

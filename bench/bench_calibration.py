@@ -1,0 +1,104 @@
+"""Benchmark (not a test): how far the speed estimates are from published llama-bench runs, per backend.
+
+    python3 bench/bench_calibration.py [--scale S]
+
+For every llama.cpp backend and test kind (decode tgN, prompt ppN) in data/calibration (and the lab's own runs):
+the course profile's median and p90 absolute error on every run, and the measured profile's leave-one-device-out
+error: each device is predicted by a fit that never saw it (enginelab.calibration.loo), which is what a reader with
+a device outside the data should expect. The gate in tests/test_calibration.py holds the same figures to decode
+10% and prompt 20% median per backend.
+
+`run(scale=1.0) -> dict` is what `build.py bench` imports and calls (scale multiplies the fit's iterations);
+the script prints the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+
+from enginelab import calibration as cal  # noqa: E402
+from enginelab import measured  # noqa: E402
+
+ITERATIONS = 300
+
+
+def _course(samples: list) -> dict:
+    """The course profile's |error| per (backend, kind), the same measured runs."""
+    import perf_model as pm
+
+    out: dict = {}
+    for s in samples:
+        if s.kind == "decode":
+            t = sum(w.bytes / (pm.ETA_DECODE * s.dev.bandwidth) for _side, w in s.work) + pm.DECODE_OVERHEAD_S
+            est = 1.0 / t
+        else:
+            t = sum(
+                w.flops * scale / (pm.ETA_PREFILL * s.dev.flops) + w.weight_bytes / (pm.ETA_PREFILL * s.dev.bandwidth)
+                for _side, w, _u, _k, scale in s.work
+            )
+            est = s.tokens / t
+        out.setdefault((s.backend, s.kind), []).append((s, est / s.tps - 1.0))
+    return out
+
+
+def run(scale: float = 1.0) -> dict:
+    t0 = time.perf_counter()
+    iterations = max(40, int(ITERATIONS * scale))
+    samples = cal.samples()
+    course = _course(samples)
+    result: dict = {}
+    for backend in measured.BACKENDS:
+        for kind in ("decode", "prefill"):
+            sel = [s for s in samples if s.backend == backend and s.kind == kind]
+            if not sel:
+                continue
+            n_dev = len({s.device for s in sel})
+            held = cal.summary(cal.loo(samples, backend, kind, iterations)) if n_dev > 1 else {}
+            c = cal.summary(course[(backend, kind)])
+            result.setdefault(backend, {})[kind] = {
+                "runs": len(sel),
+                "devices": n_dev,
+                "course_median": c["median"],
+                "course_p90": c["p90"],
+                "loo_median": held.get("median"),
+                "loo_p90": held.get("p90"),
+            }
+    result["seconds"] = time.perf_counter() - t0
+    result["iterations"] = iterations
+    return result
+
+
+def table(res: dict) -> str:
+    lines = [
+        f"{'backend':8s} {'kind':8s} {'runs':>5s} {'devs':>5s} | {'course med':>10s} {'p90':>6s} | "
+        f"{'measured LOO med':>16s} {'p90':>6s}"
+    ]
+    for backend, kinds in res.items():
+        if not isinstance(kinds, dict):
+            continue
+        for kind, r in kinds.items():
+            loo = "-" if r["loo_median"] is None else f"{r['loo_median']:.1%}"
+            p90 = "-" if r["loo_p90"] is None else f"{r['loo_p90']:.1%}"
+            lines.append(
+                f"{backend:8s} {kind:8s} {r['runs']:5d} {r['devices']:5d} | {r['course_median']:10.1%} "
+                f"{r['course_p90']:6.1%} | {loo:>16s} {p90:>6s}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0)
+    res = run(ap.parse_args(argv).scale)
+    print(table(res))
+    print(f"({res['seconds']:.0f} s, {res['iterations']} iterations per fit)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""Links from one figure's markup to another figure's page, wherever the markup is shown.
+
+A figure renders the same HTML into `dist/figures/<id>.html`, into `dist/calculator.html` (one folder up) and,
+pre-rendered, into the companion page `dist/index.html`. A relative link such as `advisor.html` resolves only in
+the first. So figure modules write links with `figure_href(id, query)`, which prefixes the path from the page
+being rendered to the figures folder: "" on a figure page (the default), "figures/" on a page at the site root.
+build.py sets it around each page it pre-renders (`figures_base`); in the browser, site/py/main.py sets it once
+from the page's `<html data-figures-base>`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+_base = [""]  # path from the page being rendered to dist/figures/
+
+
+def figure_href(figure_id: str, query: str = "") -> str:
+    """The link to a figure page ('advisor.html?x=1' on a figure page, 'figures/advisor.html?x=1' at the root)."""
+    return f"{_base[0]}{figure_id}.html{query}"
+
+
+def set_figures_base(base: str) -> None:
+    """Where figure pages are from the page being rendered ("" or "figures/"); the browser glue calls this once."""
+    _base[0] = base
+
+
+@contextmanager
+def figures_base(base: str):
+    """Render with `base` as the path to the figures folder, then restore the previous one."""
+    old = _base[0]
+    _base[0] = base
+    try:
+        yield
+    finally:
+        _base[0] = old
