@@ -4,8 +4,9 @@
     python3 tools/fit_measured.py                  print the fits and errors (no files written)
     python3 tools/fit_measured.py --write          also write pylib/enginelab/data/measured_params.json
     python3 tools/fit_measured.py --backend cuda   one backend only (nothing written)
-    python3 tools/fit_measured.py --warm           held-out fits start from the full fit (faster; the gate
-                                                   test's way); default: from the priors, as a fresh fit would
+    python3 tools/fit_measured.py --fast           held-out fits: one Gauss-Newton step from the full fit and
+                                                   a few Nelder-Mead steps (the gate test's way, seconds);
+                                                   default: each from the priors, as a fresh fit would
 
 The fitting itself is enginelab.calibration (standard library only); this script only runs it and reports.
 """
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--iterations", type=int, default=400)
     ap.add_argument("--backend", choices=measured.BACKENDS)
-    ap.add_argument("--warm", action="store_true", help="held-out fits start from the full fit")
+    ap.add_argument("--fast", action="store_true", help="held-out fits linearised from the full fit")
     args = ap.parse_args(argv)
     if args.write and args.backend:
         ap.error("--write fits every backend")
@@ -78,8 +79,8 @@ def main(argv=None) -> int:
             fit_sum = cal.summary(cal.errors(sel, params))
             loo_sum = {}
             if len({s.device for s in sel}) > 1:
-                if args.warm:
-                    errs = cal.loo(samples, backend, kind, max(60, args.iterations // 4), warm=v, base=base)
+                if args.fast:
+                    errs = cal.loo_linear(samples, backend, kind, v, base=base, refine=12)
                 else:
                     errs = cal.loo(samples, backend, kind, args.iterations, base=base)
                 loo_sum = cal.summary(errs)
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
     for b, v in result["params"].items():
         print(b, json.dumps(v))
     if args.write:
-        result["loo"] = "warm" if args.warm else "cold"
+        result["loo"] = "linearised" if args.fast else "from the priors"
         OUT.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         print(f"wrote {OUT.relative_to(ROOT)}")
     return 0

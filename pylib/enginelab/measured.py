@@ -44,7 +44,8 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                V100s, H100s and Instinct cards decode far below their bandwidth while GDDR cards of the same
                bandwidth do not ("batch-1 behaviour of HBM parts"). An HBM part's bandwidth bends into it.
   dq           FLOP-equivalents per weight of dequantizing and the dot product, by type class, at the vector
-               FP32 rate: cheap for Q8_0/Q4_0, more for K-quants, most for the IQ lattices. It bounds decode
+               FP32 rate: cheap for Q8_0 and the (repacked) 4-bit blocks, more for Q5's assembled fifth bit and the
+               K-quants' sub-block scales, most for the IQ lattices. It bounds decode
                where the vector ALUs are weak against the bandwidth: A30, V100, Turing, Pascal and older GPUs;
                a CPU on few cores (the issue's 2-core Zen 4: Q4_K_M decode implies 19.6 GB/s, F16 28.7 GB/s).
   dq_emul      GPUs without an int8 dot-product instruction (Kepler, Maxwell, GP100) run the same kernels with
@@ -53,6 +54,12 @@ Why each parameter exists (the reasons are physics; the values are fitted):
   thread_bw    one core only pulls so much from DRAM (its outstanding-miss limit): bandwidth grows with
                threads until the memory controller saturates.
   smt_gain     a second hardware thread on a core adds this share of a core (shared FMA pipes and load ports).
+  dq_arm       ggml-cpu has a kernel per type and ISA: Arm's NEON dot products (sdot) make the plain 4/5-bit
+               blocks cheaper than x86's AVX2/AVX-512 code does, the 3-bit lattices dearer; an Arm core's dq per
+               class is x86's times this.
+  soc_cpu_share the CPU cluster of an SoC reaches only part of the unified memory's bandwidth (the fabric is
+               sized for the GPU: an M-series Max CPU tops out near half of its 400 GB/s, a Ryzen AI Max's CPU
+               dies near half of its 256 GB/s through their fabric links).
   expert_us    an MoE block multiplies each routed expert separately (a gather of its rows, a short mat-vec on
                a small matrix): a fixed cost per routed expert.
   hbm_layer_us on an HBM part each of those kernels first waits out the memory's longer latency (and the
@@ -79,10 +86,12 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                gathered and scattered, in part-filled tiles: the routed experts' FLOPs run at this share of the
                dense rate (an RTX 4090 runs gpt-oss-20b's prompt at about half its dense FLOP rate).
   pcie_eff     op offload's weight copies reach this share of the PCIe link (pinned host memory).
-  vendor_bw/vendor_pp
+  vendor_bw/vendor_pp/vendor_dq
                a vendor's driver stack on a backend it does not own: llama.cpp's Vulkan shaders on Intel GPUs
                (Mesa ANV on Linux runs them 2-3x below Intel's Windows driver, PR #14001; a B70 decodes at half
-               its SYCL speed on the same machine) reach this share of the bandwidth and prefill rate; AMD's and
+               its SYCL speed on the same machine) reach this share of the bandwidth and prefill rate, and their
+               dequantizing mat-vec shaders do this many times the work per weight (Q4_0 holds up, K-quants,
+               Q8_0 and the lattices fall behind); AMD's and
                Intel's Vulkan drivers offer llama.cpp only KHR cooperative matrices (smaller tiles) where NVIDIA's
                offer NV_cooperative_matrix2, so their prompt processing reaches a smaller share of the matrix rate.
 """
@@ -106,16 +115,29 @@ GPU_BACKENDS = BACKENDS[:-1]
 # ggml types by the work their dot products do per weight (see "dq" above)
 TYPE_CLASS = {
     "F32": "f16", "F16": "f16", "BF16": "f16",
-    "Q8_0": "legacy", "Q4_0": "legacy", "Q4_1": "legacy", "Q5_0": "legacy", "Q5_1": "legacy",
-    "IQ4_NL": "legacy", "MXFP4": "legacy", "NVFP4": "legacy", "Q1_0": "legacy", "Q2_0": "legacy",
-    "Q2_K": "kquant", "Q3_K": "kquant", "Q4_K": "kquant", "Q5_K": "kquant", "Q6_K": "kquant",
-    "IQ4_XS": "iquant", "IQ3_S": "iquant", "IQ3_XXS": "iquant", "IQ2_S": "iquant", "IQ2_XS": "iquant",
+    "Q8_0": "q8",
+    "Q4_0": "legacy", "Q4_1": "legacy", "IQ4_NL": "legacy", "MXFP4": "legacy", "NVFP4": "legacy",
+    "Q1_0": "legacy", "Q2_0": "legacy",
+    "Q5_0": "q5", "Q5_1": "q5",
+    "Q2_K": "kquant", "Q3_K": "kquant", "Q4_K": "kquant", "Q5_K": "kquant", "Q6_K": "kquant", "IQ4_XS": "kquant",
+    "IQ3_S": "iquant", "IQ3_XXS": "iquant", "IQ2_S": "iquant", "IQ2_XS": "iquant",
     "IQ2_XXS": "iquant", "IQ1_S": "iquant", "IQ1_M": "iquant", "TQ1_0": "iquant", "TQ2_0": "iquant",
 }  # fmt: skip
-CLASSES = ("f16", "legacy", "kquant", "iquant")
+# f16: converted and multiplied; q8: int8 blocks, multiplied as they are; legacy: 4-bit blocks (nibbles unpacked,
+# a 16-entry table for IQ4_NL/MXFP4); q5: the fifth bit assembled from a separate mask; kquant: super-blocks with
+# sub-block scales (IQ4_XS: 4-bit table lookups in the same layout); iquant: lattice codebooks of 2-3 bits
+CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant")
 
 
-def type_class(ggml_type: str) -> str:
+# The CPU backend repacks Q4_0 and IQ4_NL (Nov 2024) and Q4_K (x86 AVX2/AVX-512 March 2025, PR #12332; arm64
+# late 2025) into interleaved blocks at load, multiplied by the same GEMV/GEMM kernels: Q4_K joins the 4-bit
+# class. Q4_1 keeps its plain blocks and a dot product as slow as the fifth-bit types'.
+CPU_CLASS = {"Q4_1": "q5", "Q4_K": "legacy"}
+
+
+def type_class(ggml_type: str, backend: str = "") -> str:
+    if backend == "cpu" and ggml_type in CPU_CLASS:
+        return CPU_CLASS[ggml_type]
     return TYPE_CLASS.get(ggml_type, "kquant")
 
 
@@ -130,6 +152,8 @@ class Params:
     bw_sat_gbs: float = 1e6  # GPU: saturation bandwidth of batch-1 kernels (GB/s); huge = none
     thread_bw_gbs: float = 1e6  # CPU: bandwidth one thread pulls (GB/s); huge = none
     smt_gain: float = 0.15  # CPU: what a core's second hardware thread adds, in cores
+    soc_cpu_share: float = 1.0  # CPU of an SoC (Apple M, Ryzen AI Max): the share of the unified bandwidth it reaches
+    dq_arm: dict = field(default_factory=dict)  # CPU: an Arm core's dq per class, relative to an x86 core's
     dq_emul: float = 1.0  # GPU without an int8 dot-product instruction (Kepler, Maxwell, GP100): dq times this
     layer_us: float = 20.0
     hbm_layer_us: float = 10.0  # GPU with HBM: extra per block (each kernel waits out the longer first-access latency)
@@ -137,7 +161,7 @@ class Params:
     step_us: float = 200.0
     overlap: float = 0.5
     dq: dict = field(
-        default_factory=lambda: {"f16": 1.0, "legacy": 2.0, "kquant": 3.0, "iquant": 5.0}
+        default_factory=lambda: {"f16": 1.0, "q8": 1.5, "legacy": 2.0, "q5": 3.0, "kquant": 3.0, "iquant": 5.0}
     )  # FLOP-eq/weight
     pp_eff_q: float = 0.5
     pp_eff_c: float = 1e6  # the quantized matmul's dequantization, per FP32 FLOP/s; huge = free
@@ -147,13 +171,14 @@ class Params:
     pp_expert_us: float = 20.0  # prefill: per expert touched in a block, per micro-batch (MoE)
     pp_moe_eff: float = 1.0  # prefill: the routed experts' matmuls run at this share of the dense rate
     pp_dq: dict = field(
-        default_factory=lambda: {"f16": 1.0, "legacy": 1.0, "kquant": 1.0, "iquant": 1.0}
+        default_factory=lambda: dict.fromkeys(CLASSES, 1.0)
     )  # per class: GPU, dequantization work relative to Q4_0's; CPU, cost of the matmul relative to pp_eff_q
     pcie_eff: float = 0.8
     # a vendor's driver stack on this backend, relative to the rest (Vulkan on Intel GPUs): the share of the
     # modelled decode bandwidth and of the prefill rate it reaches
     vendor_bw: dict = field(default_factory=dict)
     vendor_pp: dict = field(default_factory=dict)
+    vendor_dq: dict = field(default_factory=dict)  # and the per-weight dequantization work of its mat-vec shaders
 
     def with_values(self, values: dict) -> Params:
         """A copy with some values replaced; dict-valued ones by key ("dq.kquant": 4.0)."""
@@ -169,9 +194,9 @@ class Params:
 # Before any fit (and for a backend without data) these physical priors apply.
 # GPU dq: FLOP-equivalents at the FP32 rate per weight of a mat-vec: unpacking nibbles, a dp4a per 4 weights,
 # a scale per block (Q4_0, Q8_0: a few); K-quants add sub-block scales and mins; the IQ types table lookups.
-_GPU_DQ = {"f16": 1.0, "legacy": 3.0, "kquant": 4.5, "iquant": 7.0}
+_GPU_DQ = {"f16": 1.0, "q8": 2.0, "legacy": 3.0, "q5": 4.0, "kquant": 4.5, "iquant": 7.0}
 # GPU pp_dq: the tile dequantization of a quantized matmul relative to Q4_0's
-_GPU_PP_DQ = {"f16": 1.0, "legacy": 1.0, "kquant": 1.4, "iquant": 2.0}
+_GPU_PP_DQ = {"f16": 1.0, "q8": 0.8, "legacy": 1.0, "q5": 1.2, "kquant": 1.4, "iquant": 2.0}
 PRIORS = {
     # NVIDIA: mat-vec kernels with CUDA graphs reach ~90% of GDDR bandwidth on F16, less on quantized types,
     # and single-stream decode stalls near 1.2 TB/s (RTX 5090, H100); MMQ prompt processing near half the
@@ -180,10 +205,12 @@ PRIORS = {
                    step_us=150.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
                    pp_eff_q=0.45, pp_eff_c=4.5, pp_eff_f=0.5, pp_sat_tflops=250.0, pp_layer_us=30.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
-    # AMD via HIP: the CUDA kernels ported (MFMA/WMMA or dp4a MMQ); HBM Instinct parts stall earlier
+    # AMD via HIP: the CUDA kernels ported (MFMA/WMMA or dp4a MMQ); HBM Instinct parts stall earlier. HIP builds
+    # do not replay graphs (GGML_HIP_GRAPHS is off by default): the host launches every kernel of every token and
+    # waits for its logits, about a millisecond per token
     "rocm": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1500.0, hbm_layer_us=60.0,
                    layer_us=25.0,
-                   step_us=200.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
+                   step_us=800.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
                    pp_eff_q=0.35, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=60.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # Vulkan: portable shaders; quantized matmuls dequantize into FP16 tiles for cooperative matrices. Intel's
@@ -192,10 +219,12 @@ PRIORS = {
     "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0,
                      step_us=200.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ,
                      pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
-                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6}, vendor_pp={"intel": 0.5, "amd": 0.7},
+                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0},
                      dq_emul=4.0),
-    # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs on the FP32 ALUs, which also dequantize the tiles
-    "metal": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=2000.0, layer_us=25.0,
+    # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs on the FP32 ALUs, which also dequantize the tiles. Metal has
+    # no graph replay: every kernel of every block is encoded and dispatched each token (~100 us per block: an
+    # M2 Ultra decodes a 7B Q8_0 and F16 at 674 GB/s apart, with 4 ms per token left over)
+    "metal": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=2000.0, layer_us=100.0,
                     step_us=200.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ,
                     pp_eff_q=0.8, pp_eff_c=8.0, pp_eff_f=0.75, pp_sat_tflops=60.0, pp_layer_us=30.0,
                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
@@ -205,10 +234,12 @@ PRIORS = {
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # CPU: bandwidth grows with threads until the memory controller saturates; dequantization and the dot
     # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores
-    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, layer_us=15.0, step_us=300.0, overlap=0.5,
-                  dq={"f16": 2.0, "legacy": 3.0, "kquant": 4.0, "iquant": 8.0}, pp_eff_q=0.5, pp_eff_f=0.5,
+    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5,
+                  dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
+                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0},
+                  pp_eff_q=0.5, pp_eff_f=0.5,
                   pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
-                  pp_dq={"f16": 1.0, "legacy": 1.0, "kquant": 1.4, "iquant": 3.0}),
+                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0}),
 }  # fmt: skip
 
 TYPICAL = {"decode": (0.85, 1.15), "prefill": (0.8, 1.2)}  # before a fit: a spread of +-15/20 %
@@ -447,9 +478,19 @@ def vector_tflops(device, backend: str) -> float:
     return rates(device, backend)["fp32"] / 1e12
 
 
+_SOC_CPU = re.compile(r"\(cpu\)|\bapple\b|\bm[1-9]\b.*\bcpu\b|ryzen ai max|strix halo|snapdragon x", re.I)
+
+
+def is_soc_cpu(device) -> bool:
+    """The CPU cores of an SoC whose Device bandwidth is the unified memory's (shared with its GPU)."""
+    return bool(_SOC_CPU.search(getattr(device, "name", "") or ""))
+
+
 def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
     bw = prm.eta_bw * device.bandwidth_gbs * 1e9
     if backend == "cpu":
+        if is_soc_cpu(device):
+            bw *= prm.soc_cpu_share
         return min(bw, cpu_thread_share(device, n_threads, prm) * prm.thread_bw_gbs * 1e9)
     r = rates(device, backend)
     if prm.vendor_bw:
@@ -470,13 +511,32 @@ def _vector_rate(device, backend: str, prm: Params, n_threads) -> float:
     return _cpu_rate(device, n_threads, prm) if backend == "cpu" else rates(device, backend)["fp32"]
 
 
+_ARM_CPU = re.compile(
+    r"\bapple\b|\bm[1-9]\b|cortex|\barm\b|aarch64|qualcomm|snapdragon|\bcix\b|raspberry|graviton|neoverse|"
+    r"ampere|rk35\d\d|bcm27\d\d|dimensity|tegra|grace",
+    re.I,
+)
+
+
+def is_arm_cpu(device) -> bool:
+    """An Arm CPU (NEON / SVE kernels of ggml-cpu), from its name; otherwise x86 (AVX2 / AVX-512)."""
+    return bool(_ARM_CPU.search(getattr(device, "name", "") or ""))
+
+
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
     """Dequantization and dot-product work of the weights streamed, at the device's vector rate."""
     emul = 1.0
+    arm = prm.dq_arm if backend == "cpu" and prm.dq_arm and is_arm_cpu(device) else {}
+    if prm.vendor_dq and backend != "cpu":
+        emul = prm.vendor_dq.get(rates(device, backend)["vendor"], 1.0)
     if not rates(device, backend)["dp4a"]:
-        emul = prm.dq_emul  # ggml emulates __dp4a with byte extracts and multiply-adds
+        emul *= prm.dq_emul  # ggml emulates __dp4a with byte extracts and multiply-adds
     n = sum(
-        w * prm.dq.get(type_class(t), 1.0) * (emul if type_class(t) != "f16" else 1.0) for t, w in work.weights_by_type
+        w
+        * prm.dq.get(type_class(t, backend), 1.0)
+        * arm.get(type_class(t, backend), 1.0)
+        * (emul if type_class(t) != "f16" else 1.0)
+        for t, w in work.weights_by_type
     )
     return n * batch / _vector_rate(device, backend, prm, n_threads)
 
@@ -502,7 +562,10 @@ def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, p
     prm = params_for(backend, params)
     # mat-vec kernels reach eta of the (saturating) bandwidth, lower for types that dequantize as they read
     bw = _bw_eff(device, backend, prm, n_threads) / prm.eta_bw
-    eta = {"kv": prm.eta_bw, "f16": prm.eta_bw, "legacy": prm.eta_legacy, "kquant": prm.eta_q, "iquant": prm.eta_iq}
+    eta = {
+        "kv": prm.eta_bw, "f16": prm.eta_bw, "q8": prm.eta_legacy, "legacy": prm.eta_legacy, "q5": prm.eta_legacy,
+        "kquant": prm.eta_q, "iquant": prm.eta_iq,
+    }  # fmt: skip
     if backend == "cpu":  # the cores' streaming share is the same for every type; dq carries the difference
         eta = dict.fromkeys(eta, prm.eta_bw)
     t_mem = sum(b / (eta[c] * bw) for c, b in _class_bytes(work).items())
@@ -577,7 +640,7 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
     else:
         shares = {}
         for t, w in work.weights_by_type:
-            c = type_class(t)
+            c = type_class(t, backend)
             shares[c] = shares.get(c, 0.0) + w / total
     cr = class_rates(device, backend, prm, n_threads)
     if backend == "cpu":
