@@ -1,6 +1,8 @@
 """Offload break-even: decode speed against -ngl, from all layers in RAM to everything on the GPU.
 
-The module's exercise 2 as a figure. For each n from 0 to n_layers + 1 the model is placed with
+The module's exercise 2 as a figure. On a machine with several GPUs (the gpus/sm/ts/mg/link keys, as the
+calculator's) every -ngl is split over them as llama.cpp would, and the speed includes the hops between them.
+For each n from 0 to n_layers + 1 the model is placed with
 perf_model.place(..., n_gpu_layers=n) and timed with perf_model.decode_step_time. The auto -ngl is
 place(..., n_gpu_layers=None) (what --fit picks); the fit limit is the largest n whose placement fits, and the
 points past it are drawn as the allocation failures llama.cpp would report. This module only draws them.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
-from .. import chart, fmt, scenario
+from .. import chart, fmt, gpus, scenario
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
 
@@ -35,6 +37,7 @@ SPEC = Spec(
         Choice(
             "machine", "Machine", default="rtx3060", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
         ),
+        *gpus.fields(lambda p: pm.MACHINES[p["machine"]]),  # several GPUs (enginelab.gpus): gpus, sm, ts, mg, link
         Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: pm.quant_options()),
         Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
         Int(
@@ -70,7 +73,7 @@ def compute(state) -> dict:
     # the auto (--fit) point is the calculator's Scenario for these settings; the sweep places every other -ngl
     scn = scenario.build(state)
     model, mc = scn.model, scn.machine
-    kw = dict(n_ctx=state.ctx, kv_type=state.kv)
+    kw = dict(n_ctx=state.ctx, kv_type=state.kv, **gpus.split_args(state.as_dict(), mc))
     data = {"state": state, "model": model, "machine": mc, "error": None, "points": [], "auto": None, "fit_limit": None}
     try:
         if scn.placement is None:

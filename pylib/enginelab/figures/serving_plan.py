@@ -62,6 +62,13 @@ SPEC = Spec(
             options=lambda p: [(k, m.gpu.name) for k, m in sp.serving_machines().items()],
         ),
         Choice(
+            "tp",
+            "GPUs (--tensor-parallel-size / --tp)",
+            default="1",
+            options=[(str(n), f"{n} (tensor parallel)" if n > 1 else "1") for n in sp.TP_SIZES],
+            help="Each GPU holds 1/tp of the weights and its share of the KV heads; every number below is per GPU.",
+        ),
+        Choice(
             "weights",
             "Checkpoint weights",
             default="bf16",
@@ -166,6 +173,9 @@ class Plan:
     log_lines: tuple[str, ...]  # what the engine would print at start-up
     command: str  # the command line
     notes: tuple[str, ...]
+    kv_heads_per_gpu: int  # tensor parallelism: the KV heads each GPU keeps (replicated below one per GPU)
+    kv_heads_replicated: bool
+    allreduce_bytes_per_token: float  # what each GPU sends per token (0 on one GPU)
 
     @classmethod
     def of(cls, plan: dict):
@@ -266,6 +276,7 @@ def compute(state: State) -> ServingPlanData:
                 max_num_seqs=state.max_num_seqs,
                 max_num_batched_tokens=state.max_num_batched_tokens,
                 other_processes_gib=state.other_gib,
+                tensor_parallel_size=int(state.tp),
             )
         else:
             plan = sp.sglang_plan(
@@ -277,6 +288,7 @@ def compute(state: State) -> ServingPlanData:
                 kv_cache_dtype={"fp8": "fp8_e4m3"}.get(state.kv, state.kv),
                 disable_cuda_graph=not state.graphs,
                 other_processes_gib=state.other_gib,
+                tp_size=int(state.tp),
             )
     except ValueError as e:  # settings the planner rejects: shown, never a crash
         none = (
@@ -409,7 +421,8 @@ def _bar(data: ServingPlanData) -> Raw:
     scale_max = max(total, used)
     left, span = PAD, W - 2 * PAD
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
-    parts = [el("text", f"{p.gpu}: {fmt.gib(total)} total", x=left, y=20, class_="bar-label")]
+    each = " per GPU" if int(data.state.tp) > 1 else " total"  # tensor parallel: every number is one GPU's
+    parts = [el("text", f"{p.gpu}: {fmt.gib(total)}{each}", x=left, y=20, class_="bar-label")]
     x = left
     for key, label, v, exact in segs:
         if v <= 0:
@@ -686,6 +699,15 @@ def render(data: ServingPlanData) -> str:
         )
     )
     notes = list(p.notes)
+    if int(s.tp) > 1:
+        notes.insert(
+            0,
+            f"Per GPU, on each of {s.tp}: 1/{s.tp} of the linear weights and of the vocabulary, "
+            f"{p.kv_heads_per_gpu} KV head{'s' if p.kv_heads_per_gpu > 1 else ''}"
+            + (" (replicated: fewer KV heads than GPUs)" if p.kv_heads_replicated else "")
+            + f"; every token sends {fmt.integer(p.allreduce_bytes_per_token)} bytes from each GPU in all-reduces "
+            "(two per layer) and the logits' gather.",
+        )
     if s.weights in ("awq", "gptq"):
         notes.append(
             "AWQ and GPTQ need a pre-quantized checkpoint; the repository name in the command is illustrative."
