@@ -447,7 +447,7 @@ FREE = {
     ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us",
                          "pp_moe_eff", "pp_dq.kquant", "pp_dq.iquant"),
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "soc_cpu_share", "layer_us", "step_us", "overlap",
-                        "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant",
+                        "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq_emul",
                         "dq_arm.q8", "dq_arm.legacy", "dq_arm.q5", "dq_arm.kquant", "dq_arm.iquant"),
     ("cpu", "prefill"): ("pp_eff_q", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_layer_us"),
 }  # fmt: skip
@@ -492,9 +492,11 @@ def _objective(values: dict, samples_: list, backend: str, prior: measured.Param
         # absolute log error (smoothed near zero): the fit aims at the median run, and a run far off (another
         # build, a driver regression, a misreport) pulls no harder than one slightly off. A lower bound (a lab run
         # under load) only counts where the estimate falls below it.
-        if s.bound:
+        key = s.device
+        if s.bound:  # each bound stands alone: a constraint on every device's physics, not one device's runs
             e = min(0.0, e)
-        by_dev.setdefault(s.device, []).append(math.sqrt(e * e + 0.0025))
+            key = (s.device, s.label, s.n_threads, s.kind)
+        by_dev.setdefault(key, []).append(math.sqrt(e * e + 0.0025))
     # a device weighs the square root of its runs: one with a single odd run cannot set a type's cost alone, one
     # with a hundred runs cannot outvote the rest
     loss = sum(sum(v) / math.sqrt(len(v)) for v in by_dev.values()) / max(

@@ -22,8 +22,10 @@ Decode, one device (a GPU, or the CPU with n_threads threads):
     t_cmp = sum_class weights_class * dq_class / vector rate  (dequantization and dot products per weight:
             the GPU's FP32 ALUs, the CPU's FMA rate of the cores in use)
 
-plus, per step, layer_us for every block (kernel launches and syncs; a CPU's barriers), step_us (sampling,
-graph build and launch) and expert_us per routed expert (MoE).
+plus, per step, layer_us for every block (kernel launches and syncs; a CPU's barriers; hbm_layer_us more on an
+HBM part), step_us (sampling, graph build and launch) and expert_us per routed expert (MoE). On a CPU eta is the
+same for every type (its cores stream what they are given) and the types differ by dq, per ggml-cpu's kernels
+(CPU_CLASS: the repacked Q4_K joins the 4-bit class, Q4_1 the fifth-bit one; dq_arm for Arm cores).
 
 Prefill, one micro-batch: matmul FLOPs at the rate of the kernels for the weights' type class, the weights
 streamed once (at eta_bw), pp_layer_us per block and pp_expert_us per expert touched:
@@ -49,7 +51,9 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                where the vector ALUs are weak against the bandwidth: A30, V100, Turing, Pascal and older GPUs;
                a CPU on few cores (the issue's 2-core Zen 4: Q4_K_M decode implies 19.6 GB/s, F16 28.7 GB/s).
   dq_emul      GPUs without an int8 dot-product instruction (Kepler, Maxwell, GP100) run the same kernels with
-               __dp4a emulated by byte extracts and multiply-adds: their dq is this many times larger.
+               __dp4a emulated by byte extracts and multiply-adds: their dq is this many times larger. Likewise
+               x86 CPUs without VNNI (before Ice Lake / Zen 4) and Arm cores without sdot: three instructions
+               where one would do, for decode's dot products and prefill's quantized matmuls.
   overlap      how much of that work hides under the memory stream (1: fully).
   thread_bw    one core only pulls so much from DRAM (its outstanding-miss limit): bandwidth grows with
                threads until the memory controller saturates.
@@ -234,7 +238,7 @@ PRIORS = {
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # CPU: bandwidth grows with threads until the memory controller saturates; dequantization and the dot
     # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores
-    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5,
+    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0},
                   pp_eff_q=0.5, pp_eff_f=0.5,
@@ -523,13 +527,30 @@ def is_arm_cpu(device) -> bool:
     return bool(_ARM_CPU.search(getattr(device, "name", "") or ""))
 
 
+# x86 cores without an int8 dot-product instruction (VNNI, AVX-512 or AVX-VNNI): Intel before Ice Lake / Tiger Lake
+# client and Cascade Lake server, AMD before Zen 4; Arm cores before the dot-product extension (Cortex-A72/A53)
+_NO_INT8_DOT_CPU = re.compile(
+    r"\bi[3579]-[2-9]\d{3}|\bi[3579]-10\d{3}|haswell|broadwell|skylake|kaby|coffee|comet|"
+    r"ryzen [3579] [1-5]\d{3}|ryzen [3579] pro [1-5]\d{3}|threadripper( pro)? [1-5]\d{3}|epyc 7\d{2}[1-3]\b|"
+    r"xeon e[35]-|cortex-a(72|73|53)\b|raspberry pi 4|bcm2711",
+    re.I,
+)
+
+
+def cpu_has_int8_dot(device) -> bool:
+    """A CPU with an int8 dot-product instruction (VNNI / Arm sdot), from its name; unknown CPUs count as modern."""
+    return not _NO_INT8_DOT_CPU.search(getattr(device, "name", "") or "")
+
+
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
     """Dequantization and dot-product work of the weights streamed, at the device's vector rate."""
     emul = 1.0
     arm = prm.dq_arm if backend == "cpu" and prm.dq_arm and is_arm_cpu(device) else {}
+    if backend == "cpu" and not cpu_has_int8_dot(device):
+        emul = prm.dq_emul  # int8 products from multiply-add pairs (vpmaddubsw + vpmaddwd) instead of one VNNI op
     if prm.vendor_dq and backend != "cpu":
         emul = prm.vendor_dq.get(rates(device, backend)["vendor"], 1.0)
-    if not rates(device, backend)["dp4a"]:
+    if backend != "cpu" and not rates(device, backend)["dp4a"]:
         emul *= prm.dq_emul  # ggml emulates __dp4a with byte extracts and multiply-adds
     n = sum(
         w
@@ -613,7 +634,8 @@ def class_rates(device, backend: str, prm: Params, n_threads=None) -> dict:
     """FLOP/s of a micro-batch's matmuls per type class (before the pp_sat ceiling)."""
     if backend == "cpu":
         base = _cpu_rate(device, n_threads, prm) * prm.pp_eff_q
-        return {c: base / prm.pp_dq.get(c, 1.0) for c in CLASSES}
+        emul = 1.0 if cpu_has_int8_dot(device) else prm.dq_emul
+        return {c: base / prm.pp_dq.get(c, 1.0) / (1.0 if c == "f16" else emul) for c in CLASSES}
     r = rates(device, backend)
     f16 = prm.pp_eff_f * r["f16"]
     out = {"f16": f16}
