@@ -2127,6 +2127,7 @@ class Work:
     weights_by_type: tuple = ()  # ((ggml type, weights streamed), ...): what dequantization works on
     head_on_this: bool = False  # the output head runs here
     expert_calls: float = 0.0  # MoE: routed experts multiplied (distinct experts touched, summed over blocks)
+    expert_flops: float = 0.0  # MoE: the part of flops in routed experts' matmuls (the measured profile's MoE rate)
 
     @property
     def bytes(self) -> float:
@@ -2185,7 +2186,10 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     touched, routed = _moe_fraction(m, batch)
     per_tok = kv_bytes_per_token_layer(m, p.kv_type)
     attn_per = 4.0 * m.num_attention_heads * m.d_head  # QK^T and AV FLOPs per query-key pair
-    acc = {s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in ("gpu", "cpu")}
+    acc = {
+        s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0}
+        for s in ("gpu", "cpu")
+    }
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
@@ -2201,6 +2205,7 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * batch
             ae["f"] += 2.0 * en * routed * batch
+            ae["xf"] += 2.0 * en * routed * batch
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
     hd = "gpu" if p.output_on_gpu else "cpu"
@@ -2210,7 +2215,15 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + n
     return {
         s: Work(
-            a["w"], a["kv"], a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), s == hd, a["x"]
+            a["w"],
+            a["kv"],
+            a["f"] + a["af"],
+            a["af"],
+            a["layers"],
+            tuple(sorted(a["types"].items())),
+            s == hd,
+            a["x"],
+            a["xf"],
         )
         for s, a in acc.items()
     }
@@ -2402,7 +2415,7 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     blocks, _head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, u)
     attn_per = 4.0 * m.num_attention_heads * m.d_head
-    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in ("gpu", "cpu")}
+    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
     pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
@@ -2420,10 +2433,21 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * u
             ae["f"] += 2.0 * en * routed * u
+            ae["xf"] += 2.0 * en * routed * u
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
     return {
-        s: Work(a["w"], 0.0, a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), False, a["x"])
+        s: Work(
+            a["w"],
+            0.0,
+            a["f"] + a["af"],
+            a["af"],
+            a["layers"],
+            tuple(sorted(a["types"].items())),
+            False,
+            a["x"],
+            a["xf"],
+        )
         for s, a in acc.items()
     }
 
