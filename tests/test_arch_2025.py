@@ -485,3 +485,30 @@ def test_glm_mtp_block_is_in_the_file_but_not_loaded():
     m4 = pm.model_from_gguf(fz.gguf_bytes(kvs + meta, base + mtp))
     assert m4.num_hidden_layers == 3 and len(m4.gguf_tensors) == len(m.gguf_tensors)
     assert pm.kv_bytes_per_token(m4) == 3 * 4096
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# "How is this computed?": the KV cache by kind of layer
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "model, want",
+    [
+        ("gemma-3-12b", "(8 global layers × 32,768 cells + 40 sliding layers × 1,536 cells) × 8,192 B per cell"),
+        ("llama-4-scout", "(12 global layers × 32,768 cells + 36 chunked layers × 8,704 cells)"),
+        ("deepseek-v2-lite", "(27 MLA layers × 32,768 cells) × 1,152 B per cell (the latent: 512 + 64 elements"),
+        ("qwen3-next-80b-a3b", "recurrent layers × 1 sequence × 2,195,456 B of state"),
+    ],
+)
+def test_explain_shows_the_kv_cache_by_kind_of_layer(model, want):
+    import html
+
+    from enginelab import explain
+    from enginelab.figures import calculator
+
+    state, _ = calculator.SPEC.from_query(f"?model={model}&machine=cpu-ddr5&ctx=32768&profile=course")
+    scn = calculator.compute(state)
+    box = html.unescape(explain.explain(scn)["ram_gb"])
+    assert want in box
+    # the groups add up to the placement's KV bytes
+    groups = explain.kv_groups(scn.model, scn.placement, range(scn.model.num_hidden_layers))
+    assert sum(g[4] for g in groups) == pytest.approx(scn.placement.cpu_kv)
