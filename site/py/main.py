@@ -120,6 +120,7 @@ class App:
             view = self.page.view(self.fig, state, defer=True)  # slow extras come after (after_render)
             t1 = time.perf_counter()
             self.root.innerHTML = view["figure"]  # the one write for the figure
+        self.root.classList.remove("stale")  # shell.js's mark for a shared link's state before Python ran
         self.summary.textContent = view["summary"]
         self.sync_controls(state, force)
         self.show_messages(messages)
