@@ -6,6 +6,7 @@ so it runs the same in CPython and in Pyodide.  Read it top to bottom:
 
   1. Units and the module's constants
   2. Models (Hugging Face config.json field names) and their GGUF tensors
+     2b. the 2025 architectures: sliding and chunked layers, MLA, hybrids, MoE layouts
   3. Sizes: quantize_plan, weight_bytes, effective_bpw, file_bytes
   4. KV cache
   5. Devices and machines
@@ -459,6 +460,24 @@ def _active_elements(model: Model, t: Tensor) -> float:
     return t.n_elements
 
 
+# ---------------------------------------------------------------------------
+# 2b. The 2025 architectures
+# ---------------------------------------------------------------------------
+# What differs from the textbook transformer, in the terms llama.cpp loads (src/llama-model.cpp load_hparams
+# and load_tensors); the cache each kind of block keeps is in section 4.
+#   Gemma 3      5 sliding-window blocks (window 512-1,024) per global one: sliding_window_pattern
+#                (llama.cpp set_swa_pattern(6)); q/k norms, post-attention and post-FFN norms; tied embeddings.
+#   Llama 4      chunked attention (chunks of 8,192) on 3 blocks of 4, a global one every 4th
+#                (set_swa_pattern(4), swa_type CHUNKED; chunked_attention); MoE with one shared expert
+#                as wide as a routed one; interleave_moe_layer_step (Scout 1: every block; Maverick 2).
+#   DeepSeek V2/V3, Kimi K2: multi-head latent attention (kv_lora_rank, qk_rope_head_dim, ...): the cache
+#                holds the compressed latent; first_k_dense_replace dense blocks, then routed + shared
+#                experts (V3 adds a routing bias, exp_probs_b).
+#   Qwen3-Next   a gated delta net (linear attention) in 3 blocks of 4 (full_attention_interval 4), gated
+#                attention in the 4th; 512 experts + a gated shared expert.
+#   GLM-4.5      a dense first block, then 128 routed + 1 shared expert; q/k/v biases; its MTP block
+#                (num_nextn_predict_layers) is in the GGUF file but llama.cpp neither loads nor caches it.
+#   gpt-oss      sliding window 128 on every other block, attention sinks, MXFP4 experts (20b: 32, 120b: 128).
 def _tensor_inventory(m: Model) -> list:
     """The tensors convert_hf_to_gguf.py writes for m (names and shapes from llama-arch.cpp and
     llama-model.cpp's load_tensors; ggml order, ne[0] first)."""
@@ -2559,8 +2578,9 @@ def ridge_batch(device: Device, quant="Q4_K_M", model=None) -> float:
 def model_from_hf_config(config: dict, name=None) -> Model:
     """A Model from a Hugging Face config.json (as a dict).
 
-    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
-    phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
+    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, phi3, gpt_oss, and the 2025
+    architectures gemma3, llama4, deepseek_v2, deepseek_v3, kimi_k2, qwen3_next and glm4_moe (multimodal
+    configs through their text_config).  A missing or invalid field raises ValueError naming it."""
     return _engine_io.model_from_hf_config(config, name, Model)
 
 

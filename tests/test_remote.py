@@ -137,7 +137,7 @@ def test_a_huge_claimed_header_is_refused_after_the_first_slice():
     with pytest.raises(remote.RemoteError) as e:
         read(remote.Target(url=f"{rf.HOST}/models/huge.gguf"), net)
     assert e.value.kind == "too_big" and "1,099,511,627,776" not in str(e.value)
-    assert "at most 64.00 MiB" in str(e.value)
+    assert "more than the 64.00 MiB this page reads" in str(e.value)
     assert len(net.requests) == 1 and net.requests[0][3] <= remote.MAX_FIRST_SLICE
 
 
@@ -223,3 +223,16 @@ def test_the_calculator_state_reads_what_was_loaded():
     form = {"model": "qwen2.5-7b", "hf": rf.REPO, "file": rf.FILE}
     s2, _ = calculator.SPEC.from_form(form)
     assert s2.model == "qwen2.5-7b" and s2.hf == "" and s2.file == ""
+
+
+def test_the_command_line_downloads_the_same_file():
+    rm, _ = read(remote.Target(hf=rf.REPO, file=rf.FILE), FakeNet())
+    cmd = remote.command_for(rm, "llama-server -m Tiny-Llama-model.gguf -c 8192 -fa on")
+    assert cmd == f"llama-server -hf {rf.REPO} -hff {rf.FILE} -c 8192 -fa on"
+    rm, _ = read(remote.Target(url=f"{rf.HOST}/models/{rf.FILE}"), FakeNet())
+    assert (
+        remote.command_for(rm, "llama-server -m x.gguf -c 4096")
+        == f"llama-server -mu {rf.HOST}/models/{rf.FILE} -c 4096"
+    )
+    rm, _ = read(remote.Target(hf=rf.CONFIG_REPO), FakeNet())
+    assert remote.command_for(rm, "llama-server -m x.gguf") == "llama-server -m x.gguf"  # a config: no file to name

@@ -106,8 +106,9 @@ def _label(value, fallback: str) -> str:
 def hf_config_fields(config: dict, name=None) -> dict:
     """perf_model.Model's fields from a Hugging Face config.json (as a dict).
 
-    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
-    phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
+    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, phi3, gpt_oss, and the 2025
+    architectures gemma3, llama4, deepseek_v2, deepseek_v3, kimi_k2, qwen3_next and glm4_moe (multimodal
+    configs through their text_config).  A missing or invalid field raises ValueError naming it."""
     _check(isinstance(config, dict), "config", f"must be a JSON object (dict), got {brief(config)}")
     _check(name is None or isinstance(name, str), "name", f"must be a string or None, got {brief(name)}")
     tc = config.get("text_config")

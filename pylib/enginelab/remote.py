@@ -310,9 +310,9 @@ def _http_error(status: int, what: str, url: str) -> RemoteError:
     if status in (401, 403):
         return RemoteError(
             "gated",
-            f"{what}: {host} asks for a login (HTTP {status}). The repo is gated or private (the Hub also answers "
-            "this for a repo that does not exist). This page never sends credentials: accept the license on "
-            "huggingface.co and download the file, or read an ungated copy of the model.",
+            f"{what}: {host} asks for a login (HTTP {status}): the repo is gated or private, or does not exist. "
+            "This page never sends credentials: accept the license on the Hub and download the file, or read an "
+            "ungated copy of the model.",
         )
     if status == 416:
         return RemoteError("not_a_model", f"{what}: the file on {host} is shorter than its header says (HTTP 416).")
@@ -443,11 +443,13 @@ class _Reader:
 
 
 def _too_big(name: str, claimed) -> RemoteError:
-    said = f" claims {claimed:,} bytes" if claimed else " claims more than that"
+    cap = fmt.mib(MAX_HEADER_BYTES)
+    said = (
+        f"{claimed:,} bytes, more than the {cap}" if claimed else f"more than the {cap}"
+    ) + " this page reads at most from a remote model"
     return RemoteError(
         "too_big",
-        f"{name}: its header{said}; real headers are a few MB, and this page reads at most "
-        f"{fmt.mib(MAX_HEADER_BYTES)} of a remote model. Not read (a damaged or hostile file).",
+        f"{name}: its header claims {said} (real headers are a few MB): a damaged or hostile file.",
     )
 
 
@@ -549,6 +551,20 @@ def status(values) -> tuple:
 
 def wants_remote(values) -> bool:
     return bool(str(values.get("hf") or "").strip() or str(values.get("url") or "").strip())
+
+
+def command_for(rm: RemoteModel, command: str) -> str:
+    """The llama-server command for a remote model: -m <file> becomes llama.cpp's own download flags, -hf owner/repo
+    with -hff <file> (common/arg.cpp --hf-repo, --hf-file), or -mu <link> (--model-url) for a direct .gguf link."""
+    parts = command.split(" ")
+    if rm.kind != "gguf" or "-m" not in parts:
+        return command
+    i = parts.index("-m")
+    if rm.target.hf:
+        flags = ["-hf", rm.target.hf, "-hff", rm.target.file]
+    else:
+        flags = ["-mu", rm.target.url]
+    return " ".join(parts[:i] + flags + parts[i + 2 :])
 
 
 def files_options(rm: RemoteModel | None) -> list:

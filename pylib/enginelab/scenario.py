@@ -226,6 +226,8 @@ def _build(state) -> Scenario:
         error = str(e)
         return scenario()
     command = pm.llama_server_command(p)
+    if v["model"] == "remote" and remote.loaded(v) is not None:  # llama.cpp downloads it itself: -hf / -mu
+        command = remote.command_for(remote.loaded(v), command)
     if error:  # a config that did not parse (or a remote model not read): numbers for the stand-in would mislead
         return scenario(
             placement=None if v["model"] == "remote" else p, command="" if v["model"] == "remote" else command

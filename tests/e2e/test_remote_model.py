@@ -225,7 +225,7 @@ def test_a_header_claiming_a_huge_size_is_refused(page_at, page, guard):
     hub = Hub(page)
     page = page_at(PAGE)
     text = read_from_panel(page, f"{rf.HOST}/models/huge.gguf")
-    assert "real headers are a few MB" in text and "Not read" in text, text
+    assert "real headers are a few MB" in text and "hostile" in text, text
     assert hub.sent() <= remote.MAX_FIRST_SLICE and len(hub.requests) == 1
     _keeps_last_state(page, {})
 
