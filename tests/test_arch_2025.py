@@ -183,8 +183,10 @@ CONFIGS = {  # load_logs.csv arch -> (data/lab/configs file, layers in the file,
     "llama": ("llama-3.1-8b", 32, "llama"),
     "llama4": ("llama-4-scout", 4, "llama4_text"),
     "qwen3next": ("qwen3-next-80b-a3b", 4, "qwen3_next"),
+    "qwen2": ("qwen2.5-1.5b", 28, "qwen2"),
 }
 GGUF_ARCH = {"gpt-oss": "gpt-oss", "llama": "llama"}
+QUANTIZED = ("llama", "qwen2")  # files made by llama-quantize (its Q4_K_M mix, its tensor order)
 # How each file's weights were written (data/lab/README.md): matrices in one type, norms and routers F32
 FILE_TYPES = {
     "deepseek2": "Q4_0",
@@ -193,6 +195,7 @@ FILE_TYPES = {
     "glm4moe": "Q4_0",
     "gpt-oss": "MXFP4-MOE",
     "llama": "Q4_K_M",  # llama-quantize's mix
+    "qwen2": "Q4_K_M",
     "llama4": "Q4_0",
     "qwen3next": "Q4_0",
 }
@@ -206,6 +209,7 @@ FILE_SIZE_LINE = {
     "llama": ("GiB", 4.58),
     "llama4": ("GiB", 5.70),
     "qwen3next": ("GiB", 3.79),
+    "qwen2": ("MiB", 934.69),
 }
 
 
@@ -296,7 +300,7 @@ def synth_gguf_header(arch: str) -> bytes:
             (f"{a}.full_attention_interval", "u32", 4),
         ]
     ids = {t.name: i for i, t in GGML_TYPES_BY_ID.items()}
-    if arch == "llama":  # made by llama-quantize: its Q4_K_M mix
+    if arch in QUANTIZED:  # made by llama-quantize: its Q4_K_M mix
         tensors = [(r["name"], list(r["ne"]), ids[r["type"]]) for r in pm.quantize_plan(m, "Q4_K_M")]
     else:
         tensors = [(t.name, list(t.ne), ids[_synth_type(arch, t)]) for t in m.tensors()]
@@ -387,7 +391,7 @@ _TRAILING = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_shexp", 
 @pytest.mark.parametrize("arch", sorted(CONFIGS))
 def test_weight_buffers_match_the_llama_cpp_load_log(arch):
     rows = [r for r in LAB_ROWS if r["arch"] == arch]
-    if arch == "llama":
+    if arch in QUANTIZED:
         plan = pm.quantize_plan(lab_model(arch, "config"), "Q4_K_M")
     else:
         plan = pm.quantize_plan(lab_model(arch, "gguf"), None)  # the file's own types
@@ -405,7 +409,7 @@ def test_weight_buffers_match_the_llama_cpp_load_log(arch):
     # 3. CPU_Mapped: the mapping spans the file's tensor data from the first tensor to the last one that is not
     #    repacked (padding to 32 bytes between tensors).
     pad = lambda n: -(-n // 32) * 32  # noqa: E731
-    if arch == "llama":
+    if arch in QUANTIZED:
         # llama-quantize writes the tensors in llama_model_loader's weights_map order: by block, then by name
         # (quantize_plan's order), so the file ends ... blk.31.ffn_norm (F32, mapped), blk.31.ffn_up (repacked)
         i = max(j for j, r in enumerate(plan) if not repacked(r))
