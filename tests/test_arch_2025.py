@@ -516,3 +516,20 @@ def test_explain_shows_the_kv_cache_by_kind_of_layer(model, want):
     # the groups add up to the placement's KV bytes
     groups = explain.kv_groups(scn.model, scn.placement, range(scn.model.num_hidden_layers))
     assert sum(g[4] for g in groups) == pytest.approx(scn.placement.cpu_kv)
+
+
+def test_several_gpus_hold_their_own_blocks_caches():
+    # two RTX 3090s, layer split: each GPU's KV is the sum of its own blocks' caches, of each kind
+    machine = pm.Machine("2 x RTX 3090", (pm.RTX_3090, pm.RTX_3090), pm.DDR5_DUAL, 31.5)
+    for key in ("gemma-3-27b", "qwen3-next-80b-a3b", "deepseek-v2-lite"):
+        m = pm.MODELS[key]
+        p = pm.place(m, machine, "Q4_K_M", n_ctx=32768, n_seq=2)
+        assert p.n_seq == 2
+        for u in p.per_gpu:
+            blocks = [il for il in u.layers if il < m.num_hidden_layers]
+            assert u.kv == pytest.approx(sum(pm.kv_layer_bytes(m, il, 32768, n_seq=2) for il in blocks)), key
+        total = sum(r["bytes"] for r in pm.kv_allocation(m, 32768, n_seq=2))
+        assert p.gpu_kv + p.cpu_kv == pytest.approx(total)
+        d = pm.decode_step_time(p, context=8000)
+        want = sum(pm.decode_kv_read_bytes(m, il, 8000) for il in range(m.num_hidden_layers))
+        assert sum(e["kv_bytes"] for e in d["devices"]) == pytest.approx(want)
