@@ -82,6 +82,11 @@ Events are dicts with a "type" and a request id "rid":
     {"type": "reject", "rid", "reason": str}
 A 384-cell grid for three managers over ~100 steps is a few hundred kilobytes of JSON; a view draws the grid once
 and only changes each cell's class per frame.
+
+Bounds (bad arguments raise ValueError naming the argument): a pool of at most MAX_CAPACITY_TOKENS = 2,097,152
+cells; frames recorded only for pools of at most MAX_FRAME_CELLS = 65,536 cells and MAX_RECORDED_CELLS = 8,388,608
+cells over all frames; a workload of at most MAX_WORKLOAD_TOKENS = 33,554,432 prompt and reply tokens, of which at
+most MAX_REPLY_TOKENS = 1,048,576 reply tokens (each takes a step of a few microseconds).
 """
 
 from __future__ import annotations

@@ -54,6 +54,37 @@ defined, with the range of values that reproduces the module's printed lines:
 
 Names: the module's plain "Q2_K" and "Q3_K" rows store every quantizable
 tensor in that one ggml type; llama-quantize's Q2_K mix is "Q2_K_MIX".
+
+Bounds: every way into the model is checked
+-------------------------------------------
+A Model is checked when it is made (``Model.__post_init__``), from any
+source: the catalog, a config.json, a GGUF header, a URL or your own code.
+Every field must be a finite number of the right type (a bool is not an
+integer) within physical bounds, generous for any real model and tight
+enough that no valid Model can make a function here run for seconds:
+
+* ``MAX_LAYERS`` = 1,000 layers; ``MAX_VOCAB`` = 10**7 tokens;
+  ``MAX_HIDDEN`` = 65,536; ``MAX_HEAD_DIM`` = 4,096; ``MAX_HEADS`` = 4,096
+  query (and KV) heads; ``MAX_EXPERTS`` = 4,096; ``MAX_INTERMEDIATE`` =
+  2**20 for the FFN widths; ``MAX_CONTEXT`` = 2**25 = 33,554,432 tokens
+  (Llama 4 Scout has 10,485,760); the sliding window at most the context;
+  a GGUF file's tensor table at most ``MAX_GGUF_TENSORS`` = 65,536 tensors.
+* Cross-field rules: num_key_value_heads divides num_attention_heads;
+  num_experts_per_tok <= num_local_experts (and >= 1 with experts);
+  head_dim x heads = hidden_size where the architecture has no head_dim of
+  its own (``HEAD_DIM_FROM_HIDDEN``: phi3, qwen2), and hidden_size a
+  multiple of the heads when head_dim is derived; an even head_dim with
+  llama3 rope scaling; a sliding-window pattern of at most one entry per
+  layer; a GGUF tensor's 1-4 dimensions >= 1, its block index in range and
+  its ggml type known.
+* Arguments too: n_ctx, context, n_tokens, n_ubatch and n_batch up to
+  ``MAX_CONTEXT``, batch up to ``MAX_BATCH`` = 2**20; a Device's memory,
+  bandwidth and FLOP/s positive and finite.
+
+Anything else raises ValueError whose message starts with the field or
+argument's name (``enginelab.checks``); no other exception leaves for bad
+input. The importers (``enginelab.engine_io``) check types and read a GGUF
+file's per-layer head and FFN arrays as llama.cpp does (the largest layer).
 """
 
 from __future__ import annotations
@@ -2575,6 +2606,7 @@ class Work:
     weights_by_type: tuple = ()  # ((ggml type, weights streamed), ...): what dequantization works on
     head_on_this: bool = False  # the output head runs here
     expert_calls: float = 0.0  # MoE: routed experts multiplied (distinct experts touched, summed over blocks)
+    expert_flops: float = 0.0  # MoE: the part of flops in routed experts' matmuls (the measured profile's MoE rate)
 
     @property
     def bytes(self) -> float:
@@ -2582,6 +2614,7 @@ class Work:
 
 
 _WORK_CACHE: dict = {}
+WORK_CACHE_MAX = 512  # distinct (model, quant) pairs kept
 
 
 def _layer_types(m: Model, quant) -> tuple:
@@ -2600,6 +2633,8 @@ def _layer_types(m: Model, quant) -> tuple:
                 head[typ] = head.get(typ, 0) + n
             elif r["cls"] != "token_embd":
                 head[typ] = head.get(typ, 0) + n  # output_norm: runs with the head
+        if len(_WORK_CACHE) >= WORK_CACHE_MAX:  # bounded, like the layer-bytes cache: a long session stays flat
+            _WORK_CACHE.clear()
         _WORK_CACHE[key] = (blocks, head)
     return _WORK_CACHE[key]
 
@@ -2678,7 +2713,10 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, batch)
-    acc = {s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in ("gpu", "cpu")}
+    acc = {
+        s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0}
+        for s in ("gpu", "cpu")
+    }
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
@@ -2693,6 +2731,7 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * batch
             ae["f"] += 2.0 * en * routed * batch
+            ae["xf"] += 2.0 * en * routed * batch
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
     hd = "gpu" if p.output_on_gpu else "cpu"
@@ -2702,7 +2741,15 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + n
     return {
         s: Work(
-            a["w"], a["kv"], a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), s == hd, a["x"]
+            a["w"],
+            a["kv"],
+            a["f"] + a["af"],
+            a["af"],
+            a["layers"],
+            tuple(sorted(a["types"].items())),
+            s == hd,
+            a["x"],
+            a["xf"],
         )
         for s, a in acc.items()
     }
@@ -2895,7 +2942,7 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     touched, routed = _moe_fraction(m, u)
     attn_per = _attention_flops_per_token_pair(m)
     rec_per = _recurrent_flops_per_token(m)
-    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in ("gpu", "cpu")}
+    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
     pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
@@ -2916,10 +2963,21 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * u
             ae["f"] += 2.0 * en * routed * u
+            ae["xf"] += 2.0 * en * routed * u
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
     return {
-        s: Work(a["w"], 0.0, a["f"] + a["af"], a["af"], a["layers"], tuple(sorted(a["types"].items())), False, a["x"])
+        s: Work(
+            a["w"],
+            0.0,
+            a["f"] + a["af"],
+            a["af"],
+            a["layers"],
+            tuple(sorted(a["types"].items())),
+            False,
+            a["x"],
+            a["xf"],
+        )
         for s, a in acc.items()
     }
 

@@ -174,9 +174,11 @@ property_stats = {"examples": 0, "constructed": 0, "refused": 0, "slowest_s": 0.
     batch=st.sampled_from([1, 2, 64, pm.MAX_BATCH]),
     n_tokens=st.sampled_from([1, 17, 512, 2048]),
     n_ubatch=st.sampled_from([32, 512, 4096]),
+    profile=st.sampled_from(["course", "measured"]),
+    n_threads=st.sampled_from([None, 1, 2, 1024]),
 )
 def test_any_model_that_constructs_gives_finite_numbers_quickly(
-    kw, machine, quant, kv_type, ctx_frac, ngl, batch, n_tokens, n_ubatch
+    kw, machine, quant, kv_type, ctx_frac, ngl, batch, n_tokens, n_ubatch, profile, n_threads
 ):
     property_stats["examples"] += 1
     t0 = time.process_time()
@@ -194,10 +196,21 @@ def test_any_model_that_constructs_gives_finite_numbers_quickly(
     n_ctx = max(1, int(ctx_frac * m.max_position_embeddings))
     finite_nonneg(timed(pm.kv_cache_bytes, m, n_ctx, kv_type), "kv_cache_bytes")
     n_gpu_layers = None if ngl is None else int(ngl * (m.num_hidden_layers + 1))
-    p = timed(pm.place, m, machine, quant, n_ctx=n_ctx, kv_type=kv_type, n_gpu_layers=n_gpu_layers, n_ubatch=n_ubatch)
+    p = timed(
+        pm.place,
+        m,
+        machine,
+        quant,
+        n_ctx=n_ctx,
+        kv_type=kv_type,
+        n_gpu_layers=n_gpu_layers,
+        n_ubatch=n_ubatch,
+        profile=profile,
+    )
     finite_nonneg({k: v for k, v in p.as_dict().items() if k not in ("fits", "error")}, "place")
-    finite_nonneg(timed(pm.decode_step_time, p, context=n_ctx, batch=batch), "decode_step_time")
-    f = timed(pm.prefill_time, p, n_tokens=n_tokens)
+    d = timed(pm.decode_step_time, p, context=n_ctx, batch=batch, n_threads=n_threads)
+    finite_nonneg({k: v for k, v in d.items() if k not in ("basis", "range_tok_s")}, "decode_step_time")
+    f = timed(pm.prefill_time, p, n_tokens=n_tokens, n_threads=n_threads)
     finite_nonneg({k: v for k, v in f.items() if k != "steps"}, "prefill_time")
     property_stats["slowest_s"] = max(property_stats["slowest_s"], time.process_time() - t0)
 
@@ -537,3 +550,27 @@ def test_hostile_arguments_to_every_public_function():
             escapes.append(f"{label}({arg}={brief(kwargs[arg])}): the message names no argument: {msg[:120]}")
     print(f"\nhostile arguments: {calls} calls over {len(ha.CASES)} functions, {len(escapes)} escapes")
     assert not escapes, "\n".join(escapes[:30])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# URL state: every figure page renders whatever the query string says (a message explains what was rejected)
+# ---------------------------------------------------------------------------------------------------------------
+URL_VALUES = ["nan", "inf", "-inf", "1e999", "-1", "0", "9" * 30, "9" * 5000, "abc", "", "%00", "<img src=x>",
+              "1.5", "auto", "custom", "gguf", "[" * 5000, "{" * 40 + "}" * 40, "true", "Q1_0", "1e-999", "-0"]  # fmt: skip
+
+
+def test_hostile_query_strings_render_every_figure():
+    import random
+
+    from enginelab import figures, page
+
+    rng = random.Random(7)
+    for fid in figures.FIGURES:
+        fig = figures.get(fid)
+        keys = [f.key for f in fig.SPEC.fields] + ["cfg", "gpu_gb", "model", "machine", "unknown"]
+        for _ in range(40):
+            q = "&".join(f"{rng.choice(keys)}={rng.choice(URL_VALUES)}" for _ in range(rng.randint(1, 4)))
+            t0 = time.process_time()
+            state, _messages = fig.SPEC.from_query("?" + q)
+            view = page.view(fig, state, defer=False)
+            assert view["figure"] and time.process_time() - t0 < TIME_BOUND_S, (fid, q[:200])

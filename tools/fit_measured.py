@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Fit the measured profile on the calibration runs and report its leave-one-device-out error per backend.
 
-    python3 tools/fit_measured.py            print the fits and errors (no files written)
-    python3 tools/fit_measured.py --write    also write pylib/enginelab/data/measured_params.json
+    python3 tools/fit_measured.py                  print the fits and errors (no files written)
+    python3 tools/fit_measured.py --write          also write pylib/enginelab/data/measured_params.json
+    python3 tools/fit_measured.py --backend cuda   one backend only (nothing written)
+    python3 tools/fit_measured.py --fast           held-out fits: one Gauss-Newton step from the full fit and
+                                                   a few Nelder-Mead steps (the gate test's way, seconds);
+                                                   default: each from the priors, as a fresh fit would
 
 The fitting itself is enginelab.calibration (standard library only); this script only runs it and reports.
 """
@@ -48,31 +52,38 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--iterations", type=int, default=400)
+    ap.add_argument("--backend", choices=measured.BACKENDS)
+    ap.add_argument("--fast", action="store_true", help="held-out fits linearised from the full fit")
     args = ap.parse_args(argv)
+    if args.write and args.backend:
+        ap.error("--write fits every backend")
     t0 = time.perf_counter()
     samples = cal.samples()
     course = course_errors(samples)
-    result = {"params": {}, "ranges": {}, "fits": {}, "loo": {}}
+    result = {"params": {}, "ranges": {}, "fits": {}}
     print(f"{len(samples)} runs usable; fitting (Nelder-Mead, {args.iterations} iterations)\n")
     print(
         f"{'backend':8s} {'kind':8s} {'runs':>5s} {'devs':>4s} | {'course med':>10s} {'p90':>6s} | "
         f"{'fit med':>8s} {'p90':>6s} | {'LOO med':>8s} {'p90':>6s} | range"
     )
-    for backend in measured.BACKENDS:
+    for backend in (args.backend,) if args.backend else measured.BACKENDS:
         values = {}
         for kind in ("decode", "prefill"):
             sel = [s for s in samples if s.backend == backend and s.kind == kind]
             if not sel:
                 continue
-            v = cal.fit(samples, backend, kind, args.iterations)
+            base = dict(values)
+            v = cal.fit(samples, backend, kind, args.iterations, base=base)
             values.update(v)
             params = dict(measured.PARAMS, **{backend: measured.PRIORS[backend].with_values(values)})
             fit_sum = cal.summary(cal.errors(sel, params))
-            loo_sum = (
-                cal.summary(cal.loo(samples, backend, kind, args.iterations))
-                if len({s.device for s in sel}) > 1
-                else {}
-            )
+            loo_sum = {}
+            if len({s.device for s in sel}) > 1:
+                if args.fast:
+                    errs = cal.loo_linear(samples, backend, kind, v, base=base, refine=12)
+                else:
+                    errs = cal.loo(samples, backend, kind, args.iterations, base=base)
+                loo_sum = cal.summary(errs)
             c = cal.summary(course[(backend, kind)])
             rng = (loo_sum or fit_sum)["range"]
             print(
@@ -85,6 +96,7 @@ def main(argv=None) -> int:
                 "runs": fit_sum["n"],
                 "devices": fit_sum["devices"],
                 "fit_median": fit_sum["median"],
+                "fit_p90": fit_sum["p90"],
                 "loo_median": loo_sum.get("median") if loo_sum else None,
                 "loo_p90": loo_sum.get("p90") if loo_sum else None,
                 "course_median": c["median"],
@@ -96,6 +108,7 @@ def main(argv=None) -> int:
     for b, v in result["params"].items():
         print(b, json.dumps(v))
     if args.write:
+        result["loo"] = "linearised" if args.fast else "from the priors"
         OUT.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         print(f"wrote {OUT.relative_to(ROOT)}")
     return 0

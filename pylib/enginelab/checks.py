@@ -12,6 +12,7 @@ This module imports nothing of ours: the course modules and everything above the
 from __future__ import annotations
 
 import math
+import re
 from numbers import Integral, Real
 
 
@@ -87,3 +88,37 @@ def check_text(value, arg: str, max_chars: int) -> str:
     check(isinstance(value, str), arg, f"must be a string, got {brief(value)}")
     check(len(value) <= max_chars, arg, f"must be at most {max_chars:,} characters, got {len(value):,}")
     return value
+
+
+# JSON text from outside (a pasted config.json, llama-bench -o json) is checked before json.loads sees it:
+# Python's JSON parser recurses once per nesting level (a RecursionError in CPython, a fatal error in Pyodide
+# for "[" * 50000) and refuses integers of more than 4,300 digits with a message that names no field. Real
+# files nest 3-4 levels; their numbers have fewer than 25 characters.
+JSON_MAX_DEPTH = 32
+JSON_MAX_NUMBER_CHARS = 40
+# One pass over the text: a string (to its closing quote, or to the end when it has none, so no position is
+# scanned twice), a bracket, or a number. Brackets and digits inside strings do not count.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]|-?[0-9][0-9.eE+-]*')
+
+
+def check_json_text(text: str, what: str) -> None:
+    """Refuse JSON text that would make json.loads recurse deeply or parse a huge number, before it sees it.
+
+    ValueError("what: ...") naming the limit. One linear pass (a regex tokenizer), whatever the text."""
+    depth = deepest = longest = 0
+    for tok in _JSON_TOKENS.findall(text):
+        c = tok[0]
+        if c == "[" or c == "{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > JSON_MAX_DEPTH:
+                    raise ValueError(f"{what}: nested more than {JSON_MAX_DEPTH} levels deep (real files nest 3 or 4)")
+        elif c == "]" or c == "}":
+            depth -= 1
+        elif c != '"' and len(tok) > longest:
+            longest = len(tok)
+    if longest > JSON_MAX_NUMBER_CHARS:
+        raise ValueError(
+            f"{what}: a number of {longest:,} characters (at most {JSON_MAX_NUMBER_CHARS}); no field needs one"
+        )

@@ -10,6 +10,8 @@ good state.
   drive the placement (perf_model.model_from_gguf).
 - A config.json goes through perf_model.model_from_hf_config. Its compact JSON can live in the URL, so a
   pasted config is shareable; a dropped file is not (a URL cannot carry a 40 GB file), which the page says.
+  Its text is refused by size (CONFIG_MAX_CHARS), nesting depth (JSON_MAX_DEPTH) and number length
+  (JSON_MAX_NUMBER_CHARS) before json.loads sees it.
 - A custom machine is a perf_model.Machine built from VRAM, bandwidth, TFLOP/s, RAM, RAM bandwidth and
   PCIe figures, each range-checked.
 """
@@ -18,21 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 
 import perf_model as pm
+
+from .checks import JSON_MAX_DEPTH, JSON_MAX_NUMBER_CHARS, check_json_text  # noqa: F401 (re-exported)
 
 GGUF_FIRST_SLICE = 8 << 20  # bytes read first: enough for nearly every header (vocabularies ~2-8 MB)
 GGUF_MAX_HEADER = 256 << 20  # never read more than this, whatever the header claims
 CONFIG_MAX_CHARS = 200_000  # a real config.json is 1-5 kB; with layer_types for 1,000 layers about 25 kB
-# Checked on the text before json.loads sees it: Python's JSON parser recurses once per nesting level (a
-# RecursionError in CPython, a fatal error in Pyodide for "[" * 50000) and refuses integers of more than
-# 4,300 digits with a message that names no field. Real configs nest 3 levels and have numbers of < 25 characters.
-JSON_MAX_DEPTH = 32
-JSON_MAX_NUMBER_CHARS = 40
-# One pass over the text: a string (to its closing quote, or to the end when it has none, so no position is
-# scanned twice), a bracket, or a number. Brackets and digits inside strings do not count.
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]|-?[0-9][0-9.eE+-]*')
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -86,29 +81,6 @@ def describe_gguf_model(m: pm.Model) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # config.json
 # ---------------------------------------------------------------------------------------------------------
-def check_json_text(text: str, what: str = "config.json") -> None:
-    """Refuse JSON that would make json.loads recurse deeply or parse a huge number (see JSON_MAX_DEPTH)."""
-    depth = deepest = longest = 0
-    for tok in _JSON_TOKENS.findall(text):
-        c = tok[0]
-        if c == "[" or c == "{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > JSON_MAX_DEPTH:
-                    raise ValueError(
-                        f"{what}: nested more than {JSON_MAX_DEPTH} levels deep (a config.json nests 3); not a config"
-                    )
-        elif c == "]" or c == "}":
-            depth -= 1
-        elif c != '"' and len(tok) > longest:
-            longest = len(tok)
-    if longest > JSON_MAX_NUMBER_CHARS:
-        raise ValueError(
-            f"{what}: a number of {longest:,} characters (at most {JSON_MAX_NUMBER_CHARS}); no config field needs one"
-        )
-
-
 def _no_constant(name: str):
     raise ValueError(f"config.json: {name} is not a number JSON allows")
 
@@ -121,7 +93,7 @@ def parse_config(text: str) -> dict:
         raise ValueError(
             f"config.json: {len(text):,} characters is too long for a config (at most {CONFIG_MAX_CHARS:,})"
         )
-    check_json_text(text)
+    check_json_text(text, "config.json")
     try:
         cfg = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:

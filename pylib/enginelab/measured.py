@@ -6,66 +6,109 @@ the module's flat efficiencies. This profile uses a few physical parameters per 
 fitted on published llama-bench runs (data/calibration/) by enginelab.calibration; their values, the runs
 they were fitted on and their leave-one-device-out errors are in enginelab/data/measured_params.json.
 
+A device is described by its datasheet figures (bandwidth, the FP16 figure of perf_model.Device) and the rates
+its units run at (`rates`): the non-tensor FP32 rate of its vector ALUs, the FP16 rate of its matrix units at
+the accumulation llama.cpp uses, and the rate of the units a quantized matmul multiplies on (int8 tensor cores,
+dp4a, or the FP16 path). Where a Device does not carry them they come from the device's row in
+data/calibration/devices.csv (whitepaper figures, matched by name), else from the architecture's ratios to the
+FP16 figure (`_rule_rates`).
+
 Decode, one device (a GPU, or the CPU with n_threads threads):
 
     t = t_mem + t_cmp - overlap * min(t_mem, t_cmp)
-    t_mem = bytes / bw_eff,   1 / bw_eff = 1 / (eta_bw * bandwidth) + 1 / bw_sat          (GPU)
-                              bw_eff = min(eta_bw * bandwidth, n_threads * thread_bw)      (CPU)
-    t_cmp = sum_type weights_type * dq_type / (rate)   (dequantization and dot products per weight)
+    t_mem = sum_class bytes_class / (eta_class * bw_eff)
+        GPU: bw_eff = bandwidth, or soft_min(bandwidth, bw_sat / eta_bw) on HBM parts (batch-1 kernels stall)
+        CPU: bw_eff = min(eta_bw * bandwidth, n_eff * thread_bw)  (a core's outstanding misses)
+    t_cmp = sum_class weights_class * dq_class / vector rate  (dequantization and dot products per weight:
+            the GPU's FP32 ALUs, the CPU's FMA rate of the cores in use)
 
-and per step, for the whole graph: layer_us for every block (kernel launches and synchronisation; a CPU
-synchronises its threads after every op) plus step_us (sampling, building and launching the graph).
+plus, per step, layer_us for every block (kernel launches and syncs; a CPU's barriers; hbm_layer_us more on an
+HBM part), step_us (sampling, graph build and launch) and expert_us per routed expert (MoE). On a CPU eta is the
+same for every type (its cores stream what they are given) and the types differ by dq, per ggml-cpu's kernels
+(CPU_CLASS: the repacked Q4_K joins the 4-bit class, Q4_1 the fifth-bit one; dq_arm for Arm cores).
 
-Prefill, one micro-batch of u tokens: matmul FLOPs at pp_eff of the device's FP16 peak (quantized weights:
-pp_eff_q; F16/BF16: pp_eff_f), with the kernels saturating at pp_sat_tflops (1/P = 1/(pp_eff * peak) +
-1/pp_sat); attention at the same rate; the weights streamed once per micro-batch at eta_bw; and pp_layer_us
-per block. On a CPU the matmul rate is per thread and per ggml type (pp_eff by type class).
+Prefill, one micro-batch: matmul FLOPs at the rate of the kernels for the weights' type class, the weights
+streamed once (at eta_bw), pp_layer_us per block and pp_expert_us per expert touched:
+    GPU, quantized weights (MMQ: tiles dequantized on the vector ALUs, multiplied on the matrix units)
+        1 / rate = 1 / (pp_eff_q * mma) + pp_dq_class / (pp_eff_c * fp32),   bending into pp_sat_tflops
+    GPU, F16/BF16 weights (BLAS GEMMs), and quantized weights where the backend dequantizes to F16 first
+        rate = pp_eff_f * f16 (the FP16 matrix rate)
+    CPU: rate = n_eff * core FMA rate * pp_eff_q / pp_dq_class
 
 Why each parameter exists (the reasons are physics; the values are fitted):
   eta_bw       streaming kernels never reach the datasheet bandwidth: refresh, page misses, the tail of each
                kernel. GDDR and LPDDR parts reach 80-90% with large F16 mat-vecs.
-  eta_q/eta_iq quantized mat-vec kernels dequantize as they read (more instructions per byte, smaller loads):
-               they reach a lower share than F16, the IQ lattices (table lookups) lower still.
-  bw_sat       a single sequence issues one mat-vec per weight matrix; to saturate HBM (2-5 TB/s) a kernel
-               must keep megabytes in flight, and llama.cpp's batch-1 kernels do not: H100s, RTX 5090s and
-               Instinct cards decode far below their bandwidth ("batch-1 behaviour of HBM parts"). The
-               achieved bandwidth bends into this ceiling (soft_min).
+  eta_legacy/eta_q/eta_iq
+               quantized mat-vec kernels dequantize as they read (smaller, scattered loads, scales per block,
+               K-quant super-blocks, IQ lattice tables): a lower share of the bandwidth than F16.
+  bw_sat       a single sequence issues one mat-vec per weight matrix; to fill HBM (stacked memory: longer
+               latency, 1-5 TB/s) a kernel must keep megabytes in flight, and llama.cpp's batch-1 kernels do not:
+               V100s, H100s and Instinct cards decode far below their bandwidth while GDDR cards of the same
+               bandwidth do not ("batch-1 behaviour of HBM parts"). An HBM part's bandwidth bends into it.
+  dq           FLOP-equivalents per weight of dequantizing and the dot product, by type class, at the vector
+               FP32 rate: cheap for Q8_0 and the (repacked) 4-bit blocks, more for Q5's assembled fifth bit and the
+               K-quants' sub-block scales, most for the IQ lattices. It bounds decode
+               where the vector ALUs are weak against the bandwidth: A30, V100, Turing, Pascal and older GPUs;
+               a CPU on few cores (the issue's 2-core Zen 4: Q4_K_M decode implies 19.6 GB/s, F16 28.7 GB/s).
+  dq_emul      GPUs without an int8 dot-product instruction (Kepler, Maxwell, GP100) run the same kernels with
+               __dp4a emulated by byte extracts and multiply-adds: their dq is this many times larger. Likewise
+               x86 CPUs without VNNI (before Ice Lake / Zen 4) and Arm cores without sdot: three instructions
+               where one would do, for decode's dot products and prefill's quantized matmuls.
+  overlap      how much of that work hides under the memory stream (1: fully).
+  thread_bw    one core only pulls so much from DRAM (its outstanding-miss limit): bandwidth grows with
+               threads until the memory controller saturates.
+  smt_gain     a second hardware thread on a core adds this share of a core (shared FMA pipes and load ports).
+  dq_arm       ggml-cpu has a kernel per type and ISA: Arm's NEON dot products (sdot) make the plain 4/5-bit
+               blocks cheaper than x86's AVX2/AVX-512 code does, the 3-bit lattices dearer; an Arm core's dq per
+               class is x86's times this.
+  soc_cpu_share the CPU cluster of an SoC reaches only part of the unified memory's bandwidth (the fabric is
+               sized for the GPU: an M-series Max CPU tops out near half of its 400 GB/s, a Ryzen AI Max's CPU
+               dies near half of its 256 GB/s through their fabric links).
   expert_us    an MoE block multiplies each routed expert separately (a gather of its rows, a short mat-vec on
-               a small matrix): a fixed cost per routed expert, so MoE decode runs well below its bytes.
+               a small matrix): a fixed cost per routed expert.
+  hbm_layer_us on an HBM part each of those kernels first waits out the memory's longer latency (and the
+               Instinct cards' slower kernel dispatch): an extra cost per block ("batch-1 behaviour of HBM parts").
   layer_us     every block is a dozen kernels (norms, rope, matmuls, attention, adds); each launch and sync
                costs microseconds whatever its size, so small models and fast cards are launch-bound.
   step_us      sampling, the host round trip and graph setup, once per token.
-  overlap      how much of the dequantization work hides under the memory stream (1: fully).
-  dq           FLOP-equivalents of dequantization and dot product per weight, by type class: cheap for
-               Q8_0/Q4_0, more for K-quants, most for the IQ lattices. On a GPU it only matters where
-               bandwidth is huge; on a CPU with few cores it bounds decode (the issue's 2-core Zen 4:
-               Q4_K_M decode implies 19.6 GB/s, F16 28.7 GB/s on the same machine).
-  thread_bw    one core can only pull so much from DRAM (its outstanding-miss limit): bandwidth grows
-               with threads until the memory controller saturates.
-  pp_eff_q     llama.cpp's quantized matmuls (MMQ on int8 tensor cores on NVIDIA/AMD, dequantize-then-
-               simdgroup-matrix on Metal, Vulkan cooperative matrices, VNNI/AVX-512/NEON dot products on a
-               CPU) reach this share of the FP16 figure the device is described by; on GeForce cards it
-               exceeds 1, since int8 and FP16-accumulate tensor rates are 2-4x the FP32-accumulate figure.
-  pp_eff_c     a quantized matmul also dequantizes its weight tiles and converts its activations on the
-               ordinary (non-tensor) ALUs: that work runs at the device's FP32 rate. So a GPU with huge tensor
-               cores and few CUDA cores (A100, H100, A30, V100) reaches a small share of its tensor peak
-               (0.1-0.25 in llama.cpp), while a GeForce card, whose FP32 rate is half its tensor figure,
-               reaches most of it: 1/rate = 1/(pp_eff_q * tensor) + 1/(pp_eff_c * fp32).
-  pp_eff_f     the same for F16/BF16 weights (cuBLAS/hipBLAS/Metal GEMMs).
-  pp_sat       the largest sustained rate the kernels reach on the biggest parts (A100/H100 reach only
-               0.13-0.21 of their peak in llama.cpp: tile shapes and launch counts, not the datasheet).
+  pp_eff_q     the share of the matrix units' rate llama.cpp's quantized matmuls reach (MMQ on int8 tensor
+               cores or dp4a on NVIDIA/AMD, cooperative matrices on Vulkan, simdgroup matrices on Metal,
+               VNNI/AVX-512/NEON dot products on a CPU).
+  pp_eff_c     a quantized matmul also dequantizes its weight tiles (once per tile of columns, so per FLOP)
+               and converts its activations on the ordinary ALUs, at the FP32 rate. So a GPU with huge tensor
+               cores and few CUDA cores (A100, H100, A30) reaches a small share of its tensor peak (0.1-0.25 in
+               llama.cpp), while a GeForce card reaches most of it. pp_dq scales it per type class.
+  pp_eff_f     F16/BF16 weights: cuBLAS/hipBLAS/Metal GEMMs at the FP16 matrix rate (FP16 accumulate on
+               GeForce cards: twice the datasheet's FP32-accumulate figure). Also the dequantize-then-GEMM path
+               of GPUs without int8 matrix units (V100: cuBLAS FP16 for quantized weights).
+  pp_sat       the largest sustained rate the kernels reach on the biggest parts (tile shapes, launch counts,
+               power limits), a soft ceiling.
   pp_layer_us  per block and micro-batch: the non-matmul ops (norms, rope, softmax, copies).
   pp_expert_us an MoE micro-batch sorts its tokens by expert and runs one small GEMM per expert touched
-               (mul_mat_id): a cost per expert, so MoE prompts run well below the dense rate per FLOP.
+               (mul_mat_id): a cost per expert and micro-batch.
+  pp_moe_eff   and those GEMMs see only the tokens routed to their expert (u * k / E: 64 of 512 for gpt-oss-20b),
+               gathered and scattered, in part-filled tiles: the routed experts' FLOPs run at this share of the
+               dense rate (an RTX 4090 runs gpt-oss-20b's prompt at about half its dense FLOP rate).
   pcie_eff     op offload's weight copies reach this share of the PCIe link (pinned host memory).
+  vendor_bw/vendor_pp/vendor_dq
+               a vendor's driver stack on a backend it does not own: llama.cpp's Vulkan shaders on Intel GPUs
+               (Mesa ANV on Linux runs them 2-3x below Intel's Windows driver, PR #14001; a B70 decodes at half
+               its SYCL speed on the same machine) reach this share of the bandwidth and prefill rate, and their
+               dequantizing mat-vec shaders do this many times the work per weight (Q4_0 holds up, K-quants,
+               Q8_0 and the lattices fall behind); AMD's and
+               Intel's Vulkan drivers offer llama.cpp only KHR cooperative matrices (smaller tiles) where NVIDIA's
+               offer NV_cooperative_matrix2, so their prompt processing reaches a smaller share of the matrix rate.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import re
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from importlib import resources
 
 from .ggml import GGML_TYPES
@@ -76,16 +119,29 @@ GPU_BACKENDS = BACKENDS[:-1]
 # ggml types by the work their dot products do per weight (see "dq" above)
 TYPE_CLASS = {
     "F32": "f16", "F16": "f16", "BF16": "f16",
-    "Q8_0": "legacy", "Q4_0": "legacy", "Q4_1": "legacy", "Q5_0": "legacy", "Q5_1": "legacy",
-    "IQ4_NL": "legacy", "MXFP4": "legacy", "NVFP4": "legacy", "Q1_0": "legacy", "Q2_0": "legacy",
-    "Q2_K": "kquant", "Q3_K": "kquant", "Q4_K": "kquant", "Q5_K": "kquant", "Q6_K": "kquant",
-    "IQ4_XS": "iquant", "IQ3_S": "iquant", "IQ3_XXS": "iquant", "IQ2_S": "iquant", "IQ2_XS": "iquant",
+    "Q8_0": "q8",
+    "Q4_0": "legacy", "Q4_1": "legacy", "IQ4_NL": "legacy", "MXFP4": "legacy", "NVFP4": "legacy",
+    "Q1_0": "legacy", "Q2_0": "legacy",
+    "Q5_0": "q5", "Q5_1": "q5",
+    "Q2_K": "kquant", "Q3_K": "kquant", "Q4_K": "kquant", "Q5_K": "kquant", "Q6_K": "kquant", "IQ4_XS": "kquant",
+    "IQ3_S": "iquant", "IQ3_XXS": "iquant", "IQ2_S": "iquant", "IQ2_XS": "iquant",
     "IQ2_XXS": "iquant", "IQ1_S": "iquant", "IQ1_M": "iquant", "TQ1_0": "iquant", "TQ2_0": "iquant",
 }  # fmt: skip
-CLASSES = ("f16", "legacy", "kquant", "iquant")
+# f16: converted and multiplied; q8: int8 blocks, multiplied as they are; legacy: 4-bit blocks (nibbles unpacked,
+# a 16-entry table for IQ4_NL/MXFP4); q5: the fifth bit assembled from a separate mask; kquant: super-blocks with
+# sub-block scales (IQ4_XS: 4-bit table lookups in the same layout); iquant: lattice codebooks of 2-3 bits
+CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant")
 
 
-def type_class(ggml_type: str) -> str:
+# The CPU backend repacks Q4_0 and IQ4_NL (Nov 2024) and Q4_K (x86 AVX2/AVX-512 March 2025, PR #12332; arm64
+# late 2025) into interleaved blocks at load, multiplied by the same GEMV/GEMM kernels: Q4_K joins the 4-bit
+# class. Q4_1 keeps its plain blocks and a dot product as slow as the fifth-bit types'.
+CPU_CLASS = {"Q4_1": "q5", "Q4_K": "legacy"}
+
+
+def type_class(ggml_type: str, backend: str = "") -> str:
+    if backend == "cpu" and ggml_type in CPU_CLASS:
+        return CPU_CLASS[ggml_type]
     return TYPE_CLASS.get(ggml_type, "kquant")
 
 
@@ -99,23 +155,34 @@ class Params:
     eta_iq: float = 0.6  # the IQ lattices (table lookups per weight)
     bw_sat_gbs: float = 1e6  # GPU: saturation bandwidth of batch-1 kernels (GB/s); huge = none
     thread_bw_gbs: float = 1e6  # CPU: bandwidth one thread pulls (GB/s); huge = none
+    smt_gain: float = 0.15  # CPU: what a core's second hardware thread adds, in cores
+    soc_cpu_share: float = 1.0  # CPU of an SoC (Apple M, Ryzen AI Max): the share of the unified bandwidth it reaches
+    dq_arm: dict = field(default_factory=dict)  # CPU: an Arm core's dq per class, relative to an x86 core's
+    dq_emul: float = 1.0  # GPU without an int8 dot-product instruction (Kepler, Maxwell, GP100): dq times this
     layer_us: float = 20.0
+    hbm_layer_us: float = 10.0  # GPU with HBM: extra per block (each kernel waits out the longer first-access latency)
     expert_us: float = 3.0  # decode: per routed expert multiplied in a block (MoE)
     step_us: float = 200.0
     overlap: float = 0.5
     dq: dict = field(
-        default_factory=lambda: {"f16": 1.0, "legacy": 2.0, "kquant": 3.0, "iquant": 5.0}
+        default_factory=lambda: {"f16": 1.0, "q8": 1.5, "legacy": 2.0, "q5": 3.0, "kquant": 3.0, "iquant": 5.0}
     )  # FLOP-eq/weight
     pp_eff_q: float = 0.5
-    pp_eff_c: float = 1e6  # GPU: the quantized matmul's work outside the tensor cores, per FP32 FLOP/s; huge = none
+    pp_eff_c: float = 1e6  # the quantized matmul's dequantization, per FP32 FLOP/s; huge = free
     pp_eff_f: float = 0.5
     pp_sat_tflops: float = 1e6
     pp_layer_us: float = 50.0
     pp_expert_us: float = 20.0  # prefill: per expert touched in a block, per micro-batch (MoE)
+    pp_moe_eff: float = 1.0  # prefill: the routed experts' matmuls run at this share of the dense rate
     pp_dq: dict = field(
-        default_factory=lambda: {"f16": 1.0, "legacy": 1.0, "kquant": 1.0, "iquant": 1.0}
-    )  # CPU: per class
+        default_factory=lambda: dict.fromkeys(CLASSES, 1.0)
+    )  # per class: GPU, dequantization work relative to Q4_0's; CPU, cost of the matmul relative to pp_eff_q
     pcie_eff: float = 0.8
+    # a vendor's driver stack on this backend, relative to the rest (Vulkan on Intel GPUs): the share of the
+    # modelled decode bandwidth and of the prefill rate it reaches
+    vendor_bw: dict = field(default_factory=dict)
+    vendor_pp: dict = field(default_factory=dict)
+    vendor_dq: dict = field(default_factory=dict)  # and the per-weight dequantization work of its mat-vec shaders
 
     def with_values(self, values: dict) -> Params:
         """A copy with some values replaced; dict-valued ones by key ("dq.kquant": 4.0)."""
@@ -129,34 +196,54 @@ class Params:
 
 
 # Before any fit (and for a backend without data) these physical priors apply.
-_GPU_DQ = {"f16": 0.5, "legacy": 1.0, "kquant": 1.5, "iquant": 2.5}
+# GPU dq: FLOP-equivalents at the FP32 rate per weight of a mat-vec: unpacking nibbles, a dp4a per 4 weights,
+# a scale per block (Q4_0, Q8_0: a few); K-quants add sub-block scales and mins; the IQ types table lookups.
+_GPU_DQ = {"f16": 1.0, "q8": 2.0, "legacy": 3.0, "q5": 4.0, "kquant": 4.5, "iquant": 7.0}
+# GPU pp_dq: the tile dequantization of a quantized matmul relative to Q4_0's
+_GPU_PP_DQ = {"f16": 1.0, "q8": 0.8, "legacy": 1.0, "q5": 1.2, "kquant": 1.4, "iquant": 2.0}
 PRIORS = {
     # NVIDIA: mat-vec kernels with CUDA graphs reach ~90% of GDDR bandwidth on F16, less on quantized types,
     # and single-stream decode stalls near 1.2 TB/s (RTX 5090, H100); MMQ prompt processing near half the
-    # FP16-accumulate tensor rate, bending into ~250 TFLOP/s on the biggest parts.
-    "cuda": Params(eta_bw=0.9, eta_legacy=0.85, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=8.0,
-                   step_us=120.0, expert_us=3.0, pp_eff_q=0.8, pp_eff_c=5.0, pp_eff_f=0.7, pp_sat_tflops=250.0, pp_layer_us=30.0,
-                   pp_expert_us=30.0, overlap=0.8, dq=_GPU_DQ),
-    # AMD via HIP: the CUDA kernels ported; HBM Instinct parts stall earlier, matrix cores are used less
-    "rocm": Params(eta_bw=0.85, eta_legacy=0.75, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=900.0, layer_us=15.0,
-                   step_us=200.0, expert_us=3.0, pp_eff_q=0.4, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=100.0, pp_layer_us=60.0,
-                   pp_expert_us=40.0, overlap=0.8, dq=_GPU_DQ),
-    # Vulkan: portable shaders (cooperative matrices where the driver has them)
-    "vulkan": Params(eta_bw=0.85, eta_legacy=0.75, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=1200.0, layer_us=12.0,
-                     step_us=200.0, expert_us=3.0, pp_eff_q=0.4, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=100.0, pp_layer_us=40.0,
-                     pp_expert_us=40.0, overlap=0.8, dq=_GPU_DQ),
-    # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs near the GPU's FP32 rate
-    "metal": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.7, eta_iq=0.6, bw_sat_gbs=2000.0, layer_us=12.0,
-                    step_us=200.0, expert_us=3.0, pp_eff_q=0.7, pp_eff_f=0.75, pp_sat_tflops=40.0, pp_layer_us=30.0,
-                    pp_expert_us=30.0, overlap=0.8, dq=_GPU_DQ),
-    "sycl": Params(eta_bw=0.7, eta_legacy=0.65, eta_q=0.6, eta_iq=0.5, bw_sat_gbs=1000.0, layer_us=20.0,
-                   step_us=300.0, expert_us=5.0, pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.1, pp_sat_tflops=40.0, pp_layer_us=50.0,
-                   pp_expert_us=50.0, overlap=0.8, dq=_GPU_DQ),
-    # CPU: bandwidth grows with threads until the memory controller saturates; dequantization per weight
-    # (FLOP-equivalents at the cores' FMA rate) bounds decode on few cores
-    "cpu": Params(eta_bw=0.75, thread_bw_gbs=15.0, layer_us=15.0, step_us=300.0, overlap=0.5,
-                  dq={"f16": 2.0, "legacy": 3.0, "kquant": 4.0, "iquant": 8.0}, pp_eff_q=0.5, pp_eff_f=0.5,
-                  pp_layer_us=100.0, pp_expert_us=30.0, pp_dq={"f16": 1.0, "legacy": 1.0, "kquant": 0.7, "iquant": 0.3}),
+    # int8 tensor rate on GeForce cards, bending into ~200 TFLOP/s on the biggest parts.
+    "cuda": Params(eta_bw=0.9, eta_legacy=0.85, eta_q=0.8, eta_iq=0.75, bw_sat_gbs=2500.0, hbm_layer_us=10.0, layer_us=25.0,
+                   step_us=150.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
+                   pp_eff_q=0.45, pp_eff_c=4.5, pp_eff_f=0.5, pp_sat_tflops=250.0, pp_layer_us=30.0,
+                   pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
+    # AMD via HIP: the CUDA kernels ported (MFMA/WMMA or dp4a MMQ); HBM Instinct parts stall earlier. HIP builds
+    # do not replay graphs (GGML_HIP_GRAPHS is off by default): the host launches every kernel of every token and
+    # waits for its logits, about a millisecond per token
+    "rocm": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1500.0, hbm_layer_us=60.0,
+                   layer_us=25.0,
+                   step_us=800.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
+                   pp_eff_q=0.35, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=60.0,
+                   pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
+    # Vulkan: portable shaders; quantized matmuls dequantize into FP16 tiles for cooperative matrices. Intel's
+    # Vulkan drivers run them well below the other vendors' (Mesa ANV 2-3x below Intel's Windows driver, PR
+    # #14001; a B70 decodes at half its SYCL speed on the same machine)
+    "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0,
+                     step_us=200.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ,
+                     pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
+                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0},
+                     dq_emul=4.0),
+    # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs on the FP32 ALUs, which also dequantize the tiles. Metal has
+    # no graph replay: every kernel of every block is encoded and dispatched each token (~100 us per block: an
+    # M2 Ultra decodes a 7B Q8_0 and F16 at 674 GB/s apart, with 4 ms per token left over)
+    "metal": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=2000.0, layer_us=100.0,
+                    step_us=200.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ,
+                    pp_eff_q=0.8, pp_eff_c=8.0, pp_eff_f=0.75, pp_sat_tflops=60.0, pp_layer_us=30.0,
+                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
+    "sycl": Params(eta_bw=0.75, eta_legacy=0.7, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=1000.0, layer_us=40.0,
+                   step_us=300.0, expert_us=5.0, overlap=0.5, dq=_GPU_DQ,
+                   pp_eff_q=0.2, pp_eff_c=3.0, pp_eff_f=0.2, pp_sat_tflops=60.0, pp_layer_us=50.0,
+                   pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
+    # CPU: bandwidth grows with threads until the memory controller saturates; dequantization and the dot
+    # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores
+    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5,
+                  dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
+                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0},
+                  pp_eff_q=0.5, pp_eff_f=0.5,
+                  pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
+                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0}),
 }  # fmt: skip
 
 TYPICAL = {"decode": (0.85, 1.15), "prefill": (0.8, 1.2)}  # before a fit: a spread of +-15/20 %
@@ -170,10 +257,14 @@ def _load_fitted() -> tuple:
     data = json.loads(text)
     params = dict(PRIORS)
     for backend, values in data.get("params", {}).items():
-        params[backend] = PRIORS[backend].with_values(values)
+        if backend in PRIORS:
+            params[backend] = PRIORS[backend].with_values(
+                {k: v for k, v in values.items() if k.split(".")[0] in _FIELD_NAMES}
+            )
     return params, data.get("ranges", {}), data
 
 
+_FIELD_NAMES = {f.name for f in fields(Params)}
 PARAMS, RANGES, FIT = _load_fitted()
 
 
@@ -202,43 +293,213 @@ def _threads(device, n_threads) -> int:
     return cores if n_threads is None else max(1, min(n_threads, 4 * cores))
 
 
-def _cpu_rate(device, n_threads) -> float:
-    """FLOP/s of the threads in use: physical cores only count once (SMT siblings share the FMA pipes)."""
+def cpu_thread_share(device, n_threads, prm: Params) -> float:
+    """The cores' worth of work n_threads threads do: one per physical core, smt_gain for a core's second
+    hardware thread (it shares the core's FMA pipes and load ports), nothing past two per core."""
     cores = cpu_cores(device)
     t = _threads(device, n_threads)
-    return device.fp16_tflops * 1e12 * min(t, cores) / cores
+    return min(t, cores) + prm.smt_gain * max(0, min(t, 2 * cores) - cores)
 
 
-_GEFORCE = re.compile(r"geforce|titan|\b(rtx|gtx)\s?\d{3,4}\b(?!.*\b(ada|pro|blackwell)\b)", re.I)
+def _cpu_rate(device, n_threads, prm: Params | None = None) -> float:
+    """FLOP/s of the threads in use (physical cores count once; SMT siblings add smt_gain)."""
+    cores = cpu_cores(device)
+    share = cpu_thread_share(device, n_threads, prm or PRIORS["cpu"])
+    return device.fp16_tflops * 1e12 * share / cores
+
+
+# --- GPU rates: the device's own figures, else its catalog row, else its architecture's ratios -------------
+_VENDOR_WORDS = {"nvidia", "geforce", "amd", "radeon", "intel", "apple", "graphics", "gpu", "the", "card", "edition"}
+
+
+def _name_key(name: str) -> frozenset:
+    """A device name's words without vendor words and memory sizes: "NVIDIA GeForce RTX 3060 12GB" and
+    "RTX 3060" give the same key."""
+    words = re.sub(r"[^a-z0-9]+", " ", (name or "").lower()).split()
+    return frozenset(w for w in words if w not in _VENDOR_WORDS and w != "gb" and not re.fullmatch(r"\d{1,2}|\d+gb", w))
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict:
+    """{name key: (fp16, fp32, int8, vendor)} of data/calibration/devices.csv (whitepaper figures)."""
+    try:
+        text = resources.files("enginelab.data").joinpath("calibration_devices.csv").read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        return {}
+    out = {}
+    for r in csv.DictReader(io.StringIO(text)):
+
+        def num(k, r=r):
+            try:
+                v = float((r.get(k) or "").split()[0])
+            except (ValueError, IndexError):
+                return 0.0
+            return v if math.isfinite(v) and v > 0 else 0.0
+
+        if r.get("kind") in ("cpu", "apple"):
+            continue
+        out.setdefault(
+            _name_key(r["device"]),
+            (num("fp16_tflops"), num("fp32_tflops"), num("int8_tops"), r.get("backend_family", "")),
+        )
+    return out
+
+
+def catalog_rates(device):
+    """(fp16, fp32, int8, vendor) of the device's row in devices.csv (TFLOP/s), when its name and FP16 figure
+    match."""
+    row = _catalog().get(_name_key(getattr(device, "name", "")))
+    tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops
+    if row is None or not row[0] or abs(tf / row[0] - 1) > 0.3:
+        return None
+    return row
+
+
+def gpu_vendor(device) -> str:
+    """nvidia, amd, intel or "" (unknown), from the catalog row or the name."""
+    cat = catalog_rates(device)
+    if cat and cat[3] in ("nvidia", "amd", "intel"):
+        return cat[3]
+    name = getattr(device, "name", "") or ""
+    if re.search(r"nvidia|geforce|\b(rtx|gtx|gt)\b|tesla|quadro|titan|\b[ahlbtvpkm]\d{2,3}\b|dgx|gb10", name, re.I):
+        return "nvidia"
+    if re.search(r"\bamd\b|radeon|\brx\s?\d|instinct|\bmi\s?\d|\b\d{3,4}m\b|8060s|8050s", name, re.I):
+        return "amd"
+    if re.search(r"intel|\barc\b|iris|\bxe\b", name, re.I):
+        return "intel"
+    return ""
+
+
+_GEFORCE = re.compile(r"geforce|titan|\b(rtx|gtx)\s?\d{3,4}\b|gb10|dgx\s*spark", re.I)  # GB10: GeForce-class cores
+_NOT_GEFORCE = re.compile(r"quadro|\bada\b|\bpro\b|blackwell|\brtx\s?a\d|tesla|\bl40\b(?!s)", re.I)
+_NO_TENSOR_NV = re.compile(r"\bgtx\b|tesla\s*[pmk]\d|\b[pmk]\d{2,3}\b|titan\s*x|quadro\s*[pmk]\d", re.I)
+_DP4A_NV = re.compile(r"\bgtx\s*1[06]\d\d|\bp(4|6|40)\b|tesla\s*p(4|40)\b|titan\s*xp?\b|quadro\s*p", re.I)
+_TURING = re.compile(r"\brtx\s?20\d\d|titan\s*rtx|quadro\s*rtx|\bt4\b", re.I)
+_HBM_NV = re.compile(r"\b(a100|a800|a30|h100|h800|h200|h20|gh200|b100|b200|gb200)\b", re.I)
+_VOLTA = re.compile(r"v100|titan\s*v\b", re.I)
+_AMD_RDNA3 = re.compile(r"\b(rx|pro\s*w)\s?7\d{3}|\b7\d{3}\s?(xtx|xt|gre)|\b(780m|760m|890m|880m|8060s|8050s)\b", re.I)
+_AMD_RDNA4 = re.compile(r"\brx\s?9\d{3}|r9700|\bai\s*pro\b", re.I)
+_AMD_CDNA = re.compile(r"\bmi\s?(100|2\d\d|3\d\d)", re.I)
+_AMD_VEGA = re.compile(r"\bmi\s?(50|60|25)\b|radeon\s*vii|vega", re.I)
+_AMD_POLARIS = re.compile(r"\brx\s?(4|5)[6-9]0\b", re.I)
+# no int8 dot-product instruction: Kepler, Maxwell, GP100 (NVIDIA dp4a needs sm_61); Polaris, Vega 10, RDNA1
+_NO_DP4A = re.compile(
+    r"\bk\d{2}\b|tesla\s*[km]\d|\bm\d{2}\b|gtx\s*(9\d\d|7\d\d)|titan\s*x\b(?!p)|p100|gp100|"
+    r"\brx\s?(4|5)[6-9]0\b|vega\s*(56|64)|\bmi25\b|\brx\s?5[5-7]\d\d",
+    re.I,
+)
+# HBM parts (stacked memory: more latency, more bytes in flight needed to fill it at batch 1)
+_HBM = re.compile(
+    r"\bmi\s?\d{2,3}[a-z]?\b|instinct|v100|p100|a100|a800|\ba30\b|h100|h800|h200|\bh20\b|gh200|b100|b200|gb200|"
+    r"radeon\s*vii|vega\s*(56|64)|titan\s*v\b",
+    re.I,
+)
+_INTEL = re.compile(r"\barc\b|\bb[56]0\b|\bb70\b|\ba[357]\d0\b", re.I)
+
+
+def _rule_rates(device, backend: str) -> tuple:
+    """(fp32, int8, f16_acc_factor) from the architecture's ratios to the datasheet FP16 figure (tf): the
+    non-tensor FP32 rate, the int8 rate of the units a quantized matmul multiplies on (0: none), and how much
+    faster than tf the FP16 matrix units run at the accumulation llama.cpp uses."""
+    name = getattr(device, "name", "") or ""
+    tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops
+    if backend in ("metal", "cpu"):
+        return tf, 0.0, 1.0
+    if _AMD_CDNA.search(name):  # MFMA: int8 at the FP16 matrix rate (MI300: twice), FP32 vector 1/8
+        return tf / 8, (2 * tf if re.search(r"mi\s?3", name, re.I) else tf), 1.0
+    if _AMD_VEGA.search(name):  # packed FP16 = 2x FP32; v_dot4 int8 = 4x FP32
+        return tf / 2, 2 * tf, 1.0
+    if _AMD_POLARIS.search(name):  # no packed FP16, no int8 dot: all at the FP32 rate
+        return tf, 0.0, 1.0
+    if _AMD_RDNA4.search(name):  # WMMA: FP16 4x the (dual-issue) FP32 figure, int8 twice FP16
+        return tf / 4, 2 * tf, 1.0
+    if _AMD_RDNA3.search(name):  # WMMA at the packed FP16 rate, int8 the same; FP32 figure counts dual issue
+        return tf / 2, tf, 1.0
+    if re.search(r"\brx\s?[56]\d{3}|v620|w6\d00", name, re.I):  # RDNA1/2: packed FP16, dot4 int8 = 2x FP16
+        return tf / 2, 2 * tf, 1.0
+    if _INTEL.search(name):  # XMX: FP16 8x the FP32 vector rate, int8 twice FP16
+        return tf / 8, 2 * tf, 1.0
+    if _VOLTA.search(name):  # FP16 tensor cores only (no int8): 8x FP32
+        return tf / 8, 0.0, 1.0
+    if re.search(r"p100|gp100", name, re.I):  # GP100: packed FP16 at twice FP32, no dp4a
+        return tf / 2, 0.0, 1.0
+    if _NO_TENSOR_NV.search(name) and not _TURING.search(name):  # Pascal and older: tf is the FP32 rate
+        return tf, (4 * tf if _DP4A_NV.search(name) else 0.0), 1.0
+    if re.search(r"\bl40\b(?!s)", name, re.I):  # L40: AD102 with the FP32 ALUs of a GeForce
+        return tf / 2, 2 * tf, 1.0
+    if _HBM_NV.search(name):  # A100/H100 class: FP32 1/16 of the tensor figure, int8 twice
+        return tf / 16, 2 * tf, 1.0
+    geforce = bool(_GEFORCE.search(name)) and not _NOT_GEFORCE.search(name)
+    if _TURING.search(name):  # Turing: FP32 1/4 (GeForce, half-rate FP32 accumulate) or 1/8 of tf
+        return (tf / 4, 4 * tf, 2.0) if geforce else (tf / 8, 2 * tf, 1.0)
+    if geforce:  # Ampere/Ada/Blackwell GeForce: FP32 half the FP32-accumulate tensor figure, int8 4x
+        return tf / 2, 4 * tf, 2.0
+    if backend in ("cuda", "vulkan") and re.search(r"\brtx\b|\bl4\b|\bl40|\ba\d{1,2}\b|dgx|gb10", name, re.I):
+        return tf / 4, 2 * tf, 1.0  # workstation / inference parts: full-rate FP32 accumulate
+    return tf / 2, 2 * tf, 1.0  # unknown: a consumer-like ratio
+
+
+@lru_cache(maxsize=4096)
+def rates(device, backend: str) -> dict:
+    """A device's rates for the measured profile (FLOP/s and bytes/s):
+    bw, fp32 (vector ALUs), f16 (FP16 matrix rate at llama.cpp's accumulation), int8 (the integer units a
+    quantized matmul multiplies on; 0 where there are none), and where the figures came from."""
+    tf = (getattr(device, "spec_tflops", 0.0) or device.fp16_tflops) * 1e12
+    out = {"bw": device.bandwidth_gbs * 1e9, "tf": tf}
+    if backend in ("metal", "cpu"):
+        vendor = "apple" if backend == "metal" else ""
+        out.update(fp32=tf, f16=tf, int8=0.0, dp4a=True, hbm=False, vendor=vendor, basis="device")
+        return out
+    fp32_r, int8_r, acc = _rule_rates(device, backend)
+    cat = catalog_rates(device)
+    fp32 = getattr(device, "fp32_tflops", 0.0) or 0.0
+    basis = "device" if fp32 else ("catalog" if cat and cat[1] else "rule")
+    if not fp32:
+        fp32 = cat[1] if cat and cat[1] else fp32_r
+    int8 = cat[2] if cat and cat[2] else int8_r
+    name = getattr(device, "name", "") or ""
+    out.update(
+        fp32=fp32 * 1e12,
+        f16=tf * acc,
+        int8=int8 * 1e12,
+        dp4a=not _NO_DP4A.search(name),
+        hbm=bool(_HBM.search(name)),
+        vendor=gpu_vendor(device),
+        basis=basis,
+    )
+    return out
 
 
 def tensor_tflops(device, backend: str) -> float:
-    """The FP16 tensor rate llama.cpp's GEMMs run at, TFLOP/s. A Device gives the datasheet's FP16 figure with
-    FP32 accumulate; NVIDIA's GeForce cards run FP32 accumulation at half their FP16-accumulate (and a quarter
-    of their int8) tensor rate, while workstation and datacenter parts run it at the full rate, and llama.cpp's
-    kernels accumulate in FP16/int32 (MMQ, cuBLAS with FP16 compute). So a GeForce's figure counts twice."""
-    tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops  # the datasheet's, where the course fitted it
-    if backend in ("cuda", "vulkan") and _GEFORCE.search(getattr(device, "name", "") or ""):
-        return 2.0 * tf
-    return tf
+    """The FP16 matrix rate llama.cpp's F16 GEMMs run at, TFLOP/s: the datasheet's FP32-accumulate figure, twice
+    that on GeForce cards (llama.cpp accumulates in FP16; GeForce runs FP32 accumulation at half rate)."""
+    return rates(device, backend)["f16"] / 1e12
 
 
 def vector_tflops(device, backend: str) -> float:
-    """A GPU's non-tensor FP32 rate, TFLOP/s: the Device's fp32_tflops, else an estimate. Apple's and a CPU's
-    figure already is their FP32 rate; a discrete GPU's datasheet tensor figure (FP32 accumulate) is about
-    twice its FP32 rate on consumer parts (RTX 3090: 71 and 35.6; RX 7900 XTX: 122.8 and 61.4)."""
-    fp32 = getattr(device, "fp32_tflops", 0.0) or 0.0
-    if fp32 > 0:
-        return fp32
-    tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops
-    return tf if backend in ("metal", "cpu") else tf / 2.0
+    """A GPU's non-tensor FP32 rate, TFLOP/s: the Device's fp32_tflops, else its catalog row, else its
+    architecture's ratio to the FP16 figure (RTX 3090: 71 and 35.6; A100: 312 and 19.5)."""
+    return rates(device, backend)["fp32"] / 1e12
+
+
+_SOC_CPU = re.compile(r"\(cpu\)|\bapple\b|\bm[1-9]\b.*\bcpu\b|ryzen ai max|strix halo|snapdragon x", re.I)
+
+
+def is_soc_cpu(device) -> bool:
+    """The CPU cores of an SoC whose Device bandwidth is the unified memory's (shared with its GPU)."""
+    return bool(_SOC_CPU.search(getattr(device, "name", "") or ""))
 
 
 def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
     bw = prm.eta_bw * device.bandwidth_gbs * 1e9
     if backend == "cpu":
-        return min(bw, _threads(device, n_threads) * prm.thread_bw_gbs * 1e9)
-    return soft_min(bw, prm.bw_sat_gbs * 1e9)
+        if is_soc_cpu(device):
+            bw *= prm.soc_cpu_share
+        return min(bw, cpu_thread_share(device, n_threads, prm) * prm.thread_bw_gbs * 1e9)
+    r = rates(device, backend)
+    if prm.vendor_bw:
+        bw *= prm.vendor_bw.get(r["vendor"], 1.0)
+    return soft_min(bw, prm.bw_sat_gbs * 1e9) if r["hbm"] else bw
 
 
 SATURATION_SHARPNESS = 6.0  # how sharply a rate bends into its ceiling (a p-norm; 6 is close to a hard minimum)
@@ -250,15 +511,55 @@ def soft_min(x: float, cap: float) -> float:
     return (x**-p + cap**-p) ** (-1.0 / p)
 
 
+def _vector_rate(device, backend: str, prm: Params, n_threads) -> float:
+    return _cpu_rate(device, n_threads, prm) if backend == "cpu" else rates(device, backend)["fp32"]
+
+
+_ARM_CPU = re.compile(
+    r"\bapple\b|\bm[1-9]\b|cortex|\barm\b|aarch64|qualcomm|snapdragon|\bcix\b|raspberry|graviton|neoverse|"
+    r"ampere|rk35\d\d|bcm27\d\d|dimensity|tegra|grace",
+    re.I,
+)
+
+
+def is_arm_cpu(device) -> bool:
+    """An Arm CPU (NEON / SVE kernels of ggml-cpu), from its name; otherwise x86 (AVX2 / AVX-512)."""
+    return bool(_ARM_CPU.search(getattr(device, "name", "") or ""))
+
+
+# x86 cores without an int8 dot-product instruction (VNNI, AVX-512 or AVX-VNNI): Intel before Ice Lake / Tiger Lake
+# client and Cascade Lake server, AMD before Zen 4; Arm cores before the dot-product extension (Cortex-A72/A53)
+_NO_INT8_DOT_CPU = re.compile(
+    r"\bi[3579]-[2-9]\d{3}|\bi[3579]-10\d{3}|haswell|broadwell|skylake|kaby|coffee|comet|"
+    r"ryzen [3579] [1-5]\d{3}|ryzen [3579] pro [1-5]\d{3}|threadripper( pro)? [1-5]\d{3}|epyc 7\d{2}[1-3]\b|"
+    r"xeon e[35]-|cortex-a(72|73|53)\b|raspberry pi 4|bcm2711",
+    re.I,
+)
+
+
+def cpu_has_int8_dot(device) -> bool:
+    """A CPU with an int8 dot-product instruction (VNNI / Arm sdot), from its name; unknown CPUs count as modern."""
+    return not _NO_INT8_DOT_CPU.search(getattr(device, "name", "") or "")
+
+
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
-    """Dequantization and dot-product work of the weights streamed, at the device's compute rate."""
-    rate = (
-        _cpu_rate(device, n_threads)
-        if backend == "cpu"
-        else (getattr(device, "spec_tflops", 0.0) or device.fp16_tflops) * 1e12
+    """Dequantization and dot-product work of the weights streamed, at the device's vector rate."""
+    emul = 1.0
+    arm = prm.dq_arm if backend == "cpu" and prm.dq_arm and is_arm_cpu(device) else {}
+    if backend == "cpu" and not cpu_has_int8_dot(device):
+        emul = prm.dq_emul  # int8 products from multiply-add pairs (vpmaddubsw + vpmaddwd) instead of one VNNI op
+    if prm.vendor_dq and backend != "cpu":
+        emul = prm.vendor_dq.get(rates(device, backend)["vendor"], 1.0)
+    if backend != "cpu" and not rates(device, backend)["dp4a"]:
+        emul *= prm.dq_emul  # ggml emulates __dp4a with byte extracts and multiply-adds
+    n = sum(
+        w
+        * prm.dq.get(type_class(t, backend), 1.0)
+        * arm.get(type_class(t, backend), 1.0)
+        * (emul if type_class(t) != "f16" else 1.0)
+        for t, w in work.weights_by_type
     )
-    n = sum(w * prm.dq.get(type_class(t), 1.0) for t, w in work.weights_by_type)
-    return n * batch / rate
+    return n * batch / _vector_rate(device, backend, prm, n_threads)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -280,28 +581,30 @@ def _class_bytes(work) -> dict:
 def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, params: dict | None = None) -> tuple:
     """(seconds, memory seconds, compute seconds, basis) of one decode pass's work on one device."""
     prm = params_for(backend, params)
-    if backend == "cpu":
-        bw = _bw_eff(device, backend, prm, n_threads)
-        t_mem = work.bytes / bw
-        t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch)
-    else:
-        # mat-vec kernels reach eta of the (saturating) bandwidth, lower for types that dequantize as they read
-        bw = _bw_eff(device, backend, prm, n_threads) / prm.eta_bw
-        eta = {"kv": prm.eta_bw, "f16": prm.eta_bw, "legacy": prm.eta_legacy, "kquant": prm.eta_q, "iquant": prm.eta_iq}
-        t_mem = sum(b / (eta[c] * bw) for c, b in _class_bytes(work).items())
-        bw = work.bytes / t_mem if t_mem else bw
-        t_cmp = 0.0
+    # mat-vec kernels reach eta of the (saturating) bandwidth, lower for types that dequantize as they read
+    bw = _bw_eff(device, backend, prm, n_threads) / prm.eta_bw
+    eta = {
+        "kv": prm.eta_bw, "f16": prm.eta_bw, "q8": prm.eta_legacy, "legacy": prm.eta_legacy, "q5": prm.eta_legacy,
+        "kquant": prm.eta_q, "iquant": prm.eta_iq,
+    }  # fmt: skip
+    if backend == "cpu":  # the cores' streaming share is the same for every type; dq carries the difference
+        eta = dict.fromkeys(eta, prm.eta_bw)
+    t_mem = sum(b / (eta[c] * bw) for c, b in _class_bytes(work).items())
+    bw_used = work.bytes / t_mem if t_mem else bw
+    t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch)
     # MoE: every routed expert is a small matrix of its own (a gather, a short kernel): a cost per expert
     t_mem += work.expert_calls * prm.expert_us * 1e-6
+    if backend != "cpu" and rates(device, backend)["hbm"]:  # each block's kernels wait out HBM's latency
+        t_mem += work.layers * prm.hbm_layer_us * 1e-6
     # batched decode: the matmul FLOPs themselves (2 per weight per sequence) at the prefill rate
     if batch > 1:
         t_cmp = max(t_cmp, _matmul_seconds(work.flops, work, device, backend, prm, n_threads))
     t = t_mem + t_cmp - prm.overlap * min(t_mem, t_cmp)
-    basis = {"backend": backend, "bw_eff_gbs": bw / 1e9, "eta_bw": prm.eta_bw}
+    basis = {"backend": backend, "bw_eff_gbs": bw_used / 1e9, "eta_bw": prm.eta_bw}
     if backend == "cpu":
         basis.update(n_threads=_threads(device, n_threads), thread_bw_gbs=prm.thread_bw_gbs)
     else:
-        basis.update(bw_sat_gbs=prm.bw_sat_gbs, eta_q=prm.eta_q)
+        basis.update(bw_sat_gbs=prm.bw_sat_gbs, eta_q=prm.eta_q, fp32_tflops=vector_tflops(device, backend))
     return t, t_mem, t_cmp, basis
 
 
@@ -327,6 +630,30 @@ SWITCH_US = 30.0  # a hand-over between devices in one pass: a host sync and a s
 # ---------------------------------------------------------------------------------------------------------
 # Prefill
 # ---------------------------------------------------------------------------------------------------------
+def class_rates(device, backend: str, prm: Params, n_threads=None) -> dict:
+    """FLOP/s of a micro-batch's matmuls per type class (before the pp_sat ceiling)."""
+    if backend == "cpu":
+        base = _cpu_rate(device, n_threads, prm) * prm.pp_eff_q
+        emul = 1.0 if cpu_has_int8_dot(device) else prm.dq_emul
+        return {c: base / prm.pp_dq.get(c, 1.0) / (1.0 if c == "f16" else emul) for c in CLASSES}
+    r = rates(device, backend)
+    f16 = prm.pp_eff_f * r["f16"]
+    out = {"f16": f16}
+    if backend == "metal":
+        mma = r["fp32"]  # simdgroup matrices run on the same ALUs
+    elif backend in ("vulkan", "sycl"):
+        mma = r["f16"]  # tiles dequantized to FP16 for the cooperative matrices / XMX
+    else:
+        mma = r["int8"]  # MMQ: int8 tensor cores, MFMA/WMMA, or dp4a
+    for c in CLASSES[1:]:
+        if mma <= 0:  # no int8 units (V100, Maxwell): dequantize to FP16/FP32 once, then a BLAS GEMM
+            out[c] = f16
+        else:
+            out[c] = 1.0 / (1.0 / (prm.pp_eff_q * mma) + prm.pp_dq.get(c, 1.0) / (prm.pp_eff_c * r["fp32"]))
+    v = prm.vendor_pp.get(r["vendor"], 1.0) if prm.vendor_pp else 1.0
+    return {c: x * v for c, x in out.items()}
+
+
 def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_threads) -> float:
     """Seconds for `flops` of matmuls over this work's weights (time adds up per ggml type class)."""
     total = sum(w for _t, w in work.weights_by_type)
@@ -335,18 +662,13 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
     else:
         shares = {}
         for t, w in work.weights_by_type:
-            c = type_class(t)
+            c = type_class(t, backend)
             shares[c] = shares.get(c, 0.0) + w / total
+    cr = class_rates(device, backend, prm, n_threads)
     if backend == "cpu":
-        base = _cpu_rate(device, n_threads) * prm.pp_eff_q
-        return flops * sum(s / (base * prm.pp_dq.get(c, 1.0)) for c, s in shares.items())
-    peak = tensor_tflops(device, backend) * 1e12
-    f16 = shares.get("f16", 0.0)
+        return flops * sum(s / cr[c] for c, s in shares.items())
     sat = prm.pp_sat_tflops * 1e12
-    # quantized weights: tensor-core work and dequantization on the vector ALUs, one after the other
-    quant_rate = 1.0 / (1.0 / (prm.pp_eff_q * peak) + 1.0 / (prm.pp_eff_c * vector_tflops(device, backend) * 1e12))
-    per_flop = f16 / soft_min(prm.pp_eff_f * peak, sat) + (1.0 - f16) / soft_min(quant_rate, sat)
-    return flops * per_flop
+    return flops * sum(s / soft_min(cr[c], sat) for c, s in shares.items())
 
 
 def prefill_seconds(
@@ -366,6 +688,9 @@ def prefill_seconds(
     prm = params_for(backend, params)
     scale = k if scale is None else scale
     t_c = _matmul_seconds(work.flops * scale, work, device, backend, prm, n_threads)
+    xf = getattr(work, "expert_flops", 0.0)
+    if xf and prm.pp_moe_eff != 1.0:  # MoE: tokens gathered per expert, short GEMMs in part-filled tiles
+        t_c += (1.0 / prm.pp_moe_eff - 1.0) * _matmul_seconds(xf * scale, work, device, backend, prm, n_threads)
     if not offloaded:
         t_c += work.layers * prm.pp_layer_us * 1e-6 * k
     t_c += work.expert_calls * prm.pp_expert_us * 1e-6 * k  # MoE: one small GEMM per expert touched

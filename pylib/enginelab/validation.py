@@ -33,6 +33,8 @@ from importlib import resources
 
 import perf_model as pm
 
+from .checks import check_json_text
+
 _CACHE: dict = {}
 
 
@@ -448,6 +450,7 @@ _JSON_KEYS = ("model_type", "n_prompt", "n_gen", "avg_ts")
 
 def parse_json(text: str) -> list:
     s = text.strip()
+    check_json_text(s, "llama-bench output")  # nesting and number length, before json.loads
     try:
         data = json.loads(s)
     except json.JSONDecodeError as e:

@@ -26,14 +26,49 @@ try {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
       for (const [re, step, text] of STEPS) if (re.test(new URL(e.name).pathname)) setStatus(text, step);
+      if (e.responseStatus >= 400) noteFailure(e.name, e.responseStatus);  // a script, module or file of ours
     }
   }).observe({ type: "resource", buffered: true });
 } catch (_) { /* old browser: the static message stays */ }
 
 // ---- load errors -------------------------------------------------------------------------------------
+// A failed start names the file that could not be fetched and what to do about it. Every file the page needs
+// comes from this site; we learn which one failed from our fetch wrapper (PyScript and Pyodide fetch their
+// files with fetch), from resource timing (scripts and modules), and, for the exercises page whose Python
+// starts in a worker we cannot watch, from a check of the worker's files when the page loads.
+let failedFile = null;  // {url, status} of the first site file that could not be fetched while loading
+
+const sameSite = (url) => {
+  try { return new URL(url, location.href).origin === location.origin; } catch (_) { return false; }
+};
+const sitePath = (url) => decodeURIComponent(new URL(url, location.href).pathname).replace(/^\//, "");
+
+function fileProblem(f) {
+  const name = sitePath(f.url);
+  if (!f.status) {
+    return `Could not fetch ${name}: the server did not answer. Check that the server (\`python3 build.py serve\`, ` +
+      "or the one you copied the site to) is still running and reachable, then reload the page.";
+  }
+  if (f.status === 404 || f.status === 410) {
+    return `Could not fetch ${name}: the server says it does not exist (HTTP ${f.status}). It is part of the ` +
+      "site: copy the whole dist/ folder to the server (or serve it with `python3 build.py serve`), then reload.";
+  }
+  return `Could not fetch ${name}: the server answered HTTP ${f.status}. Check the server's log for that ` +
+    "file, then reload the page.";
+}
+
+function noteFailure(url, status) {
+  if (failedFile || html.dataset.ready === "true" || !sameSite(url)) return;
+  failedFile = { url: String(url), status: status || 0 };
+  html.dataset.failedFile = sitePath(url);
+  setError(fileProblem(failedFile));
+}
+
 export function setError(reason) {
   if (html.dataset.ready === "true") return;
   html.dataset.ready = "error";
+  // once we know which file failed, that says more than the runtime's own words ("Failed to fetch")
+  const text = failedFile ? fileProblem(failedFile) : String(reason);
   const s = $("#status");
   if (s) {
     s.classList.add("status-error");
@@ -42,13 +77,56 @@ export function setError(reason) {
     strong.textContent = "The interactive version could not start. ";
     const span = document.createElement("span");
     span.id = "status-text";
-    span.textContent = String(reason) + " The figure below shows the default settings.";
+    const after = html.dataset.page === "exercises"
+      ? " The tasks and the starter code below stay readable."
+      : " The figure below shows the default settings.";
+    span.textContent = text + after;
     s.append(strong, span);
   }
 }
+
+// PyScript, Pyodide and our own code fetch the site's files with fetch(): note the first that fails.
+const siteFetch = window.fetch.bind(window);
+window.fetch = async function (input, init) {
+  const url = typeof input === "string" ? input : input instanceof URL ? input.href : input && input.url;
+  let response;
+  try {
+    response = await siteFetch(input, init);
+  } catch (e) {
+    if (html.dataset.ready === "false" && !(e && e.name === "AbortError")) noteFailure(url, 0);
+    throw e;
+  }
+  if (!response.ok && html.dataset.ready === "false") noteFailure(response.url || url, response.status);
+  return response;
+};
+
+// The exercises page starts Python in a worker, whose fetches this page cannot see: check its files (HEAD
+// requests, no bodies) while it boots, so a missing one is named at once instead of after a 2-minute timeout.
+async function checkWorkerFiles() {
+  const s = document.querySelector('script[type="py-editor"][setup][config]');
+  if (!s) return;
+  const page = location.href;
+  const cfgUrl = new URL(s.getAttribute("config"), page);
+  let cfg;
+  try {
+    const r = await fetch(cfgUrl);
+    if (!r.ok) return;  // noted by the wrapper
+    cfg = await r.json();
+  } catch (_) { return; }
+  const interp = new URL(cfg.interpreter, page);  // the config's interpreter resolves against the page
+  const urls = [new URL(s.getAttribute("src"), page), interp];
+  for (const f of ["pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"]) {
+    urls.push(new URL(f, interp));
+  }
+  for (const f of Object.keys(cfg.files || {})) urls.push(new URL(f, cfgUrl));  // files resolve against the config
+  // (reading the empty body lets the request finish; an unread one is reported as aborted)
+  await Promise.all(urls.map((u) => fetch(u, { method: "HEAD", cache: "no-store" }).then((r) => r.arrayBuffer(), () => null)));
+}
+if (html.dataset.ready === "false") checkWorkerFiles();
 window.addEventListener("error", (e) => {
   if (html.dataset.ready === "false") setError(e.message || "A script failed to load.");
 });
+// (a missing module script is also noted by resource timing, with its HTTP status)
 window.addEventListener("unhandledrejection", (e) => {
   if (html.dataset.ready === "false") setError((e.reason && e.reason.message) || String(e.reason));
 });

@@ -25,7 +25,15 @@ def calc_expected(
     model="qwen2.5-32b", machine="rtx4060ti", quant="Q4_K_M", kv="f16", ctx=8192, ngl="auto", tokens=2000
 ) -> dict:
     mc = pm.MACHINES[machine]
-    p = pm.place(pm.MODELS[model], mc, quant, n_ctx=ctx, kv_type=kv, n_gpu_layers=None if ngl == "auto" else ngl)
+    p = pm.place(
+        pm.MODELS[model],
+        mc,
+        quant,
+        n_ctx=ctx,
+        kv_type=kv,
+        n_gpu_layers=None if ngl == "auto" else ngl,
+        profile="measured",  # the page's default
+    )
     d = pm.decode_step_time(p, mc, context=tokens)
     return {"n_gpu_layers": p.n_gpu_layers, "decode_tok_s": d["tok_per_s"], "vram_gb": p.gpu_total / pm.GB}
 
@@ -47,7 +55,7 @@ def test_apply_undo_then_recipe_lora_and_draft(page_at):
     page = page_at(PAGE)
     before = assert_numbers(page)
     assert query(page) == {}
-    findings = A.advise_state({"model": "qwen2.5-32b", "machine": "rtx4060ti", "ctx": 8192})
+    findings = A.advise_state({"model": "qwen2.5-32b", "machine": "rtx4060ti", "ctx": 8192, "profile": "measured"})
     q8 = next(c for f in findings for c in f.changes if c.apply == {"kv": "q8_0"})
     assert page.locator("[data-undo]").is_disabled()
     bar_before = page.locator("#calculator-chart .pool-vram .seg-kv").get_attribute("data-bytes")
@@ -57,7 +65,7 @@ def test_apply_undo_then_recipe_lora_and_draft(page_at):
     page.wait_for_function("location.search.includes('kv=q8_0')")
     assert query(page) == {"kv": "q8_0"}
     after = assert_numbers(page, kv="q8_0")
-    assert int(after["n_gpu_layers"]) == q8.after["n_gpu_layers"] == int(before["n_gpu_layers"]) + 2
+    assert int(after["n_gpu_layers"]) == q8.after["n_gpu_layers"] > int(before["n_gpu_layers"])
     assert float(after["decode_tok_s"]) == pytest.approx(q8.after["decode_tok_s"], rel=1e-9)
     assert page.input_value("#f-kv") == "q8_0"
     assert page.locator("#calculator-chart .pool-vram .seg-kv").get_attribute("data-bytes") != bar_before
@@ -100,7 +108,7 @@ def extras_and_recipe(page):
     r = readouts(page)
     assert r["advice_count"] == "0" and page.locator(".no-findings").count() == 1  # nothing to fix
     assert page.locator(".advisor-lora").get_attribute("data-lora-bytes") == str(27_262_976)
-    p = pm.place("llama-3.1-8b", "rtx4060ti", "Q4_K_M", n_ctx=8192)
+    p = pm.place("llama-3.1-8b", "rtx4060ti", "Q4_K_M", n_ctx=8192, profile="measured")
     sp = A.speculative(p, "llama-3.2-1b", 0.7, 3, context=2000)
     assert float(page.locator(".advisor-spec").get_attribute("data-spec-tok-s")) == pytest.approx(sp["tok_s"])
     page.fill("#f-acceptance", "0")  # acceptance 0: drafting only costs

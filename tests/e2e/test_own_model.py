@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_model_from_gguf import _write  # noqa: E402  (tests/ helpers: a GGUF written by gguf-py)
@@ -123,7 +123,7 @@ def test_dropped_gguf_uses_the_files_tensors(page_at, tmp_path):
     read, size = (int(x.replace(",", "")) for x in re.search(r"read ([\d,]+) of ([\d,]+)", status).groups())
     assert read <= custom.GGUF_FIRST_SLICE < size  # the weights were never read
     fm = pm.model_from_gguf(path.read_bytes()[:read])
-    p = pm.place(fm, pm.MACHINES["rtx4060ti"], None, n_ctx=8192)
+    p = pm.place(fm, pm.MACHINES["rtx4060ti"], None, n_ctx=8192, profile="measured")
     d = pm.decode_step_time(p, context=2000)
     got = readouts(page)
     assert int(got["n_gpu_layers"]) == p.n_gpu_layers
@@ -179,6 +179,95 @@ def test_gguf_dropped_on_the_drop_zone(page_at, tmp_path):
     assert int(page.locator("#f-ctx").input_value()) == 8192
     assert "8192 is above 4096" in page.locator("#messages").text_content()
     ctx = 4096
-    p = pm.place(pm.model_from_gguf(path.read_bytes()), pm.MACHINES["rtx4060ti"], None, n_ctx=ctx)
+    p = pm.place(pm.model_from_gguf(path.read_bytes()), pm.MACHINES["rtx4060ti"], None, n_ctx=ctx, profile="measured")
     assert int(readouts(page)["n_gpu_layers"]) == p.n_gpu_layers
     assert close(readouts(page)["vram_gb"], p.gpu_total / pm.GB)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hostile input (issue 12): crafted GGUF files and config.json texts get a message naming the field, fast; the
+# last good state stays, nothing is logged as an error, and a good file still works afterwards
+# ---------------------------------------------------------------------------------------------------------------
+import fuzz_pipeline as fz  # noqa: E402
+
+CRAFTED = {
+    # file name: (metadata changed, tensors changed, what the message must say)
+    "inf-kv-heads.gguf": ([("llama.attention.head_count_kv", "f32", float("inf"))], None, "num_key_value_heads"),
+    "nan-context.gguf": ([("llama.context_length", "f64", float("nan"))], None, "max_position_embeddings"),
+    "negative-key-length.gguf": ([("llama.attention.key_length", "i32", -128)], None, "head_dim"),
+    "array-key-length.gguf": ([("llama.attention.key_length", "arr", ("u32", [64, 64, 64, 128]))], None, "head_dim"),
+    "billion-layers.gguf": ([("llama.block_count", "u64", 10**9)], None, "num_hidden_layers"),
+    "unknown-type.gguf": ([], lambda ts: [(n, d, 99 if i == 2 else t) for i, (n, d, t) in enumerate(ts)], "type 99"),
+    "no-tensors.gguf": ([], lambda ts: [], "no tensors"),
+}
+
+
+def _crafted(kv_changes, tensor_change) -> bytes:
+    """The llama seed with these changes, as a whole file: the header, then zeros where the tensor data goes
+    (the page checks that a file holds the data its header places)."""
+    from enginelab import gguf_header
+
+    kvs, ts = fz.SEEDS["llama"]
+    keys = {k for k, _t, _v in kv_changes}
+    kvs = [k for k in kvs if k[0] not in keys] + list(kv_changes)
+    head = fz.gguf_bytes(kvs, tensor_change(ts) if tensor_change else ts)
+    try:
+        size = gguf_header.read_gguf(head).file_size_estimate()
+    except ValueError:  # the reader refuses it (an unknown type): the header alone is the test
+        size = len(head)
+    return head + bytes(max(0, size - len(head)))
+
+
+def test_crafted_gguf_files_get_a_message_naming_the_field(page_at, tmp_path):
+    page = page_at(PAGE)
+    page.locator("#own-model summary").click()
+    before = readouts(page)
+    for name, (kv_changes, tensor_change, says) in CRAFTED.items():
+        path = tmp_path / name
+        path.write_bytes(_crafted(kv_changes, tensor_change))
+        page.set_input_files("#gguf-file", str(path))
+        page.wait_for_function(
+            "(n) => document.querySelector('#own-status').textContent.startsWith(n + ':')", arg=name, timeout=10_000
+        )
+        status = page.locator("#own-status")
+        assert says in status.text_content(), (name, status.text_content())
+        assert "own-error" in status.get_attribute("class")
+        assert page.locator("#f-model").input_value() == "qwen2.5-32b"  # the last good state stays
+        assert readouts(page) == before
+    # a Q1_0 tensor (a type the reader knows) is read, and a good file still works after all that
+    path = tmp_path / "q1-0.gguf"
+    path.write_bytes(_crafted([], lambda ts: ts[:-1] + [(ts[-1][0], ts[-1][1], 41)]))
+    page.set_input_files("#gguf-file", str(path))
+    page.wait_for_function("document.querySelector('#f-model').value === 'gguf'", timeout=30_000)
+    assert "Q1_0" in page.locator("#own-status").text_content()
+    assert float(readouts(page)["decode_tok_s"]) > 0
+
+
+def test_hostile_config_pastes_are_refused_by_name(page_at):
+    page = page_at(PAGE)
+    page.locator("#own-model summary").click()
+    cases = [
+        ("[" * 50_000 + "]" * 50_000, "nested more than 32 levels"),  # a Pyodide fatal error before
+        ('{"num_hidden_layers": ' + "9" * 5000 + "}", "a number of 5,000 characters"),
+        (json.dumps({**CFG, "num_hidden_layers": 10**8}), "num_hidden_layers: must be an integer from 1 to 1,000"),
+        (
+            json.dumps({**CFG, "model_type": "llama", "head_dim": 1, "rope_scaling": {"rope_type": "llama3"}}),
+            "head_dim: must be even",
+        ),
+        ("x" * (custom.CONFIG_MAX_CHARS + 10_000), "too long for a config"),
+    ]
+    for text, says in cases:
+        page.evaluate("(t) => { document.getElementById('cfg-text').value = t; }", text)
+        page.click("#cfg-use")
+        page.wait_for_function(
+            "(s) => document.querySelector('#own-status').textContent.includes(s)", arg=says, timeout=30_000
+        )
+        assert "own-error" in page.locator("#own-status").get_attribute("class")
+        assert page.locator("#f-model").input_value() == "qwen2.5-32b"
+
+
+def test_a_shared_url_with_a_hostile_config_loads_at_once_and_says_why(page_at):
+    cfg = json.dumps({**CFG, "num_hidden_layers": 10**8}, separators=(",", ":"))
+    page = page_at(f"{PAGE}?model=custom&cfg={quote(cfg)}")  # froze the tab for 34 s before
+    text = page.locator("#figure").inner_text() + page.locator("#messages").inner_text()
+    assert "num_hidden_layers: must be an integer from 1 to 1,000" in text

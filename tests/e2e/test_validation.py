@@ -27,7 +27,7 @@ def paste(page, text):
 
 def test_medians_then_paste_markdown_json_and_bad_input(page_at):
     page = page_at(PAGE)
-    s = v.summary()
+    s = v.summary(profile="measured")  # the page's default
     r = readouts(page)
     assert float(r["decode_mape"]) == pytest.approx(s["decode_mape"], rel=1e-12)
     assert float(r["prefill_mape"]) == pytest.approx(s["prefill_mape"], rel=1e-12)
@@ -38,7 +38,7 @@ def test_medians_then_paste_markdown_json_and_bad_input(page_at):
     # markdown (old "pp 512" style): each row beside our estimate for the chosen model and machine
     paste(page, MD)
     page.wait_for_selector("tr[data-paste-row='1']", timeout=30_000)
-    res = v.compare(MD, "llama-2-7b", "Q4_0", "rtx4090")
+    res = v.compare(MD, "llama-2-7b", "Q4_0", "rtx4090", profile="measured")
     rows = page.locator("tr[data-paste-row]")
     assert rows.count() == 2
     for i, want in enumerate(res["rows"]):
@@ -49,7 +49,7 @@ def test_medians_then_paste_markdown_json_and_bad_input(page_at):
     assert readouts(page)["paste_rows"] == "2"
     # another machine changes the estimate
     page.select_option("#f-machine", "rtx3090")
-    res2 = v.compare(MD, "llama-2-7b", "Q4_0", "rtx3090")
+    res2 = v.compare(MD, "llama-2-7b", "Q4_0", "rtx3090", profile="measured")
     page.wait_for_function(
         "(v) => document.querySelector(\"tr[data-paste-row='1']\")?.dataset.estimate === v",
         arg=repr(res2["rows"][1]["estimate_tps"]),
@@ -74,7 +74,7 @@ def test_medians_then_paste_markdown_json_and_bad_input(page_at):
     page.wait_for_function(
         "() => document.querySelector(\"tr[data-paste-row='0']\")?.dataset.test === 'tg128'", timeout=30_000
     )
-    want = v.compare(json.dumps(data), "llama-2-7b", "Q4_0", "rtx3090")["rows"][0]
+    want = v.compare(json.dumps(data), "llama-2-7b", "Q4_0", "rtx3090", profile="measured")["rows"][0]
     tr = page.locator("tr[data-paste-row='0']")
     assert float(tr.get_attribute("data-measured")) == 98.13
     assert float(tr.get_attribute("data-estimate")) == pytest.approx(want["estimate_tps"], rel=1e-12)

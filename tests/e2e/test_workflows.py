@@ -150,6 +150,10 @@ def test_practitioner_opens_a_shared_link_on_a_slow_connection(page, site, conte
     assert stale and all(stale)
     assert page.locator("#figure > .calculator").evaluate("e => getComputedStyle(e).opacity") != "1"
     page.wait_for_timeout(1500)  # the slow line
+    for _ in range(300):  # PyScript asks for the wheel once it has booted (seconds on a loaded machine)
+        if held:
+            break
+        page.wait_for_timeout(100)
     assert page.evaluate("document.documentElement.dataset.ready") == "false"
     assert held, "the page never asked for the wheel"
     for route in held:
