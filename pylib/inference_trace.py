@@ -309,8 +309,6 @@ def _decode_stages(p: pm.Placement, context: int, batch: int) -> list:
     if m.is_moe:
         e, k = m.n_expert, m.num_experts_per_tok
         frac = 1.0 - (1.0 - k / e) ** batch
-    per_attn = 4.0 * m.num_attention_heads * m.d_head
-    kv_layer = pm.kv_bytes_per_token_layer(m, p.kv_type)
     attn_w = [0.0] * m.n_layers
     ffn_w = [0.0] * m.n_layers
     attn_p = [0.0] * m.n_layers
@@ -337,7 +335,7 @@ def _decode_stages(p: pm.Placement, context: int, batch: int) -> list:
     stages = []
     for dev, a, b in _runs(p):
         rng = range(a, b + 1)
-        kvb = sum(kv_layer * pm.kv_layer_tokens(m, il, context) for il in rng) * batch
+        kvb = sum(pm.decode_kv_read_bytes(m, il, context, p.kv_type) for il in rng) * batch
         stages.append(
             {
                 "stage": "attention",
@@ -346,7 +344,7 @@ def _decode_stages(p: pm.Placement, context: int, batch: int) -> list:
                 "weight_bytes": sum(attn_w[il] for il in rng),
                 "kv_bytes": kvb,
                 "flops": 2.0 * sum(attn_p[il] for il in rng) * batch
-                + per_attn * sum(pm.kv_layer_tokens(m, il, context) for il in rng) * batch,
+                + sum(pm.decode_attention_flops(m, il, context) for il in rng) * batch,
             }
         )
         dense_dev, exp_dev = dev, dev

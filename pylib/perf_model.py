@@ -6,6 +6,7 @@ so it runs the same in CPython and in Pyodide.  Read it top to bottom:
 
   1. Units and the module's constants
   2. Models (Hugging Face config.json field names) and their GGUF tensors
+     2b. the 2025 architectures: sliding and chunked layers, MLA, hybrids, MoE layouts
   3. Sizes: quantize_plan, weight_bytes, effective_bpw, file_bytes
   4. KV cache
   5. Devices and machines (one GPU, several, and how they connect)
@@ -175,6 +176,8 @@ MAX_BATCH = 1 << 20  # sequences decoded together (decode_step_time, roofline): 
 MAX_TEXT_CHARS = 256  # name, key, source
 MAX_TAG_CHARS = 64  # model_type, tokenizer
 MAX_GGUF_TENSORS = 1 << 16  # tensors of a GGUF file (65,536); real files have 300-2,000
+MAX_LORA_RANK = 1 << 16  # kv_lora_rank, q_lora_rank (MLA's compressions); DeepSeek V3: 512 and 1,536
+MAX_CONV_KERNEL = 64  # linear_conv_kernel_dim (the short convolution of linear attention); Qwen3-Next: 4
 # Architectures whose attention has no head_dim of its own: q/k/v are hidden_size wide, split into heads
 # (transformers' Phi3Attention and Qwen2Attention derive head_dim = hidden_size // num_attention_heads).
 HEAD_DIM_FROM_HIDDEN = ("phi3", "qwen2")
@@ -194,8 +197,22 @@ _INT_FIELDS = (
     ("moe_intermediate_size", 0, MAX_INTERMEDIATE),
     ("shared_expert_intermediate_size", 0, MAX_INTERMEDIATE),
     ("sliding_window", 0, "max_position_embeddings"),
+    # the 2025 architectures (section 2b): 0 where a model does not use the feature
+    ("first_k_dense_replace", 0, "num_hidden_layers"),
+    ("interleave_moe_layer_step", 0, "num_hidden_layers"),
+    ("kv_lora_rank", 0, MAX_LORA_RANK),
+    ("q_lora_rank", 0, MAX_LORA_RANK),
+    ("qk_rope_head_dim", 0, MAX_HEAD_DIM),
+    ("qk_nope_head_dim", 0, MAX_HEAD_DIM),
+    ("v_head_dim", 0, MAX_HEAD_DIM),
+    ("full_attention_interval", 0, "num_hidden_layers"),
+    ("linear_conv_kernel_dim", 0, MAX_CONV_KERNEL),
+    ("linear_key_head_dim", 0, MAX_HEAD_DIM),
+    ("linear_value_head_dim", 0, MAX_HEAD_DIM),
+    ("linear_num_key_heads", 0, MAX_HEADS),
+    ("linear_num_value_heads", 0, MAX_HEADS),
 )
-_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qk_norm", "rope_freqs")
+_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "qk_norm", "rope_freqs", "chunked_attention")
 _TEXT_FIELDS = (
     ("name", MAX_TEXT_CHARS),
     ("key", MAX_TEXT_CHARS),
@@ -233,6 +250,21 @@ class Model:
     key: str = ""
     tokenizer: str = "llama3"  # tokenizer family: sizes the GGUF metadata
     gguf_tensors: tuple = ()  # real tensors from a GGUF header (model_from_gguf)
+    # -- the 2025 architectures (section 2b), under their config.json names; 0/False: not used ---------------
+    chunked_attention: bool = False  # Llama 4: the windowed layers attend within chunks of sliding_window tokens
+    first_k_dense_replace: int = 0  # DeepSeek, GLM-4.5: the first k blocks have a dense FFN (intermediate_size)
+    interleave_moe_layer_step: int = 0  # Llama 4: block il is MoE when (il + 1) % step == 0 (0: every block)
+    kv_lora_rank: int = 0  # MLA (DeepSeek V2/V3, Kimi K2): width of the compressed KV latent that is cached
+    q_lora_rank: int = 0  # MLA: the queries' compression (0: a plain q projection, as in V2-Lite)
+    qk_rope_head_dim: int = 0  # MLA: the rotary part of each key, cached beside the latent
+    qk_nope_head_dim: int = 0  # MLA: the non-rotary part of each query/key head
+    v_head_dim: int = 0  # MLA: each head's value width
+    full_attention_interval: int = 0  # hybrids (Qwen3-Next): every n-th block has attention, the rest linear attention
+    linear_conv_kernel_dim: int = 0  # linear attention (gated delta net): the short convolution's width
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
 
     def __post_init__(self):
         _validate_model(self)
@@ -267,9 +299,38 @@ class Model:
         return self.num_attention_heads // max(1, self.num_key_value_heads)
 
     def is_swa_layer(self, il: int) -> bool:
-        if not self.sliding_window or not self.sliding_window_pattern:
+        if not self.sliding_window or not self.sliding_window_pattern or self.is_recurrent_layer(il):
             return False
         return bool(self.sliding_window_pattern[il % len(self.sliding_window_pattern)])
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek V2/V3, Kimi K2): the cache holds a compressed latent."""
+        return self.kv_lora_rank > 0
+
+    def is_recurrent_layer(self, il: int) -> bool:
+        """A linear-attention block of a hybrid (Qwen3-Next: 3 of every 4): a fixed state, no KV cache.
+        llama.cpp: hparams.recurrent_layer_arr[il] = (il + 1) % full_attention_interval != 0."""
+        return self.full_attention_interval > 0 and (il + 1) % self.full_attention_interval != 0
+
+    def is_moe_layer(self, il: int) -> bool:
+        """Whether block il has routed experts: not the first_k_dense_replace dense blocks (DeepSeek, GLM-4.5),
+        and with interleave_moe_layer_step only every step-th block (Llama 4 Maverick: 2)."""
+        if not self.is_moe or il < self.first_k_dense_replace:
+            return False
+        step = self.interleave_moe_layer_step
+        return step <= 1 or (il + 1) % step == 0
+
+    def layer_kind(self, il: int) -> str:
+        """What block il keeps between tokens, as llama.cpp allocates it: "recurrent" (a fixed state per
+        sequence), "mla" (the latent per token), "swa" (a window of tokens; chunked for Llama 4) or "full"."""
+        if self.is_recurrent_layer(il):
+            return "recurrent"
+        if self.is_mla:
+            return "mla"
+        if self.is_swa_layer(il):
+            return "swa"
+        return "full"
 
     def tensors(self) -> list:
         """Every tensor of the model's GGUF file, in llama-quantize's order."""
@@ -365,6 +426,28 @@ def _validate_model(m: Model) -> None:
         "sliding_window",
         "must be > 0 when sliding_window_pattern marks sliding-window layers",
     )
+    # the 2025 architectures: a feature's fields come together (section 2b)
+    if m.kv_lora_rank:
+        for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            _check(
+                getattr(m, name) >= 1,
+                name,
+                f"must be at least 1 in an MLA model (kv_lora_rank {m.kv_lora_rank:,}), got {getattr(m, name)}",
+            )
+    if m.full_attention_interval:
+        for name in (
+            "linear_conv_kernel_dim",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+        ):
+            _check(
+                getattr(m, name) >= 1,
+                name,
+                f"must be at least 1 in a hybrid model (full_attention_interval {m.full_attention_interval}), "
+                f"got {getattr(m, name)}",
+            )
     # a GGUF file's own tensors
     ts = m.gguf_tensors
     if isinstance(ts, list):
@@ -413,25 +496,60 @@ def _active_elements(model: Model, t: Tensor) -> float:
     return t.n_elements
 
 
+# ---------------------------------------------------------------------------
+# 2b. The 2025 architectures
+# ---------------------------------------------------------------------------
+# What differs from the textbook transformer, in the terms llama.cpp loads (src/llama-model.cpp load_hparams
+# and load_tensors); the cache each kind of block keeps is in section 4.
+#   Gemma 3      5 sliding-window blocks (window 512-1,024) per global one: sliding_window_pattern
+#                (llama.cpp set_swa_pattern(6)); q/k norms, post-attention and post-FFN norms; tied embeddings.
+#   Llama 4      chunked attention (chunks of 8,192) on 3 blocks of 4, a global one every 4th
+#                (set_swa_pattern(4), swa_type CHUNKED; chunked_attention); MoE with one shared expert
+#                as wide as a routed one; interleave_moe_layer_step (Scout 1: every block; Maverick 2).
+#   DeepSeek V2/V3, Kimi K2: multi-head latent attention (kv_lora_rank, qk_rope_head_dim, ...): the cache
+#                holds the compressed latent; first_k_dense_replace dense blocks, then routed + shared
+#                experts (V3 adds a routing bias, exp_probs_b).
+#   Qwen3-Next   a gated delta net (linear attention) in 3 blocks of 4 (full_attention_interval 4), gated
+#                attention in the 4th; 512 experts + a gated shared expert.
+#   GLM-4.5      a dense first block, then 128 routed + 1 shared expert; q/k/v biases; its MTP block
+#                (num_nextn_predict_layers) is in the GGUF file but llama.cpp neither loads nor caches it.
+#   gpt-oss      sliding window 128 on every other block, attention sinks, MXFP4 experts (20b: 32, 120b: 128).
 def _tensor_inventory(m: Model) -> list:
-    """The tensors convert_hf_to_gguf.py writes for m (names from llama-arch.cpp)."""
-    h, d = m.hidden_size, m.d_head
-    q_out, kv_out = m.num_attention_heads * d, m.num_key_value_heads * d
+    """The tensors convert_hf_to_gguf.py writes for m (names and shapes from llama-arch.cpp and
+    llama-model.cpp's load_tensors; ggml order, ne[0] first)."""
+    h = m.hidden_size
     ts = [Tensor("token_embd.weight", (h, m.vocab_size), "token_embd", -1)]
     if not m.tie_word_embeddings:
         ts.append(Tensor("output.weight", (h, m.vocab_size), "output", -1))
     ts.append(Tensor("output_norm.weight", (h,), "norm", -1, "F32"))
     if m.rope_freqs:
-        ts.append(Tensor("rope_freqs.weight", (d // 2,), "norm", -1, "F32"))
-    mt = m.model_type
+        ts.append(Tensor("rope_freqs.weight", (m.d_head // 2,), "norm", -1, "F32"))
     for il in range(m.num_hidden_layers):
-        p = f"blk.{il}."
-        L = []
-        L.append(Tensor(p + "attn_norm.weight", (h,), "norm", il, "F32"))
+        ts += _block_tensors(m, il)
+    return ts
+
+
+def _norm(name: str, n: int, il: int) -> Tensor:
+    return Tensor(name, (n,), "norm", il, "F32")
+
+
+def _block_tensors(m: Model, il: int) -> list:
+    """Block il's tensors: its norms, its attention (or linear attention), its FFN (dense or MoE)."""
+    h, d, mt, p = m.hidden_size, m.d_head, m.model_type, f"blk.{il}."
+    q_out, kv_out = m.num_attention_heads * d, m.num_key_value_heads * d
+    L = [_norm(p + "attn_norm.weight", h, il)]
+    # -- attention -------------------------------------------------------------------------------------------
+    if m.is_recurrent_layer(il):
+        L += _linear_attention_tensors(m, il)
+    elif m.is_mla:
+        L += _mla_tensors(m, il)
+    else:
         if mt == "phi3":
             L.append(Tensor(p + "attn_qkv.weight", (h, q_out + 2 * kv_out), "attn_qkv", il))
         else:
-            L.append(Tensor(p + "attn_q.weight", (h, q_out), "attn_q", il))
+            # Qwen3-Next's attention is gated: attn_q holds the queries and their gate (2 x n_head x head_dim)
+            q_rows = 2 * q_out if mt == "qwen3_next" else q_out
+            L.append(Tensor(p + "attn_q.weight", (h, q_rows), "attn_q", il))
             L.append(Tensor(p + "attn_k.weight", (h, kv_out), "attn_k", il))
             L.append(Tensor(p + "attn_v.weight", (h, kv_out), "attn_v", il))
         L.append(Tensor(p + "attn_output.weight", (q_out, h), "attn_output", il))
@@ -444,59 +562,112 @@ def _tensor_inventory(m: Model) -> list:
             if mt == "gpt_oss":
                 L.append(Tensor(p + "attn_output.bias", (h,), "bias", il, "F32"))
         if m.qk_norm:
-            L += [
-                Tensor(p + "attn_q_norm.weight", (d,), "norm", il, "F32"),
-                Tensor(p + "attn_k_norm.weight", (d,), "norm", il, "F32"),
-            ]
-        if mt == "gemma2":
-            L += [
-                Tensor(p + "post_attention_norm.weight", (h,), "norm", il, "F32"),
-                Tensor(p + "post_ffw_norm.weight", (h,), "norm", il, "F32"),
-            ]
-        if mt == "gpt_oss":
-            L.append(Tensor(p + "attn_sinks.weight", (m.num_attention_heads,), "norm", il, "F32"))
-            L.append(Tensor(p + "post_attention_norm.weight", (h,), "norm", il, "F32"))
-        else:
-            L.append(Tensor(p + "ffn_norm.weight", (h,), "norm", il, "F32"))
-        if m.is_moe:
-            e, f = m.n_expert, m.moe_intermediate_size or m.intermediate_size
-            L.append(Tensor(p + "ffn_gate_inp.weight", (h, e), "ffn_gate_inp", il, "F32"))
-            if mt == "gpt_oss":
-                L.append(Tensor(p + "ffn_gate_inp.bias", (e,), "bias", il, "F32"))
-            L += [
-                Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il),
-                Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il),
-                Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il),
-            ]
-            if mt == "gpt_oss":
-                L += [
-                    Tensor(p + "ffn_gate_exps.bias", (f, e), "bias", il, "F32"),
-                    Tensor(p + "ffn_up_exps.bias", (f, e), "bias", il, "F32"),
-                    Tensor(p + "ffn_down_exps.bias", (h, e), "bias", il, "F32"),
-                ]
-            if m.shared_expert_intermediate_size:
-                s = m.shared_expert_intermediate_size
-                L += [
-                    Tensor(p + "ffn_gate_inp_shexp.weight", (h,), "norm", il, "F32"),
-                    Tensor(p + "ffn_gate_shexp.weight", (h, s), "ffn_gate", il),
-                    Tensor(p + "ffn_up_shexp.weight", (h, s), "ffn_up", il),
-                    Tensor(p + "ffn_down_shexp.weight", (s, h), "ffn_down", il),
-                ]
-        elif mt == "phi3":
-            f = m.intermediate_size
-            L += [
-                Tensor(p + "ffn_up.weight", (h, 2 * f), "ffn_up", il),  # gate and up fused
-                Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
-            ]
-        else:
-            f = m.intermediate_size
-            L += [
-                Tensor(p + "ffn_gate.weight", (h, f), "ffn_gate", il),
-                Tensor(p + "ffn_up.weight", (h, f), "ffn_up", il),
-                Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
-            ]
-        ts += L
-    return ts
+            L += [_norm(p + "attn_q_norm.weight", d, il), _norm(p + "attn_k_norm.weight", d, il)]
+    # -- the norms around the FFN ----------------------------------------------------------------------------
+    if mt in ("gemma2", "gemma3"):
+        L += [_norm(p + "post_attention_norm.weight", h, il), _norm(p + "post_ffw_norm.weight", h, il)]
+    if mt == "gpt_oss":
+        L.append(Tensor(p + "attn_sinks.weight", (m.num_attention_heads,), "norm", il, "F32"))
+    if mt in ("gpt_oss", "glm4_moe", "qwen3_next"):
+        L.append(_norm(p + "post_attention_norm.weight", h, il))  # the pre-FFN norm goes by this name here
+    else:
+        L.append(_norm(p + "ffn_norm.weight", h, il))
+    # -- FFN -------------------------------------------------------------------------------------------------
+    if m.is_moe_layer(il):
+        L += _moe_tensors(m, il)
+    elif mt == "phi3":
+        f = m.intermediate_size
+        L += [
+            Tensor(p + "ffn_up.weight", (h, 2 * f), "ffn_up", il),  # gate and up fused
+            Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
+        ]
+    else:
+        f = m.intermediate_size
+        L += [
+            Tensor(p + "ffn_gate.weight", (h, f), "ffn_gate", il),
+            Tensor(p + "ffn_up.weight", (h, f), "ffn_up", il),
+            Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
+        ]
+    return L
+
+
+def _mla_tensors(m: Model, il: int) -> list:
+    """Multi-head latent attention as current convert_hf_to_gguf.py writes it (DeepSeek V2/V3, Kimi K2): the
+    queries (through a low-rank q_a/q_b pair when q_lora_rank > 0), one projection to the latent plus the
+    rotary key (attn_kv_a_mqa: kv_lora_rank + qk_rope_head_dim), and the latent's per-head up-projections
+    split into attn_k_b and attn_v_b, so the cache only holds the latent (llama.cpp's is_mla path)."""
+    h, p, nh = m.hidden_size, f"blk.{il}.", m.num_attention_heads
+    r, rope, nope, vh = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
+    L = [_norm(p + "attn_kv_a_norm.weight", r, il)]
+    if m.q_lora_rank:
+        q = m.q_lora_rank
+        L += [
+            _norm(p + "attn_q_a_norm.weight", q, il),
+            Tensor(p + "attn_q_a.weight", (h, q), "attn_q_a", il),
+            Tensor(p + "attn_q_b.weight", (q, nh * (nope + rope)), "attn_q_b", il),
+        ]
+    else:
+        L.append(Tensor(p + "attn_q.weight", (h, nh * (nope + rope)), "attn_q", il))
+    L += [
+        Tensor(p + "attn_kv_a_mqa.weight", (h, r + rope), "attn_kv_a_mqa", il),
+        Tensor(p + "attn_k_b.weight", (nope, r, nh), "attn_k_b", il),
+        Tensor(p + "attn_v_b.weight", (r, vh, nh), "attn_v_b", il),
+        Tensor(p + "attn_output.weight", (nh * vh, h), "attn_output", il),
+    ]
+    return L
+
+
+def _linear_attention_tensors(m: Model, il: int) -> list:
+    """A gated-delta-net block of Qwen3-Next (llama.cpp LLM_ARCH_QWEN3NEXT): q, k and v in one projection
+    feeding a short causal convolution (ssm_conv1d), the output gate, the per-head decay and beta (ssm_ba,
+    ssm_a, ssm_dt), a norm and the output projection."""
+    h, p = m.hidden_size, f"blk.{il}."
+    key_dim = m.linear_key_head_dim * m.linear_num_key_heads
+    value_dim = m.linear_value_head_dim * m.linear_num_value_heads
+    conv_dim = 2 * key_dim + value_dim
+    nv = m.linear_num_value_heads
+    return [
+        Tensor(p + "attn_qkv.weight", (h, conv_dim), "attn_qkv", il),
+        Tensor(p + "attn_gate.weight", (h, value_dim), "attn_gate", il),
+        Tensor(p + "ssm_conv1d.weight", (m.linear_conv_kernel_dim, conv_dim), "norm", il, "F32"),
+        Tensor(p + "ssm_dt.bias", (nv,), "bias", il, "F32"),
+        Tensor(p + "ssm_a", (nv,), "norm", il, "F32"),
+        Tensor(p + "ssm_ba.weight", (h, 2 * nv), "ssm_ba", il),
+        _norm(p + "ssm_norm.weight", m.linear_value_head_dim, il),
+        Tensor(p + "ssm_out.weight", (value_dim, h), "ssm_out", il),
+    ]
+
+
+def _moe_tensors(m: Model, il: int) -> list:
+    """A block's router, routed experts and shared expert (a dense FFN every token runs)."""
+    h, p, mt = m.hidden_size, f"blk.{il}.", m.model_type
+    e, f = m.n_expert, m.moe_intermediate_size or m.intermediate_size
+    L = [Tensor(p + "ffn_gate_inp.weight", (h, e), "ffn_gate_inp", il, "F32")]
+    if mt == "gpt_oss":
+        L.append(Tensor(p + "ffn_gate_inp.bias", (e,), "bias", il, "F32"))
+    L += [
+        Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il),
+        Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il),
+        Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il),
+    ]
+    if mt == "gpt_oss":
+        L += [
+            Tensor(p + "ffn_gate_exps.bias", (f, e), "bias", il, "F32"),
+            Tensor(p + "ffn_up_exps.bias", (f, e), "bias", il, "F32"),
+            Tensor(p + "ffn_down_exps.bias", (h, e), "bias", il, "F32"),
+        ]
+    if m.shared_expert_intermediate_size:
+        s = m.shared_expert_intermediate_size
+        if mt in ("qwen2_moe", "qwen3_next"):  # Qwen's shared expert has a sigmoid gate of its own
+            L.append(Tensor(p + "ffn_gate_inp_shexp.weight", (h,), "norm", il, "F32"))
+        L += [
+            Tensor(p + "ffn_gate_shexp.weight", (h, s), "ffn_gate", il),
+            Tensor(p + "ffn_up_shexp.weight", (h, s), "ffn_up", il),
+            Tensor(p + "ffn_down_shexp.weight", (s, h), "ffn_down", il),
+        ]
+    if mt in ("glm4_moe", "deepseek_v3"):  # the routing bias (e_score_correction_bias)
+        L.append(Tensor(p + "exp_probs_b.bias", (e,), "bias", il, "F32"))
+    return L
 
 
 def _hf(repo: str) -> str:
@@ -752,6 +923,147 @@ _add(
     tokenizer="o200k",
     source=_hf("openai/gpt-oss-20b"),
 )
+# -- the 2025 architectures (section 2b): every number is the config.json at the source= link; for the
+# multimodal checkpoints (Gemma 3 4B-27B, Llama 4) its text_config, and where a config leaves a field out,
+# its transformers class's default (Gemma3TextConfig: head_dim 256, vocab_size 262,208)
+GEMMA3_PATTERN = (True,) * 5 + (False,)  # 5 sliding-window layers, then a global one (llama.cpp set_swa_pattern(6))
+LLAMA4_PATTERN = (True,) * 3 + (False,)  # 3 chunked-attention layers, then a global one (set_swa_pattern(4))
+for _key, _name, _layers, _hidden, _ff, _heads, _kv, _hd, _repo in (
+    ("gemma-3-4b", "Gemma 3 4B", 34, 2560, 10240, 8, 4, 256, "google/gemma-3-4b-it"),
+    ("gemma-3-12b", "Gemma 3 12B", 48, 3840, 15360, 16, 8, 256, "google/gemma-3-12b-it"),
+    ("gemma-3-27b", "Gemma 3 27B", 62, 5376, 21504, 32, 16, 128, "google/gemma-3-27b-it"),
+):
+    _add(
+        _key,
+        name=_name,
+        model_type="gemma3",
+        num_hidden_layers=_layers,
+        hidden_size=_hidden,
+        intermediate_size=_ff,
+        num_attention_heads=_heads,
+        num_key_value_heads=_kv,
+        head_dim=_hd,
+        vocab_size=262208,
+        tie_word_embeddings=True,
+        max_position_embeddings=131072,
+        sliding_window=1024,
+        sliding_window_pattern=GEMMA3_PATTERN,
+        qk_norm=True,
+        tokenizer="gemma",
+        source=_hf(_repo),
+    )
+_add(
+    "llama-4-scout",
+    name="Llama 4 Scout 17B-16E",
+    model_type="llama4",
+    num_hidden_layers=48,
+    hidden_size=5120,
+    intermediate_size=16384,  # intermediate_size_mlp: the dense FFN (Scout has none: every block is MoE)
+    num_attention_heads=40,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=202048,
+    max_position_embeddings=10485760,
+    num_local_experts=16,
+    num_experts_per_tok=1,
+    moe_intermediate_size=8192,  # config.json intermediate_size: each expert's width
+    shared_expert_intermediate_size=8192,  # one shared expert as wide as a routed one
+    interleave_moe_layer_step=1,
+    sliding_window=8192,  # attention_chunk_size
+    sliding_window_pattern=LLAMA4_PATTERN,
+    chunked_attention=True,
+    rope_freqs=True,
+    source=_hf("meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+)
+_add(
+    "deepseek-v2-lite",
+    name="DeepSeek V2 Lite 16B",
+    model_type="deepseek_v2",
+    num_hidden_layers=27,
+    hidden_size=2048,
+    intermediate_size=10944,  # the dense first block
+    num_attention_heads=16,
+    num_key_value_heads=16,
+    head_dim=192,  # qk_nope_head_dim + qk_rope_head_dim: each query head
+    vocab_size=102400,
+    max_position_embeddings=163840,
+    num_local_experts=64,
+    num_experts_per_tok=6,
+    moe_intermediate_size=1408,
+    shared_expert_intermediate_size=2816,  # n_shared_experts 2 x 1408
+    first_k_dense_replace=1,
+    kv_lora_rank=512,
+    qk_rope_head_dim=64,
+    qk_nope_head_dim=128,
+    v_head_dim=128,
+    source=_hf("deepseek-ai/DeepSeek-V2-Lite-Chat"),
+)
+_add(
+    "qwen3-next-80b-a3b",
+    name="Qwen3-Next 80B-A3B",
+    model_type="qwen3_next",
+    num_hidden_layers=48,
+    hidden_size=2048,
+    intermediate_size=5120,
+    num_attention_heads=16,
+    num_key_value_heads=2,
+    head_dim=256,
+    vocab_size=151936,
+    max_position_embeddings=262144,
+    num_local_experts=512,
+    num_experts_per_tok=10,
+    moe_intermediate_size=512,
+    shared_expert_intermediate_size=512,
+    qk_norm=True,
+    full_attention_interval=4,
+    linear_conv_kernel_dim=4,
+    linear_key_head_dim=128,
+    linear_value_head_dim=128,
+    linear_num_key_heads=16,
+    linear_num_value_heads=32,
+    tokenizer="qwen2",
+    source=_hf("Qwen/Qwen3-Next-80B-A3B-Instruct"),
+)
+_add(
+    "glm-4.5-air",
+    name="GLM-4.5-Air 106B-A12B",
+    model_type="glm4_moe",
+    num_hidden_layers=46,  # the MTP block (num_nextn_predict_layers) is in the GGUF but llama.cpp does not load it
+    hidden_size=4096,
+    intermediate_size=10944,
+    num_attention_heads=96,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=151552,
+    max_position_embeddings=131072,
+    num_local_experts=128,
+    num_experts_per_tok=8,
+    moe_intermediate_size=1408,
+    shared_expert_intermediate_size=1408,  # n_shared_experts 1
+    first_k_dense_replace=1,
+    attention_bias=True,
+    source=_hf("zai-org/GLM-4.5-Air"),
+)
+_add(
+    "gpt-oss-120b",
+    name="gpt-oss 120B",
+    model_type="gpt_oss",
+    num_hidden_layers=36,
+    hidden_size=2880,
+    intermediate_size=2880,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    head_dim=64,
+    vocab_size=201088,
+    max_position_embeddings=131072,
+    num_local_experts=128,
+    num_experts_per_tok=4,
+    sliding_window=128,
+    sliding_window_pattern=SWA_ALTERNATE,
+    attention_bias=True,
+    tokenizer="o200k",
+    source=_hf("openai/gpt-oss-120b"),
+)
 _add(
     "phi-3-mini",
     name="Phi-3 mini 3.8B",
@@ -851,8 +1163,30 @@ def file_bytes(model, quant: str) -> int:
 # Per token and layer: 2 (K and V) * n_kv_heads * head_dim elements.  A
 # sliding-window layer (Gemma 2, gpt-oss) only keeps its window of tokens
 # (llama_kv_cache_iswa), so its share stops growing past `sliding_window`.
+#
+# Four kinds of block (Model.layer_kind), each cached its own way:
+#   full       every token of n_ctx: 2 x n_kv_heads x head_dim elements per token
+#   swa        a sliding window (Gemma 2/3, gpt-oss) or a chunk (Llama 4): the same
+#              elements per token, for fewer cells (kv_cells below)
+#   mla        DeepSeek V2/V3, Kimi K2: current llama.cpp caches the compressed
+#              latent, kv_lora_rank + qk_rope_head_dim elements per token, as K
+#              only (V is a view of the latent: "V (f16): 0.00 MiB" in its log)
+#   recurrent  Qwen3-Next's linear-attention blocks: no per-token cache, a fixed
+#              state per sequence (llama-memory-recurrent.cpp), f32:
+#                r = (conv_kernel - 1) x (2 x key_dim + value_dim)   the convolution's last inputs
+#                s = key_head_dim x value_head_dim x value_heads       the delta rule's matrix
+#
+# Cells: llama-context.cpp pads n_ctx to 256 (GGML_PAD(n_ctx, 256)); with -np n
+# sequences and no --kv-unified each sequence gets its own stream of
+# n_ctx_seq = PAD(n_ctx / n, 256) cells.  A windowed layer's cache
+# (llama-kv-cache-iswa.cpp) has PAD(min(n_ctx_seq, n_swa x (n if unified else 1)
+# + n_ubatch), 256) cells per stream: the window plus one micro-batch, never more
+# than the full cache.
 
 KV_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+KV_PAD = 256  # llama.cpp pads n_ctx and every cache to a multiple of 256 cells (llama-context.cpp, -kv-cache-iswa.cpp)
+MAX_SEQ = 1 << 16  # -np: parallel sequences (llama.cpp's LLAMA_MAX_SEQ is 256; far above it is still bounded)
+RS_BYTES_PER_ELEMENT = 4  # the recurrent state's type_r and type_s: f32 (llama-memory-recurrent.cpp)
 
 
 def _kv_type(kv_type: str) -> GGMLType:
@@ -865,42 +1199,74 @@ def _kv_type(kv_type: str) -> GGMLType:
 
 
 def kv_elements_per_token_layer(model) -> int:
-    """K and V elements one token adds to one layer: 2 (K and V) x n_kv_heads x head_dim.
+    """K and V elements one token adds to one attention layer: 2 (K and V) x n_kv_heads x head_dim; for MLA
+    the latent, kv_lora_rank + qk_rope_head_dim (K only).
 
     The one KV formula: llama.cpp's cache, vLLM's pages and SGLang's cells all multiply it by their
     element size (serving_plan uses it too)."""
     model = get_model(model)
+    if model.is_mla:
+        return model.kv_lora_rank + model.qk_rope_head_dim
     return 2 * model.num_key_value_heads * model.d_head
 
 
 def kv_bytes_per_token_layer(model, kv_type: str = "f16") -> float:
-    """Bytes one token adds to one layer's cache in llama.cpp's -ctk/-ctv type."""
+    """Bytes one token adds to one attention layer's cache in llama.cpp's -ctk/-ctv type."""
     g = _kv_type(kv_type)
     return kv_elements_per_token_layer(model) * g.type_size / g.block_size
 
 
+def kv_layers(model) -> list:
+    """The blocks that keep a per-token cache (all but a hybrid's recurrent ones)."""
+    model = get_model(model)
+    return [il for il in range(model.num_hidden_layers) if not model.is_recurrent_layer(il)]
+
+
 def kv_bytes_per_token(model, kv_type: str = "f16") -> float:
-    """KV bytes one more token of context adds, summed over all layers.
+    """KV bytes one more token of context adds, summed over the layers that cache tokens.
 
     Sliding-window layers are counted too: below the window they grow like the
     others (use kv_cache_bytes for a given context, which caps them)."""
     model = get_model(model)
-    return model.num_hidden_layers * kv_bytes_per_token_layer(model, kv_type)
+    return len(kv_layers(model)) * kv_bytes_per_token_layer(model, kv_type)
+
+
+def recurrent_state_elements(model) -> tuple:
+    """(r, s): f32 elements of one sequence's state in one linear-attention block (see the section comment;
+    llama.cpp hparams.n_embd_r() and n_embd_s() for Qwen3-Next), (0, 0) for a model without such blocks."""
+    model = get_model(model)
+    if not model.full_attention_interval:
+        return 0, 0
+    key_dim = model.linear_key_head_dim * model.linear_num_key_heads
+    value_dim = model.linear_value_head_dim * model.linear_num_value_heads
+    r = (model.linear_conv_kernel_dim - 1) * (2 * key_dim + value_dim)
+    s = model.linear_key_head_dim * model.linear_value_head_dim * model.linear_num_value_heads
+    return r, s
+
+
+def recurrent_state_bytes(model) -> int:
+    """Bytes of one sequence's state in one recurrent block (r + s, f32); 0 without recurrent blocks."""
+    r, s = recurrent_state_elements(model)
+    return RS_BYTES_PER_ELEMENT * (r + s)
 
 
 def kv_layer_tokens(model, il: int, n_ctx: int) -> int:
-    """Tokens layer il holds at context n_ctx: all of them, or its window."""
+    """Tokens layer il holds at context n_ctx: all of them, or its window (0 for a recurrent block)."""
     if type(model) is not Model or not is_int(il) or not is_int(n_ctx):  # the hot path skips the full checks
         model = get_model(model)
         check_int(il, "il", 0, model.num_hidden_layers - 1)
         check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
+    if model.is_recurrent_layer(il):
+        return 0
     if model.is_swa_layer(il):
         return min(n_ctx, model.sliding_window)
     return n_ctx
 
 
 def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> float:
-    """Bytes of KV cache for n_ctx tokens (over `layers`, default all)."""
+    """Bytes of KV cache for n_ctx tokens of one sequence (over `layers`, default all): the textbook count,
+    tokens x bytes per token, plus one sequence's state in a hybrid's recurrent blocks.  What llama.cpp
+    allocates (its padding, windows of n_ubatch more, -np streams) is kv_allocation."""
     model = get_model(model)
     check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
     per = kv_bytes_per_token_layer(model, kv_type)
@@ -916,7 +1282,89 @@ def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> floa
         _check(len(rng) <= MAX_LAYERS, "layers", f"at most {MAX_LAYERS:,} layer indices, got {len(rng):,}")
         for il in rng:
             check_int(il, "layers", 0, model.num_hidden_layers - 1)
-    return sum(per * kv_layer_tokens(model, il, n_ctx) for il in rng)
+    state = recurrent_state_bytes(model)
+    return sum(state if model.is_recurrent_layer(il) else per * kv_layer_tokens(model, il, n_ctx) for il in rng)
+
+
+def _pad(n: int, to: int = KV_PAD) -> int:
+    return -(-n // to) * to
+
+
+def kv_cells(model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False) -> int:
+    """Cells llama.cpp allocates for block il, over all sequences (streams), at -c n_ctx -np n_seq -ub n_ubatch
+    (see the section comment): 0 for a recurrent block."""
+    if type(model) is not Model:
+        model = get_model(model)
+    _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+    kind = model.layer_kind(il)
+    if kind == "recurrent":
+        return 0
+    ctx = _pad(n_ctx)  # llama_context: cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256)
+    if kv_unified:
+        streams, kv_size = 1, ctx
+    else:  # one stream per sequence, n_ctx_seq = PAD(n_ctx / n_seq, 256) cells each
+        streams, kv_size = n_seq, _pad(ctx // n_seq)
+    if kind == "swa":
+        # llama_kv_cache_iswa: size_swa = GGML_PAD(min(size_base, n_swa*(unified ? n_seq_max : 1) + n_ubatch), 256)
+        kv_size = _pad(min(kv_size, model.sliding_window * (n_seq if kv_unified else 1) + n_ubatch))
+    return streams * kv_size
+
+
+def _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified) -> None:
+    if not (is_int(il) and 0 <= il < model.num_hidden_layers):
+        check_int(il, "il", 0, model.num_hidden_layers - 1)
+    if not (is_int(n_ctx) and 1 <= n_ctx <= MAX_CONTEXT):
+        check_int(n_ctx, "n_ctx", 1, MAX_CONTEXT)
+    if not (is_int(n_seq) and 1 <= n_seq <= MAX_SEQ):
+        check_int(n_seq, "n_seq", 1, MAX_SEQ)
+    if not (is_int(n_ubatch) and 1 <= n_ubatch <= MAX_CONTEXT):
+        check_int(n_ubatch, "n_ubatch", 1, MAX_CONTEXT)
+    check_bool(kv_unified, "kv_unified")
+
+
+def kv_layer_bytes(
+    model, il: int, n_ctx: int, kv_type: str = "f16", n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False
+) -> float:
+    """Bytes llama.cpp allocates for block il's memory: its cells x bytes per cell, or for a recurrent block
+    n_seq states (llama_memory_recurrent keeps one per sequence, whatever the context)."""
+    if type(model) is not Model:
+        model = get_model(model)
+    _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+    if model.is_recurrent_layer(il):
+        return float(n_seq * recurrent_state_bytes(model))
+    cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+    return cells * kv_bytes_per_token_layer(model, kv_type)
+
+
+KV_KIND_LABELS = {"full": "global", "swa": "sliding", "mla": "MLA latent", "recurrent": "recurrent"}
+
+
+def kv_allocation(
+    model, n_ctx: int, kv_type: str = "f16", n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False
+) -> list:
+    """llama.cpp's memory for the model at these settings, one row per kind of block (what its load log
+    prints as one llama_kv_cache or llama_memory_recurrent line each):
+
+        {"kind", "layers" (count), "cells" (per block, all streams), "bytes_per_cell", "bytes"}
+
+    bytes_per_cell is per block; a recurrent row has cells = n_seq (one state each) and bytes_per_cell the
+    state's bytes."""
+    model = get_model(model)
+    _kv_type(kv_type)
+    rows: dict = {}
+    per_tok = kv_bytes_per_token_layer(model, kv_type)
+    for il in range(model.num_hidden_layers):
+        kind = model.layer_kind(il)
+        if kind == "recurrent":
+            _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+            cells, per = n_seq, float(recurrent_state_bytes(model))
+        else:
+            cells, per = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified), per_tok
+        r = rows.setdefault(kind, {"kind": kind, "layers": 0, "cells": cells, "bytes_per_cell": per, "bytes": 0.0})
+        r["layers"] += 1
+        r["bytes"] += cells * per
+    order = ("full", "mla", "swa", "recurrent")
+    return [rows[k] for k in order if k in rows]
 
 
 # ---------------------------------------------------------------------------
@@ -1318,6 +1766,8 @@ class Placement:
     failing_device: str = ""
     fit_next_gpu_total: float | None = None  # --fit: GPU bytes at one more layer (the one that did not fit)
     profile: str = "course"  # how capacities were counted, and the timing profile used by default
+    n_seq: int = 1  # -np: sequences the KV cache is allocated for (one stream each unless kv_unified)
+    kv_unified: bool = False  # --kv-unified: one stream shared by all sequences
     # Several GPUs (section 6b; a machine with one GPU leaves these at their defaults, see per_gpu):
     split_mode: str = "layer"  # llama.cpp --split-mode: none, layer or row
     main_gpu: int = 0  # --main-gpu: the one GPU used with split_mode none
@@ -1361,6 +1811,8 @@ class Placement:
         check_int(self.n_gpu_layers, "n_gpu_layers", 0, n + 1)
         check_int(self.n_cpu_moe, "n_cpu_moe", 0, n)
         check_int(self.n_ubatch, "n_ubatch", 1, MAX_CONTEXT)
+        check_int(self.n_seq, "n_seq", 1, MAX_SEQ)
+        check_bool(self.kv_unified, "kv_unified")
         if self.machine.multi_gpu:  # section 6b's fields, which the timing functions read
             ng = len(self.machine.gpus)
             _check(self.split_mode in SPLIT_MODES, "split_mode", f"must be one of {', '.join(SPLIT_MODES)}")
@@ -1553,6 +2005,8 @@ def place(
     tensor_split=None,
     split_mode: str = "layer",
     main_gpu: int = 0,
+    n_seq: int = 1,
+    kv_unified: bool = False,
 ) -> Placement:
     """Place a model on a machine the way llama.cpp would (see the section comment).
 
@@ -1561,7 +2015,10 @@ def place(
     it when not told otherwise.
 
     Several GPUs (section 6b): tensor_split (-ts: one weight per GPU, None = by free memory), split_mode
-    (-sm: "none", "layer" or "row") and main_gpu (-mg). With one GPU they change nothing."""
+    (-sm: "none", "layer" or "row") and main_gpu (-mg). With one GPU they change nothing.
+
+    n_seq (-np) and kv_unified (--kv-unified) size the KV cache as llama.cpp does (kv_layer_bytes: padded
+    cells, windows, one recurrent state per sequence); each block's cache lives on its block's device."""
     model, machine = get_model(model), get_machine(machine)
     profile = _check_profile(profile)
     if quant is not None or not model.gguf_tensors:
@@ -1589,7 +2046,9 @@ def place(
         f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ubatch)}",
     )
     check_number(fit_target_mib, "fit_target_mib", 0.0, MAX_DEVICE_GB * 1e3)
-    n_ctx, n_cpu_moe, n_ubatch = int(n_ctx), int(n_cpu_moe), int(n_ubatch)
+    check_int(n_seq, "n_seq", 1, MAX_SEQ)
+    check_bool(kv_unified, "kv_unified")
+    n_ctx, n_cpu_moe, n_ubatch, n_seq = int(n_ctx), int(n_cpu_moe), int(n_ubatch), int(n_seq)
     # as llama.cpp: -ngl past the model's n_layer + 1 (the habitual -ngl 99) means every layer and the head
     n_gpu_layers = None if n_gpu_layers is None else min(int(n_gpu_layers), n + 1)
     if n_cpu_moe and not model.is_moe:
@@ -1610,11 +2069,13 @@ def place(
             tensor_split,
             split_mode,
             main_gpu,
+            n_seq,
+            kv_unified,
         )
 
     dense, experts, other = _layer_bytes(model, quant)
-    per_tok = kv_bytes_per_token_layer(model, kv_type)
-    kv_layer = [per_tok * kv_layer_tokens(model, il, n_ctx) for il in range(n)]
+    # each block's cache (or recurrent state) as llama.cpp allocates it, on the block's device
+    kv_layer = [kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) for il in range(n)]
     out_bytes = sum(v for k, v in other.items() if k != "token_embd")
     embd = other.get("token_embd", 0)
     tied = "output" not in other
@@ -1675,6 +2136,8 @@ def place(
             margin,
             n_ubatch,
             profile=profile,
+            n_seq=n_seq,
+            kv_unified=kv_unified,
         )
         return _check_fit(p)
 
@@ -1906,7 +2369,21 @@ def _multi_compute_bytes(model: Model, n_ubatch: int, n_ctx: int, blocks: bool, 
 
 
 def _place_multi(
-    model, machine, quant, n_ctx, kv_type, n_gpu_layers, n_cpu_moe, n_ubatch, fit_target_mib, profile, ts, sm, mg
+    model,
+    machine,
+    quant,
+    n_ctx,
+    kv_type,
+    n_gpu_layers,
+    n_cpu_moe,
+    n_ubatch,
+    fit_target_mib,
+    profile,
+    ts,
+    sm,
+    mg,
+    n_seq=1,
+    kv_unified=False,
 ) -> Placement:
     """place() on a machine with several GPUs (see the section comment)."""
     n = model.num_hidden_layers
@@ -1918,8 +2395,8 @@ def _place_multi(
     margin = fit_target_mib * MiB
     dense, experts, other = _layer_bytes(model, quant)
     matrix = _layer_matrix_bytes(model, quant)
-    per_tok = kv_bytes_per_token_layer(model, kv_type)
-    kv_layer = [per_tok * kv_layer_tokens(model, il, n_ctx) for il in range(n)]
+    # each block's cache as llama.cpp allocates it (section 4), on its block's device
+    kv_layer = [kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) for il in range(n)]
     embd = other.get("token_embd", 0)
     tied = "output" not in other
     out_matrix = other.get("output", embd)  # the output projection: a GPU copy of token_embd when tied
@@ -2022,6 +2499,8 @@ def _place_multi(
             output_gpu=og,
             row_split=row,
             row_fractions=row_fr,
+            n_seq=n_seq,
+            kv_unified=kv_unified,
         )
         return _check_fit_multi(p)
 
@@ -2178,14 +2657,62 @@ def _moe_fraction(m: Model, tokens: int) -> tuple:
     return 1.0 - (1.0 - k / e) ** tokens, k / e
 
 
+# What each kind of block reads and computes per sequence in one decode step (Model.layer_kind):
+#   full / swa  its cached tokens (all of them, or its window), K and V: 4 x n_head x head_dim FLOPs per
+#               cached token (QK^T and AV, 2 each)
+#   mla         the latent of every cached token; with the up-projections absorbed (llama.cpp's MLA path)
+#               each head scores over kv_lora_rank + qk_rope_head_dim and sums over kv_lora_rank:
+#               2 x n_head x (2 x kv_lora_rank + qk_rope_head_dim) FLOPs per cached token
+#   recurrent   its state, read and written back once per token (2 x the state's bytes), whatever the
+#               context; the delta rule touches each element of s a few times (decay, k^T S, the rank-1
+#               update, q^T S: about 7 FLOPs each) and the convolution 2 x kernel x conv_dim
+def decode_kv_read_bytes(model, il: int, context: int, kv_type: str = "f16") -> float:
+    """Bytes block il reads from its cache (or moves of its recurrent state) per sequence in one decode step
+    at `context` tokens."""
+    model = _check_layer_context(model, il, context)
+    if model.is_recurrent_layer(il):
+        return 2.0 * recurrent_state_bytes(model)
+    return kv_bytes_per_token_layer(model, kv_type) * kv_layer_tokens(model, il, context)
+
+
+def _check_layer_context(model, il, context) -> Model:
+    if type(model) is not Model:
+        model = get_model(model)
+    if not (is_int(il) and 0 <= il < model.num_hidden_layers):
+        check_int(il, "il", 0, model.num_hidden_layers - 1)
+    if not (is_int(context) and 0 <= context <= MAX_CONTEXT):
+        check_int(context, "context", 0, MAX_CONTEXT)
+    return model
+
+
+def _attention_flops_per_token_pair(m: Model) -> float:
+    if m.is_mla:
+        return 2.0 * m.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+    return 4.0 * m.num_attention_heads * m.d_head
+
+
+def _recurrent_flops_per_token(m: Model) -> float:
+    r, s = recurrent_state_elements(m)
+    k = m.linear_conv_kernel_dim
+    conv_dim = r // (k - 1) if k > 1 else 0
+    return 7.0 * s + 2.0 * k * conv_dim
+
+
+def decode_attention_flops(model, il: int, context: int) -> float:
+    """Attention FLOPs of block il per sequence in one decode step at `context` tokens (the matmuls with
+    weights are counted apart, from the tensors)."""
+    model = _check_layer_context(model, il, context)
+    if model.is_recurrent_layer(il):
+        return _recurrent_flops_per_token(model)
+    return _attention_flops_per_token_pair(model) * kv_layer_tokens(model, il, context)
+
+
 def _decode_work(p: Placement, context: int, batch: int) -> dict:
     """{"gpu": Work, "cpu": Work} for one decode pass of `batch` sequences at `context` tokens of KV."""
     m = p.model
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, batch)
-    per_tok = kv_bytes_per_token_layer(m, p.kv_type)
-    attn_per = 4.0 * m.num_attention_heads * m.d_head  # QK^T and AV FLOPs per query-key pair
     acc = {
         s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0}
         for s in ("gpu", "cpu")
@@ -2198,9 +2725,8 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         ae["w"] += experts[il] * touched
         if experts[il]:
             ae["x"] += touched * m.n_expert
-        ctx = kv_layer_tokens(m, il, context)
-        a["kv"] += per_tok * ctx * batch
-        a["af"] += attn_per * ctx * batch
+        a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * batch  # each block reads its own kind
+        a["af"] += decode_attention_flops(m, il, context) * batch
         a["layers"] += 1
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * batch
@@ -2414,7 +2940,8 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, _head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, u)
-    attn_per = 4.0 * m.num_attention_heads * m.d_head
+    attn_per = _attention_flops_per_token_pair(m)
+    rec_per = _recurrent_flops_per_token(m)
     acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
     pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
@@ -2425,10 +2952,13 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
         ae["w"] += experts[il] * touched
         if experts[il]:
             ae["x"] += touched * m.n_expert
-        win = m.sliding_window if m.is_swa_layer(il) else 0
-        if win not in pairs:
-            pairs[win] = _causal_pairs_window(win, start, start + u)
-        a["af"] += attn_per * pairs[win]
+        if m.is_recurrent_layer(il):
+            a["af"] += rec_per * u  # linear attention: a fixed cost per token, no pairs
+        else:
+            win = m.sliding_window if m.is_swa_layer(il) else 0
+            if win not in pairs:
+                pairs[win] = _causal_pairs_window(win, start, start + u)
+            a["af"] += attn_per * pairs[win]
         a["layers"] += 1
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * u
@@ -2721,8 +3251,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     blocks, _ = _layer_parts(m, p.quant)
     _blocks, head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, tokens)
-    per_tok = kv_bytes_per_token_layer(m, p.kv_type)
-    attn_per = 4.0 * m.num_attention_heads * m.d_head
+    attn_per = _attention_flops_per_token_pair(m)
+    rec_per = _recurrent_flops_per_token(m)
     sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
 
     def acc():
@@ -2763,10 +3293,11 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             ae["x"] += touched * m.n_expert
             for typ, n in b["exp"].items():
                 add(ae, typ, n, touched, 2.0 * n * routed * tokens)
-        if context is not None:  # decode: every sequence reads its KV, one query against `context` keys
-            ctx = kv_layer_tokens(m, il, context)
-            a["kv"] += per_tok * ctx * tokens
-            a["af"] += attn_per * ctx * tokens
+        if context is not None:  # decode: every sequence reads its KV (each kind of block its own, section 7)
+            a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * tokens
+            a["af"] += decode_attention_flops(m, il, context) * tokens
+        elif m.is_recurrent_layer(il):
+            a["af"] += rec_per * tokens  # linear attention: a fixed cost per token, no pairs
         else:
             win = m.sliding_window if m.is_swa_layer(il) else 0
             if win not in pairs:
@@ -3050,8 +3581,9 @@ def ridge_batch(device: Device, quant="Q4_K_M", model=None) -> float:
 def model_from_hf_config(config: dict, name=None) -> Model:
     """A Model from a Hugging Face config.json (as a dict).
 
-    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
-    phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
+    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, phi3, gpt_oss, and the 2025
+    architectures gemma3, llama4, deepseek_v2, deepseek_v3, kimi_k2, qwen3_next and glm4_moe (multimodal
+    configs through their text_config).  A missing or invalid field raises ValueError naming it."""
     return _engine_io.model_from_hf_config(config, name, Model)
 
 

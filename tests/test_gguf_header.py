@@ -443,6 +443,7 @@ def test_hparams(files):
         "rope_theta": 1000000.0,
         "rms_norm_eps": pytest.approx(1e-6),
         "head_dim": 32,  # 256 / 8
+        "rope_dimension_count": 32,  # llama.rope.dimension_count (read since issue 16: MLA's rotary part)
         "vocab_size": 32,
         "tie_word_embeddings": False,
     }

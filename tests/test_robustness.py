@@ -123,6 +123,32 @@ def model_kwargs(draw):
         rope_freqs=draw(st.booleans()),
         tokenizer=draw(st.sampled_from(["llama3", "spm", "o200k", "unknown"])),
     )
+    # the 2025 architectures' features (issue 16): MLA, a hybrid's recurrent blocks, dense-first or interleaved MoE
+    feature = draw(st.sampled_from(["", "", "mla", "hybrid", "moe_layout"]))
+    if feature == "mla":
+        kw.update(
+            kv_lora_rank=draw(st.sampled_from([1, 512, pm.MAX_LORA_RANK])),
+            q_lora_rank=draw(st.sampled_from([0, 1536])),
+            qk_rope_head_dim=draw(st.sampled_from([1, 64, pm.MAX_HEAD_DIM])),
+            qk_nope_head_dim=draw(st.sampled_from([1, 128])),
+            v_head_dim=draw(st.sampled_from([1, 128, pm.MAX_HEAD_DIM])),
+        )
+    elif feature == "hybrid":
+        kw.update(
+            model_type="qwen3_next",
+            full_attention_interval=draw(st.integers(1, layers)),
+            linear_conv_kernel_dim=draw(st.sampled_from([1, 4, pm.MAX_CONV_KERNEL])),
+            linear_key_head_dim=draw(st.sampled_from([1, 128, pm.MAX_HEAD_DIM])),
+            linear_value_head_dim=draw(st.sampled_from([1, 128])),
+            linear_num_key_heads=draw(st.sampled_from([1, 16, pm.MAX_HEADS])),
+            linear_num_value_heads=draw(st.sampled_from([1, 32])),
+        )
+    elif feature == "moe_layout":
+        kw.update(
+            first_k_dense_replace=draw(st.integers(0, layers)),
+            interleave_moe_layer_step=draw(st.integers(0, layers)),
+            chunked_attention=draw(st.booleans()),
+        )
     for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
         kw[draw(st.sampled_from(FIELDS))] = draw(st.sampled_from(HOSTILE_FIELD_VALUES))
     return kw

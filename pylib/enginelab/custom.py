@@ -198,7 +198,7 @@ def custom_machine(
 # What the calculator's state points at: model=custom (config in the URL), model=gguf (this session's
 # dropped file), machine=custom (numbers in the URL). Nothing is added to perf_model's catalogs.
 # ---------------------------------------------------------------------------------------------------------
-RESERVED_KEYS = ("custom", "gguf")
+RESERVED_KEYS = ("custom", "gguf", "remote")  # remote: a model read from Hugging Face or a link (enginelab.remote)
 _CONFIG_CACHE: dict = {}
 _DROPPED: dict = {}
 

@@ -38,7 +38,41 @@ SWA_ALTERNATE = (True, False)  # sliding window on even layers, global on odd (G
 # Only types and the shape of the file are checked here; perf_model.Model checks every value against its
 # bounds when it is built (model_from_hf_config), so a config and a GGUF header meet the same rules.
 
-_HF_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "phi3", "gpt_oss")
+_HF_TYPES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "mixtral",
+    "gemma2",
+    "phi3",
+    "gpt_oss",
+    # the 2025 architectures (perf_model section 2b)
+    "gemma3",
+    "gemma3_text",
+    "llama4",
+    "llama4_text",
+    "deepseek_v2",
+    "deepseek_v3",
+    "kimi_k2",
+    "qwen3_next",
+    "glm4_moe",
+)
+# a checkpoint's model_type -> the Model's (text_config names and Kimi K2's DeepSeek V3 architecture)
+_HF_TYPE_ALIASES = {"gemma3_text": "gemma3", "llama4_text": "llama4", "kimi_k2": "deepseek_v3"}
+# transformers' Gemma3TextConfig defaults, for the fields a Gemma 3 config.json leaves out (the 4B-27B
+# checkpoints' text_config omits head_dim, vocab_size and others)
+_GEMMA3_DEFAULTS = {
+    "head_dim": 256,
+    "vocab_size": 262208,
+    "max_position_embeddings": 131072,
+    "sliding_window": 4096,
+    "sliding_window_pattern": 6,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": True,
+}
 MAX_NAME_CHARS = 200  # a model's label (config _name_or_path, GGUF general.name) is cut to this
 _BIG = (1 << 63) - 1  # any larger integer is nonsense for a count; Model's bounds are far tighter
 
@@ -72,19 +106,27 @@ def _label(value, fallback: str) -> str:
 def hf_config_fields(config: dict, name=None) -> dict:
     """perf_model.Model's fields from a Hugging Face config.json (as a dict).
 
-    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2,
-    phi3 and gpt_oss.  A missing or invalid field raises ValueError naming it."""
+    Supports model_type llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, phi3, gpt_oss, and the 2025
+    architectures gemma3, llama4, deepseek_v2, deepseek_v3, kimi_k2, qwen3_next and glm4_moe (multimodal
+    configs through their text_config).  A missing or invalid field raises ValueError naming it."""
     _check(isinstance(config, dict), "config", f"must be a JSON object (dict), got {brief(config)}")
     _check(name is None or isinstance(name, str), "name", f"must be a string or None, got {brief(name)}")
     tc = config.get("text_config")
     # a multimodal config keeps the language model's fields in text_config; top-level keys win
     cfg = {**tc, **{k: v for k, v in config.items() if k != "text_config"}} if isinstance(tc, dict) else config
     mt = cfg.get("model_type")
+    if isinstance(tc, dict) and tc.get("model_type") in _HF_TYPES and mt not in _HF_TYPES:
+        mt = tc["model_type"]  # a wrapper's own type (e.g. a multimodal class) with a known text model inside
     _check(
         isinstance(mt, str) and mt in _HF_TYPES,
         "model_type",
         f"unsupported {brief(mt)}; allowed: {', '.join(_HF_TYPES)}",
     )
+    mt = _HF_TYPE_ALIASES.get(mt, mt)
+    if mt == "gemma3":
+        cfg = {**_GEMMA3_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
+    if mt in _NEW_TYPES:
+        return _hf_fields_2025(cfg, mt, name)
     layers = _cfg_int(cfg, "num_hidden_layers")
     hidden = _cfg_int(cfg, "hidden_size")
     heads = _cfg_int(cfg, "num_attention_heads")
@@ -152,6 +194,121 @@ def hf_config_fields(config: dict, name=None) -> dict:
     )
 
 
+_NEW_TYPES = ("gemma3", "llama4", "deepseek_v2", "deepseek_v3", "qwen3_next", "glm4_moe")
+
+
+def _layer_pattern(cfg: dict, layers: int, default: tuple) -> tuple:
+    """Per-layer True where a layer uses the window: config.json's layer_types when it lists every layer,
+    else an integer sliding_window_pattern n (n - 1 windowed layers, then a global one), else `default`."""
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list) and len(lt) == layers:
+        return tuple(x in ("sliding_attention", "chunked_attention") for x in lt)
+    n = cfg.get("sliding_window_pattern")
+    if is_int(n) and 1 <= n <= layers:
+        return tuple(i % n < n - 1 for i in range(n))
+    return default[:layers]
+
+
+def _hf_fields_2025(cfg: dict, mt: str, name) -> dict:
+    """Model fields for the 2025 architectures (perf_model section 2b), from config.json names."""
+    layers = _cfg_int(cfg, "num_hidden_layers")
+    hidden = _cfg_int(cfg, "hidden_size")
+    heads = _cfg_int(cfg, "num_attention_heads")
+    kv = _cfg_int(cfg, "num_key_value_heads", heads)
+    vocab = _cfg_int(cfg, "vocab_size")
+    maxpos = _cfg_int(cfg, "max_position_embeddings", 4096)
+    f = dict(
+        model_type=mt,
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=vocab,
+        max_position_embeddings=maxpos,
+        tie_word_embeddings=_cfg_bool(cfg, "tie_word_embeddings", False),
+        attention_bias=_cfg_bool(cfg, "attention_bias", False),
+        tokenizer="llama3",
+    )
+    head_dim = cfg.get("head_dim")
+    if head_dim is None:
+        _check(hidden % heads == 0, "head_dim", "missing, and hidden_size is not a multiple of num_attention_heads")
+        head_dim = hidden // heads
+    f["head_dim"] = _cfg_int({"head_dim": head_dim}, "head_dim")
+    rs = cfg.get("rope_scaling")
+    f["rope_freqs"] = isinstance(rs, dict) and (rs.get("rope_type") or rs.get("type")) == "llama3"
+    if mt == "gemma3":
+        # Gemma3TextConfig: 5 sliding-window layers per global one; q/k norms; tied embeddings
+        f.update(intermediate_size=_cfg_int(cfg, "intermediate_size"), qk_norm=True, tokenizer="gemma")
+        f["tie_word_embeddings"] = _cfg_bool(cfg, "tie_word_embeddings", True)
+        f["sliding_window"] = min(_cfg_int(cfg, "sliding_window", 4096), maxpos)
+        f["sliding_window_pattern"] = _layer_pattern(cfg, layers, (True,) * 5 + (False,))
+    elif mt == "llama4":
+        # config.json's intermediate_size is each expert's; intermediate_size_mlp the dense blocks' (Maverick)
+        expert_ff = _cfg_int(cfg, "intermediate_size")
+        f.update(
+            intermediate_size=_cfg_int(cfg, "intermediate_size_mlp", expert_ff),
+            num_local_experts=_cfg_int(cfg, "num_local_experts"),
+            num_experts_per_tok=_cfg_int(cfg, "num_experts_per_tok"),
+            moe_intermediate_size=expert_ff,
+            shared_expert_intermediate_size=expert_ff,  # Llama4TextMoe: one shared expert as wide as the others
+            interleave_moe_layer_step=_cfg_int(cfg, "interleave_moe_layer_step", 1),
+        )
+        chunk = cfg.get("attention_chunk_size")
+        if chunk is not None:  # llama.cpp: n_swa 8192, 3 chunked layers then a global one
+            f["sliding_window"] = min(_cfg_int(cfg, "attention_chunk_size"), maxpos)
+            f["sliding_window_pattern"] = _layer_pattern(cfg, layers, (True,) * 3 + (False,))
+            f["chunked_attention"] = True
+    elif mt in ("deepseek_v2", "deepseek_v3"):
+        n_exp = _cfg_int(cfg, "n_routed_experts")
+        moe_ff = _cfg_int(cfg, "moe_intermediate_size")
+        nope, rope = _cfg_int(cfg, "qk_nope_head_dim"), _cfg_int(cfg, "qk_rope_head_dim")
+        f.update(
+            intermediate_size=_cfg_int(cfg, "intermediate_size"),
+            head_dim=nope + rope,  # each query head; the cache holds the latent instead (kv_lora_rank)
+            num_local_experts=n_exp,
+            num_experts_per_tok=_cfg_int(cfg, "num_experts_per_tok"),
+            moe_intermediate_size=moe_ff,
+            shared_expert_intermediate_size=moe_ff * _cfg_int(cfg, "n_shared_experts", 0, minimum=0),
+            first_k_dense_replace=_cfg_int(cfg, "first_k_dense_replace", 0, minimum=0),
+            kv_lora_rank=_cfg_int(cfg, "kv_lora_rank"),
+            q_lora_rank=_cfg_int(cfg, "q_lora_rank", 0, minimum=0),
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=nope,
+            v_head_dim=_cfg_int(cfg, "v_head_dim"),
+        )
+        f["num_key_value_heads"] = heads  # MLA: every head reads the one latent; the HF value has no use here
+    elif mt == "qwen3_next":
+        f.update(
+            intermediate_size=_cfg_int(cfg, "intermediate_size"),
+            num_local_experts=_cfg_int(cfg, "num_experts"),
+            num_experts_per_tok=_cfg_int(cfg, "num_experts_per_tok"),
+            moe_intermediate_size=_cfg_int(cfg, "moe_intermediate_size"),
+            shared_expert_intermediate_size=_cfg_int(cfg, "shared_expert_intermediate_size", 0, minimum=0),
+            qk_norm=True,
+            full_attention_interval=_cfg_int(cfg, "full_attention_interval", 4),
+            linear_conv_kernel_dim=_cfg_int(cfg, "linear_conv_kernel_dim"),
+            linear_key_head_dim=_cfg_int(cfg, "linear_key_head_dim"),
+            linear_value_head_dim=_cfg_int(cfg, "linear_value_head_dim"),
+            linear_num_key_heads=_cfg_int(cfg, "linear_num_key_heads"),
+            linear_num_value_heads=_cfg_int(cfg, "linear_num_value_heads"),
+            tokenizer="qwen2",
+        )
+    elif mt == "glm4_moe":
+        moe_ff = _cfg_int(cfg, "moe_intermediate_size")
+        f.update(
+            intermediate_size=_cfg_int(cfg, "intermediate_size"),
+            num_local_experts=_cfg_int(cfg, "n_routed_experts"),
+            num_experts_per_tok=_cfg_int(cfg, "num_experts_per_tok"),
+            moe_intermediate_size=moe_ff,
+            shared_expert_intermediate_size=moe_ff * _cfg_int(cfg, "n_shared_experts", 0, minimum=0),
+            first_k_dense_replace=_cfg_int(cfg, "first_k_dense_replace", 0, minimum=0),
+            qk_norm=_cfg_bool(cfg, "use_qk_norm", False),
+            attention_bias=_cfg_bool(cfg, "attention_bias", True),
+        )
+    label = _label(name if name is not None else cfg.get("_name_or_path"), f"{mt} {layers}L/{hidden}")
+    return dict(f, name=label, source="config.json", key=label)
+
+
 def model_from_hf_config(config: dict, name, make):
     """make(**hf_config_fields(config, name)), with the Model's errors naming config.json's own keys."""
     fields = hf_config_fields(config, name)
@@ -198,13 +355,44 @@ GGUF_KEYS = {
     "moe_intermediate_size": "expert_feed_forward_length",
     "sliding_window": "attention.sliding_window",
     "vocab_size": "vocab_size",
+    "kv_lora_rank": "attention.kv_lora_rank",
+    "q_lora_rank": "attention.q_lora_rank",
+    "qk_rope_head_dim": "rope.dimension_count",
+    "qk_nope_head_dim": "attention.key_length_mla",
+    "v_head_dim": "attention.value_length_mla",
+    "first_k_dense_replace": "leading_dense_block_count",
+    "shared_expert_intermediate_size": "expert_shared_feed_forward_length",
+    "interleave_moe_layer_step": "interleave_moe_layer_step",
+    "full_attention_interval": "full_attention_interval",
+    "linear_conv_kernel_dim": "ssm.conv_kernel",
+    "linear_key_head_dim": "ssm.state_size",
+    "linear_num_key_heads": "ssm.group_count",
+    "linear_num_value_heads": "ssm.time_step_rank",
+    "linear_value_head_dim": "ssm.inner_size",
+    "num_nextn_predict_layers": "nextn_predict_layers",
+    "sliding_window_pattern": "attention.sliding_window_pattern",
+    # the header's own names for them (GGUFHeader.hparams), as read below
+    "rope_dimension_count": "rope.dimension_count",
+    "key_length_mla": "attention.key_length_mla",
+    "value_length_mla": "attention.value_length_mla",
+    "ssm_conv_kernel": "ssm.conv_kernel",
+    "ssm_inner_size": "ssm.inner_size",
+    "ssm_state_size": "ssm.state_size",
+    "ssm_time_step_rank": "ssm.time_step_rank",
+    "ssm_group_count": "ssm.group_count",
 }
 # llama.cpp reads these three per layer when the file holds an array (llama-model.cpp get_key_or_arr): head
 # counts vary in OpenELM, and are 0 in the recurrent layers of hybrids (Jamba, LFM2); FFN widths vary too.
 # We keep the largest, an upper bound for the KV cache and the weights' shapes. Any other key must be a number.
 _GGUF_PER_LAYER = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
 # llama.cpp's sliding-window layouts (llama-model.cpp set_swa_pattern): True where a layer uses the window
-_GGUF_SWA_PATTERNS = {"gemma2": SWA_ALTERNATE, "gpt_oss": SWA_ALTERNATE, "gemma3": (True,) * 5 + (False,)}
+_GGUF_SWA_PATTERNS = {
+    "gemma2": SWA_ALTERNATE,
+    "gpt_oss": SWA_ALTERNATE,
+    "gemma3": (True,) * 5 + (False,),
+    "llama4": (True,) * 3 + (False,),  # chunked attention on 3 blocks of 4
+}
+LLAMA4_CHUNK_DEFAULT = 8192  # llama.cpp: n_swa = 8192 for llama4 unless the file sets sliding_window to 0
 
 
 def _gguf_class(name: str, ndim: int) -> str:
@@ -295,8 +483,15 @@ def _gguf_fields(source, name=None) -> tuple:
     ff = get_int("intermediate_size", 0, minimum=0, n_layers=n)
     moe_ff = get_int("moe_intermediate_size", 0, minimum=0)
     maxpos = get_int("max_position_embeddings", 0, minimum=0) or 4096
-    sw = get_int("sliding_window", 0, minimum=0)
-    pattern = _GGUF_SWA_PATTERNS.get(mt, ())[:n] if sw else ()
+    extra = _gguf_fields_2025(mt, hp, get_int, label, n)
+    sw = get_int("sliding_window", LLAMA4_CHUNK_DEFAULT if mt == "llama4" else 0, minimum=0)
+    pattern = _gguf_swa_pattern(mt, hp, n, label) if sw else ()
+    # GLM-4.5's MTP block(s) sit after the model's own (block_count counts them): llama.cpp does not load
+    # them (TENSOR_SKIP) and gives them no cache (n_layer_kv_from_start), so neither do we
+    n_skip = get_int("num_nextn_predict_layers", 0, minimum=0) if mt == "glm4_moe" else 0
+    _check(n_skip < n, label("num_nextn_predict_layers"), f"must be below block_count ({n:,}), got {n_skip:,}")
+    n_file = n
+    n -= n_skip
 
     ts = []
     for t in header.tensors:
@@ -304,7 +499,9 @@ def _gguf_fields(source, name=None) -> tuple:
         parts = t.name.split(".")
         if parts[0] == "blk" and len(parts) > 1 and parts[1].isascii() and parts[1].isdigit():
             il = int(parts[1])
-        _check(il < n, "tensors", f"{t.name} names a block beyond block_count={n}")
+        _check(il < n_file, "tensors", f"{t.name} names a block beyond block_count={n_file}")
+        if il >= n:
+            continue  # an MTP block (see n_skip)
         ts.append(Tensor(t.name, tuple(t.shape), _gguf_class(t.name, len(t.shape)), il, t.type_name))
     _check(
         ts,
@@ -313,7 +510,7 @@ def _gguf_fields(source, name=None) -> tuple:
     )
     title = header.metadata.get("general.name")
     text = _label(name if name is not None else title, f"{arch} GGUF")
-    return dict(
+    fields = dict(
         name=text,
         model_type=mt,
         num_hidden_layers=n,
@@ -330,10 +527,77 @@ def _gguf_fields(source, name=None) -> tuple:
         moe_intermediate_size=moe_ff,
         sliding_window=min(sw, maxpos) if pattern else 0,
         sliding_window_pattern=pattern,
+        chunked_attention=mt == "llama4" and bool(pattern),
         source="GGUF header",
         key=text,
         gguf_tensors=tuple(ts),
-    ), arch
+    )
+    fields.update(extra)  # (MLA's head_dim is its query head's, key_length_mla)
+    return fields, arch
+
+
+def _gguf_swa_pattern(mt: str, hp: dict, n: int, label) -> tuple:
+    """Which blocks use the window: the file's attention.sliding_window_pattern (an integer n: n - 1 windowed
+    blocks then a global one; or one bool per block), else llama.cpp's set_swa_pattern for the architecture."""
+    v = hp.get("sliding_window_pattern")
+    if isinstance(v, bool):
+        return (v,) * min(n, 1)
+    if is_int(v):
+        _check(1 <= v <= n, label("sliding_window_pattern"), f"must be from 1 to block_count ({n:,}), got {v:,}")
+        return tuple(i % v < v - 1 for i in range(v))
+    if isinstance(v, list):
+        _check(
+            len(v) == n and all(isinstance(x, bool) for x in v),
+            label("sliding_window_pattern"),
+            f"a per-block array must hold one bool per block ({n:,}), got {brief(v)}",
+        )
+        return tuple(v)
+    return _GGUF_SWA_PATTERNS.get(mt, ())[:n]
+
+
+def _gguf_fields_2025(mt: str, hp: dict, get_int, label, n: int) -> dict:
+    """The fields of the 2025 architectures from their GGUF keys (llama-model.cpp load_hparams)."""
+    out: dict = {}
+    if mt == "deepseek_v2" and hp.get("kv_lora_rank") is not None and hp.get("key_length_mla") is not None:
+        # current converters write MLA as one KV head of kv_lora_rank + rope (key_length 576), with the query
+        # head's own width in key_length_mla; llama.cpp then caches only that latent (is_mla). Files from
+        # before the split (attn_kv_b, no key_length_mla) are read as plain attention from their head counts.
+        rope = get_int("rope_dimension_count")
+        k_mla = get_int("key_length_mla")
+        _check(k_mla > rope, label("key_length_mla"), f"must exceed rope.dimension_count ({rope:,}), got {k_mla:,}")
+        out.update(
+            kv_lora_rank=get_int("kv_lora_rank"),
+            q_lora_rank=get_int("q_lora_rank", 0, minimum=0),
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=k_mla - rope,
+            v_head_dim=get_int("value_length_mla"),
+            head_dim=k_mla,
+        )
+    if mt in ("deepseek_v2", "glm4_moe"):
+        out["first_k_dense_replace"] = min(get_int("first_k_dense_replace", 0, minimum=0), n)
+    if mt == "llama4":
+        out["interleave_moe_layer_step"] = min(get_int("interleave_moe_layer_step", 1, minimum=0), n)
+    if mt == "qwen3_next":
+        interval = get_int("full_attention_interval", 4)
+        _check(
+            interval <= n, label("full_attention_interval"), f"must be at most block_count ({n:,}), got {interval:,}"
+        )
+        inner = get_int("ssm_inner_size")
+        v_heads = get_int("ssm_time_step_rank")
+        _check(
+            inner % v_heads == 0,
+            label("ssm_inner_size"),
+            f"must be a multiple of ssm.time_step_rank ({v_heads:,}), got {inner:,}",
+        )
+        out.update(
+            full_attention_interval=interval,
+            linear_conv_kernel_dim=get_int("ssm_conv_kernel"),
+            linear_key_head_dim=get_int("ssm_state_size"),
+            linear_num_key_heads=get_int("ssm_group_count"),
+            linear_num_value_heads=v_heads,
+            linear_value_head_dim=inner // v_heads,
+        )
+    return out
 
 
 def model_from_gguf(source, name, make):

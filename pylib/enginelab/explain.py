@@ -42,6 +42,75 @@ def _sum(terms: list, total: str) -> str:
     return " + ".join(f"{v} ({what})" for v, what in terms) + f" = {total}"
 
 
+_KIND_WORDS = {"full": "global", "swa": "sliding", "mla": "MLA", "recurrent": "recurrent"}
+
+
+def kv_groups(model, p, layers) -> list:
+    """The KV cache of `layers` under placement p, by kind of block (in the order llama.cpp logs them):
+    [(kind, blocks, cells per block, bytes per cell, bytes)], where a recurrent group's "cells" are its states
+    (one per sequence) and its bytes per cell a state's bytes (perf_model.kv_layer_bytes)."""
+    groups: dict = {}
+    for il in layers:
+        kind = model.layer_kind(il)
+        if kind == "recurrent":
+            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model))
+        else:
+            cells = pm.kv_cells(model, il, p.n_ctx, p.n_seq, p.n_ubatch, p.kv_unified)
+            per = pm.kv_bytes_per_token_layer(model, p.kv_type)
+        g = groups.setdefault((kind, cells), [kind, 0, cells, per, 0.0])
+        g[1] += 1
+        g[4] += cells * per
+    order = {"full": 0, "mla": 1, "swa": 2, "recurrent": 3}
+    return [tuple(g) for _k, g in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], -kv[0][1]))]
+
+
+def kv_breakdown_text(model, p, layers) -> str:
+    """'8 global × 32,768 cells + 40 sliding × 1,536 cells, 8,192 B per cell' (+ recurrent states): what one
+    device's KV cache holds, by kind of block."""
+    groups = kv_groups(model, p, layers)
+    if not groups:
+        return "no blocks here"
+    cached = [g for g in groups if g[0] != "recurrent"]
+    parts = []
+    for kind, n, cells, _per, _b in cached:
+        word = "chunked" if kind == "swa" and model.chunked_attention else _KIND_WORDS[kind]
+        unit = "layer" if n == 1 else "layers"
+        parts.append(f"{n} {word} {unit} × {fmt.integer(cells)} cells")
+    text = " + ".join(parts)
+    if cached:
+        per = cached[0][3]
+        what = (
+            f"the latent: {model.kv_lora_rank} + {model.qk_rope_head_dim} elements"
+            if model.is_mla
+            else f"K and V: 2 × {model.num_key_value_heads} KV heads × {model.d_head}"
+        )
+        text = f"({text}) × {fmt.integer(per)} B per cell ({what}, {p.kv_type})"
+    for kind, n, cells, per, _b in groups:
+        if kind == "recurrent":
+            seqs = "sequence" if cells == 1 else "sequences"
+            text += (" + " if cached else "") + (
+                f"{n} recurrent layers × {cells} {seqs} × {fmt.integer(per)} B of state (f32, any context)"
+            )
+    return text
+
+
+def kv_cells_note(model, p) -> str:
+    """How llama.cpp sized the cells of these settings (only what applies)."""
+    notes = []
+    if any(model.layer_kind(il) == "swa" for il in range(model.num_hidden_layers)):
+        word = "chunk" if model.chunked_attention else "window"
+        notes.append(
+            f"A {'chunked' if model.chunked_attention else 'sliding'} layer keeps PAD(min(n_ctx, {word} "
+            f"{model.sliding_window:,} + n_ubatch {p.n_ubatch}), 256) cells (llama.cpp's iSWA cache), a global "
+            "one n_ctx padded to 256."
+        )
+    if model.is_mla:
+        notes.append("MLA caches the compressed latent once per token, not per-head K and V.")
+    if any(model.is_recurrent_layer(il) for il in range(model.num_hidden_layers)):
+        notes.append("A recurrent (linear-attention) layer keeps a fixed state per sequence instead of a cache.")
+    return " ".join(notes)
+
+
 def explain(scn) -> dict:
     """{readout: html} for a calculator Scenario (see the module docstring)."""
     p, mc, model = scn.placement, scn.machine, scn.model
@@ -51,8 +120,9 @@ def explain(scn) -> dict:
     n = model.num_hidden_layers
     out = {}
     margin = p.fit_margin
-    kv_tok_layer = pm.kv_bytes_per_token_layer(model, p.kv_type)
     gl = p.gpu_layers
+    gpu_blocks = [il for il in range(n) if p.layer_device[il] == "gpu"]
+    cpu_blocks = [il for il in range(n) if p.layer_device[il] == "cpu"]
 
     # -- n_gpu_layers --------------------------------------------------------------------------------------
     if mc.multi_gpu:
@@ -86,17 +156,13 @@ def explain(scn) -> dict:
         )
 
     # -- vram_gb / ram_gb ----------------------------------------------------------------------------------
-    vram = _vram_multi(p, kv_tok_layer) if mc.multi_gpu else None
+    vram = _vram_multi(p) if mc.multi_gpu else None
     out["vram_gb"] = vram or _box(
         "vram_gb",
         "VRAM = weights of the GPU layers (+ output head) + KV of the GPU layers + compute buffer",
         [
             ("Weights on the GPU", _gb(p.gpu_weights) + f" ({gl} blocks{', output head' if p.output_on_gpu else ''})"),
-            (
-                "KV cache on the GPU",
-                f"{_gb(p.gpu_kv)} = {fmt.integer(kv_tok_layer)} B per token per layer "
-                f"× n_ctx {p.n_ctx:,} × {gl} layers ({p.kv_type})",
-            ),
+            ("KV cache on the GPU", f"{_gb(p.gpu_kv)} = {kv_breakdown_text(model, p, gpu_blocks)}"),
             (
                 "Compute buffer",
                 f"{_gb(p.gpu_compute)}"
@@ -107,7 +173,7 @@ def explain(scn) -> dict:
             [(_gb(p.gpu_weights), "weights"), (_gb(p.gpu_kv), "KV"), (_gb(p.gpu_compute), "compute")],
             f"{p.gpu_total / pm.GB:.2f} GB",
         ),
-        "Sliding-window layers hold only their window of KV." if model.sliding_window else "",
+        kv_cells_note(model, p),
     )
     out["ram_gb"] = _box(
         "ram_gb",
@@ -120,11 +186,7 @@ def explain(scn) -> dict:
                 + ("" if p.output_on_gpu else ", output head")
                 + ")",
             ),
-            (
-                "KV cache in RAM",
-                f"{_gb(p.cpu_kv)} = {fmt.integer(kv_tok_layer)} B per token per layer "
-                f"× n_ctx {p.n_ctx:,} × {n - gl} layers",
-            ),
+            ("KV cache in RAM", f"{_gb(p.cpu_kv)} = {kv_breakdown_text(model, p, cpu_blocks)}"),
             ("Host compute buffer", _gb(p.cpu_compute)),
         ],
         _sum(
@@ -132,7 +194,8 @@ def explain(scn) -> dict:
             f"{p.cpu_total / pm.GB:.2f} GB",
         ),
         "token_embd stays in host memory: a lookup reads one row of it."
-        + (f" {p.n_cpu_moe} layers keep their experts in RAM (--n-cpu-moe)." if p.n_cpu_moe else ""),
+        + (f" {p.n_cpu_moe} layers keep their experts in RAM (--n-cpu-moe)." if p.n_cpu_moe else "")
+        + (f" {kv_cells_note(model, p)}" if cpu_blocks and kv_cells_note(model, p) else ""),
     )
 
     # -- verdict: fits in VRAM, runs with partial offload, or fails to allocate ------------------------------
@@ -279,8 +342,9 @@ def _ngl_multi(p) -> Raw:
     return _box("n_gpu_layers", formula, inputs, _sum(terms, f"{p.n_gpu_layers} of {n + 1}"), note)
 
 
-def _vram_multi(p, kv_tok_layer: float) -> Raw:
+def _vram_multi(p) -> Raw:
     inputs = []
+    m = p.model
     for u in p.per_gpu:
         inputs.append(
             (
@@ -290,7 +354,10 @@ def _vram_multi(p, kv_tok_layer: float) -> Raw:
         )
     if p.row_split:
         inputs.append(("Row split", "every matrix's rows shared by " + " / ".join(f"{f:.0%}" for f in p.row_fractions)))
-    inputs.append(("KV per token and layer", f"{fmt.integer(kv_tok_layer)} B ({p.kv_type}), on each layer's GPU"))
+    for u in p.per_gpu:  # each layer's cache on its layer's GPU, by kind of layer
+        blocks = [il for il in u.layers if il < m.num_hidden_layers]
+        if blocks:
+            inputs.append((f"KV on GPU {u.index}", f"{_gb(u.kv)} = {kv_breakdown_text(m, p, blocks)}"))
     return _box(
         "vram_gb",
         "VRAM = Σ GPUs (weights + KV + compute buffer); each GPU holds its layers' weights and KV",

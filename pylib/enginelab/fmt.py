@@ -40,6 +40,15 @@ def gib(n_bytes: float, digits: int = 2) -> str:
     return f"{n_bytes / GIB:,.{digits}f} GiB"
 
 
+def mib(n_bytes: float) -> str:
+    """'1.00 MiB', '64 KiB', '512 B': bytes read or requested (binary units, as HTTP ranges count)."""
+    if n_bytes >= 1 << 20:
+        return f"{n_bytes / (1 << 20):,.2f} MiB"
+    if n_bytes >= 1 << 10:
+        return f"{n_bytes / (1 << 10):,.0f} KiB"
+    return f"{n_bytes:,.0f} B"
+
+
 def bytes_auto(n_bytes: float) -> str:
     """Human size with a unit chosen by magnitude: '512 B', '131 KB', '4.9 GB'."""
     a = abs(n_bytes)

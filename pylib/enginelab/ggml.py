@@ -279,6 +279,7 @@ def _allows_quantization(t: Tensor) -> bool:
         and t.name.endswith("weight")
         and "_norm.weight" not in t.name
         and "ffn_gate_inp.weight" not in t.name
+        and "ssm_conv1d.weight" not in t.name  # linear attention's short convolution stays F32
     )
 
 

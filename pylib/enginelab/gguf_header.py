@@ -329,6 +329,23 @@ _HPARAM_KEYS = (
     ("attention.sliding_window", "sliding_window"),
     ("rope.freq_base", "rope_theta"),
     ("attention.layer_norm_rms_epsilon", "rms_norm_eps"),
+    # the 2025 architectures (llama-model.cpp load_hparams): MLA, sliding-window layouts, MoE layouts, hybrids
+    ("attention.kv_lora_rank", "kv_lora_rank"),
+    ("attention.q_lora_rank", "q_lora_rank"),
+    ("attention.key_length_mla", "key_length_mla"),  # DeepSeek MLA: qk_nope_head_dim + qk_rope_head_dim
+    ("attention.value_length_mla", "value_length_mla"),  # DeepSeek MLA: v_head_dim
+    ("rope.dimension_count", "rope_dimension_count"),
+    ("attention.sliding_window_pattern", "sliding_window_pattern"),
+    ("leading_dense_block_count", "first_k_dense_replace"),
+    ("expert_shared_feed_forward_length", "shared_expert_intermediate_size"),
+    ("interleave_moe_layer_step", "interleave_moe_layer_step"),
+    ("nextn_predict_layers", "num_nextn_predict_layers"),
+    ("full_attention_interval", "full_attention_interval"),
+    ("ssm.conv_kernel", "ssm_conv_kernel"),
+    ("ssm.inner_size", "ssm_inner_size"),
+    ("ssm.state_size", "ssm_state_size"),
+    ("ssm.time_step_rank", "ssm_time_step_rank"),
+    ("ssm.group_count", "ssm_group_count"),
 )
 
 # llama.cpp architecture names that differ from the Hugging Face model_type (convert_hf_to_gguf.py maps
@@ -341,6 +358,7 @@ _HF_MODEL_TYPES = {
     "gptneox": "gpt_neox",
     "command-r": "cohere",
     "glm4moe": "glm4_moe",
+    "deepseek2": "deepseek_v2",  # DeepSeek V2 and V3 (and Kimi K2) share llama.cpp's deepseek2
 }
 
 

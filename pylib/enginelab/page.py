@@ -52,6 +52,15 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
     fid = field_id(field.key)
     hint_id = f"{fid}-help" if field.help else None
     common = dict(id_=fid, name=field.key, aria_describedby=hint_id)
+    if field.visible is False:  # state that is never a control (set by a panel, carried by the URL): a hidden input
+        return el(
+            "div",
+            el("input", type="hidden", value=field.encode(value), id_=fid, name=field.key),
+            class_=f"field field-{field.kind} field-internal",
+            data_field=field.key,
+            data_sig=field_sig(field, partial),
+            hidden=True,
+        )
     if isinstance(field, st.Choice):
         ctl = el(
             "select",

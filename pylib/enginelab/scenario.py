@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 
-from . import custom, gpus
+from . import custom, gpus, remote
 
 CATALOG_DEFAULT_MODEL = "qwen2.5-32b"
 
@@ -40,7 +40,22 @@ def model_for(values) -> pm.Model:
         return m if m is not None else pm.MODELS[CATALOG_DEFAULT_MODEL]
     if key == "gguf" and custom.dropped_model() is not None:
         return custom.dropped_model()
-    return pm.MODELS[key]
+    if key == "remote":  # read from Hugging Face or a link (enginelab.remote); the default stands in until then
+        rm = remote.loaded(values)
+        return rm.model if rm is not None else pm.MODELS[CATALOG_DEFAULT_MODEL]
+    return pm.MODELS.get(key) or pm.MODELS[CATALOG_DEFAULT_MODEL]
+
+
+def quant_for(values):
+    """The state's quantization, or None where the model is a GGUF file's own tensor types (a dropped file, or
+    a remote GGUF header)."""
+    if values["model"] == "gguf":
+        return None
+    if values["model"] == "remote":
+        rm = remote.loaded(values)
+        if rm is not None and rm.kind == "gguf":
+            return None
+    return values["quant"]
 
 
 def n_ctx_for(values) -> int:
@@ -127,6 +142,7 @@ class Scenario:
     profile: str = "course"  # the speed profile the numbers use ("measured": fitted on llama-bench runs)
     n_threads: int | None = None  # the CPU threads (-t) the numbers assume; None: all physical cores
     course: CourseNumbers | None = None  # measured profile: the module's numbers for the same settings
+    pending: bool = False  # the error is "still reading the remote model", not a failure
 
     @property
     def computable(self) -> bool:
@@ -141,7 +157,14 @@ _CACHE_SIZE = 16
 def build(state) -> Scenario:
     """The Scenario of a calculator state (memoised: the same state gives the same object). A state of another
     figure of the family works too: the keys it lacks take DEFAULTS (-ngl auto, no --n-cpu-moe)."""
-    key = (state, id(custom.dropped_model()) if getattr(state, "model", None) == "gguf" else None)
+    which = getattr(state, "model", None)
+    if which == "gguf":
+        key = (state, id(custom.dropped_model()))
+    elif which == "remote":  # what has been read for it so far (or what is happening)
+        values = state.as_dict()
+        key = (state, id(remote.loaded(values)), remote.status(values))
+    else:
+        key = (state, None)
     hit = _CACHE.get(key)
     if hit is not None:
         _CACHE.move_to_end(key)
@@ -170,7 +193,7 @@ DEFAULTS = {
 def _build(state) -> Scenario:
     v = {**DEFAULTS, **state.as_dict()}
     model, machine = model_for(v), machine_for(v)
-    quant = None if v["model"] == "gguf" else v["quant"]
+    quant = quant_for(v)
     ngl = None if v["ngl"] == "auto" else v["ngl"]
     profile = v["profile"]
     n_threads = None if v["threads"] == "auto" else v["threads"]
@@ -179,6 +202,10 @@ def _build(state) -> Scenario:
         _m, err = custom.config_result(v["cfg"])
         if err:
             error = f"{err} (showing {model.name} until the config parses)"
+    pending = False
+    if v["model"] == "remote" and remote.loaded(v) is None:
+        error, failed = remote.status(v)  # reading it, or why it could not be read
+        pending = not failed
 
     def scenario(placement=None, decode=None, prefill=None, readouts=None, command=""):
         return Scenario(
@@ -195,6 +222,7 @@ def _build(state) -> Scenario:
             profile,
             n_threads,
             course,
+            pending,
         )
 
     course = None
@@ -207,8 +235,12 @@ def _build(state) -> Scenario:
         error = str(e)
         return scenario()
     command = pm.llama_server_command(p)
-    if error:  # a config that did not parse: numbers for the stand-in model would mislead
-        return scenario(placement=p, command=command)
+    if v["model"] == "remote" and remote.loaded(v) is not None:  # llama.cpp downloads it itself: -hf / -mu
+        command = remote.command_for(remote.loaded(v), command)
+    if error:  # a config that did not parse (or a remote model not read): numbers for the stand-in would mislead
+        return scenario(
+            placement=None if v["model"] == "remote" else p, command="" if v["model"] == "remote" else command
+        )
     base = dict(
         n_gpu_layers=p.n_gpu_layers, vram_gb=p.gpu_total / pm.GB, ram_gb=p.cpu_total / pm.GB, verdict=verdict(p)
     )

@@ -268,6 +268,198 @@ def setup_own_model(app):
     nodes["cfg-use"].addEventListener("click", cfg_p)
 
 
+# -- A model from Hugging Face or a link (the calculator's panel; enginelab.remote does the reading) -----------
+# Nothing is fetched until the reader presses Read or opens a link carrying hf= / url=. The requests go out with
+# no credentials; each is aborted after remote.TIMEOUT_S (window.enginelab_remote_timeout_ms overrides it, for
+# tests); a body is read only up to the bytes asked for, then the stream is cancelled, so a server that ignores
+# the Range header never sends the weights.
+def setup_remote_model(app):
+    ids = ("own-model", "remote-input", "remote-read", "remote-files", "remote-file", "remote-status")
+    nodes = {i: document.getElementById(i) for i in ids}
+    if not all(nodes.values()):
+        return
+    import asyncio
+
+    import js
+    from pyodide.ffi import to_js
+
+    from enginelab import remote
+    from enginelab.svg import el
+
+    status_el, box = nodes["remote-status"], nodes["remote-files"]
+    job = {"token": None}
+
+    def say(text, error=False, progress=None):
+        status_el.textContent = text  # plain text: a repo or file name never becomes markup
+        status_el.classList.toggle("remote-error", error)
+        if progress is not None:
+            status_el.dataset.readout = "remote_bytes_read"
+            status_el.dataset.value = str(progress.bytes_read)
+            status_el.dataset.requests = str(progress.requests)
+            status_el.dataset.fileSize = str(progress.file_size or "")
+
+    def opts(d):
+        return to_js(d, dict_converter=js.Object.fromEntries)
+
+    async def classify(url, ctrl):
+        """Why a request got no answer: the timeout fired, the browser is offline, the host answered but CORS
+        hid the answer (a no-cors HEAD gets through), or the host could not be reached."""
+        if ctrl.signal.aborted:
+            return "timeout"
+        if not window.navigator.onLine:
+            return "offline"
+        try:
+            await window.fetch(url, opts({"method": "HEAD", "mode": "no-cors", "credentials": "omit"}))
+            return "cors"
+        except Exception:
+            return "network"
+
+    async def read_body(resp, limit):
+        if resp.body is None or not resp.body:
+            return b""
+        reader = resp.body.getReader()
+        chunks, n = [], 0
+        while n < limit:
+            r = await reader.read()
+            if r.done:
+                break
+            chunk = r.value.to_bytes()
+            chunks.append(chunk)
+            n += len(chunk)
+        if n >= limit:
+            try:
+                # one more read tells a finished body (nothing to stop) from a longer one, which is cancelled:
+                # the rest of the file stays on the server
+                if not (await reader.read()).done:
+                    await reader.cancel()
+            except Exception:
+                pass
+        return b"".join(chunks)[:limit]
+
+    def total_size(resp, status, start):
+        cr = resp.headers.get("Content-Range")
+        if cr and "/" in str(cr):
+            tail = str(cr).rsplit("/", 1)[1].strip()
+            return int(tail) if tail.isdigit() else None
+        cl = resp.headers.get("Content-Length")
+        if status == 200 and start is None and cl and str(cl).isdigit():
+            return int(str(cl))
+        return None
+
+    async def fetch(url, start, end, limit):
+        timeout_ms = int(getattr(window, "enginelab_remote_timeout_ms", None) or remote.TIMEOUT_S * 1000)
+        ctrl = js.AbortController.new()
+        timer = window.setTimeout(create_once_callable(lambda *_: ctrl.abort()), timeout_ms)
+        headers = {"Range": f"bytes={start}-{end}"} if start is not None else {}
+        init = opts(
+            {"headers": headers, "signal": ctrl.signal, "credentials": "omit", "mode": "cors", "cache": "no-store"}
+        )
+        try:
+            try:
+                resp = await window.fetch(url, init)
+            except Exception:
+                raise remote.fetch_error(await classify(url, ctrl), url) from None
+            code = int(resp.status)
+            keep = (end + 1) if (code == 200 and start is not None) else limit
+            try:
+                body = await read_body(resp, keep) if code < 400 else b""
+            except Exception:
+                raise remote.fetch_error("timeout" if ctrl.signal.aborted else "network", url) from None
+            return remote.Response(code, body, total_size(resp, code, start))
+        finally:
+            window.clearTimeout(timer)
+
+    def fill_files(rm):
+        choices = remote.files_options(rm)
+        box.hidden = not choices
+        nodes["remote-file"].innerHTML = "".join(
+            str(el("option", label, value=value, selected=(value == rm.target.file))) for value, label in choices
+        )
+
+    def switch(**changes):
+        good = app.state
+        try:
+            state, messages = app.spec.coerce(app.state.replace(**changes))
+            app.apply(state, messages, force=True)
+        except Exception:
+            app.apply(good, app.message_list or [], force=True)
+            raise
+
+    async def load(target, initial=False):
+        token = object()
+        job["token"] = token
+        remote.set_status(target, f"Reading {target.describe()}…")
+
+        def progress(p):
+            if job["token"] is token:
+                say(p.text(), progress=p)
+
+        say(f"Asking for {target.describe()}…")
+        try:
+            rm = await remote.read(target, fetch, progress)
+        except Exception as e:  # any failure: say what happened; the last good state stays
+            if job["token"] is not token:
+                return
+            report(e)
+            text = problem_text(e, "read the remote model")
+            remote.set_status(target, text, error=True)
+            say(text, error=True)
+            if initial:  # a shared link's model: the figure says it too (its numbers need the model)
+                app.apply(app.state, app.message_list or [], force=True)
+            return
+        if job["token"] is not token:
+            return
+        remote.remember(rm, asked=target)
+        fill_files(rm)
+        try:
+            switch(model="remote", hf=rm.target.hf, file=rm.target.file, url=rm.target.url)
+        except Exception as e:
+            report(e)
+            say(problem_text(e, "show the remote model"), error=True)
+            return
+        say(rm.summary(), progress=rm.progress)
+
+    def start(target, initial=False):
+        asyncio.ensure_future(load(target, initial))
+
+    def on_read(event=None):
+        try:
+            target = remote.parse_input(str(nodes["remote-input"].value))
+        except Exception as e:
+            report(e)
+            say(problem_text(e, "read this"), error=True)
+            return
+        start(target)
+
+    def on_key(event):
+        if event.key == "Enter":
+            event.preventDefault()  # not the form's submit
+            on_read()
+
+    def on_file(event):
+        value = str(nodes["remote-file"].value)
+        hf = app.state.hf if app.state.model == "remote" else ""
+        if hf and value:
+            start(remote.Target(hf=hf, file=value))
+
+    app._remote_proxies = [create_proxy(f) for f in (on_read, on_key, on_file)]
+    read_p, key_p, file_p = app._remote_proxies
+    nodes["remote-read"].addEventListener("click", read_p)
+    nodes["remote-input"].addEventListener("keydown", key_p)
+    nodes["remote-file"].addEventListener("change", file_p)
+
+    if app.state.model == "remote":  # a shared link: read what it names, as the reader asked before
+        nodes["own-model"].open = True
+        nodes["remote-input"].value = app.state.hf or app.state.url
+        try:
+            target = remote.target_from_values(app.state.as_dict())
+        except Exception as e:
+            report(e)
+            say(problem_text(e, "read this link"), error=True)
+            return
+        start(target, initial=True)
+
+
 def main():
     status("Python is running; importing enginelab…", 4)
     sys.path.insert(0, os.path.abspath("lib"))  # where PyScript unpacked our wheel (see the page's config)
@@ -279,6 +471,7 @@ def main():
     app = App(fig, page)
     app.start()
     setup_own_model(app)
+    setup_remote_model(app)
     window.enginelab_app = create_proxy(app)  # for debugging in the console
     if hasattr(fig, "download_svg"):  # one standalone SVG of the current state, for Download SVG (shell.js)
         window.enginelab_download_svg = create_proxy(lambda *_: fig.download_svg(fig.compute(app.state)))

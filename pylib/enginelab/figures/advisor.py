@@ -46,7 +46,9 @@ def _params(key: str) -> int:
 
 def _draft_options(partial):
     """Catalog models under 0.6x the target's parameters: the candidates for a draft."""
-    size = _params(partial["model"])
+    key = partial["model"]
+    # a catalog model by its key; your config, a dropped GGUF or a remote model by the Model the state names
+    size = _params(key) if key in pm.MODELS else scenario.model_for(partial).total_params()
     opts = [("none", "none")]
     for k, m in pm.MODELS.items():
         if k != partial["model"] and _params(k) < 0.6 * size:

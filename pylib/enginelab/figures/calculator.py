@@ -13,7 +13,7 @@ import json
 
 import perf_model as pm
 
-from .. import chart, custom, explain, findings, fmt, gpus, links, scenario
+from .. import chart, custom, explain, findings, fmt, gpus, links, remote, scenario
 from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
@@ -41,7 +41,32 @@ def _model_options(partial):
     opts.append(("custom", "Your config.json (paste it below)"))
     if custom.dropped_model() is not None:
         opts.append(("gguf", f"{custom.dropped_model().name} (your GGUF file)"))
+    if remote.wants_remote(partial):
+        rm = remote.loaded(partial)
+        where = "Hugging Face" if str(partial.get("hf") or "").strip() else "your link"
+        opts.append(("remote", f"{rm.model.name} (from {where})" if rm else f"The model from {where} (being read)"))
     return opts
+
+
+def _default_model(partial) -> str:
+    """A link with hf= or url= names a remote model; otherwise the catalog's default."""
+    return "remote" if remote.wants_remote(partial) else scenario.CATALOG_DEFAULT_MODEL
+
+
+def _remote_gguf(partial) -> bool:
+    rm = remote.loaded(partial) if partial.get("model") == "remote" else None
+    return rm is not None and rm.kind == "gguf"
+
+
+class _CalculatorSpec(Spec):
+    """The calculator's Spec: naming another model (the form, a link's model=, your config or file) drops the
+    remote model's hf / file / url, so the link names only what is shown (the keys come before `model`, whose
+    default they set)."""
+
+    def _validate(self, raw, typed):
+        if raw.get("model") not in (None, "", "remote"):
+            raw = {**raw, "hf": "", "file": "", "url": ""}
+        return super()._validate(raw, typed)
 
 
 def _machine_options(partial):
@@ -68,10 +93,16 @@ def _is_custom_machine(p) -> bool:
     return p.get("machine") == "custom"
 
 
-SPEC = Spec(
+SPEC = _CalculatorSpec(
     ID,
     [
-        Choice("model", "Model", default=scenario.CATALOG_DEFAULT_MODEL, options=_model_options),
+        # a remote model (enginelab.remote): set by the panel's Read button or a shared link, never shown as controls
+        Text("hf", "Hugging Face repo", default="", max_len=remote.MAX_INPUT_CHARS, rows=1, visible=False),
+        Text("file", "GGUF file in the repo", default="", max_len=remote.MAX_INPUT_CHARS, rows=1, visible=False),
+        Text(
+            "url", "Link to a .gguf or config.json", default="", max_len=remote.MAX_INPUT_CHARS, rows=1, visible=False
+        ),
+        Choice("model", "Model", default=_default_model, options=_model_options),
         Text(
             "cfg",
             "Your config.json",
@@ -94,8 +125,8 @@ SPEC = Spec(
             "Quantization",
             default="Q4_K_M",
             options=lambda p: pm.quant_options(),
-            visible=lambda p: p.get("model") != "gguf",
-            help="A dropped GGUF file uses its own tensor types.",
+            visible=lambda p: p.get("model") != "gguf" and not _remote_gguf(p),
+            help="A GGUF file (dropped or read from a link) uses its own tensor types.",
         ),
         Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
         Int(
@@ -621,6 +652,10 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
     advisor page shows its own)."""
     s = data.state
     parts = []
+    if data.error and data.pending:  # a remote model still being read: say so, numbers follow
+        parts.append(el("div", data.error, class_="alert alert-info", role="status", data_remote="pending"))
+        parts.append(_readouts(data, defer))
+        return el("div", parts, class_="calculator", data_state="pending")
     if data.error:
         parts.append(
             el(
@@ -902,11 +937,66 @@ def deferred_html(state) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 # Controls: the generic fields, plus "use your own model or machine" (its glue is in site/py/main.py)
 # ---------------------------------------------------------------------------------------------------------
+def remote_section() -> Raw:
+    """Read a model from Hugging Face or a link (enginelab.remote; the glue is site/py/main.py setup_remote_model).
+    Nothing is fetched until the reader presses Read, which the line under the input says."""
+    return el(
+        "div",
+        [
+            el(
+                "label",
+                "A Hugging Face repo (owner/name) or an https:// link to a .gguf or config.json",
+                for_="remote-input",
+            ),
+            el(
+                "div",
+                [
+                    el(
+                        "input",
+                        type="text",
+                        id_="remote-input",
+                        placeholder="unsloth/gpt-oss-20b-GGUF",
+                        autocomplete="off",
+                        spellcheck="false",
+                        inputmode="url",
+                        maxlength=remote.MAX_INPUT_CHARS,
+                        aria_describedby="remote-privacy",
+                    ),
+                    el("button", "Read", type="button", id_="remote-read"),
+                ],
+                class_="remote-row",
+            ),
+            el(
+                "p",
+                "Offline until you press Read. Then your browser asks huggingface.co (or the link's host) for "
+                "config.json, the list of GGUF files and the first megabytes of one file's header, never the "
+                "weights; the page's link gets hf=… (or url=…), so whoever opens it reads the same header.",
+                id_="remote-privacy",
+                class_="help remote-privacy",
+            ),
+            el(
+                "div",
+                [
+                    el("label", "GGUF files in the repo (the header of the one you pick is read)", for_="remote-file"),
+                    el("select", [], id_="remote-file"),
+                ],
+                id_="remote-files",
+                class_="remote-files",
+                hidden=True,
+            ),
+            el("p", "", id_="remote-status", class_="remote-status", role="status", aria_live="polite"),
+        ],
+        class_="own-remote",
+        id_="own-remote",
+    )
+
+
 def own_model_panel() -> Raw:
     return el(
         "details",
         [
             el("summary", "Use your own model or machine"),
+            remote_section(),
             el(
                 "div",
                 [
