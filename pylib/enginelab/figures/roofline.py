@@ -373,7 +373,7 @@ def _chart(data: RooflineData, narrow: bool = False) -> Raw:
     def point(r, cls, text):
         px, py = x(r.intensity), y(r.attainable_flops)
         if narrow:
-            ky = H + 4 + 18 * len(key)
+            ky = H + 10 + 9 * len(key)  # (two entries per point: circle and text)
             key.append(el("circle", cx=fr.x0 - 32, cy=ky - 4, r=5, class_=cls))
             key.append(el("text", text, x=fr.x0 - 22, y=ky, class_=f"{cls}-label"))
             return [el("circle", el("title", text), cx=px, cy=py, r=6, class_=cls)]
@@ -401,7 +401,7 @@ def _chart(data: RooflineData, narrow: bool = False) -> Raw:
     parts.append(el("g", marks, class_="marks"))
     if key:
         parts.append(el("g", key, class_="point-key"))
-        H = H + 18 * (len(key) // 2) + 4  # noqa: N806
+        H = H + 18 * (len(key) // 2) + 10  # noqa: N806
     return svg(
         parts,
         width=W,
