@@ -23,7 +23,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, replace
-from importlib import resources
+from pkgutil import get_data
 
 import perf_model as pm
 
@@ -127,7 +127,7 @@ def model_for(model_type: str, params_b: str):
 # ---------------------------------------------------------------------------------------------------------
 def _csv(name: str) -> list:
     try:
-        text = resources.files("enginelab.data").joinpath(name).read_text(encoding="utf-8")
+        text = get_data("enginelab", f"data/{name}").decode("utf-8")
     except (FileNotFoundError, OSError):
         return []
     return list(csv.DictReader(io.StringIO(text)))

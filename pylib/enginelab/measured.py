@@ -66,7 +66,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field, fields, replace
-from importlib import resources
+from pkgutil import get_data
 
 from .ggml import GGML_TYPES
 
@@ -164,7 +164,7 @@ TYPICAL = {"decode": (0.85, 1.15), "prefill": (0.8, 1.2)}  # before a fit: a spr
 
 def _load_fitted() -> tuple:
     try:
-        text = resources.files("enginelab.data").joinpath("measured_params.json").read_text(encoding="utf-8")
+        text = get_data("enginelab", "data/measured_params.json").decode("utf-8")
     except (FileNotFoundError, OSError):
         return dict(PRIORS), {}, {}
     data = json.loads(text)

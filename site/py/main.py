@@ -1,24 +1,35 @@
-"""Browser glue: the only Python that touches the DOM (through PyScript).
+"""Browser glue: the Python side of every live figure (the only Python that touches JavaScript).
 
-On load: location.search -> Spec.from_query -> compute -> render -> one write into #figure ->
-history.replaceState with only the non-default keys -> <html data-ready="true">.
-On every input: the form's values -> Spec.from_form -> the same path.
-Any failure before the first render sets data-ready="error" and says why; the pre-rendered figure stays.
+site/assets/runtime.js boots Pyodide, puts our wheel on the path and imports this module. From then on every
+figure frame the runtime serves talks to `serve(client, request)`: its own page's, and on a host page with
+several embedded figures, the other frames' too (they share this one runtime; see runtime.js). A request and its
+answer are JSON texts, so a frame served over a channel and the frame served in-process get the same bytes.
+
+One session (`App`) per frame, none of them touching any DOM: the frame sends its state (the query string at
+first, then its form's values), the session validates it (Spec.from_query / from_form), computes once and renders
+the HTML strings, and answers with what changed; the frame's site/assets/live.js does the one DOM write and
+history.replaceState. Any failure before the first render is answered with an error; the frame says why and
+keeps its pre-rendered figure.
+
+Requests ({"op": ...}):
+  open     {figure, search, base, sigs: {key: sig}, values: {key: value}, patch_key}: a frame starts
+  input    {values: {key: value}, target: the control's name, patch_key}: a control changed
+  refresh  the frame's figure could not take a patch: render it in full
+  deferred {token}: the slow extras of the last render (deferred_html), if no newer render came since
+  svg      one standalone SVG of the current state (Download SVG, for figures with download_svg)
+  config   {text}: "Use your own model": a pasted config.json
+  gguf     (serve_file) a dropped GGUF file: its header, read in slices
+  close    the frame is gone
+An answer is {"ok": true, ...what changed} or {"error": "..."} (see App.apply for the keys).
 """
 
-import os
-import sys
+import json
 import time
 import traceback
 
-from pyodide.ffi import create_once_callable, create_proxy
-from pyscript import document, window
+from enginelab import figures, links, page
 
-html = document.documentElement
-
-
-def status(text, step=None):
-    window.enginelab.setStatus(text, step) if hasattr(window, "enginelab") else None
+SESSIONS = {}  # client id -> App
 
 
 def report(e):
@@ -34,262 +45,224 @@ def problem_text(e, doing):
     return f"Could not {doing}: {type(e).__name__}: {e}"
 
 
-def fail(reason):
-    if hasattr(window, "enginelab"):
-        window.enginelab.setError(reason)
-    else:
-        html.dataset.ready = "error"
-
-
 class App:
-    def __init__(self, fig, page):
+    """One frame's figure: its state and what its page shows now (as far as this session has told it)."""
+
+    def __init__(self, fig, sigs, values, patch_key=""):
         self.fig, self.page, self.spec = fig, page, fig.SPEC
-        self.form = document.getElementById("controls")
-        self.root = document.getElementById("figure")
-        self.summary = document.getElementById("summary")
-        self.messages = document.getElementById("messages")
         self.state = None
-        self.sigs = {}  # key -> the sig of the control now in the DOM
-        self.controls = {}  # key -> its <select>/<input> element
-        self.shown = {}  # key -> the value string the control now holds (as far as we know)
+        self.sigs = dict(sigs)  # key -> the sig of the control now in the frame
+        self.shown = dict(values)  # key -> the value string the control now holds (as far as we know)
+        self.patch_key = patch_key  # data-patch-key of the figure now in the frame ("" if none)
         self.query = None
         self.message_list = None
-        self._find_controls()
+        self.deferred = 0  # token of the last render whose extras are still to come
 
-    def _find_controls(self, only=None):
-        for f in self.spec.fields:
-            if only is not None and f.key != only:
-                continue
-            box = self.form.querySelector(f'[data-field="{f.key}"]')
-            if box is None:
-                continue
-            self.sigs[f.key] = str(box.dataset.sig)
-            self.controls[f.key] = box.querySelector("select, input, textarea")
-
-    # -- reading the form --------------------------------------------------------------------------------
-    def form_values(self):
-        values = {}
-        for key, el in self.controls.items():
-            values[key] = ("1" if el.checked else "0") if el.type == "checkbox" else str(el.value)
-        self.shown = dict(values)
-        return values
-
-    # -- writing the page --------------------------------------------------------------------------------
-    def sync_controls(self, state, force=False):
+    # -- what the frame should write -------------------------------------------------------------------
+    def sync_controls(self, state, out, force=False):
         """Rebuild only the controls whose options or bounds changed; put state values into the others."""
-        active = document.activeElement
-        active_id = str(active.id) if active is not None else ""
+        fields, values = {}, {}
         for key, sig in self.page.field_sigs(self.spec, state).items():
-            if key not in self.controls:
+            if key not in self.sigs:
+                continue  # not a control of this page
+            encoded = self.spec.by_key[key].encode(self.spec.shown(state, key))  # a held value as given
+            if sig != self.sigs[key]:
+                fields[key] = str(self.page.field_html(self.spec, state, key))
+                self.sigs[key] = sig
+            elif not force and self.shown.get(key) == encoded:
                 continue
-            field = self.spec.by_key[key]
-            shown = self.spec.shown(state, key)  # a held value shows as the reader gave it (state.Spec.shown)
-            encoded = field.encode(shown)
-            if sig != self.sigs.get(key):
-                box = self.form.querySelector(f'[data-field="{key}"]')
-                box.outerHTML = self.page.field_html(self.spec, state, key)
-                self._find_controls(only=key)
-                self.shown[key] = encoded
-                if active_id == self.page.field_id(key):
-                    self.controls[key].focus()
-                continue
-            if not force and self.shown.get(key) == encoded:
-                continue
-            ctl = self.controls[key]
-            if ctl.type == "checkbox":
-                ctl.checked = bool(shown)
-            elif ctl.id == active_id and ctl.type in ("number", "text", "textarea") and not force:
-                continue  # never rewrite what the user is typing; a clamp shows as a message instead
             else:
-                ctl.value = encoded
+                values[key] = encoded  # live.js leaves a field being typed in alone unless forced
             self.shown[key] = encoded
+        out["fields"], out["values"] = fields, values
 
-    def show_messages(self, messages):
+    def show_messages(self, messages, out):
         if messages == self.message_list:
             return
-        self.messages.innerHTML = self.page.messages_html(messages)
-        self.messages.hidden = not messages
+        out["messages"] = str(self.page.messages_html(messages))
         self.message_list = list(messages)
 
     def apply(self, state, messages, force=False):
+        """The answer for a new state: figure (HTML) or patch (JSON for patch.js), summary, fields (controls
+        rebuilt: {key: HTML}), values ({key: value}), force, messages (HTML, when they changed), query, python_ms
+        and deferred (a token, when the figure has extras to fill in after)."""
         t0 = time.perf_counter()
+        out = {"ok": True, "force": force}
         # an animated figure with frame_patch changes only what differs between frames (page.patch_view)
-        view = None if force else self.page.patch_view(self.fig, state)
-        t1 = time.perf_counter()
-        if view is None or not window.enginelab.applyPatch(view["patch"]):
-            view = self.page.view(self.fig, state, defer=True)  # slow extras come after (after_render)
-            t1 = time.perf_counter()
-            self.root.innerHTML = view["figure"]  # the one write for the figure
-        self.summary.textContent = view["summary"]
-        self.sync_controls(state, force)
-        self.show_messages(messages)
+        view = None if force or not self.patch_key else self.page.patch_view(self.fig, state)
+        if view is not None and json.loads(view["patch"]).get("key") == self.patch_key:
+            out["patch"] = view["patch"]
+        else:
+            view = self.page.view(self.fig, state, defer=True)  # slow extras come after (deferred)
+            out["figure"] = str(view["figure"])
+        out["summary"] = str(view["summary"])
+        self.sync_controls(state, out, force)
+        self.show_messages(messages, out)
         if view["query"] != self.query or force:
-            loc = window.location
-            window.history.replaceState(None, "", loc.pathname + view["query"] + loc.hash)
+            out["query"] = view["query"]
             self.query = view["query"]
         self.state = state
-        # where the time goes, for `build.py bench`: Python (compute + render) / the rest (DOM, controls)
-        html.dataset.renderMs = f"{(t1 - t0) * 1e3:.2f}/{(time.perf_counter() - t1) * 1e3:.2f}"
-        self.after_render(state)
+        if hasattr(self.fig, "deferred_html"):
+            self.deferred += 1
+            out["deferred"] = self.deferred
+        out["python_ms"] = (time.perf_counter() - t0) * 1e3  # for `build.py bench`: Python's share of a change
+        return out
 
-    def after_render(self, state):
-        """Fill in what the figure defers (deferred_html: {element id: html}) once the numbers are on screen;
-        a newer render cancels an older fill."""
-        fill = getattr(self.fig, "deferred_html", None)
-        if fill is None:
-            return
-        token = object()
-        self._deferred = token
-
-        def run(*_):
-            if getattr(self, "_deferred", None) is not token:
-                return
-            try:
-                for el_id, inner in fill(state).items():
-                    node = document.getElementById(el_id)
-                    if node:  # JS null is falsy (and not None in Pyodide)
-                        node.innerHTML = inner
-            except Exception as e:  # the numbers stay; say what is missing
-                traceback.print_exc()
-                self.show_messages(self.message_list + [f"Could not add the advice: {type(e).__name__}: {e}"])
-
-        window.setTimeout(create_once_callable(run), 0)
+    def fill_deferred(self, token):
+        """{element id: HTML} of the figure's slow extras, if token is still the latest render's."""
+        if token != self.deferred:
+            return {"ok": True, "deferred_html": None}
+        try:
+            parts = {k: str(v) for k, v in self.fig.deferred_html(self.state).items()}
+        except Exception as e:  # the numbers stay; say what is missing
+            traceback.print_exc()
+            out = {"ok": True, "deferred_html": None}
+            self.show_messages(self.message_list + [f"Could not add the advice: {type(e).__name__}: {e}"], out)
+            return out
+        return {"ok": True, "deferred_html": parts}
 
     # -- events ------------------------------------------------------------------------------------------
-    def on_input(self, event):
+    def on_input(self, values, target="", force=False):
+        self.shown = {k: str(v) for k, v in values.items()}
         try:
-            state, messages = self.spec.from_form(self.form_values())
+            state, messages = self.spec.from_form(self.shown)
             step = getattr(self.fig, "STEP_FIELD", None)
-            if step and getattr(event.target, "name", "") != step:
+            if step and target != step:
                 # another setting changed the trace under an animated figure: re-clamping its frame to the
                 # new length is expected, not the reader's mistake, so it is not reported
                 label = self.spec.by_key[step].label + ":"
                 messages = [m for m in messages if not m.startswith(label)]
-            self.apply(state, messages)
+            return self.apply(state, messages, force)
         except Exception as e:  # keep the page alive and its last good state; say what went wrong
             report(e)
-            self.show_messages([problem_text(e, "update the figure")])
+            out = {"ok": True}
+            self.show_messages([problem_text(e, "update the figure")], out)
+            return out
 
-    def start(self):
-        state, messages = self.spec.from_query(str(window.location.search))
-        self.apply(state, messages, force=True)
-        self._proxy = create_proxy(self.on_input)
-        self.form.addEventListener("input", self._proxy)
-        document.getElementById("controls-set").disabled = False
+    def start(self, search):
+        state, messages = self.spec.from_query(search)
+        return self.apply(state, messages, force=True)
+
+    def switch(self, **changes):
+        """Show the state with these changes (raises if it cannot: the caller answers with the last good one)."""
+        state, messages = self.spec.coerce(self.state.replace(**changes))
+        return self.apply(state, messages, force=True)
 
 
 # -- "Use your own model or machine" (the calculator's panel, figures/calculator.py own_model_panel) -------
-def setup_own_model(app):
-    ids = ("own-model", "own-status", "gguf-file", "gguf-drop", "cfg-text", "cfg-use")
-    nodes = {i: document.getElementById(i) for i in ids}
-    if not all(nodes.values()):
-        return  # this page has no such panel (a missing element is JS null: falsy, and not None)
-    panel = nodes["own-model"]
+def own_config(app, text):
+    """A pasted config.json: switch to it, or say (own: [text, error]) why not; the last good state stays."""
     from enginelab import custom
 
-    status_el = nodes["own-status"]
-
-    def say(text, error=False):
-        status_el.textContent = text  # plain text: a file name or a JSON error never becomes markup
-        status_el.classList.toggle("own-error", error)
-
-    def switch(**changes):
-        """Show the state with these changes; if that fails, put the last good state back and raise."""
-        good = app.state
-        try:
-            state, messages = app.spec.coerce(app.state.replace(**changes))
-            app.apply(state, messages, force=True)
-        except Exception:
-            app.apply(good, app.message_list or [], force=True)
-            raise
-
-    async def load_file(f):
-        size = int(f.size)
-        name = str(f.name)
-        say(f"Reading the header of {name}…")
-        n = custom.GGUF_FIRST_SLICE
-        previous = custom.dropped_model(), custom.dropped_info()
-        try:
-            while True:  # read a slice; if the header is longer, read as much as it says it needs
-                buf = await f.slice(0, min(n, size)).arrayBuffer()
-                kind, value = custom.gguf_slice_plan(buf.to_bytes(), size)
-                if kind == "model":
-                    break
-                n = value
-            text = f"{custom.describe_gguf_model(value)}; read {min(n, size):,} of {size:,} bytes."
-            custom.set_dropped(value, name, size)
-            switch(model="gguf")
-        except Exception as e:  # any failure: say which file and why; the last good state stays
-            report(e)
-            if custom.dropped_model() is not previous[0]:
-                custom.restore_dropped(*previous)
-            say(f"{name}: {problem_text(e, 'read this file')}", True)
-            return
-        say(text)
-
-    async def on_file(event):
-        files = event.target.files
-        if files.length:
-            await load_file(files.item(0))
-
-    def on_dragover(event):
-        event.preventDefault()
-
-    async def on_drop(event):
-        event.preventDefault()
-        files = event.dataTransfer.files
-        if files.length:
-            await load_file(files.item(0))
-
-    def on_cfg(event):
-        try:
-            text = str(nodes["cfg-text"].value)  # the textarea's maxlength bounds it (CONFIG_MAX_CHARS + 1)
-            m = custom.model_from_config_text(text)
-            compact = custom.compact_config(text)
-            done = f"Using {m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters."
-            switch(model="custom", cfg=compact)
-        except Exception as e:  # the message names the field; the last good state stays
-            report(e)
-            say(problem_text(e, "use this config"), True)
-            return
-        say(done)
-
-    def stop(event):
-        event.stopPropagation()  # typing in the panel is not a change of the figure's settings
-
-    app._own_proxies = [create_proxy(f) for f in (stop, on_file, on_dragover, on_drop, on_cfg)]
-    stop_p, file_p, over_p, drop_p, cfg_p = app._own_proxies
-    panel.addEventListener("input", stop_p)
-    panel.addEventListener("change", stop_p)
-    nodes["gguf-file"].addEventListener("change", file_p)
-    nodes["gguf-drop"].addEventListener("dragover", over_p)
-    nodes["gguf-drop"].addEventListener("drop", drop_p)
-    nodes["cfg-use"].addEventListener("click", cfg_p)
+    try:
+        m = custom.model_from_config_text(text)  # the textarea's maxlength bounds it (CONFIG_MAX_CHARS + 1)
+        compact = custom.compact_config(text)
+        done = f"Using {m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters."
+        out = app.switch(model="custom", cfg=compact)
+    except Exception as e:  # the message names the field
+        report(e)
+        out = app.apply(app.state, app.message_list or [], force=True)
+        out["own"] = [problem_text(e, "use this config"), True]
+        return out
+    out["own"] = [done, False]
+    return out
 
 
-def main():
-    status("Python is running; importing enginelab…", 4)
-    sys.path.insert(0, os.path.abspath("lib"))  # where PyScript unpacked our wheel (see the page's config)
-    from enginelab import figures, links, page
+async def own_gguf(app, f):
+    """A dropped or chosen GGUF file (a JavaScript File): read its header in growing slices, switch to it."""
+    from enginelab import custom
 
-    links.set_figures_base(str(html.getAttribute("data-figures-base") or ""))  # links to other figure pages
-    fig = figures.get(str(html.dataset.figure))
-    status("Drawing the figure…", 5)
-    app = App(fig, page)
-    app.start()
-    setup_own_model(app)
-    window.enginelab_app = create_proxy(app)  # for debugging in the console
-    if hasattr(fig, "download_svg"):  # one standalone SVG of the current state, for Download SVG (shell.js)
-        window.enginelab_download_svg = create_proxy(lambda *_: fig.download_svg(fig.compute(app.state)))
+    size = int(f.size)
+    name = str(f.name)
+    n = custom.GGUF_FIRST_SLICE
+    previous = custom.dropped_model(), custom.dropped_info()
+    try:
+        while True:  # read a slice; if the header is longer, read as much as it says it needs
+            buf = await f.slice(0, min(n, size)).arrayBuffer()
+            kind, value = custom.gguf_slice_plan(buf.to_bytes(), size)
+            if kind == "model":
+                break
+            n = value
+        text = f"{custom.describe_gguf_model(value)}; read {min(n, size):,} of {size:,} bytes."
+        custom.set_dropped(value, name, size)
+        out = app.switch(model="gguf")
+    except Exception as e:  # any failure: say which file and why; the last good state stays
+        report(e)
+        if custom.dropped_model() is not previous[0]:
+            custom.restore_dropped(*previous)
+        out = app.apply(app.state, app.message_list or [], force=True)
+        out["own"] = [f"{name}: {problem_text(e, 'read this file')}", True]
+        return out
+    out["own"] = [text, False]
+    return out
+
+
+# -- the runtime's entry points ------------------------------------------------------------------------------
+def _open(client, req):
+    links.set_figures_base(str(req.get("base") or ""))  # links to other figure pages (the same for every frame)
+    fig = figures.get(str(req["figure"]))
+    app = App(fig, req.get("sigs") or {}, req.get("values") or {}, str(req.get("patch_key") or ""))
+    SESSIONS[client] = app
+    return app.start(str(req.get("search") or ""))
+
+
+def handle(client, req):
+    op = req.get("op")
+    if op == "open":
+        return _open(client, req)
+    if op == "close":
+        SESSIONS.pop(client, None)
+        return {"ok": True}
+    app = SESSIONS.get(client)
+    if app is None:
+        return {"error": "no-session"}  # a runtime that took over from another: the frame opens again
+    if op == "input":
+        app.patch_key = str(req.get("patch_key") or "")
+        return app.on_input(req.get("values") or {}, str(req.get("target") or ""))
+    if op == "refresh":
+        app.patch_key = ""
+        return app.apply(app.state, app.message_list or [], force=True)
+    if op == "deferred":
+        return app.fill_deferred(req.get("token"))
+    if op == "svg":
+        fn = getattr(app.fig, "download_svg", None)
+        return {"ok": True, "svg": fn(app.fig.compute(app.state)) if fn else None}
+    if op == "config":
+        return own_config(app, str(req.get("text") or ""))
+    return {"error": f"unknown request {op!r}"}
+
+
+def serve(client, text):
+    """One request (JSON text) from the frame `client` -> the answer (JSON text). Never raises."""
+    try:
+        out = handle(str(client), json.loads(str(text)))
+    except Exception as e:
+        traceback.print_exc()
+        out = {"error": f"{type(e).__name__}: {e}"}
+    return json.dumps(out, separators=(",", ":"))
+
+
+async def serve_file(client, f):
+    """A GGUF file for the frame `client`'s "Use your own model" panel -> the answer (JSON text)."""
+    app = SESSIONS.get(str(client))
+    if app is None:
+        return json.dumps({"error": "no-session"})
+    try:
+        out = await own_gguf(app, f)
+    except Exception as e:
+        traceback.print_exc()
+        out = {"error": f"{type(e).__name__}: {e}"}
+    return json.dumps(out, separators=(",", ":"))
+
+
+def warm(figure_id):
+    """Import a figure's module ahead of its frame's first request (the runtime calls this while idle)."""
+    figures.get(str(figure_id))
+
+
+def ready():
+    """Called once the first frame is drawn: boot-time objects never die, so keep them out of every later
+    collection's work."""
     import gc
 
-    gc.freeze()  # boot-time objects never die: keep them out of every later collection's work
-    html.dataset.ready = "true"
-    document.getElementById("status").hidden = True
-
-
-try:
-    main()
-except Exception as e:
-    traceback.print_exc()
-    fail(f"{type(e).__name__}: {e}")
+    gc.freeze()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
-from .. import chart, custom, explain, findings, fmt, links, scenario
+from .. import chart, custom, explain, fmt, links, scenario
 from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
@@ -632,6 +632,8 @@ def findings_html(data) -> str:
                 class_="note",
             )
         )
+    from .. import findings  # the advisor: filled in after the numbers (deferred_html), so imported then
+
     # without the advisor's gains chart: one chart per calculator page (its bars)
     return str(findings.block(findings.for_scenario(data), apply_keys=[f.key for f in SPEC.fields], with_chart=False))
 
