@@ -41,7 +41,9 @@ function formValues() {
   return values;
 }
 
-function openRequest() {
+// form: the session starts from the form's values (a runtime taking over while the reader changed something)
+// rather than from the URL
+function openRequest(form = false) {
   const sigs = {};
   for (const [key, [box]] of Object.entries(boxes())) sigs[key] = box.dataset.sig || "";
   return {
@@ -52,6 +54,7 @@ function openRequest() {
     sigs,
     values: formValues(),
     patch_key: patchKey(),
+    form,
   };
 }
 
@@ -122,9 +125,10 @@ const then = (r, f) => (r && typeof r.then === "function" ? r.then(f) : f(r));
 function answer(r, retry) {
   if (r.error === "no-session") {
     // a runtime that took over from another one: open this frame's session again, from its URL, then redo
-    return then(rt.request(openRequest()), (o) => {
+    const fromForm = !!retry && retry.op === "input";
+    return then(rt.request(openRequest(fromForm)), (o) => {
       answer(o);
-      if (retry && retry.op !== "open") send(retry.op === "input" ? inputRequest(retry.target) : retry);
+      if (retry && retry.op !== "open" && retry.op !== "input") send(retry);
     });
   }
   if (r.error) {
@@ -222,6 +226,7 @@ async function start() {
   timing.in_view = performance.now();
   status("Loading the Python runtime (Pyodide, about 13 MB)…", 0);
   rt = connect({ status, onError: (reason) => { if (!live) fail(reason); } });
+  window.enginelab_runtime = rt; // for the console (and tests): rt.mode, rt.leader
   html.dataset.runtime = rt.mode;
   if (rt.mode === "follower") status("Waiting for the Python runtime the figures on this page share…", 1);
   form?.addEventListener("input", onInput);

@@ -65,7 +65,7 @@ async function boot(status) {
   mark("glue_imported");
   return {
     serve: (client, text) => main.serve(client, text),
-    serveFile: (client, file) => main.serveFile(client, file),
+    serveFile: (client, file) => main.serve_file(client, file),
     warm: (figure) => main.warm(figure),
     ready: () => main.ready(),
   };

@@ -12,7 +12,8 @@ history.replaceState. Any failure before the first render is answered with an er
 keeps its pre-rendered figure.
 
 Requests ({"op": ...}):
-  open     {figure, search, base, sigs: {key: sig}, values: {key: value}, patch_key}: a frame starts
+  open     {figure, search, base, sigs: {key: sig}, values: {key: value}, patch_key, form}: a frame starts (or
+           starts again on a runtime that took over): from the URL's query, or with form, from its form's values
   input    {values: {key: value}, target: the control's name, patch_key}: a control changed
   refresh  the frame's figure could not take a patch: render it in full
   deferred {token}: the slow extras of the last render (deferred_html), if no newer render came since
@@ -203,6 +204,8 @@ def _open(client, req):
     fig = figures.get(str(req["figure"]))
     app = App(fig, req.get("sigs") or {}, req.get("values") or {}, str(req.get("patch_key") or ""))
     SESSIONS[client] = app
+    if req.get("form"):  # a runtime taking over while the reader changed something: the form is the state
+        return app.on_input(app.shown, force=True)
     return app.start(str(req.get("search") or ""))
 
 
