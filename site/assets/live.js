@@ -67,6 +67,7 @@ function write(r) {
   const t0 = performance.now();
   if (r.patch !== undefined && !applyPatch(r.patch)) return false; // the figure changed under us: ask in full
   if (r.figure !== undefined) root.innerHTML = r.figure; // the one write for the figure
+  root.classList.remove("stale"); // shell.js's mark for a shared link's state before Python ran
   if (r.summary !== undefined) $("summary").textContent = r.summary;
   const active = document.activeElement;
   const current = boxes();

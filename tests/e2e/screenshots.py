@@ -28,6 +28,8 @@ SHOTS = [
     ("calculator-held", "figures/calculator.html?ctx=1024&tokens=8000&ngl=99", "ready"),
     ("calculator-ctx0", "figures/calculator.html?model=qwen2.5-14b&ctx=0", "ready"),
     ("calculator-m4max", "figures/calculator.html?machine=m4max&model=llama-3.1-70b&quant=Q8_0", "ready"),
+    ("calculator-course", "figures/calculator.html?profile=course", "ready"),
+    ("calculator-cpu-threads", "figures/calculator.html?machine=cpu-ddr5&model=llama-3.1-8b&threads=2", "ready"),
     ("calculator-shared-before-python", "calculator.html?model=qwen2.5-14b&machine=rtx3060&ctx=16384", "static"),
     ("advisor", "figures/advisor.html", "ready"),
     ("tiers", "figures/tiers.html", "ready"),

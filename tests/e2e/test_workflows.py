@@ -157,6 +157,7 @@ def test_practitioner_opens_a_shared_link_on_a_slow_connection(page, site, conte
     wait_ready(page)
     # Python is running: the answers are there, for this state, and nothing is marked stale any more
     assert page.locator("[data-stale]").count() == 0 and page.locator(".stale-banner").count() == 0
+    assert page.locator("#figure.stale").count() == 0  # not faded any more
     state, _ = calc.SPEC.from_query(urlsplit(site.url(shared)).query)
     want = calc.compute(state).readouts
     got = readouts(page)

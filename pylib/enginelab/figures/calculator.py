@@ -473,22 +473,34 @@ def _speed(kind: str, data, how: dict) -> Raw:
     value = getattr(r, name)
     label = "Decode" if kind == "decode" else "Prefill"
     measured = data.profile == "measured" and value is not None
-    text = ("≈ " if measured else "") + fmt.rate(value)
+    text = ("≈\u00a0" if measured else "") + fmt.rate(value)
     sub = []
     rng = getattr(r, f"{kind}_range")
     if measured and rng:
-        sub += [
-            "most runs ",
-            el("span", fmt.rate(rng[0]), **chart.readout_attrs(f"{kind}_low_tok_s", rng[0])),
-            "–",
-            el("span", fmt.rate(rng[1]), **chart.readout_attrs(f"{kind}_high_tok_s", rng[1])),
-        ]
+        sub.append(
+            el(
+                "span",
+                [
+                    "most runs ",
+                    el("span", fmt.rate(rng[0]), **chart.readout_attrs(f"{kind}_low_tok_s", rng[0])),
+                    "–",
+                    el("span", fmt.rate(rng[1]), **chart.readout_attrs(f"{kind}_high_tok_s", rng[1])),
+                ],
+                class_="sub-range",
+                title="Where most published llama-bench runs fall around an estimate like this one "
+                "(20th-80th percentile, devices held out of the fit)",
+            )
+        )
     course = getattr(data.course, name, None) if data.course is not None else None
     if measured and data.course is not None:
-        sub += [
-            " · module: " if sub else "module: ",
-            el("span", fmt.rate(course), **chart.readout_attrs(f"course_{name}", course)),
-        ]
+        sub.append(
+            el(
+                "span",
+                ["module: ", el("span", fmt.rate(course), **chart.readout_attrs(f"course_{name}", course))],
+                class_="sub-course",
+                title="The course profile's number for the same settings (the module's model)",
+            )
+        )
     extra = [el("p", sub, class_="readout-sub")] if sub else []
     extra.append(el("div", Raw(how.get(name, "")), id_=f"explain-{name}", class_="explain-slot"))
     return chart.readout(name, value, text, label, "tok/s", extra=join(extra))
