@@ -38,7 +38,7 @@ async function get(url, how) {
 
 // Boot Pyodide from the vendored files, our wheel on its path (imported from the zip as it is: nothing to
 // unpack), and the glue imported: {serve(client, text) -> text, serveFile(client, file) -> Promise<text>}.
-async function boot(status) {
+async function boot(status = (text, step) => window.enginelab?.setStatus(text, step)) {
   mark("boot_start");
   // fetch the wheel and the glue while Pyodide loads
   const wheelP = get(new URL(`wheels/${html.dataset.wheel}`, ROOT), "arrayBuffer");
@@ -71,6 +71,7 @@ async function boot(status) {
   };
 }
 
+// This frame's own runtime, booted once (the page's first script may have started it: see figure.html).
 export function bootLocal(status) {
   if (!local) local = boot(status);
   return local;
@@ -138,6 +139,11 @@ class Shared {
 
   leading() { return this.leader && this.leader.id === this.id; }
 
+  setMode(mode) {
+    this.mode = mode;
+    if (html.dataset.runtime) html.dataset.runtime = mode; // <html data-runtime>: own, leader or follower
+  }
+
   // ask who leads; if nobody answers, claim; the smallest claim leads
   elect() {
     if (this.claims || document.hidden) return;
@@ -158,7 +164,7 @@ class Shared {
   }
 
   async lead() {
-    this.mode = "leader";
+    this.setMode("leader");
     this.leader = { id: this.id, ready: false };
     this.announce();
     try {
@@ -183,7 +189,7 @@ class Shared {
     if (!this.leading()) return;
     this.ctl.postMessage({ t: "gone", id: this.id });
     this.leader = null;
-    this.mode = "own";
+    this.setMode("own");
   }
 
   tick() {
@@ -211,7 +217,7 @@ class Shared {
       if (m.error) { this.onError(m.error); return; }
       if (this.leading()) {
         if (m.id > this.id) { this.announce(); return; } // two leaders: the smaller id stays
-        this.mode = "own"; // step down; the runtime (if up) still serves this frame
+        this.setMode("own"); // step down; the runtime (if up) still serves this frame
       }
       if (this.leader && this.leader.id < m.id && !this.leading()) return; // we follow the smaller: it stays
       if (!this.leader || this.leader.id !== m.id) this.leader = { id: m.id, ready: false };

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -214,13 +215,15 @@ def test_service_worker_offline_after_a_first_visit_and_a_clean_update(browser, 
         p.wait_for_function(  # ... while the new one installs beside it, and waits
             "navigator.serviceWorker.getRegistration().then(r => !!(r && r.waiting))", timeout=60_000
         )
-        p.close()  # the old build's last page closes: the new build takes over
-        p = ctx.new_page()
-        p.goto(served.url("figures/roofline.html"))
-        wait_ready(p)
-        if "New build" not in p.locator("h1").text_content():  # the hand-over raced this navigation: once more
-            p.reload()
+        p.close()  # the old build's last page closes: the new build takes over (once the browser notices)
+        for _attempt in range(20):
+            p = ctx.new_page()
+            p.goto(served.url("figures/roofline.html"))
             wait_ready(p)
+            if "New build" in p.locator("h1").text_content():
+                break
+            p.close()  # this navigation raced the hand-over, and kept the old build: leave and come back
+            time.sleep(0.5)
         assert "New build" in p.locator("h1").text_content()
         assert p.evaluate("caches.keys()") == ["enginelab-0123456789abcdef"]  # the old build's cache is gone
         assert not guard.problems(), guard.problems()
