@@ -146,6 +146,9 @@ function answer(r, retry) {
     html.dataset.ready = "true";
     const s = $("status");
     if (s) s.hidden = true;
+    // a frame that opened on its pre-rendered default state has not imported its figure yet: do it now, so
+    // that the first change is as quick as the others
+    setTimeout(() => then(rt.request({ op: "warm" }), () => {}), 0);
     registerServiceWorker();
   }
 }

@@ -66,7 +66,6 @@ async function boot(status = (text, step) => window.enginelab?.setStatus(text, s
   return {
     serve: (client, text) => main.serve(client, text),
     serveFile: (client, file) => main.serve_file(client, file),
-    warm: (figure) => main.warm(figure),
     ready: () => main.ready(),
   };
 }
@@ -284,13 +283,11 @@ class Shared {
   ready() { if (this.rt && this.mode === "leader") this.rt.ready(); }
 }
 
-// The runtime for this frame: its own on a page of its own (or where the APIs are missing, or asked for with
-// ?runtime=own), else the page's shared one.
+// The runtime for this frame: its own on a page of its own (or where BroadcastChannel is missing), else the
+// page's shared one.
 export function connect({ status, onError }) {
   const id = (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2)) + "";
-  const embedded = window.parent !== window;
-  const ownAsked = new URLSearchParams(location.search).get("runtime") === "own";
-  if (embedded && !ownAsked && typeof BroadcastChannel === "function") {
+  if (window.parent !== window && typeof BroadcastChannel === "function") {
     return new Shared(id, status, onError);
   }
   return new Own(id, status);

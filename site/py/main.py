@@ -20,6 +20,7 @@ Requests ({"op": ...}):
   svg      one standalone SVG of the current state (Download SVG, for figures with download_svg)
   config   {text}: "Use your own model": a pasted config.json
   gguf     (serve_file) a dropped GGUF file: its header, read in slices
+  warm     the frame is live: get ready for its first change (import its figure's module)
   close    the frame is gone
 An answer is {"ok": true, ...what changed} or {"error": "..."} (see App.apply for the keys).
 """
@@ -28,7 +29,7 @@ import json
 import time
 import traceback
 
-from enginelab import figures, links, page
+from enginelab import figures, links  # light: page (state, svg) comes with a frame's first real request
 
 SESSIONS = {}  # client id -> App
 
@@ -50,6 +51,8 @@ class App:
     """One frame's figure: its state and what its page shows now (as far as this session has told it)."""
 
     def __init__(self, fig, sigs, values, patch_key=""):
+        from enginelab import page
+
         self.fig, self.page, self.spec = fig, page, fig.SPEC
         self.state = None
         self.sigs = dict(sigs)  # key -> the sig of the control now in the frame
@@ -199,14 +202,34 @@ async def own_gguf(app, f):
 
 
 # -- the runtime's entry points ------------------------------------------------------------------------------
+class Prerendered:
+    """A frame whose URL asks for the default state: it already shows what the first render would draw (build.py
+    pre-rendered it with these same render functions), so its session opens without importing, computing or
+    drawing anything; the figure's module is imported on the frame's first request (or its warm-up)."""
+
+    def __init__(self, req):
+        self.req = req
+
+    def open(self):
+        fig = figures.get(str(self.req["figure"]))
+        app = App(fig, self.req.get("sigs") or {}, self.req.get("values") or {}, str(self.req.get("patch_key") or ""))
+        app.state, app.query, app.message_list = fig.default_state(), "", []
+        return app
+
+
 def _open(client, req):
     links.set_figures_base(str(req.get("base") or ""))  # links to other figure pages (the same for every frame)
+    search = str(req.get("search") or "")
+    if not req.get("form") and search in ("", "?"):
+        figures.FIGURES[str(req["figure"])]  # a KeyError for an unknown figure, as figures.get would raise
+        SESSIONS[client] = Prerendered(req)
+        return {"ok": True, "python_ms": 0.0}
     fig = figures.get(str(req["figure"]))
     app = App(fig, req.get("sigs") or {}, req.get("values") or {}, str(req.get("patch_key") or ""))
     SESSIONS[client] = app
     if req.get("form"):  # a runtime taking over while the reader changed something: the form is the state
         return app.on_input(app.shown, force=True)
-    return app.start(str(req.get("search") or ""))
+    return app.start(search)
 
 
 def handle(client, req):
@@ -219,6 +242,10 @@ def handle(client, req):
     app = SESSIONS.get(client)
     if app is None:
         return {"error": "no-session"}  # a runtime that took over from another: the frame opens again
+    if isinstance(app, Prerendered):
+        app = SESSIONS[client] = app.open()
+    if op == "warm":  # the frame is live and idle: import its figure's module now, not on its first change
+        return {"ok": True}
     if op == "input":
         app.patch_key = str(req.get("patch_key") or "")
         return app.on_input(req.get("values") or {}, str(req.get("target") or ""))
@@ -256,11 +283,6 @@ async def serve_file(client, f):
         traceback.print_exc()
         out = {"error": f"{type(e).__name__}: {e}"}
     return json.dumps(out, separators=(",", ":"))
-
-
-def warm(figure_id):
-    """Import a figure's module ahead of its frame's first request (the runtime calls this while idle)."""
-    figures.get(str(figure_id))
 
 
 def ready():
