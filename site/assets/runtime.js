@@ -10,8 +10,7 @@
 // page on its own does.
 //
 // Channel messages ({t: ...}; names carry the build, so frames of two builds never share a runtime):
-//   "enginelab-rt-<build>"         who {from}          a frame asks who leads
-//                                  claim {id}          nobody answered: this frame offers to lead
+//   "enginelab-rt-<build>"         claim {id}          a frame offers to lead (and so asks who leads)
 //                                  leader {id, ready, error}   the leader says it leads / is ready / failed
 //                                  gone {id}           the leader stops leading
 //   "enginelab-rt-<build>:<id>"    req {from, seq, text, file}  a request to the frame <id> (the leader)
@@ -99,13 +98,12 @@ class Own {
 // The election runs on BroadcastChannel alone: Web Locks, like storage, are denied to a frame embedded on
 // another site by browsers that block third-party storage, while BroadcastChannel is only partitioned (the
 // frames of one host page still hear each other).
-//   - A frame that comes into view asks who leads; the leader answers (and repeats itself every HEARTBEAT_MS).
-//   - Hearing no leader within CLAIM_MS, it claims; after CLAIM_MS more, the smallest id among the claims
-//     heard leads. Should two frames lead at once (a claim that arrived late), the one with the larger id steps
+//   - A frame that comes into view claims the lead; a leader answers with itself (and repeats itself every
+//     HEARTBEAT_MS). Hearing no leader within CLAIM_MS, the smallest id among the claims heard leads. Should two frames lead at once (a claim that arrived late), the one with the larger id steps
 //     down as soon as it hears the other: its followers move over; it keeps its runtime for its own figure.
 //   - A leader that goes (its frame removed or navigated: pagehide; its tab hidden) says "gone" and its
 //     followers elect again at once; a leader not heard for SILENT_MS (a crashed frame) is taken as gone.
-const CLAIM_MS = 120;
+const CLAIM_MS = 100;
 const HEARTBEAT_MS = 1000;
 const SILENT_MS = 10000;
 
@@ -143,22 +141,18 @@ class Shared {
     if (html.dataset.runtime) html.dataset.runtime = mode; // <html data-runtime>: own, leader or follower
   }
 
-  // ask who leads; if nobody answers, claim; the smallest claim leads
+  // claim (a leader answers a claim with itself); unless a leader speaks within CLAIM_MS, the smallest
+  // claim heard leads
   elect() {
     if (this.claims || document.hidden) return;
-    this.claims = new Set();
-    this.ctl.postMessage({ t: "who", from: this.id });
+    this.claims = new Set([this.id]);
+    this.ctl.postMessage({ t: "claim", id: this.id });
     setTimeout(() => {
-      if (this.leader) { this.claims = null; return; }
-      this.claims.add(this.id);
-      this.ctl.postMessage({ t: "claim", id: this.id });
-      setTimeout(() => {
-        const winner = [...this.claims].sort()[0];
-        this.claims = null;
-        if (this.leader) return;
-        if (winner === this.id) this.lead();
-        else setTimeout(() => { if (!this.leader) this.elect(); }, 4 * CLAIM_MS); // it should have spoken
-      }, CLAIM_MS);
+      const winner = [...this.claims].sort()[0];
+      this.claims = null;
+      if (this.leader) return;
+      if (winner === this.id) this.lead();
+      else setTimeout(() => { if (!this.leader) this.elect(); }, 4 * CLAIM_MS); // it should have spoken by now
     }, CLAIM_MS);
   }
 
@@ -206,9 +200,8 @@ class Shared {
   }
 
   control(m) {
-    if (m.t === "who") this.announce();
-    else if (m.t === "claim" && this.claims) this.claims.add(m.id);
-    else if (m.t === "claim" && this.leading()) this.announce();
+    if (m.t === "claim" && this.claims) this.claims.add(m.id);
+    else if (m.t === "claim") this.announce(); // (only a leader announces)
     else if (m.t === "gone" && this.leader && this.leader.id === m.id) {
       this.leader = null;
       this.elect();
