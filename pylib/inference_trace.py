@@ -129,7 +129,9 @@ def load_trace(
     Cold: the file comes from the drive.  Warm (a second launch): the OS page
     cache still holds it, so every read that went to the drive is served from
     RAM instead; nothing else changes.  Each step: what, tier, bytes, seconds,
-    and `source` ('drive' or 'page cache') for steps that read the file."""
+    and `source` ('drive' or 'page cache') for steps that read the file; the
+    first token also splits its bytes into gpu_read_bytes and cpu_read_bytes
+    (its `tier` is the device that takes longer)."""
     if not isinstance(warm, bool):
         raise _err("warm", f"must be True or False, got {brief(warm)}")
     p = pm.place(model, machine, quant, n_ctx, kv_type, n_gpu_layers=n_gpu_layers, n_cpu_moe=n_cpu_moe)
@@ -264,6 +266,8 @@ def load_trace(
             d["gpu_bytes"] + d["cpu_bytes"],
             d["total_s"],
             reads_file=False,
+            gpu_read_bytes=d["gpu_bytes"],  # of those, read by the GPU (from VRAM, or unified memory)
+            cpu_read_bytes=d["cpu_bytes"],  # and by the CPU, from system RAM
         )
     )
     t = 0.0

@@ -55,7 +55,10 @@ run["frames"] is a list with one dict per simulated step:
                                    # the cell is "." (E and X cells keep the id of the request whose KV went)
      "running": [3, 5],            # ids of the requests holding cells after the step, in admission order
      "waiting": [6],               # ids of requests that have arrived but are not admitted yet
-     "events": [...]}              # what happened in the step, in order (see below)
+     "events": [...],              # what happened in the step, in order (see below)
+     "tree": [[1, 0, 48, 2, 0], ...]}  # RadixManager only: the radix tree after the step, one
+                                   # [node id, parent id, tokens on its edge, lock_ref, owner] per node, parents
+                                   # before children (the root, id 0, is left out); see RadixManager.tree_rows
 Cell codes (upper case = it happened in this step; the next frame shows the lower-case form):
     "."       free
     "c"       cached: holds KV that no running request is using (idle slot, a freed block that still has a
@@ -725,9 +728,10 @@ class PagedManager:
 
 
 class TreeNode:
-    __slots__ = ("children", "parent", "key", "value", "lock_ref", "last_access_time", "owner")
+    __slots__ = ("children", "parent", "key", "value", "lock_ref", "last_access_time", "owner", "id")
 
-    def __init__(self, parent=None, key=(), value=None):
+    def __init__(self, parent=None, key=(), value=None, node_id: int = 0):
+        self.id = node_id  # a number for views (frames' "tree"); SGLang's TreeNode has one too
         self.children: dict = {}  # first token of the child's key -> child
         self.parent = parent
         self.key = key  # tuple of token ids on the edge into this node
@@ -764,11 +768,27 @@ class RadixManager:
         self._seq = 0
         self._req: dict = {}  # rid -> [cells, locked node, n cells in the tree]
         self._to_insert: list = []  # prefilled in this step, inserted at the next one
+        self._next_id = 1  # node ids; the root is 0
         self.cells = _CellMap(capacity_tokens, track_cells)
         self.events: list = []
 
     def max_request_tokens(self) -> int:
         return self.capacity
+
+    def _new_node(self, parent, key, value) -> TreeNode:
+        node = TreeNode(parent, key, value, self._next_id)
+        self._next_id += 1
+        return node
+
+    def tree_rows(self) -> list:
+        """The tree as rows [node id, parent id, tokens on the edge, lock_ref, owner], parents before children:
+        what a view needs to draw shared prefixes and which paths running requests pin (frames' "tree")."""
+        rows, stack = [], list(reversed(self.root.children.values()))
+        while stack:
+            node = stack.pop()
+            rows.append([node.id, node.parent.id, len(node.key), node.lock_ref, node.owner])
+            stack.extend(reversed(node.children.values()))
+        return rows
 
     def begin_step(self, step: int) -> None:
         self.cells.settle()
@@ -790,7 +810,7 @@ class RadixManager:
 
     def _split_node(self, child: TreeNode, split_len: int) -> TreeNode:
         """Cut child's edge after split_len tokens; the new node becomes child's parent."""
-        new = TreeNode(child.parent, child.key[:split_len], child.value[:split_len])
+        new = self._new_node(child.parent, child.key[:split_len], child.value[:split_len])
         new.lock_ref = child.lock_ref
         new.last_access_time = child.last_access_time
         new.owner = child.owner
@@ -852,7 +872,7 @@ class RadixManager:
             i += n
         n_old = i
         if i < len(key):
-            leaf = TreeNode(node, key[i:], list(value[i:]))
+            leaf = self._new_node(node, key[i:], list(value[i:]))
             leaf.last_access_time = now
             leaf.owner = owner
             node.children[key[i]] = leaf
@@ -1215,6 +1235,8 @@ def simulate(
                     "events": events,
                 }
             )
+            if hasattr(manager, "tree_rows"):
+                frames[-1]["tree"] = manager.tree_rows()
         if waiting and not running and not admitted and not any(e["type"] in ("finish", "preempt") for e in events):
             # nothing runs and the head of the queue still does not fit: it never will
             for live in list(waiting):

@@ -8,9 +8,11 @@ so it runs the same in CPython and in Pyodide.  Read it top to bottom:
   2. Models (Hugging Face config.json field names) and their GGUF tensors
   3. Sizes: quantize_plan, weight_bytes, effective_bpw, file_bytes
   4. KV cache
-  5. Devices and machines
+  5. Devices and machines (one GPU, several, and how they connect)
   6. Placement: llama.cpp's -ngl / --fit / --n-cpu-moe
+     6b. Several GPUs: --split-mode, --tensor-split, --main-gpu, --fit across devices
   7. Time: decode and prefill
+     7b. Time on several GPUs: layer split (hops) and row split (synchronisations)
   8. The roofline
   9. Models from a Hugging Face config.json or a GGUF header
 
@@ -55,6 +57,9 @@ tensor in that one ggml type; llama-quantize's Q2_K mix is "Q2_K_MIX".
 
 from __future__ import annotations
 
+import bisect
+import math
+import struct
 from dataclasses import dataclass, fields, replace
 
 from enginelab import engine_io as _engine_io
@@ -953,26 +958,79 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """How the GPUs of a machine reach each other (see LINKS).
+
+    kind: "pcie" (through the host: a copy goes GPU -> host -> GPU, two trips over the link), "p2p" (PCIe
+    peer-to-peer, one trip), "nvlink" (a bridge between the cards), "rpc" (llama.cpp's RPC backend over a
+    network: every hand-over is a round trip). bandwidth_gbs: one direction, GB/s. latency_us: what one
+    transfer or synchronisation costs whatever its size (driver calls and events on a local link, the network
+    round trip for RPC)."""
+
+    kind: str
+    bandwidth_gbs: float = 0.0  # 0: the machine's PCIe link (pcie and p2p)
+    latency_us: float = 10.0
+    name: str = ""
+
+    def __post_init__(self):
+        _check(
+            isinstance(self.kind, str) and self.kind in LINK_KINDS,
+            "kind",
+            f"unknown link kind {brief(self.kind)}; allowed: {', '.join(LINK_KINDS)}",
+        )
+        check_number(self.bandwidth_gbs, "bandwidth_gbs", 0.0, MAX_DEVICE_GBS)
+        check_number(self.latency_us, "latency_us", 0.0, 1e7)
+        check_text(self.name, "name", MAX_TEXT_CHARS)
+
+
+LINK_KINDS = ("pcie", "p2p", "nvlink", "rpc")
+
+
+@dataclass(frozen=True)
 class Machine:
-    """A GPU (or none), the host's RAM and CPU, and the PCIe link between them.
+    """A GPU (or none, or several), the host's RAM and CPU, and the PCIe link between them.
+
+    gpu: one Device, None, or a tuple of Devices in llama.cpp's device order (CUDA0, CUDA1, ...); a tuple of
+    one is that Device. `gpus` always gives the tuple. With several GPUs, `interconnect` says how they reach
+    each other (None: PCIe through the host at pcie_gbs).
 
     For Apple silicon, `unified=True`: the GPU device *is* the unified memory,
     and the GPU may use `gpu_share` of it (macOS's recommendedMaxWorkingSetSize,
     about 75% on the larger configurations)."""
 
     name: str
-    gpu: Device | None
+    gpu: Device | tuple | None
     ram: Device
     pcie_gbs: float = 0.0
     unified: bool = False
     gpu_share: float = 0.75
     drive_gbs: float = 5.0  # NVMe sequential read, GB/s (PCIe 4.0 drive)
     key: str = ""
+    interconnect: Interconnect | None = None  # how several GPUs reach each other (None: PCIe via the host)
 
     def __post_init__(self):
         check_text(self.name, "name", MAX_TEXT_CHARS)
+        # several GPUs: a tuple (or list) of Devices; a tuple of one is that Device (section 6b)
+        if isinstance(self.gpu, list):
+            object.__setattr__(self, "gpu", tuple(self.gpu))
+        if isinstance(self.gpu, tuple):
+            _check(len(self.gpu) > 0, "gpu", "an empty tuple: pass None for a machine without a GPU")
+            _check(len(self.gpu) <= MAX_GPUS, "gpu", f"at most {MAX_GPUS} GPUs, got {len(self.gpu):,}")
+            for i, d in enumerate(self.gpu):
+                _check(isinstance(d, Device), "gpu", f"entry {i} must be a Device, got {brief(d)}")
+            if len(self.gpu) == 1:
+                object.__setattr__(self, "gpu", self.gpu[0])
+            else:
+                _check(not self.unified, "gpu", "a unified-memory machine has one GPU")
         _check(
-            self.gpu is None or isinstance(self.gpu, Device), "gpu", f"must be a Device or None, got {brief(self.gpu)}"
+            self.gpu is None or isinstance(self.gpu, (Device, tuple)),
+            "gpu",
+            f"must be a Device, a tuple of Devices or None, got {brief(self.gpu)}",
+        )
+        _check(
+            self.interconnect is None or isinstance(self.interconnect, Interconnect),
+            "interconnect",
+            f"must be an Interconnect or None, got {brief(self.interconnect)}",
         )
         _check(isinstance(self.ram, Device), "ram", f"must be a Device, got {brief(self.ram)}")
         check_number(self.pcie_gbs, "pcie_gbs", 0.0, MAX_DEVICE_GBS)
@@ -984,6 +1042,46 @@ class Machine:
     @property
     def pcie(self) -> float:
         return self.pcie_gbs * GB
+
+    @property
+    def gpus(self) -> tuple:
+        """The GPUs as a tuple: () without one, (gpu,) with one."""
+        if self.gpu is None:
+            return ()
+        return self.gpu if isinstance(self.gpu, tuple) else (self.gpu,)
+
+    @property
+    def multi_gpu(self) -> bool:
+        return len(self.gpus) > 1
+
+    @property
+    def link(self) -> Interconnect:
+        """The GPU-to-GPU link: the interconnect given, with the PCIe bandwidth filled in for pcie/p2p."""
+        ic = self.interconnect or Interconnect("pcie", 0.0, LINK_LATENCY_US["pcie"], "PCIe through the host")
+        if ic.bandwidth_gbs <= 0:
+            ic = replace(ic, bandwidth_gbs=self.pcie_gbs or PCIE4_X16_GBS)
+        return ic
+
+
+MAX_GPUS = 16  # llama.cpp's GGML_CUDA_MAX_DEVICES
+PCIE4_X16_GBS = 31.5  # a GPU link when the machine names none (PCIe 4.0 x16, one direction)
+# What one transfer or synchronisation between two GPUs costs whatever its size, microseconds: device switches,
+# events and the waits of a split matmul (ggml-cuda copies its input to every GPU and gathers the slices back).
+# pcie = 30 us is fitted to one published comparison, not measured here: two RTX 3090s, Qwen3-14B Q4_0, where
+# mainline's --split-mode row decodes at about 0.77x of --split-mode layer (ik_llama.cpp PR #1106: "graph" is
+# 1.53x layer and 2x row); P2P and NVLink skip the host and are set lower by assumption. llama.cpp's RPC backend
+# sends a command and waits for the reply: a hand-over costs a network round trip and the server's handling.
+LINK_LATENCY_US = {"pcie": 30.0, "p2p": 20.0, "nvlink": 10.0, "rpc": 300.0}
+# Ready-made links (bandwidth 0: the machine's own PCIe link).
+LINKS: dict[str, Interconnect] = {
+    "pcie": Interconnect("pcie", 0.0, LINK_LATENCY_US["pcie"], "PCIe through the host"),
+    "p2p": Interconnect("p2p", 0.0, LINK_LATENCY_US["p2p"], "PCIe peer-to-peer"),
+    # NVIDIA's RTX 3090 NVLink bridge: 112.5 GB/s both directions (GA102 whitepaper), 56.25 each way
+    "nvlink": Interconnect("nvlink", 56.25, LINK_LATENCY_US["nvlink"], "NVLink bridge (RTX 3090)"),
+    # llama.cpp's RPC backend over Ethernet: 1 GbE carries about 117 MB/s of payload, 10 GbE about 1.17 GB/s
+    "rpc-1g": Interconnect("rpc", 0.117, LINK_LATENCY_US["rpc"], "RPC over 1 Gb Ethernet"),
+    "rpc-10g": Interconnect("rpc", 1.17, 150.0, "RPC over 10 Gb Ethernet"),
+}
 
 
 # System RAM.  Dual-channel peak = 2 channels * 8 bytes * MT/s.
@@ -1103,14 +1201,24 @@ MACHINES: dict[str, Machine] = {
 }
 # PCIe: 4.0 x16 = 31.5 GB/s per direction, 4.0 x8 (RTX 4060 Ti) = 15.75, 5.0 x16 = 63.0.
 
+# The discrete GPU cards of the catalog, under the key of the machine that has them: the cards a machine with
+# several GPUs is built from (e.g. Machine("2x RTX 3090", (GPUS["rtx3090"],) * 2, ...)).
+GPUS: dict[str, Device] = {k: m.gpu for k, m in MACHINES.items() if m.gpu is not None and not m.unified}
+
 
 def device_backend(machine: Machine, side: str) -> str:
-    """The llama.cpp backend that runs `side` ("gpu" or "cpu") of a machine: the Device's own backend, else
-    cpu for the host, metal for Apple's unified GPU, cuda for a discrete GPU."""
-    dev = machine.gpu if side == "gpu" else machine.ram
+    """The llama.cpp backend that runs `side` ("gpu", "gpu0", "gpu1", ... or "cpu") of a machine: the Device's
+    own backend, else cpu for the host, metal for Apple's unified GPU, cuda for a discrete GPU. "gpu" is the
+    first GPU."""
+    if side.startswith("gpu"):
+        gpus = machine.gpus
+        i = int(side[3:]) if len(side) > 3 else 0
+        dev = gpus[i] if i < len(gpus) else None
+    else:
+        dev = machine.ram
     if dev is not None and dev.backend:
         return dev.backend
-    if side != "gpu":
+    if not side.startswith("gpu"):
         return "cpu"
     return "metal" if machine.unified else "cuda"
 
@@ -1179,6 +1287,31 @@ class Placement:
     failing_device: str = ""
     fit_next_gpu_total: float | None = None  # --fit: GPU bytes at one more layer (the one that did not fit)
     profile: str = "course"  # how capacities were counted, and the timing profile used by default
+    # Several GPUs (section 6b; a machine with one GPU leaves these at their defaults, see per_gpu):
+    split_mode: str = "layer"  # llama.cpp --split-mode: none, layer or row
+    main_gpu: int = 0  # --main-gpu: the one GPU used with split_mode none
+    tensor_split: tuple = ()  # --tensor-split as llama.cpp gets it (given, or what --fit wrote); () = by free memory
+    fit_wrote_split: bool = False  # tensor_split is --fit's layers per GPU (not the reader's -ts)
+    gpu_devices: tuple = ()  # one DeviceUse per GPU of the machine
+    layer_gpu: tuple = ()  # per block: the index of its GPU in machine.gpus, None on the CPU
+    output_gpu: int | None = None  # the GPU holding the output layer, None on the CPU
+    row_split: bool = False  # split_mode row on a backend with a split buffer: matrices split by rows
+    row_fractions: tuple = ()  # with row_split: each GPU's share of every matrix's rows
+
+    @property
+    def per_gpu(self) -> tuple:
+        """One DeviceUse per GPU: what each holds and how much room it has (one entry for a single GPU)."""
+        if self.gpu_devices or self.machine.gpu is None:
+            return self.gpu_devices
+        layers = tuple(il for il, d in enumerate(self.layer_device) if d == "gpu")
+        if self.output_on_gpu:
+            layers += (self.model.num_hidden_layers,)
+        dev = self.machine.gpu
+        return (
+            DeviceUse(
+                0, dev.name, layers, self.gpu_weights, self.gpu_kv, self.gpu_compute, self.gpu_capacity, self.fit_margin
+            ),
+        )
 
     def __post_init__(self):
         # place() makes valid Placements; this catches a hand-made one before it reaches the timing functions
@@ -1197,6 +1330,34 @@ class Placement:
         check_int(self.n_gpu_layers, "n_gpu_layers", 0, n + 1)
         check_int(self.n_cpu_moe, "n_cpu_moe", 0, n)
         check_int(self.n_ubatch, "n_ubatch", 1, MAX_CONTEXT)
+        if self.machine.multi_gpu:  # section 6b's fields, which the timing functions read
+            ng = len(self.machine.gpus)
+            _check(self.split_mode in SPLIT_MODES, "split_mode", f"must be one of {', '.join(SPLIT_MODES)}")
+            _check(
+                isinstance(self.layer_gpu, tuple)
+                and len(self.layer_gpu) == n
+                and all(g is None or (is_int(g) and 0 <= g < ng) for g in self.layer_gpu),
+                "layer_gpu",
+                f"must be a tuple of {n} GPU indices (None: the CPU), each below {ng}",
+            )
+            _check(
+                self.output_gpu is None or (is_int(self.output_gpu) and 0 <= self.output_gpu < ng),
+                "output_gpu",
+                f"must be None (the CPU) or 0 to {ng - 1}",
+            )
+            _check(
+                isinstance(self.gpu_devices, tuple) and len(self.gpu_devices) == ng,
+                "gpu_devices",
+                f"must hold one DeviceUse per GPU ({ng})",
+            )
+            if self.row_split:
+                _check(
+                    isinstance(self.row_fractions, tuple)
+                    and len(self.row_fractions) == ng
+                    and abs(sum(self.row_fractions) - 1.0) < 1e-6,
+                    "row_fractions",
+                    f"must be {ng} shares that sum to 1",
+                )
 
     @property
     def gpu_total(self) -> float:
@@ -1249,6 +1410,33 @@ class Placement:
         out["model"] = self.model.name
         out["machine"] = self.machine.name
         return out
+
+
+@dataclass(frozen=True)
+class DeviceUse:
+    """What one GPU holds in a placement (llama.cpp's per-device model, KV and compute buffers)."""
+
+    index: int  # position in machine.gpus: llama.cpp's device order (CUDA0, CUDA1, ...)
+    name: str
+    layers: tuple  # the layers placed here: block indices, and n_layers for the output layer
+    weights: float  # model buffer, bytes
+    kv: float  # KV buffer
+    compute: float  # compute buffer
+    capacity: float  # what llama.cpp may use on it (course: decimal GB; measured: GiB less the driver's share)
+    margin: float  # --fit-target kept free (when it holds anything)
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv + self.compute
+
+    @property
+    def free(self) -> float:
+        """Room left after its buffers and the margin (negative: over by that much)."""
+        return self.capacity - self.total - (self.margin if self.total > 0 else 0.0)
+
+    @property
+    def fits(self) -> bool:
+        return self.free >= 0
 
 
 def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: bool = True) -> float:
@@ -1331,12 +1519,18 @@ def place(
     n_ubatch: int = N_UBATCH_DEFAULT,
     fit_target_mib: float = FIT_TARGET_MIB,
     profile: str = "course",
+    tensor_split=None,
+    split_mode: str = "layer",
+    main_gpu: int = 0,
 ) -> Placement:
     """Place a model on a machine the way llama.cpp would (see the section comment).
 
     profile: "course" counts device memory in the module's decimal GB; "measured" in real GiB, less what
     the driver holds (DRIVER_RESERVE_MIB). The placement remembers it: decode_step_time and prefill_time use
-    it when not told otherwise."""
+    it when not told otherwise.
+
+    Several GPUs (section 6b): tensor_split (-ts: one weight per GPU, None = by free memory), split_mode
+    (-sm: "none", "layer" or "row") and main_gpu (-mg). With one GPU they change nothing."""
     model, machine = get_model(model), get_machine(machine)
     profile = _check_profile(profile)
     if quant is not None or not model.gguf_tensors:
@@ -1369,6 +1563,23 @@ def place(
     n_gpu_layers = None if n_gpu_layers is None else min(int(n_gpu_layers), n + 1)
     if n_cpu_moe and not model.is_moe:
         n_cpu_moe = 0
+    tensor_split, split_mode, main_gpu = check_split(machine, tensor_split, split_mode, main_gpu)
+    if machine.multi_gpu:
+        return _place_multi(
+            model,
+            machine,
+            quant,
+            n_ctx,
+            kv_type,
+            n_gpu_layers,
+            n_cpu_moe,
+            n_ubatch,
+            fit_target_mib,
+            profile,
+            tensor_split,
+            split_mode,
+            main_gpu,
+        )
 
     dense, experts, other = _layer_bytes(model, quant)
     per_tok = kv_bytes_per_token_layer(model, kv_type)
@@ -1502,6 +1713,341 @@ def _fail(p: Placement, dev: str, need: float, free: float) -> Placement:
 
 
 # ---------------------------------------------------------------------------
+# 6b. Several GPUs: --split-mode, --tensor-split, --main-gpu, and --fit across devices
+# ---------------------------------------------------------------------------
+# llama.cpp gives every layer one device (src/llama-model.cpp, llama_model::load_tensors):
+#
+#   splits      = tensor_split (-ts), or each device's free memory when -ts is not given (or all zero),
+#                 summed up and normalised into split points, in float32: -ts 3,1 -> [0.75, 1.0]
+#   i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)     the first layers stay on the CPU
+#   act         = min(n_gpu_layers, n_layer + 1)
+#   layer il = 0 .. n_layer (il = n_layer is the output layer) goes to the CPU if il < i_gpu_start, else to
+#       devices[upper_bound(splits, (il - i_gpu_start) / act)]
+#
+# so each GPU holds a contiguous run of layers, the last one the output layer, and the input layer
+# (token_embd) stays on the CPU.  Each layer's KV cache lives on its layer's device (src/llama-kv-cache.cpp,
+# dev_layer(il)).  --split-mode none keeps only --main-gpu in the device list (src/llama.cpp).  With
+# -ngl below n_layer + 1 it is the *first* layers that stay on the CPU (a single-GPU machine keeps the
+# module's rule, see section 6; the bytes per tier are nearly the same).
+#
+# --split-mode row: every device's buffer list starts with its backend's split buffer type
+# (make_gpu_buft_list), so each 2-D matrix of a GPU layer, and the output matrix, has its rows spread over
+# all the GPUs: by -ts, or by each card's total memory without it (ggml-cuda's default_tensor_split).  The
+# layer's norms, its expert tensors (mul_mat_id cannot read a split buffer) and its KV cache stay on the
+# layer's device.  Only CUDA, ROCm and SYCL offer a split buffer; on Vulkan, Metal or RPC devices row
+# places like layer.  (ggml-cuda also rounds each slice to whole tiles of 64-128 rows; ignored here.)
+#
+# --fit across devices (common/fit.cpp, common_params_fit_impl), when -ngl is left to it:
+#   1. the default placement (every layer, split by free memory): when every GPU keeps its margin
+#      (--fit-target, 1024 MiB per device) free, nothing changes;
+#   2. it would shrink the context only where -c was not given (place() always has n_ctx);
+#   3. otherwise it fills the GPUs back to front: the last GPU takes as many layers from the end (the output
+#      layer first) as fit in its free memory less the margin, then the GPU before it, and so on; what is
+#      left stays on the CPU.  It then sets -ngl to their sum and -ts to the layers per GPU.
+#   With -ts given or --split-mode row it leaves the weights where they are.  (An MoE model is filled here
+#   with whole layers and --n-cpu-moe as given; llama.cpp first fills "dense-only" layers with the experts
+#   in RAM and then moves experts in, which this does not model.)
+#
+# Compute buffers per device, from the ggml graph's largest live tensors (checked against llama.cpp's own
+# lines in data/lab/logs/rpc-*.log, Llama 3.2 1B on two RPC devices and the host, to 0.01 MiB):
+#   a GPU running blocks      4 * ub * (3 * n_ff + 3 * n_embd) + 2 * ub * n_ctx
+#                             (FFN activations, the residual stream, the f16 KQ mask)
+#   the GPU with the output   at least 4 * ub * (n_vocab + n_embd)  (the logits)
+#   the host                  4 * ub * 2 * n_embd + 2 * ub * n_ctx, or, running blocks, the block formula
+#                             + 4 * ub * n_embd
+# A machine with one GPU keeps the module's compute_buffer_bytes (its printed numbers stand).
+
+SPLIT_MODES = ("none", "layer", "row")
+ROW_SPLIT_BACKENDS = ("cuda", "rocm", "sycl")  # the backends with ggml_backend_split_buffer_type
+
+
+def check_split(machine, tensor_split=None, split_mode: str = "layer", main_gpu: int = 0) -> tuple:
+    """(tensor_split, split_mode, main_gpu) checked against the machine's GPUs, as place() uses them.
+
+    tensor_split: None or one number >= 0 per GPU (fewer: the rest are 0, as llama.cpp's zeroed array);
+    returned as a tuple of floats, or () when it is None or all zero (llama.cpp then splits by free memory).
+    Raises ValueError naming the argument."""
+    machine = get_machine(machine)
+    n = len(machine.gpus)
+    _check(
+        isinstance(split_mode, str) and split_mode in SPLIT_MODES,
+        "split_mode",
+        f"unknown split mode {brief(split_mode)}; allowed: {', '.join(SPLIT_MODES)}",
+    )
+    _check(
+        isinstance(main_gpu, int) and not isinstance(main_gpu, bool) and 0 <= main_gpu < max(n, 1),
+        "main_gpu",
+        f"must be an integer from 0 to {max(n, 1) - 1} (the machine has {n} GPU{'s' if n != 1 else ''}), "
+        f"got {brief(main_gpu)}",
+    )
+    if tensor_split is None:
+        return (), split_mode, main_gpu
+    _check(
+        not isinstance(tensor_split, (str, bytes, dict)) and hasattr(tensor_split, "__iter__"),
+        "tensor_split",
+        f"must be None or a list of numbers, one per GPU, got {type(tensor_split).__name__}",
+    )
+    vals = tuple(v for _, v in zip(range(MAX_GPUS + 1), tensor_split))  # never more than one past the limit
+    _check(
+        len(vals) <= max(n, 1),
+        "tensor_split",
+        f"{len(vals)} values for {n} GPU{'s' if n != 1 else ''}: give at most one per GPU",
+    )
+    for i, v in enumerate(vals):
+        _check(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1e9,
+            "tensor_split",
+            f"value {i + 1} must be a number from 0 to 1e9, got {brief(v)}",
+        )
+    if not any(vals):
+        return (), split_mode, main_gpu
+    return tuple(float(v) for v in vals) + (0.0,) * (n - len(vals)), split_mode, main_gpu
+
+
+def _f32(x: float) -> float:
+    """x rounded to a C float: llama.cpp computes the split points in float32."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def split_points(weights) -> list:
+    """llama.cpp's split points for per-device weights: the running sums, normalised (float32, as load_tensors)."""
+    acc, out = 0.0, []
+    for w in weights:
+        acc = _f32(acc + _f32(w))
+        out.append(acc)
+    _check(acc > 0, "tensor_split", "the weights must not all be zero")
+    return [_f32(x / acc) for x in out]
+
+
+def layer_devices(n_layer: int, n_gpu_layers: int, splits) -> tuple:
+    """For layers 0 .. n_layer (n_layer: the output layer), the index of the device in `splits` that gets it,
+    or None for the CPU: load_tensors' get_layer_buft_list."""
+    start = max(n_layer + 1 - n_gpu_layers, 0)
+    act = min(n_gpu_layers, n_layer + 1) if splits else 0
+    out = []
+    for il in range(n_layer + 1):
+        if il < start or il - start >= act:
+            out.append(None)
+        else:
+            out.append(min(bisect.bisect_right(splits, _f32((il - start) / act)), len(splits) - 1))
+    return tuple(out)
+
+
+def _device_capacity(dev: Device, profile: str) -> float:
+    """What llama.cpp finds free on one discrete GPU (course: decimal GB; measured: GiB less the driver)."""
+    if profile == "measured":
+        return max(0.0, dev.mem_gib_bytes - DRIVER_RESERVE_MIB * MiB)
+    return dev.mem_bytes
+
+
+_MATRIX_CACHE: dict = {}
+
+
+def _layer_matrix_bytes(model: Model, quant) -> list:
+    """Per block: bytes of its 2-D matrices outside the experts (what a row split spreads over the GPUs)."""
+    key = (model, quant)
+    if key not in _MATRIX_CACHE:
+        if len(_MATRIX_CACHE) > 64:
+            _MATRIX_CACHE.clear()
+        out = [0] * model.num_hidden_layers
+        for r in quantize_plan(model, quant):
+            if r["layer"] >= 0 and r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps"):
+                out[r["layer"]] += r["bytes"]
+        _MATRIX_CACHE[key] = out
+    return _MATRIX_CACHE[key]
+
+
+def _multi_compute_bytes(model: Model, n_ubatch: int, n_ctx: int, blocks: bool, output: bool, host=False) -> float:
+    """One device's compute buffer on a machine with several GPUs (see the section comment)."""
+    ff = model.intermediate_size
+    if model.is_moe:
+        ff = max(model.moe_intermediate_size or ff, 1) * max(1, model.num_experts_per_tok)
+    h = model.hidden_size
+    mask = 2.0 * n_ubatch * n_ctx  # the f16 KQ mask: one row per token of the micro-batch, one column per cell
+    layer = 4.0 * n_ubatch * (3 * ff + 3 * h) + mask
+    if host:
+        c = layer + 4.0 * n_ubatch * h if blocks else 4.0 * n_ubatch * 2 * h + mask
+    else:
+        c = layer if blocks else 0.0
+    if output:
+        c = max(c, 4.0 * n_ubatch * (model.vocab_size + h))
+    return c
+
+
+def _place_multi(
+    model, machine, quant, n_ctx, kv_type, n_gpu_layers, n_cpu_moe, n_ubatch, fit_target_mib, profile, ts, sm, mg
+) -> Placement:
+    """place() on a machine with several GPUs (see the section comment)."""
+    n = model.num_hidden_layers
+    gpus = machine.gpus
+    ng = len(gpus)
+    active = (mg,) if sm == "none" else tuple(range(ng))
+    caps = [_device_capacity(d, profile) for d in gpus]
+    cap_cpu = _ram_capacity(machine, profile)
+    margin = fit_target_mib * MiB
+    dense, experts, other = _layer_bytes(model, quant)
+    matrix = _layer_matrix_bytes(model, quant)
+    per_tok = kv_bytes_per_token_layer(model, kv_type)
+    kv_layer = [per_tok * kv_layer_tokens(model, il, n_ctx) for il in range(n)]
+    embd = other.get("token_embd", 0)
+    tied = "output" not in other
+    out_matrix = other.get("output", embd)  # the output projection: a GPU copy of token_embd when tied
+    out_small = sum(v for k, v in other.items() if k not in ("token_embd", "output"))
+    row = (
+        sm == "row"
+        and len(active) > 1
+        and all(device_backend(machine, f"gpu{i}") in ROW_SPLIT_BACKENDS for i in active)
+    )
+    row_fr: tuple = ()
+    if row:
+        w = ts if ts else tuple(d.mem_gb for d in gpus)  # ggml-cuda's default: each card's total memory
+        s = sum(w)
+        row_fr = tuple(x / s for x in w)
+    # the split by free memory when -ts is not given (llama.cpp reads each device's free memory)
+    default_weights = [caps[i] for i in active]
+
+    def build(ngl: int, weights, auto: bool, ts_out: tuple, fit_wrote: bool = False) -> Placement:
+        if not any(weights):
+            weights = [1.0] * len(active)  # no GPU layers at all: the split does not matter
+        devs = layer_devices(n, ngl, split_points(weights))
+        lg = tuple(None if d is None else active[d] for d in devs)
+        w, k, has_blocks = [0.0] * ng, [0.0] * ng, [False] * ng
+        cw = ck = 0.0
+        cpu_blocks = False
+        for il in range(n):
+            g = lg[il]
+            if g is None:
+                cw += dense[il] + experts[il]
+                ck += kv_layer[il]
+                cpu_blocks = True
+                continue
+            has_blocks[g] = True
+            k[g] += kv_layer[il]
+            if il < n_cpu_moe:
+                cw += experts[il]  # --n-cpu-moe: this block's experts stay in RAM
+            else:
+                w[g] += experts[il]
+            if row:
+                w[g] += dense[il] - matrix[il]  # norms and biases on the layer's device
+                for i in range(ng):
+                    w[i] += matrix[il] * row_fr[i]
+            else:
+                w[g] += dense[il]
+        cw += embd  # the input layer: always on the CPU
+        og = lg[n]
+        if og is not None:
+            w[og] += out_small
+            if row:
+                for i in range(ng):
+                    w[i] += out_matrix * row_fr[i]
+            else:
+                w[og] += out_matrix
+        else:
+            cw += out_small + (0 if tied else out_matrix)  # a tied head on the CPU reads token_embd itself
+        comp = [_multi_compute_bytes(model, n_ubatch, n_ctx, has_blocks[i], og == i) for i in range(ng)]
+        cc = _multi_compute_bytes(model, n_ubatch, n_ctx, cpu_blocks, og is None, host=True)
+        uses = tuple(
+            DeviceUse(
+                i,
+                gpus[i].name,
+                tuple(il for il in range(n + 1) if lg[il] == i),
+                w[i],
+                k[i],
+                comp[i],
+                caps[i],
+                margin,
+            )
+            for i in range(ng)
+        )
+        used = sum(1 for u in uses if u.total > 0)
+        p = Placement(
+            model=model,
+            machine=machine,
+            quant=quant,
+            n_ctx=n_ctx,
+            kv_type=kv_type,
+            n_gpu_layers=ngl,
+            n_cpu_moe=n_cpu_moe,
+            auto=auto,
+            layer_device=tuple("cpu" if g is None else "gpu" for g in lg[:n]),
+            output_on_gpu=og is not None,
+            gpu_weights=sum(w),
+            gpu_kv=sum(k),
+            gpu_compute=sum(comp),
+            cpu_weights=cw,
+            cpu_kv=ck,
+            cpu_compute=cc,
+            gpu_capacity=sum(caps),
+            cpu_capacity=cap_cpu,
+            fit_margin=margin * used,
+            n_ubatch=n_ubatch,
+            profile=profile,
+            split_mode=sm,
+            main_gpu=mg,
+            tensor_split=ts_out,
+            fit_wrote_split=fit_wrote,
+            gpu_devices=uses,
+            layer_gpu=lg[:n],
+            output_gpu=og,
+            row_split=row,
+            row_fractions=row_fr,
+        )
+        return _check_fit_multi(p)
+
+    weights = [ts[i] for i in active] if ts else default_weights
+    if n_gpu_layers is not None:
+        return build(n_gpu_layers, weights, False, ts)
+    full = build(n + 1, weights, True, ts)
+    if ts or row or all(u.fits for u in full.gpu_devices):
+        return full  # step 1 (nothing to change), or a placement --fit does not change
+    # step 3: fill the GPUs back to front, whole layers, the output layer first
+    lb = [dense[il] + (0 if il < n_cpu_moe else experts[il]) + kv_layer[il] for il in range(n)]
+    prefix = [0.0]
+    for b in lb:
+        prefix.append(prefix[-1] + b)
+    out_bytes = out_small + out_matrix
+
+    def need(end: int, count: int) -> float:
+        """Bytes on a GPU holding layers end-count .. end-1 (end = n + 1 includes the output layer)."""
+        if count <= 0:
+            return 0.0
+        first, last = end - count, min(end, n)
+        b = prefix[last] - prefix[first] if last > first else 0.0
+        has_out = end == n + 1
+        if has_out:
+            b += out_bytes
+        return b + _multi_compute_bytes(model, n_ubatch, n_ctx, last > first, has_out)
+
+    counts = [0] * len(active)
+    end = n + 1
+    for j in reversed(range(len(active))):
+        target = caps[active[j]] - margin
+        lo, hi = 0, end  # need(end, lo) fits; find the largest count that does
+        if need(end, hi) <= target:
+            lo = hi
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if need(end, mid) <= target:
+                    lo = mid
+                else:
+                    hi = mid
+        counts[j] = lo if target >= 0 else 0
+        end -= counts[j]
+    ts_fit = tuple(float(counts[active.index(i)]) if i in active else 0.0 for i in range(ng))
+    return build(sum(counts), counts, True, ts_fit if sum(counts) else (), fit_wrote=bool(sum(counts)))
+
+
+def _check_fit_multi(p: Placement) -> Placement:
+    for u in p.gpu_devices:
+        if u.total > 0 and not u.fits:
+            return _fail(p, f"GPU {u.index} ({u.name})", u.total, u.capacity - u.margin)
+    if p.cpu_total > p.cpu_capacity:
+        return _fail(p, "RAM", p.cpu_total, p.cpu_capacity)
+    return p
+
+
+# ---------------------------------------------------------------------------
 # 7. Time: decode and prefill, in two profiles
 # ---------------------------------------------------------------------------
 # Both profiles time the same work: what each device moves and computes in one
@@ -1534,7 +2080,7 @@ PROFILES = ("course", "measured")
 def _check_profile(profile, placement=None) -> str:
     if profile is None:
         return placement.profile if placement is not None else "course"
-    _check(profile in PROFILES, "profile", f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    _check(profile in PROFILES, "profile", f"unknown profile {brief(profile)}; allowed: {', '.join(PROFILES)}")
     return profile
 
 
@@ -1653,7 +2199,9 @@ def decode_step_time(
 
     Returns gpu_s, cpu_s, overhead_s, total_s, tok_per_s (all sequences), per-device bytes and FLOPs,
     whether each device is memory- or compute-bound, and for the measured profile `range_tok_s`
-    (the typical spread of published runs around the estimate) and `basis` (the parameters used)."""
+    (the typical spread of published runs around the estimate) and `basis` (the parameters used).
+    On a machine with several GPUs (section 7b) the gpu_* numbers are over all GPUs, total_s also holds
+    link_s (the hops or synchronisations over the GPU link), and `devices` breaks the step down per device."""
     p = placement
     _check(isinstance(p, Placement), "placement", f"must be a Placement (from place()), got {brief(p)}")
     machine = p.machine if machine is None else get_machine(machine)
@@ -1670,6 +2218,8 @@ def decode_step_time(
     context, batch = int(context), int(batch)
     profile = _check_profile(profile, p)
     n_threads = _check_threads(n_threads)
+    if p.machine.multi_gpu:
+        return _decode_step_time_multi(p, context, batch, profile, n_threads)
     work = _decode_work(p, context, batch)
     res = {"context": context, "batch": batch, "profile": profile}
     basis = {}
@@ -1889,6 +2439,8 @@ def prefill_steps(
         )
     check_bool(op_offload, "op_offload")
     profile = _check_profile(profile, p)
+    if p.machine.multi_gpu:
+        return _prefill_steps_multi(p, n_tokens, n_ubatch, n_batch, op_offload, profile, n_threads)
     mc = p.machine
     steps = []
     n_ub = -(-n_tokens // n_ubatch)
@@ -1998,6 +2550,379 @@ def _causal_pairs_window(w: int, start: int, end: int) -> float:
 def _causal_pairs(m: Model, il: int, start: int, end: int) -> float:
     """Query-key pairs computed for positions start+1..end of layer il (causal, windowed)."""
     return _causal_pairs_window(m.sliding_window if m.is_swa_layer(il) else 0, start, end)
+
+
+# ---------------------------------------------------------------------------
+# 7b. Time on several GPUs
+# ---------------------------------------------------------------------------
+# Layer split: one token (or micro-batch) goes through the GPUs one after the other, each running its own
+# layers, so their times add, and at every boundary between two GPUs the activations hop over the link:
+# n_embd x 4 bytes (f32) per token.  Row split: each matrix's rows are spread over the GPUs, which multiply
+# their slices at the same time (the step waits for the slowest), but every split matrix is a
+# synchronisation: its input is copied to the other GPUs (k_in x 4 bytes per token each) and their slices of
+# the result come back (their rows x 4 bytes per token).  Norms, attention over the KV cache and the expert
+# matmuls run on the layer's own GPU, one layer after the other.
+#
+# Each transfer costs the link's latency plus bytes / bandwidth (Interconnect; PCIe through the host counts
+# two trips).  Over RPC the host is on the network too: the input embeddings go out to the first GPU, the
+# logits (n_vocab x 4 bytes per token) come back, and every host/GPU boundary is a round trip.
+# Both profiles time each device's share with their own rules (course: ETA_DECODE / ETA_PREFILL of the
+# device's peaks; measured: enginelab.measured per backend); the link costs are the same in both.
+
+_PARTS_CACHE: dict = {}
+
+
+def _layer_parts(m: Model, quant) -> tuple:
+    """Per block: {"mat": {type: elements}, "small": {...}, "exp": {...}, "mat_bytes", "small_bytes",
+    "exp_bytes", "k_in", "n_out", "n_mat"} (2-D matrices outside the experts, vectors, expert tensors; the
+    matrices' summed input widths and output rows, and their number); plus the head's (matrix bytes, matrix
+    types, k_in, n_out). Cached."""
+    key = (m, quant)
+    if key not in _PARTS_CACHE:
+        if len(_PARTS_CACHE) > 64:
+            _PARTS_CACHE.clear()
+        blocks = [
+            {"mat": {}, "small": {}, "exp": {}, "mat_bytes": 0, "small_bytes": 0, "exp_bytes": 0, "k_in": 0,
+             "n_out": 0, "n_mat": 0}
+            for _ in range(m.n_layers)
+        ]  # fmt: skip
+        for r in quantize_plan(m, quant):
+            il, cls = r["layer"], r["cls"]
+            if il < 0:
+                continue
+            b = blocks[il]
+            part = "exp" if cls.endswith("_exps") else "small" if cls in ("norm", "bias") else "mat"
+            b[part][r["type"]] = b[part].get(r["type"], 0) + r["n_elements"]
+            b[part + "_bytes"] += r["bytes"]
+            if part == "mat" and len(r["ne"]) >= 2:
+                b["k_in"] += r["ne"][0]
+                b["n_out"] += r["ne"][1]
+                b["n_mat"] += 1
+        _PARTS_CACHE[key] = (blocks, (m.hidden_size, m.vocab_size))
+    return _PARTS_CACHE[key]
+
+
+def link_seconds(machine: Machine, n_bytes: float, n_transfers: int = 1) -> float:
+    """Seconds for n_transfers hand-overs carrying n_bytes in all over the machine's GPU link."""
+    machine = get_machine(machine)
+    check_number(n_bytes, "n_bytes", 0.0, 1e18)
+    check_int(n_transfers, "n_transfers", 0, 1 << 40)
+    ic = machine.link
+    trips = 2 if ic.kind == "pcie" else 1  # through the host: GPU -> host -> GPU
+    return n_transfers * ic.latency_us * 1e-6 + trips * n_bytes / (ic.bandwidth_gbs * GB)
+
+
+def _link_traffic(p: Placement, tokens: int) -> dict:
+    """What one forward pass of `tokens` tokens sends over the GPU link: transfers, bytes, and their kind."""
+    m, mc = p.model, p.machine
+    h = m.hidden_size
+    rpc = mc.link.kind == "rpc"
+    order = list(p.layer_gpu) + [p.output_gpu]  # the device of each layer in the order they run
+    n_transfers, n_bytes = 0, 0.0
+    if p.row_split:
+        blocks, _ = _layer_parts(m, p.quant)
+        act = [i for i, f in enumerate(p.row_fractions) if f > 0]
+        for il, g in enumerate(p.layer_gpu):
+            if g is None:
+                continue
+            b = blocks[il]
+            others = sum(f for i, f in enumerate(p.row_fractions) if i != g)
+            n_transfers += b["n_mat"]
+            n_bytes += tokens * 4.0 * (b["k_in"] * (len(act) - 1) + b["n_out"] * others)
+        if p.output_gpu is not None:
+            others = sum(f for i, f in enumerate(p.row_fractions) if i != p.output_gpu)
+            n_transfers += 1
+            n_bytes += tokens * 4.0 * (h * (len(act) - 1) + m.vocab_size * others)
+        kind = "sync"
+    else:
+        for a, b in zip(order, order[1:]):
+            if a != b and (a is not None and b is not None or rpc):
+                n_transfers += 1
+                n_bytes += tokens * 4.0 * h
+        kind = "hop"
+    if rpc:
+        if order[0] is not None:  # the host looks the input rows up in token_embd and sends them
+            n_transfers += 1
+            n_bytes += tokens * 4.0 * h
+        if p.output_gpu is not None:  # the logits come back to the host
+            n_transfers += 1
+            n_bytes += tokens * 4.0 * m.vocab_size
+    return {"kind": kind, "transfers": n_transfers, "bytes": n_bytes}
+
+
+def _gpu_side(i: int) -> str:
+    return f"gpu{i}"
+
+
+def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, with_head: bool = True) -> tuple:
+    """({side: Work} each device runs on its own, {side: Work} of the row-split matrices run in parallel) for a
+    pass of `tokens` tokens: decode (context = KV tokens per sequence, tokens = the batch) or a prefill
+    micro-batch (context None: positions start+1 .. start+tokens, causal attention, no KV read).
+    Sides: "gpu0", "gpu1", ..., "cpu"."""
+    m = p.model
+    blocks, _ = _layer_parts(m, p.quant)
+    _blocks, head = _layer_types(m, p.quant)
+    touched, routed = _moe_fraction(m, tokens)
+    per_tok = kv_bytes_per_token_layer(m, p.kv_type)
+    attn_per = 4.0 * m.num_attention_heads * m.d_head
+    sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
+
+    def acc():
+        return {s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in sides}
+
+    loc, spl = acc(), acc()
+    shares = p.row_fractions if p.row_split else ()
+    pairs: dict = {}
+
+    def add(a, typ, n, bytes_share, flops):
+        a["types"][typ] = a["types"].get(typ, 0.0) + n * bytes_share
+        a["f"] += flops
+
+    for il in range(m.n_layers):
+        g = p.layer_gpu[il]
+        side = "cpu" if g is None else _gpu_side(g)
+        a = loc[side]
+        ae = loc["cpu" if il < p.n_cpu_moe else side]
+        b = blocks[il]
+        a["layers"] += 1
+        a["w"] += b["small_bytes"]
+        for typ, n in b["small"].items():
+            add(a, typ, n, 1.0, 2.0 * n * tokens)
+        if shares and g is not None:
+            for i, f in enumerate(shares):
+                if f <= 0:
+                    continue
+                s = spl[_gpu_side(i)]
+                s["w"] += b["mat_bytes"] * f
+                for typ, n in b["mat"].items():
+                    add(s, typ, n, f, 2.0 * n * f * tokens)
+        else:
+            a["w"] += b["mat_bytes"]
+            for typ, n in b["mat"].items():
+                add(a, typ, n, 1.0, 2.0 * n * tokens)
+        if b["exp_bytes"]:
+            ae["w"] += b["exp_bytes"] * touched
+            ae["x"] += touched * m.n_expert
+            for typ, n in b["exp"].items():
+                add(ae, typ, n, touched, 2.0 * n * routed * tokens)
+        if context is not None:  # decode: every sequence reads its KV, one query against `context` keys
+            ctx = kv_layer_tokens(m, il, context)
+            a["kv"] += per_tok * ctx * tokens
+            a["af"] += attn_per * ctx * tokens
+        else:
+            win = m.sliding_window if m.is_swa_layer(il) else 0
+            if win not in pairs:
+                pairs[win] = _causal_pairs_window(win, start, start + tokens)
+            a["af"] += attn_per * pairs[win]
+    if with_head:
+        hside = "cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)
+        hb = _head_bytes(p)
+        if shares and p.output_gpu is not None:
+            for i, f in enumerate(shares):
+                if f > 0:
+                    s = spl[_gpu_side(i)]
+                    s["w"] += hb * f
+                    for typ, n in head.items():
+                        add(s, typ, n, f, 2.0 * n * f * tokens)
+        else:
+            a = loc[hside]
+            a["w"] += hb
+            for typ, n in head.items():
+                add(a, typ, n, 1.0, 2.0 * n * tokens)
+
+    def works(d, head_side=None):
+        return {
+            s: Work(
+                a["w"],
+                a["kv"],
+                a["f"] + a["af"],
+                a["af"],
+                a["layers"],
+                tuple(sorted(a["types"].items())),
+                s == head_side,
+                a["x"],
+            )
+            for s, a in d.items()
+        }
+
+    hs = ("cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)) if with_head else None
+    return works(loc, hs), works(spl)
+
+
+def _side_device(p: Placement, side: str) -> Device:
+    return p.machine.ram if side == "cpu" else p.machine.gpus[int(side[3:])]
+
+
+def _decode_side_seconds(p: Placement, side: str, w: Work, profile: str, n_threads, batch: int) -> tuple:
+    """(seconds, memory seconds, compute seconds, basis) of one device's decode work."""
+    if w.bytes == 0 and w.flops == 0:
+        return 0.0, 0.0, 0.0, None
+    dev = _side_device(p, side)
+    if profile == "course":
+        t_mem = w.bytes / (ETA_DECODE * dev.bandwidth)
+        t_cmp = w.flops / (ETA_PREFILL * dev.flops)
+        return max(t_mem, t_cmp), t_mem, t_cmp, None
+    return _measured.decode_seconds(w, dev, device_backend(p.machine, side), n_threads, batch)
+
+
+def _decode_step_time_multi(p: Placement, context: int, batch: int, profile: str, n_threads) -> dict:
+    """decode_step_time on a machine with several GPUs (see section 7b); the result has the single-GPU keys
+    (gpu_* summed over the GPUs) plus `devices` (one entry per GPU and the CPU), `link_s` and `link`."""
+    mc = p.machine
+    local, split = _work_multi(p, batch, context)
+    res = {"context": context, "batch": batch, "profile": profile, "split_mode": p.split_mode}
+    devices, basis = [], {}
+    gpu_local = gpu_split = 0.0
+    tot = {"gpu": dict(bytes=0.0, w=0.0, kv=0.0, f=0.0, mem=0.0, cmp=0.0), "cpu": None}
+    for side in local:
+        wl, ws = local[side], split[side]
+        t_l, m_l, c_l, b_l = _decode_side_seconds(p, side, wl, profile, n_threads, batch)
+        t_s, m_s, c_s, b_s = _decode_side_seconds(p, side, ws, profile, n_threads, batch)
+        if b_l or b_s:
+            basis[side] = b_l or b_s
+        entry = {
+            "side": side,
+            "name": _side_device(p, side).name,
+            "bytes": wl.bytes + ws.bytes,
+            "weight_bytes": wl.weight_bytes + ws.weight_bytes,
+            "kv_bytes": wl.kv_bytes + ws.kv_bytes,
+            "flops": wl.flops + ws.flops,
+            "layers": wl.layers,
+            "mem_s": m_l + m_s,
+            "compute_s": c_l + c_s,
+            "busy_s": t_l + t_s,  # this device's own time for the pass
+            "parallel_s": t_s,  # of which row-split matrices, run at the same time as the other GPUs
+        }
+        entry["bound"] = "compute" if entry["compute_s"] > entry["mem_s"] else "memory"
+        devices.append(entry)
+        if side == "cpu":
+            for k in ("bytes", "weight_bytes", "kv_bytes", "flops", "mem_s", "compute_s"):
+                res["cpu_" + k] = entry[k]
+            res["cpu_s"] = entry["busy_s"]
+            res["cpu_bound"] = entry["bound"]
+        else:
+            gpu_local += t_l
+            gpu_split = max(gpu_split, t_s)
+            for k, v in (("bytes", "bytes"), ("w", "weight_bytes"), ("kv", "kv_bytes"), ("f", "flops")):
+                tot["gpu"][k] += entry[v]
+            tot["gpu"]["mem"] += entry["mem_s"]
+            tot["gpu"]["cmp"] += entry["compute_s"]
+    g = tot["gpu"]
+    res.update(
+        gpu_bytes=g["bytes"],
+        gpu_weight_bytes=g["w"],
+        gpu_kv_bytes=g["kv"],
+        gpu_flops=g["f"],
+        gpu_mem_s=g["mem"],
+        gpu_compute_s=g["cmp"],
+        gpu_s=gpu_local + gpu_split,
+        gpu_bound="compute" if g["cmp"] > g["mem"] else "memory",
+    )
+    traffic = _link_traffic(p, batch)
+    res["link"] = traffic
+    res["link_s"] = link_seconds(mc, traffic["bytes"], traffic["transfers"]) if traffic["transfers"] else 0.0
+    res["devices"] = devices
+    if profile == "course":
+        overhead = DECODE_OVERHEAD_S
+    else:
+        layers = {e["side"]: e["layers"] for e in devices}
+        overhead = _measured.step_overhead_seconds(layers, {s: device_backend(mc, s) for s in layers}, p.output_on_gpu)
+        res["basis"] = basis
+    res["overhead_s"] = overhead
+    res["total_s"] = res["gpu_s"] + res["cpu_s"] + res["link_s"] + overhead
+    res["tok_per_s"] = batch / res["total_s"]
+    res["seq_tok_per_s"] = 1.0 / res["total_s"]
+    res["cpu_share"] = res["cpu_s"] / res["total_s"]
+    if profile == "measured":
+        heavy = max(devices, key=lambda e: e["bytes"])["side"]
+        res["backend"] = device_backend(mc, heavy)
+        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "decode")
+    return res
+
+
+def _prefill_steps_multi(
+    p: Placement, n_tokens: int, n_ubatch: int, n_batch: int, op_offload: bool, profile: str, n_threads
+) -> list:
+    """prefill_steps on a machine with several GPUs: per micro-batch group, one step per device (kind 'gpu'
+    with its "gpu" index, or 'cpu'), the row-split matrices as one step run in parallel ('gpu', "parallel"
+    with each GPU's seconds), op offload ('pcie', 'gpu_offload' on the first GPU) and the link ('link')."""
+    mc = p.machine
+    steps = []
+    n_ub = -(-n_tokens // n_ubatch)
+    group = max(1, -(-n_ub // PREFILL_GROUP_MAX))
+    first = next((i for i in range(len(mc.gpus)) if p.per_gpu[i].total > 0), 0)
+    head_side = "cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)
+    i = start = 0
+    while start < n_tokens:
+        k = min(group, -(-(n_tokens - start) // n_ubatch))
+        toks = min(k * n_ubatch, n_tokens - start)
+        u = min(n_ubatch, toks)
+        mid = start + (toks - u) // 2
+        # the course profile runs the head for every token of the micro-batch (see prefill_steps)
+        local, split = _work_multi(p, u, None, start=mid, with_head=profile == "course")
+        scale = toks / u
+        offload = op_offload and p.gpu_total > 0 and mc.pcie > 0 and u >= OP_OFFLOAD_MIN_BATCH
+        for side, w in local.items():
+            flops = w.flops * scale
+            if flops == 0:
+                continue
+            if side == "cpu" and offload:
+                if profile == "course":
+                    n_copies = sum(1 for j in range(k) if (start + j * n_ubatch) % n_batch == 0)
+                    t_x = w.weight_bytes * n_copies / (ETA_PCIE * mc.pcie)
+                else:
+                    n_copies = k
+                    t_x = _measured.pcie_seconds(w.weight_bytes * k, mc.pcie)
+                if n_copies:
+                    steps.append(_step("pcie", i, toks, k, w.weight_bytes * n_copies, 0.0, t_x, "PCIe"))
+                dev = mc.gpus[first]
+                if profile == "course":
+                    t = flops / (ETA_PREFILL * dev.flops)
+                else:
+                    t = _measured.prefill_seconds(
+                        w, dev, device_backend(mc, _gpu_side(first)), u, k, None, offloaded=True, scale=scale
+                    )[0]
+                steps.append(_step("gpu_offload", i, toks, k, 0.0, flops, t, dev.name))
+                continue
+            dev = _side_device(p, side)
+            t_c, t_m = _prefill_device_seconds(w, dev, mc, side, u, k, scale, profile, n_threads)
+            s = _step(side[:3], i, toks, k, w.weight_bytes * k, flops, t_c + t_m, dev.name, t_c, t_m)
+            if side != "cpu":
+                s["gpu"] = int(side[3:])
+            steps.append(s)
+        if p.row_split:
+            per = {}
+            fl = by = 0.0
+            for side, w in split.items():
+                if w.flops == 0:
+                    continue
+                t_c, t_m = _prefill_device_seconds(w, _side_device(p, side), mc, side, u, k, scale, profile, n_threads)
+                per[int(side[3:])] = t_c + t_m
+                fl += w.flops * scale
+                by += w.weight_bytes * k
+            if per:
+                s = _step("gpu", i, toks, k, by, fl, max(per.values()), "GPUs in parallel (row split)")
+                s["parallel"] = per
+                steps.append(s)
+        traffic = _link_traffic(p, u)
+        if traffic["transfers"]:
+            t = k * link_seconds(mc, traffic["bytes"], traffic["transfers"])
+            s = _step("link", i, toks, k, traffic["bytes"] * k, 0.0, t, mc.link.name or mc.link.kind)
+            s["transfers"] = traffic["transfers"] * k
+            steps.append(s)
+        if profile != "course" and start + toks >= n_tokens:
+            # the last token's logits (a row split spreads them too; timed here on the output's GPU)
+            _side, head_work = _head_work(p)
+            dev = _side_device(p, head_side)
+            t_c, t_m = _prefill_device_seconds(head_work, dev, mc, head_side, 1, 1, 1.0, profile, n_threads)
+            s = _step(
+                head_side[:3], i + k - 1, 1, 0, head_work.weight_bytes, head_work.flops, t_c + t_m, dev.name, t_c, t_m
+            )
+            s["head"] = True
+            steps.append(s)
+        start += toks
+        i += k
+    return steps
 
 
 # ---------------------------------------------------------------------------

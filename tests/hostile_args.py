@@ -100,6 +100,17 @@ _MAKE = {
 CONTAINERS = {"config", "state", "source", "requests", "workload", "change"}
 
 M8, GPU = "llama-3.1-8b", "rtx4090"
+# several GPUs (perf_model sections 6b and 7b)
+TWO_GPUS = pm.Machine("two", (pm.RTX_3090, pm.RTX_3060), pm.DDR5_DUAL, 31.5, interconnect=pm.LINKS["p2p"])
+_P2: list = []
+
+
+def placement2():
+    if not _P2:
+        _P2.append(pm.place("llama-3.1-8b", TWO_GPUS, "Q4_K_M", n_ctx=4096, tensor_split=(3, 1)))
+    return _P2[0]
+
+
 # (label, function, keyword arguments that work, outputs are sizes/times: finite and non-negative)
 CASES = [
     ("place", pm.place, dict(model=M8, machine="rtx3060", quant="Q4_K_M", n_ctx=4096, kv_type="f16",
@@ -187,6 +198,25 @@ CASES = [
     ("setup_from_placement", adv_setup.setup_from_placement, dict(placement=LIVE, machine=None, context=2000,
                                                                   prompt_tokens=None, n_parallel=1), False),
     ("evaluate", adv_setup.evaluate, dict(s=LIVE, prefill=True), False),
+    # several GPUs
+    ("place (2 GPUs)", pm.place, dict(model=M8, machine=TWO_GPUS, quant="Q4_K_M", n_ctx=4096, n_gpu_layers=None,
+                                      tensor_split=(3, 1), split_mode="layer", main_gpu=0), True),
+    ("place (2 GPUs, row)", pm.place, dict(model=M8, machine=TWO_GPUS, n_ctx=4096, split_mode="row", main_gpu=1),
+     True),
+    ("decode_step_time (2 GPUs)", lambda **kw: pm.decode_step_time(placement2(), **kw),
+     dict(context=100, batch=2, profile="measured"), True),
+    ("prefill_time (2 GPUs)", lambda **kw: pm.prefill_time(placement2(), **kw),
+     dict(n_tokens=700, n_ubatch=256, n_batch=2048, op_offload=True), True),
+    ("Machine (2 GPUs)", pm.Machine, dict(name="m", gpu=(pm.RTX_3060, pm.RTX_3090), ram=pm.DDR5_DUAL, pcie_gbs=16.0,
+                                          interconnect=pm.LINKS["nvlink"]), True),
+    ("Interconnect", pm.Interconnect, dict(kind="rpc", bandwidth_gbs=1.0, latency_us=100.0, name="x"), True),
+    ("check_split", pm.check_split, dict(machine=TWO_GPUS, tensor_split=(1, 1), split_mode="row", main_gpu=1), True),
+    ("link_seconds", pm.link_seconds, dict(machine=TWO_GPUS, n_bytes=1e6, n_transfers=3), True),
+    ("vllm_plan (TP 2)", sp.vllm_plan, dict(model=M8, machine=GPU, max_model_len=8192, tensor_parallel_size=2),
+     False),
+    ("sglang_plan (TP 2)", sp.sglang_plan, dict(model=M8, machine=GPU, context_length=8192, tp_size=2), False),
+    ("tp_kv_heads", sp.tp_kv_heads, dict(model=M8, tp=4), True),
+    ("allreduce_bytes_per_token", sp.allreduce_bytes_per_token, dict(model=M8, tp=2, dtype_bytes=2), True),
 ]  # fmt: skip
 
 

@@ -508,8 +508,14 @@ def fstate(q=""):
     return s
 
 
-def buttons(html: str) -> list:
-    return [json.loads(unescape(m)) for m in re.findall(r'data-set-state="([^"]*)"', html)]
+def buttons(html: str, cls: str | None = "apply") -> list:
+    """The states of the buttons with data-set-state: the findings' Apply buttons (class="apply"), or every one
+    (cls=None, which includes the calculator's GPU buttons)."""
+    out = []
+    for tag in re.findall(r"<button[^>]*data-set-state=[^>]*>", html):
+        if cls is None or f'class="{cls}"' in tag:
+            out.append(json.loads(unescape(re.search(r'data-set-state="([^"]*)"', tag).group(1))))
+    return out
 
 
 def test_figure_is_registered_and_takes_the_calculators_state():
@@ -592,7 +598,7 @@ def test_pages_render_for_many_states(q):
     s = fstate(q)
     v = _page.view(F, s)
     assert "What holds this setup back" in v["figure"] and v["summary"]
-    for a in buttons(v["figure"]):
+    for a in buttons(v["figure"], cls=None):
         assert F.SPEC.coerce({**s.as_dict(), **a})[1] == []  # every button holds a valid state change
 
 

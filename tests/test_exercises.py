@@ -121,6 +121,11 @@ def test_ex1_wrong_answers():
     h = not_yet(1, with_lines(1, file_gb="file_gb * 1e9 / 2**30"), "GiB", "file_gb")
     assert_no_answer(h, REF1["file_gb"], REF1["kv_gb"])
     not_yet(1, with_lines(1, file_gb="weight_bytes(qwen32, 'Q4_K_M')['total'] / GB"), "Q4_K_M")
+    # an answer that used no GiB but lands where GiB would (a bits-per-weight estimate) is not told it used GiB:
+    # the hint names both readings
+    bpw = with_lines(1, file_gb="qwen32.total_params() * 5.3 / 8 / GB")
+    h = not_yet(1, bpw, "0.93", "if you divided by 1e9")
+    assert "looks like GiB" not in h
     not_yet(1, with_lines(1, kv_gb="kv_cache_bytes(qwen32, n_ctx, 'q8_0') / GB"), "q8_0")
     not_yet(1, with_lines(1, kv_gb="kv_gb / 2"), "both K and V")
     not_yet(1, with_lines(1, decode_upper_bound_tok_s="rtx5090.gpu.bandwidth_gbs / weights"), "1e9")

@@ -369,3 +369,91 @@ def test_render_is_pure_and_stepping_is_cheap():
 def test_golden_svg(name, q):
     svg = fig.sheet_svg(fig.compute(state(q)))
     golden(name, svg, newline=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the figure teaches: a caption per step (what each manager did and why), the radix tree, folded steps
+# ---------------------------------------------------------------------------------------------------------
+def test_the_caption_says_what_each_manager_did_and_why():
+    d = fig.compute(state("?step=1"))  # user 1's first turn: the system prompt is cached
+    assert "#2 took a slot with nothing of its prompt cached" in fig.story("slots", d)
+    assert "#2's first 3 full blocks matched cached blocks by block_hash: 48 tokens reused, 6 computed" in fig.story(
+        "paged", d
+    )
+    assert "match_prefix found the first 48 tokens of #2 in the tree" in fig.story("radix", d)
+    # a finish, and a slot that keeps its KV
+    d = fig.compute(state("?step=14"))
+    assert fig.story("slots", d).startswith("#0 finished: its slot keeps the KV")
+    assert "free_block_queue" in fig.story("paged", d) and "lock_ref -1" in fig.story("radix", d)
+    # exercise 3's workload: lpm runs the P questions first and the tree evicts Q (#0's cells) to make room
+    d = fig.compute(state("?workload=radix-loses&step=8"))
+    radix = fig.story("radix", d)
+    assert "evicted 76 cells of #0" in radix and "lpm ran the longest cached prefixes first" in radix
+    assert "#2 waits" in radix
+    # the agent workload: vLLM's one preemption, with its reason
+    sim = fig.compute(state("?workload=agent")).sim
+    t = next(f.step for f in sim.runs["paged"].frames if any(e.type == "preempt" for e in f.events))
+    assert "none was free; it will be recomputed" in fig.story("paged", fig.compute(state(f"?workload=agent&step={t}")))
+    # every caption is in the page, once per manager, and follows the frame (a patch rewrites it)
+    html = fig.render(d)
+    for n in fig.MANAGERS:
+        assert f'<span id="kv-{n}-events">{html_escape(fig.story(n, d), quote=True)}</span>' in html
+
+
+def test_quiet_steps_are_folded_into_one_stop():
+    s = state()
+    sim = fig.compute(s).sim
+    eventful = {f.step for r in sim.runs.values() for f in r.frames if f.events}
+    assert set(sim.stops) >= eventful and sim.stops[0] == sim.first_step and sim.stops[-1] == sim.last_step
+    assert len(sim.stops) < (sim.last_step - sim.first_step + 1) / 2  # 27 stops for 63 steps
+    # steps 6..13 only decode: one stop, at 13, whose caption tells the whole run
+    assert all(sim.quiet[t] == (6, 13) for t in range(6, 14)) and 13 in sim.stops
+    assert not any(t in sim.stops for t in range(6, 13))
+    d = fig.compute(s.replace(step=13))
+    assert fig._step_title(d) == "Steps 6–13"
+    assert fig.story("paged", d) == (
+        "8 steps of decoding: each of its 4 running requests wrote 8 reply tokens; nothing arrived, was admitted, "
+        "finished or was evicted."
+    )
+    mid = fig.compute(s.replace(step=8))  # the scrubber can still stop inside the run
+    assert fig._step_title(mid) == "Step 8" and "(step 3 of the 8 quiet steps 6–13)" in fig.story("paged", mid)
+    assert f'data-stops="{",".join(map(str, sim.stops))}"' in fig.render(d)
+
+
+def test_the_radix_column_draws_the_tree_with_shared_prefixes_and_lock_refs():
+    d = fig.compute(state("?step=6"))  # four first turns running, all on the 48-token system prompt
+    rows = d.panels["radix"].tree
+    system = [r for r in rows if r.parent == 0]
+    assert len(system) == 1 and system[0].tokens == 48 and system[0].lock_ref == 4
+    kids = [r for r in rows if r.parent == system[0].id]
+    assert len(kids) == 4 and all(r.lock_ref == 1 for r in kids)
+    html = fig.render(d)
+    tree = html.split('id="kv-radix-tree"')[1].split("</figure>")[0]
+    assert "48 tokens" in tree and "lock_ref 4" in tree and "shared by 4 branches" in tree
+    # once every turn has finished, nothing is locked: the whole tree is evictable
+    end = fig.compute(state("?step=62"))
+    assert all(r.lock_ref == 0 for r in end.panels["radix"].tree)
+    assert "lock_ref 0 · evictable" in fig.render(end)
+    # the tree is kv_managers' own: the frames' rows, typed
+    run = kv.simulate(kv.RadixManager(384), kv.chat_workload())
+    f6 = next(f for f in run["frames"] if f["step"] == 6)
+    assert [list(vars(r).values()) for r in rows] == f6["tree"]
+    # a patch carries the tree
+    assert fig.frame_patch(d)["html"]["kv-radix-tree"] == str(fig._tree_html(d))
+
+
+def test_the_downloaded_sheet_has_a_title_line_with_the_state_and_the_legend():
+    d = fig.compute(state("?workload=radix-loses&step=10"))
+    svg = fig.sheet_svg(d)
+    assert ">Three KV managers, one workload</text>" in svg
+    assert "192 KV cells per manager · SGLang schedule_policy lpm · Step 10 (steps 0–40)" in svg
+    for _cls, label in fig.LEGEND:
+        assert f">{html_escape(label, quote=True)}</text>" in svg
+    for s_ in d.sim.sessions:
+        assert f">user {s_}</text>" in svg
+    assert fig.download_svg(d) == svg
+
+
+def test_the_exercise_3_preset_does_not_hand_out_the_answer():
+    label = fig.WORKLOADS["radix-loses"][0]
+    assert "192" not in label and "lpm" not in label and "try it first" in label

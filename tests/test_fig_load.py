@@ -1,4 +1,5 @@
-"""The model-load figure in CPython: every frame is inference_trace.load_trace's step, lit on its tier; goldens."""
+"""The model-load figure in CPython: every frame is a row of the step list (one inference_trace.load_trace step,
+or a run of layer uploads), lit on its tier; goldens."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_registered_as_a_step_through_figure():
     assert f.kind == "int" and f.widget == "range"
     assert set(load.SPEC.by_key["scenario"].options_for({})) == {(k, v["label"]) for k, v in it.LOAD_SCENARIOS.items()}
     controls = page.prerender(load)["controls"]
-    assert 'type="range"' in controls and 'id="f-step"' in controls and 'max="51"' in controls
+    assert 'type="range"' in controls and 'id="f-step"' in controls and 'max="8"' in controls  # 52 trace steps
     for action in ("back", "play", "next"):
         assert f'data-step-action="{action}"' in controls
 
@@ -35,15 +36,27 @@ def test_registered_as_a_step_through_figure():
 def test_every_frame_lights_the_trace_steps_tier(scenario, warm):
     steps = it.load_scenario(scenario, warm=warm)
     s = state(f"?scenario={scenario}&warm={int(warm)}")
-    assert load.SPEC.by_key["step"].bounds(s.as_dict()) == (0, len(steps) - 1)
-    for i, want in enumerate(steps):
+    rows = load.compute(s).groups
+    assert load.SPEC.by_key["step"].bounds(s.as_dict()) == (0, len(rows) - 1)
+    # the rows cover the trace in order, each step once; only runs of uploads are merged
+    assert [i for g in rows for i in range(g.first, g.last + 1)] == list(range(len(steps)))
+    assert all(g.first == g.last or g.kind == "upload-run" for g in rows)
+    for i, g in enumerate(rows):
+        want = steps[g.last]
         d = load.compute(s.replace(step=i))
-        assert d.step == load.LoadStep.of(want) and d.lit == want["tier"]
+        assert d.group == g and d.step == load.LoadStep.of(want) and d.lit == want["tier"]
         html = load.render(d)
-        assert re.search(rf'<g class="tier tier-{want["tier"]} lit', html)
-        assert len(re.findall(r'class="tier tier-\w+ lit', html)) == 1
+        wide = html.split('class="layout-narrow"')[0]  # the narrow layout (for a phone) lights the same boxes
+        assert re.findall(r'class="tier tier-(\w+) lit', wide) == re.findall(
+            r'class="tier tier-(\w+) lit', html.split('class="layout-narrow"')[1]
+        )
+        lit = re.findall(r'class="tier tier-(\w+) lit', wide)
+        if "gpu_read_bytes" in want:  # the first token reads every memory that holds weights
+            assert set(lit) == set(d.reads) and sum(d.reads.values()) == pytest.approx(want["bytes"])
+        else:
+            assert lit == [want["tier"]]
         assert f'data-readout="elapsed_s" data-value="{want["elapsed_s"]!r}"' in html
-        assert f'data-readout="step_bytes" data-value="{want["bytes"]!r}"' in html
+        assert f'data-readout="step_bytes" data-value="{g.bytes!r}"' in html
 
 
 def test_elapsed_is_the_running_sum_and_warm_is_faster():
@@ -62,8 +75,11 @@ def test_split_scenario_by_hand():
     steps = it.load_scenario("split-16gb")
     ups = [x for x in steps if x["what"].startswith("Upload block")]
     assert len(ups) == 44
-    d = load.compute(state(f"?step={ups[-1]['index']}"))
+    d = load.compute(state("?step=2"))  # the third row: the 44 uploads, one frame
+    assert d.group.kind == "upload-run" and d.step.index == ups[-1]["index"]
     assert d.resident["vram"] == pytest.approx(sum(x["bytes"] for x in ups))
+    html = load.render(d)
+    assert 'role="progressbar"' in html and 'aria-valuenow="44"' in html and "44 blocks ×" in html
     # cold: each upload is bounded by the drive (5 GB/s), slower than the link (15.75 GB/s)
     assert ups[0]["seconds"] == pytest.approx(ups[0]["bytes"] / 5e9)
     assert d.path == ("drive", "ram", "pcie", "vram")
@@ -73,11 +89,24 @@ def test_split_scenario_by_hand():
     assert "Upload blocks 0-43" in g[0].what
 
 
+def test_the_first_token_reads_vram_and_ram_each_with_its_own_bytes():
+    steps = it.load_scenario("split-16gb")
+    first = steps[-1]
+    d = load.compute(state("?step=8"))
+    assert d.step.index == first["index"] and d.kind == "first-token"
+    assert d.reads == {"vram": first["gpu_read_bytes"], "ram": first["cpu_read_bytes"]}
+    # VRAM holds the 44 blocks it reads (12.8 GB), RAM the rest: no longer "19.4 GB in RAM"
+    assert d.reads["vram"] > d.reads["ram"] and d.reads["vram"] <= d.resident["vram"]
+    html = load.render(d)
+    assert f"{load.fmt.bytes_auto(first['gpu_read_bytes'])} read" in html
+    assert f"{load.fmt.bytes_auto(first['bytes'])}<" not in html.split('id="load-boxes"')[1].split("</g>")[0]
+
+
 def test_resident_bytes_never_exceed_capacity_and_grow():
     for key in it.LOAD_SCENARIOS:
         s = state(f"?scenario={key}")
         prev = None
-        for i in range(len(load.trace(key, False))):
+        for i in range(len(load.compute(s).groups)):
             d = load.compute(s.replace(step=i))
             for t, held in d.resident.items():
                 cap = d.caps[t]
@@ -103,8 +132,9 @@ def test_bad_query_gives_messages_and_defaults():
 
 def test_accessible_chart_list_and_table():
     html = load.render(load.compute(state("?step=3")))
-    assert html.count('role="img"') == 1 and '<desc id="load-chart-desc">' in html
-    assert '<title id="load-chart-title">Loading Qwen2.5 32B on RTX 4060 Ti 16 GB + DDR5 (cold), step 4 of 52' in html
+    assert html.count('role="img"') == 2 and '<desc id="load-chart-desc">' in html  # wide + drawn for a phone
+    assert '<desc id="load-chart-n-desc">' in html and 'viewBox="0 0 340 ' in html
+    assert '<title id="load-chart-title">Loading Qwen2.5 32B on RTX 4060 Ti 16 GB + DDR5 (cold), step 4 of 9' in html
     assert '<details class="data-table"><summary>Data table (52 steps)</summary>' in html
     assert html.count('aria-current="step"') == 1
 
@@ -113,11 +143,11 @@ def test_render_is_pure_and_fast():
     import statistics
     import time
 
-    s = state("?step=20")
+    s = state("?step=2")
     assert load.render(load.compute(s)) == load.render(load.compute(s))
     times = []
-    for _ in range(3):
-        for i in range(52):
+    for _ in range(10):
+        for i in range(9):
             t0 = time.perf_counter()
             load.render(load.compute(s.replace(step=i)))
             times.append(time.perf_counter() - t0)
@@ -129,9 +159,9 @@ def test_render_is_pure_and_fast():
     "name, q",
     [
         ("load", ""),
-        ("load-upload", "?step=20"),
-        ("load-first-token", "?step=51"),
-        ("load-warm-pagein", "?warm=1&step=50"),
+        ("load-upload", "?step=2"),
+        ("load-first-token", "?step=8"),
+        ("load-warm-pagein", "?warm=1&step=7"),
         ("load-unified", "?scenario=apple-unified&step=2"),
     ],
 )
@@ -186,7 +216,7 @@ def apply_patch(html: str, patch: dict) -> str:
 )
 def test_a_frame_patch_turns_any_frame_into_the_full_render_of_another(q):
     s = state(q)
-    n = len(load.trace(s.scenario, s.warm))
+    n = len(load.compute(s).groups)
     frames = sorted({0, 1, 2, n // 2, n - 2, n - 1})
     renders = {i: load.render(load.compute(s.replace(step=i))) for i in frames}
     for a in frames:

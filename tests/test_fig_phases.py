@@ -51,7 +51,8 @@ def test_running_total_ends_at_perf_models_total(scenario, phase):
         assert d.model_total_s == want
         html = phases.render(d)
         # the lit box is the stage's device (the host overhead runs on the CPU side)
-        lit = re.findall(r'<g class="dev dev-(\w+) lit"', html)
+        lit = re.findall(r'<g class="dev dev-(\w+) lit"', html.split('class="layout-narrow"')[0])
+        assert lit == re.findall(r'<g class="dev dev-(\w+) lit"', html.split('class="layout-narrow"')[1])
         assert lit == [{"host": "cpu"}.get(st["device"], st["device"])]
         assert f'data-readout="model_total_s" data-value="{want!r}"' in html
     last = phases.compute(s.replace(step=len(steps) - 1))
@@ -101,7 +102,8 @@ def test_bad_query_gives_messages_and_defaults():
 
 def test_accessible_chart_list_and_table():
     html = phases.render(phases.compute(state("?step=2")))
-    assert html.count('role="img"') == 1 and '<desc id="phases-chart-desc">' in html
+    assert html.count('role="img"') == 2 and '<desc id="phases-chart-desc">' in html  # wide + drawn for a phone
+    assert '<desc id="phases-chart-n-desc">' in html
     assert '<title id="phases-chart-title">Decode: 32B model, partial offload, stage 3 of 6</title>' in html
     assert "perf_model.decode_step_time total" in html and "<details" in html
     assert html.count('aria-current="step"') == 1

@@ -96,7 +96,8 @@ def test_bad_query_gives_messages_and_defaults():
 
 def test_accessible_chart_and_table():
     html = tiers.render(tiers.compute(state()))
-    assert html.count('role="img"') == 1
+    assert html.count('role="img"') == 2  # the wide layout and the one drawn for a phone (chart.responsive)
+    assert '<title id="tiers-chart-n-title">' in html and 'viewBox="0 0 340 ' in html
     assert re.search(r'<svg [^>]*role="img"[^>]*><title id="tiers-chart-title">Memory tiers of RTX 4090', html)
     assert '<desc id="tiers-chart-desc">' in html
     assert '<details class="data-table"><summary>Data table</summary><table' in html

@@ -172,9 +172,11 @@ def test_compare_puts_our_estimate_next_to_the_measurement():
         v.MODELS["llama-2-7b"], v.machine_for("Apple M2 Max (38-core GPU)", 400), "Q4_0", "tg128"
     )
     assert tg["error"] == tg["estimate_tps"] / 60.99 - 1 and tg["note"] == ""
-    # a row of another model is flagged, combined tests are not estimated
+    # a row of another model is estimated for the model it names (llama-bench's own description), and says so;
+    # combined tests are not estimated
     res2 = v.compare(MD_NEW, "llama-2-7b", "Q4_0", "rtx4090")
-    assert "8.03 B parameters" in res2["rows"][0]["note"]
+    assert "recognised as Llama 3 8B from 'llama 8B Q4_K - Medium'" in res2["rows"][0]["note"]
+    assert res2["rows"][0]["model_used"] == "Llama 3 8B"
     assert res2["rows"][2]["estimate_tps"] is None and "not estimated" in res2["rows"][2]["note"]
     res3 = v.compare(MD_NEW, "llama-3.1-8b", "Q4_0", "rtx4090")
     assert res3["rows"][0]["note"] == "" and res3["rows"][0]["quant_used"] == "Q4_K_M"
@@ -351,3 +353,23 @@ def test_explain_auto_ngl_shows_the_next_layer_does_not_fit():
     q = pm.place(pm.MODELS["qwen2.5-32b"], pm.MACHINES["rtx4060ti"], "Q4_K_M", n_gpu_layers=p.n_gpu_layers + 1, **kw)
     assert f"GPU total at -ngl {p.n_gpu_layers + 1}" in e and _fmt.gb(q.gpu_total, 2) in e
     assert q.gpu_total + p.fit_margin > p.gpu_capacity >= p.gpu_total + p.fit_margin
+
+
+def test_llama_benchs_own_model_strings_are_recognised():
+    paste = (
+        "| model | size | params | backend | ngl | test | t/s |\n|---|--:|--:|---|--:|--:|--:|\n"
+        "| qwen2 14B Q4_K - Medium | 8.37 GiB | 14.77 B | CUDA | 99 | tg128 | 33.10 ± 0.05 |\n"
+        "| qwen3moe 30B.A3B Q4_K - Medium | 17.28 GiB | 30.53 B | CUDA | 99 | tg128 | 150.0 ± 1.0 |\n"
+        "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | CUDA | 99 | tg128 | 120.0 ± 1.0 |\n"
+        "| bert 1B F16 | 1 GiB | 1.00 B | CUDA | 99 | tg128 | 10.0 ± 1.0 |\n"
+    )
+    res = v.compare(paste, model="llama-2-7b", machine="rtx4090")
+    rows = res["rows"]
+    assert rows[0]["model_used"] == "Qwen2.5 14B" and "recognised as Qwen2.5 14B" in rows[0]["note"]
+    assert rows[0]["quant_used"] == "Q4_K_M"
+    want = v.estimate(pm.MODELS["qwen2.5-14b"], pm.get_machine("rtx4090"), "Q4_K_M", "tg128", 99)
+    assert rows[0]["estimate_tps"] == want
+    assert rows[1]["model_used"] == "Qwen3 30B-A3B" or "Qwen3" in rows[1]["model_used"]
+    assert rows[2]["model_used"] == "LLaMA 2 7B" and rows[2]["note"] == ""  # the chosen model: no note
+    assert rows[3]["model_used"] == "LLaMA 2 7B" and "pick the matching model" in rows[3]["note"]
+    assert v.model_of_row("mistral 7B Q4_0", 7.25e9) is not None  # converted to llama in GGUF? either name

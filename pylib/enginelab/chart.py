@@ -20,7 +20,31 @@ import math
 
 from .svg import Raw, el, num
 
-__all__ = ["LinearScale", "LogScale", "nice_ticks", "log_ticks", "si", "axis", "grid", "path_d", "Frame"]
+__all__ = [
+    "LinearScale",
+    "LogScale",
+    "nice_ticks",
+    "log_ticks",
+    "si",
+    "axis",
+    "grid",
+    "path_d",
+    "Frame",
+    "responsive",
+    "NARROW_W",
+]
+
+# A chart re-laid out for a phone is drawn this many units wide: on a 390 px screen it gets about 358 px, so one
+# unit is a little more than one CSS px and its 11-13 px text stays 11 px or more (DESIGN.md: no figure text
+# under 11 CSS px).
+NARROW_W = 340
+
+
+def responsive(wide: Raw, narrow: Raw) -> Raw:
+    """Two layouts of one chart: the wide one, and one re-laid out for a phone (NARROW_W units wide; its ids end
+    in "-n"). The stylesheet shows one of them by the width of the page (site.css: .layout-wide, .layout-narrow),
+    so a narrow screen gets a figure drawn for it rather than the wide one scaled down, with or without Python."""
+    return Raw(str(el("div", wide, class_="layout-wide")) + str(el("div", narrow, class_="layout-narrow")))
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5, base: float = 1) -> list:

@@ -371,6 +371,31 @@ def gguf_filename(model, quant) -> str:
     return f"{base}-{quant_file_tag(quant)}.gguf"
 
 
+def split_flags(p) -> list:
+    """llama.cpp's multi-GPU flags for placement p: -sm (when not layer), -ts, -mg (with -sm none), and
+    --rpc for GPUs reached over the network; [] on a machine with at most one GPU.
+
+    -ts: the reader's split; with -ngl auto and no -ts of the reader's, nothing (--fit splits the layers
+    itself, as place() did, and a -ts would stop it); with an explicit -ngl in layer mode, the layers per GPU of
+    this placement (it pins the split by free memory, which differs from machine to machine)."""
+    gpus = getattr(p.machine, "gpus", ())
+    if len(gpus) < 2:
+        return []
+    out = []
+    if p.split_mode != "layer":
+        out += ["-sm", p.split_mode]
+    ts = () if p.fit_wrote_split else p.tensor_split
+    if not ts and not p.auto and p.split_mode == "layer" and p.n_gpu_layers > 0:
+        ts = tuple(float(len(u.layers)) for u in p.per_gpu)
+    if ts and p.split_mode != "none":
+        out += ["-ts", ",".join(f"{v:g}" for v in ts)]
+    if p.split_mode == "none" and p.main_gpu:
+        out += ["-mg", str(p.main_gpu)]
+    if p.machine.link.kind == "rpc":  # every GPU an rpc-server on another host (addresses to fill in)
+        out += ["--rpc", ",".join(f"host{i}:50052" for i in range(len(gpus)))]
+    return out
+
+
 def llama_server_command(p, n_parallel=None, flash_attn: str = "on") -> str:
     """The llama-server invocation that asks for placement p, in the flags of LLAMA_CPP_FLAGS.
 
@@ -394,6 +419,7 @@ def llama_server_command(p, n_parallel=None, flash_attn: str = "on") -> str:
     parts = ["llama-server", "-m", gguf_filename(p.model, p.quant), "-c", str(p.n_ctx)]
     if p.machine.gpu is not None and not p.auto:
         parts += ["-ngl", str(p.n_gpu_layers)]
+    parts += split_flags(p)
     if p.kv_type != "f16":
         parts += ["-ctk", p.kv_type, "-ctv", p.kv_type]
     if p.kv_type != "f16" or flash_attn != "auto":

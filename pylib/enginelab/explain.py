@@ -55,7 +55,9 @@ def explain(scn) -> dict:
     gl = p.gpu_layers
 
     # -- n_gpu_layers --------------------------------------------------------------------------------------
-    if mc.gpu is None:
+    if mc.multi_gpu:
+        out["n_gpu_layers"] = _ngl_multi(p)
+    elif mc.gpu is None:
         out["n_gpu_layers"] = _box(
             "n_gpu_layers", "no GPU: -ngl 0", [("Machine", mc.name)], "0", "Every layer runs from system RAM."
         )
@@ -84,7 +86,8 @@ def explain(scn) -> dict:
         )
 
     # -- vram_gb / ram_gb ----------------------------------------------------------------------------------
-    out["vram_gb"] = _box(
+    vram = _vram_multi(p, kv_tok_layer) if mc.multi_gpu else None
+    out["vram_gb"] = vram or _box(
         "vram_gb",
         "VRAM = weights of the GPU layers (+ output head) + KV of the GPU layers + compute buffer",
         [
@@ -133,7 +136,16 @@ def explain(scn) -> dict:
     )
 
     # -- verdict: fits in VRAM, runs with partial offload, or fails to allocate ------------------------------
-    if mc.gpu is not None:
+    if mc.multi_gpu:
+        fit_inputs = [
+            (
+                f"GPU {u.index} · {u.name}",
+                f"{_gb(u.total)} + {_gb(u.margin if u.total else 0)} margin = "
+                f"{_gb(u.total + (u.margin if u.total else 0))} of {_gb(u.capacity)}" + ("" if u.fits else " (over)"),
+            )
+            for u in p.per_gpu
+        ]
+    elif mc.gpu is not None:
         fit_inputs = [
             ("GPU total + margin", f"{_gb(p.gpu_total)} + {_gb(margin)} = {_gb(p.gpu_total + margin)}"),
             ("GPU capacity", _gb(p.gpu_capacity)),
@@ -181,7 +193,9 @@ def explain(scn) -> dict:
         return {k: str(v) for k, v in out.items()}
     tokens = d["context"]
     dec_inputs, terms = [], []
-    for side, dev in (("gpu", mc.gpu), ("cpu", mc.ram)):
+    if mc.multi_gpu:
+        out["decode_tok_s"] = _decode_multi(p, d)
+    for side, dev in () if mc.multi_gpu else (("gpu", mc.gpu), ("cpu", mc.ram)):
         if not d[side + "_bytes"]:
             continue
         label = "GPU" if side == "gpu" else "CPU"
@@ -202,7 +216,7 @@ def explain(scn) -> dict:
         terms.append((fmt.seconds(d[side + "_s"]), label))
     dec_inputs.append(("Fixed overhead per token", fmt.seconds(d["overhead_s"])))
     terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
-    out["decode_tok_s"] = _box(
+    out["decode_tok_s"] = out.get("decode_tok_s") or _box(
         "decode_tok_s",
         "t_token = Σ_devices max(bytes_d / (η_decode × bandwidth_d), FLOPs_d / (η_prefill × peak_d)) + overhead;"
         "  tok/s = 1 / t_token",
@@ -229,6 +243,108 @@ def explain(scn) -> dict:
         f"η_prefill = {pm.ETA_PREFILL} of peak FP16 tensor throughput (the module's assumption).",
     )
     return {k: str(v) for k, v in out.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Several GPUs (perf_model sections 6b and 7b): the same boxes, one line per GPU
+# ---------------------------------------------------------------------------------------------------------
+def _layers(u, n: int) -> str:
+    blocks = [il for il in u.layers if il < n]
+    if not u.layers:
+        return "no layers"
+    span = f"layers {blocks[0]}–{blocks[-1]}" if len(blocks) > 1 else f"layer {blocks[0]}" if blocks else ""
+    return (span + (" + output" if n in u.layers else "")).strip(" +") or "output layer"
+
+
+def _ngl_multi(p) -> Raw:
+    n = p.model.num_hidden_layers
+    inputs = [
+        (f"GPU {u.index} · {u.name}", f"{_layers(u, n)} ({len(u.layers)}), {_gb(u.total)} of {_gb(u.capacity)}")
+        for u in p.per_gpu
+    ]
+    if p.tensor_split:
+        inputs.append(("-ts", ",".join(f"{v:g}" for v in p.tensor_split)))
+    else:
+        inputs.append(("Split", "in proportion to each GPU's free memory (no -ts)"))
+    if p.auto:
+        formula = (
+            "--fit: keep the default split if every GPU keeps its margin; otherwise fill the GPUs back to front, "
+            "whole layers, each up to its capacity − margin, and write -ngl and -ts"
+        )
+        note = f"--fit-target {pm.FIT_TARGET_MIB} MiB is kept free on each GPU; what does not fit stays on the CPU."
+    else:
+        formula = "layer il → GPU upper_bound(split points, (il − i_gpu_start) / act), i_gpu_start = n + 1 − ngl"
+        note = "An explicit -ngl is used as given; if a GPU cannot hold its share, the load fails."
+    terms = [(str(len(u.layers)), f"GPU {u.index}") for u in p.per_gpu]
+    return _box("n_gpu_layers", formula, inputs, _sum(terms, f"{p.n_gpu_layers} of {n + 1}"), note)
+
+
+def _vram_multi(p, kv_tok_layer: float) -> Raw:
+    inputs = []
+    for u in p.per_gpu:
+        inputs.append(
+            (
+                f"GPU {u.index} · {u.name}",
+                f"weights {_gb(u.weights)} + KV {_gb(u.kv)} + compute {_gb(u.compute)} = {_gb(u.total)}",
+            )
+        )
+    if p.row_split:
+        inputs.append(("Row split", "every matrix's rows shared by " + " / ".join(f"{f:.0%}" for f in p.row_fractions)))
+    inputs.append(("KV per token and layer", f"{fmt.integer(kv_tok_layer)} B ({p.kv_type}), on each layer's GPU"))
+    return _box(
+        "vram_gb",
+        "VRAM = Σ GPUs (weights + KV + compute buffer); each GPU holds its layers' weights and KV",
+        inputs,
+        _sum([(_gb(u.total), f"GPU {u.index}") for u in p.per_gpu], f"{p.gpu_total / pm.GB:.2f} GB"),
+        "The output head sits on the last GPU with layers; token_embd stays in host memory.",
+    )
+
+
+def _decode_multi(p, d: dict, measured: str = "") -> Raw:
+    """The decode box on several GPUs; measured: the measured profile's basis (its per-device rules differ)."""
+    inputs, terms = ([("Profile", "measured: " + measured)] if measured else []), []
+    row = p.row_split
+    slowest = 0.0
+    for e in d["devices"]:
+        if not e["bytes"]:
+            continue
+        own = e["busy_s"] - e["parallel_s"]
+        inputs.append(
+            (
+                f"{e['name']} ({e['side']})",
+                f"{_gb(e['bytes'])} read per token, {fmt.seconds(e['busy_s'])} ({e['bound']}-bound)"
+                + (f"; {fmt.seconds(e['parallel_s'])} of it in row-split matrices" if e["parallel_s"] else ""),
+            )
+        )
+        terms.append((fmt.seconds(own), e["side"]))
+        slowest = max(slowest, e["parallel_s"])
+    if row and slowest:
+        terms.append((fmt.seconds(slowest), "row-split matrices, slowest GPU"))
+    link = d["link"]
+    what = "synchronisations" if link["kind"] == "sync" else "hops"
+    inputs.append(
+        ("GPU link", f"{link['transfers']} {what}, {fmt.integer(link['bytes'])} B over {p.machine.link.name}")
+    )
+    terms.append((fmt.seconds(d["link_s"]), "link"))
+    terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
+    per_device = (
+        "device time = its bytes at its backend's fitted rates (enginelab.measured)"
+        if measured
+        else "device time = max(bytes_d / (η_decode × bandwidth_d), FLOPs_d / (η_prefill × peak_d))"
+    )
+    formula = (
+        "t_token = Σ_GPUs own layers' time + max_GPUs row-split matrices' time + link + overhead"
+        if row
+        else "t_token = Σ_devices device time + hops + overhead"
+    ) + f"; {per_device}"
+    return _box(
+        "decode_tok_s",
+        formula + ";  tok/s = 1 / t_token",
+        inputs,
+        "t_token = " + _sum(terms, fmt.seconds(d["total_s"])) + f" → {fmt.rate(d['tok_per_s'])} tok/s",
+        "Layer split: the GPUs run one after the other, handing the activations over at each boundary. Row split: "
+        "they read their share of every matrix at the same time, and synchronise after each one.",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -261,7 +377,9 @@ def _measured_boxes(scn) -> dict:
     inputs, terms = [], []
     backend = d.get("backend", "cpu")
     inputs.append(("Profile", "measured: " + basis_text(backend, "decode")))
-    for side, dev in (("gpu", mc.gpu), ("cpu", mc.ram)):
+    if mc.multi_gpu:  # one line per device, the link, the overhead (section 7b)
+        out["decode_tok_s"] = _decode_multi(scn.placement, d, measured=basis_text(backend, "decode"))
+    for side, dev in () if mc.multi_gpu else (("gpu", mc.gpu), ("cpu", mc.ram)):
         if not d[side + "_bytes"]:
             continue
         label = "GPU" if side == "gpu" else "CPU"
@@ -291,7 +409,7 @@ def _measured_boxes(scn) -> dict:
         terms.append((fmt.seconds(d[side + "_s"]), label))
     inputs.append(("Per-step overhead", f"{fmt.seconds(d['overhead_s'])} (kernel launches per block, the step itself)"))
     terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
-    out["decode_tok_s"] = _box(
+    out["decode_tok_s"] = out.get("decode_tok_s") or _box(
         "decode_tok_s",
         "t_token = Σ_devices Σ_type-class bytes / (η_class × bw) [+ experts × expert_us] + layers × layer_us "
         "+ step_us;  tok/s = 1 / t_token",
@@ -341,7 +459,7 @@ def profile_note(scn) -> str | None:
             "profile counts the card's GiB less what the driver keeps."
         )
     side = "gpu" if d["gpu_bytes"] >= d["cpu_bytes"] else "cpu"
-    dev = scn.machine.gpu if side == "gpu" else scn.machine.ram
+    dev = (scn.machine.gpus[0] if scn.machine.gpus else None) if side == "gpu" else scn.machine.ram
     bw = d.get("basis", {}).get(side, {}).get("bw_eff_gbs", 0.0)
     backend = backend_name(d.get("backend", side))
     reach = f"{bw:,.0f} GB/s ({bw / dev.bandwidth_gbs:.0%} of peak)" if dev is not None and bw else "its fitted rate"

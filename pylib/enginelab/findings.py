@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import perf_model as pm
 
 from . import advisor as adv
-from . import fmt
+from . import chart, fmt
 from .svg import Raw, data_details, el, svg, table
 
 CAUSE_LABELS = {
     "over_ask": "Over-ask: load fails",
+    "uneven_split": "Uneven GPU split",
     "partial_offload": "Partial offload",
     "kv_competes": "KV cache competes with weights",
     "kv_overflow_long_context": "Long context",
@@ -135,10 +136,13 @@ def gains(data) -> list:
     return rows[:6]
 
 
-def gains_chart(data) -> Raw | None:
+def gains_chart(data, narrow: bool = False) -> Raw | None:
+    """Decode speed after each suggested change, a bar each, with today's speed as a line. narrow: drawn for a
+    phone (chart.NARROW_W wide)."""
     rows = gains(data)
     if not rows:
         return None
+    GW = chart.NARROW_W if narrow else globals()["GW"]  # noqa: N806  (this drawing's width)
     now = data.outcome.decode_tok_s
     top = max([c.after["decode_tok_s"] for c in rows] + [now or 0.0]) * 1.08
     left, right = PAD, GW - PAD - 64
@@ -194,7 +198,7 @@ def gains_chart(data) -> Raw | None:
         height=h,
         title="Decode speed after each suggested change",
         desc=desc,
-        id_="advisor-chart",
+        id_="advisor-chart-n" if narrow else "advisor-chart",
         class_="chart advisor-chart",
     )
 
@@ -265,9 +269,9 @@ def block(data, apply_keys=None, with_chart: bool = True) -> Raw:
         ]
     else:
         body = [finding_section(f, apply_keys) for f in data.findings]
-        chart = gains_chart(data) if with_chart else None
-        if chart is not None:
-            body.append(el("figure", [chart], class_="chart-wrap"))
+        wide = gains_chart(data) if with_chart else None
+        if wide is not None:
+            body.append(el("figure", [chart.responsive(wide, gains_chart(data, narrow=True))], class_="chart-wrap"))
             body.append(gains_table(data))
     return el(
         "section",

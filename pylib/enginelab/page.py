@@ -86,6 +86,17 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
         )
     elif isinstance(field, st.Bool):
         ctl = el("input", type="checkbox", value="1", checked=bool(value), **common)
+    elif isinstance(field, st.Text) and field.rows == 1:  # a one-line list (e.g. the calculator's GPUs)
+        ctl = el(
+            "input",
+            type="text",
+            value=str(value),
+            maxlength=field.max_len,
+            placeholder=field.placeholder or None,
+            spellcheck="false",
+            autocomplete="off",
+            **common,
+        )
     elif isinstance(field, getattr(st, "Text", ())):
         ctl = el(
             "textarea",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 
-from . import custom
+from . import custom, gpus
 
 CATALOG_DEFAULT_MODEL = "qwen2.5-32b"
 
@@ -49,11 +49,18 @@ def n_ctx_for(values) -> int:
     return values["ctx"] or model_for(values).max_position_embeddings
 
 
-def machine_for(values) -> pm.Machine:
-    """The Machine a state names: a catalog key, or machine=custom (its numbers in gpu_gb ... pcie)."""
+def host_machine_for(values) -> pm.Machine:
+    """The machine a state's `machine` key names: a catalog key, or machine=custom (its numbers in gpu_gb ...
+    pcie). Its RAM, CPU and PCIe link are the host of any GPUs the state lists (machine_for)."""
     if values["machine"] == "custom":
         return custom.machine_from_state(values)
     return pm.MACHINES[values["machine"]]
+
+
+def machine_for(values) -> pm.Machine:
+    """The Machine a state describes: the host machine, with the GPUs of its `gpus` key when it lists some
+    (enginelab.gpus: several GPUs, their link)."""
+    return gpus.machine_with_gpus(host_machine_for(values), values)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -147,7 +154,7 @@ def build(state) -> Scenario:
 
 
 # What a state of another figure in the family leaves out takes these values (a figure without a profile
-# switch illustrates the module: course profile).
+# switch illustrates the module: course profile; without the gpus keys: the machine's own GPU).
 DEFAULTS = {
     "cfg": "",
     "ngl": "auto",
@@ -156,6 +163,7 @@ DEFAULTS = {
     "threads": "auto",
     "ub": pm.N_UBATCH_DEFAULT,  # the advisor's -ub and -b (the calculator uses llama.cpp's defaults)
     "b": pm.N_BATCH_DEFAULT,
+    **gpus.DEFAULTS,
 }
 
 
@@ -191,6 +199,7 @@ def _build(state) -> Scenario:
 
     course = None
     place_args = dict(n_ctx=n_ctx_for(v), kv_type=v["kv"], n_gpu_layers=ngl, n_cpu_moe=v["n_cpu_moe"], n_ubatch=v["ub"])
+    place_args.update(gpus.split_args(v, machine))  # several GPUs: -ts, -sm, -mg (enginelab.gpus)
     n_batch = max(v["b"], v["ub"])
     try:
         p = pm.place(model, machine, quant, profile=profile, **place_args)

@@ -5,6 +5,7 @@ Pure Python, standard library only.  Read it top to bottom:
 
   1. Engine versions this file follows
   2. Weights as a Hugging Face checkpoint stores them (bf16, fp8, AWQ, GPTQ)
+     2b. Tensor parallelism: weights and KV heads per GPU, all-reduce traffic per token
   3. vLLM: requested memory, profiling, KV blocks, the two start-up log lines
   4. SGLang: mem_fraction_static, the token pool, max running requests
   5. The command lines
@@ -139,36 +140,44 @@ def _is_linear(t) -> bool:
     return t.layer >= 0 and len(t.ne) >= 2 and t.cls not in ("norm", "bias", "ffn_gate_inp")
 
 
-def hf_weight_bytes(model, weight_dtype: str = "bf16") -> dict:
-    """Bytes of the model's weights as the engine holds them on the GPU.
+def _tensor_bytes(t, weight_dtype: str) -> float:
+    """Bytes of one tensor as the engine holds it (see WEIGHT_DTYPES)."""
+    n = t.n_elements
+    if not _is_linear(t) or weight_dtype in ("bf16", "fp16"):
+        return 2.0 * n
+    rows = n // t.ne[0]  # output channels (x experts)
+    if weight_dtype == "fp8":
+        return n + 4.0 * rows  # 1 byte each + an f32 scale per output channel
+    groups = rows * cdiv(t.ne[0], AWQ_GROUP)
+    b = 0.5 * n + groups * (2.0 + 0.5)  # packed int4 + fp16 scale + int4 zero per group
+    if weight_dtype == "gptq":
+        experts = n // (t.ne[0] * t.ne[1])
+        b += 4.0 * t.ne[0] * experts  # g_idx: one int32 per input feature
+    return b
+
+
+def hf_weight_bytes(model, weight_dtype: str = "bf16", tp: int = 1) -> dict:
+    """Bytes of the model's weights as the engine holds them on one GPU (of tp, see section 2b).
 
     Returns total, linear (quantized part), other (embedding, lm_head, norms),
     params and bits per weight."""
     model = pm.get_model(model)
     _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
+    if tp != 1:
+        check_tp(model, tp, "tp")
     linear = other = 0.0
     params = 0
     for t in model.tensors():
         if t.name.startswith("rope_freqs"):
             continue
-        n = t.n_elements
-        params += n
-        if not _is_linear(t) or weight_dtype in ("bf16", "fp16"):
-            if _is_linear(t):
-                linear += 2.0 * n
-            else:
-                other += 2.0 * n
-            continue
-        rows = n // t.ne[0]  # output channels (x experts)
-        if weight_dtype == "fp8":
-            linear += n + 4.0 * rows  # 1 byte each + an f32 scale per output channel
-        else:
-            groups = rows * cdiv(t.ne[0], AWQ_GROUP)
-            b = 0.5 * n + groups * (2.0 + 0.5)  # packed int4 + fp16 scale + int4 zero per group
-            if weight_dtype == "gptq":
-                experts = n // (t.ne[0] * t.ne[1])
-                b += 4.0 * t.ne[0] * experts  # g_idx: one int32 per input feature
+        params += t.n_elements
+        b = _tensor_bytes(t, weight_dtype)
+        if tp != 1:
+            b *= tp_share(model, t, tp)
+        if _is_linear(t):
             linear += b
+        else:
+            other += b
     total = linear + other
     return {
         "total": total,
@@ -177,6 +186,87 @@ def hf_weight_bytes(model, weight_dtype: str = "bf16") -> dict:
         "params": params,
         "bpw": 8.0 * total / params if params else 0.0,
     }
+
+
+# ---------------------------------------------------------------------------
+# 2b. Tensor parallelism (vLLM --tensor-parallel-size, SGLang --tp)
+# ---------------------------------------------------------------------------
+# Megatron-style sharding, as vLLM's and SGLang's linear layers do it (vllm/model_executor/layers/linear.py):
+#   * column-parallel q, gate, up (and each expert's gate/up) and row-parallel o, down: 1/tp of the weights each;
+#   * k and v (QKVParallelLinear): num_kv_heads // tp heads per GPU, but at least one: with fewer KV heads
+#     than GPUs each head is replicated on tp // num_kv_heads GPUs (vLLM ModelConfig.get_num_kv_heads:
+#     max(1, total_num_kv_heads // tensor_parallel_size); SGLang's get_num_kv_heads is the same);
+#   * the embedding and the lm_head are vocab-parallel: the vocabulary, padded to a multiple of 64, split in tp;
+#   * norms and the MoE router are replicated.
+# Both engines refuse a tp that does not divide num_attention_heads, and the KV heads must divide tp or be
+# divisible by it.  The KV cache per GPU holds only that GPU's heads, so its page (and SGLang's cell) shrinks.
+# Every layer ends its attention and its MLP with an all-reduce of the hidden state (n_embd values per token,
+# in the model dtype); a ring all-reduce sends 2 (tp - 1) / tp of it from each GPU.  The embedding adds one
+# more all-reduce, and the logits are gathered (each GPU receives the other GPUs' share of the vocabulary).
+VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE
+TP_SIZES = (1, 2, 4, 8)
+# NCCL communicators and vLLM's custom all-reduce buffers, per GPU, with tp > 1: an estimate (a few hundred
+# MiB in published multi-GPU start-up logs), counted with the non-torch memory.
+TP_COMM_BYTES = 256 * MiB
+
+
+def check_tp(model, tp, arg: str = "tensor_parallel_size") -> int:
+    """tp, checked as vLLM and SGLang check it at start-up; ValueError naming `arg` otherwise."""
+    model = pm.get_model(model)
+    _int(tp, arg)
+    _check(tp <= 64, arg, f"must be at most 64, got {tp}")
+    heads, kv = model.num_attention_heads, model.num_key_value_heads
+    _check(
+        heads % tp == 0,
+        arg,
+        f"total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp})",
+    )
+    _check(
+        kv % tp == 0 or tp % kv == 0,
+        arg,
+        f"the {kv} KV heads cannot be split over {tp} GPUs (one must divide the other)",
+    )
+    return tp
+
+
+def tp_kv_heads(model, tp: int = 1) -> int:
+    """KV heads each GPU holds: max(1, num_key_value_heads // tp) (replicated when there are fewer than tp)."""
+    model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
+    return max(1, model.num_key_value_heads // tp)
+
+
+def tp_share(model, t, tp: int) -> float:
+    """The share of tensor t one of tp GPUs holds (see the section comment)."""
+    if tp == 1:
+        return 1.0
+    cls = t.cls
+    if cls in ("token_embd", "output"):
+        vocab = cdiv(model.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
+        return cdiv(vocab, tp) / model.vocab_size
+    if not _is_linear(t):
+        return 1.0  # norms, biases and the router are replicated
+    kv_share = tp_kv_heads(model, tp) / model.num_key_value_heads
+    if cls in ("attn_k", "attn_v"):
+        return kv_share
+    if cls == "attn_qkv":  # fused q, k, v (phi3): the q rows split in tp, the k/v rows by heads
+        q = model.num_attention_heads * model.d_head
+        kv = 2 * model.num_key_value_heads * model.d_head
+        return (q / tp + kv * kv_share) / (q + kv)
+    return 1.0 / tp
+
+
+def allreduce_bytes_per_token(model, tp: int, dtype_bytes: int = 2) -> float:
+    """Bytes each GPU sends per token for tensor parallelism: two all-reduces of the hidden state per layer and
+    one for the embedding (ring: 2 (tp - 1) / tp of n_embd values each), and its gather of the logits."""
+    model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
+    _int(dtype_bytes, "dtype_bytes", 1, 8)
+    if tp <= 1:
+        return 0.0
+    ring = 2.0 * (tp - 1) / tp
+    reduces = 2 * model.num_hidden_layers + 1
+    return reduces * ring * model.hidden_size * dtype_bytes + (tp - 1) / tp * model.vocab_size * dtype_bytes
 
 
 # ---------------------------------------------------------------------------
@@ -209,29 +299,36 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int = 2) -> int:
     return model_dtype_bytes if kv_cache_dtype == "auto" else 1
 
 
-def vllm_page_size_bytes(model, block_size: int = VLLM_BLOCK_SIZE, kv_cache_dtype: str = "auto") -> int:
-    """One block of one layer (FullAttentionSpec.page_size_bytes): block_size tokens of K and V."""
+def vllm_page_size_bytes(model, block_size: int = VLLM_BLOCK_SIZE, kv_cache_dtype: str = "auto", tp: int = 1) -> int:
+    """One block of one layer on one GPU (FullAttentionSpec.page_size_bytes): block_size tokens of K and V of
+    that GPU's KV heads (tp_kv_heads)."""
     _int(block_size, "block_size", 1, 1 << 16)
-    return block_size * pm.kv_elements_per_token_layer(model) * kv_dtype_bytes(kv_cache_dtype)
+    model = pm.get_model(model)
+    per_gpu = pm.kv_elements_per_token_layer(model) * tp_kv_heads(model, tp) // model.num_key_value_heads
+    return block_size * per_gpu * kv_dtype_bytes(kv_cache_dtype)
 
 
 def peak_activation_bytes(
-    model, max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = VLLM_MAX_NUM_SEQS
+    model, max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = VLLM_MAX_NUM_SEQS, tp: int = 1
 ) -> float:
-    """Estimated peak of vLLM's profiling run (an approximation; vLLM measures it).
+    """Estimated peak of vLLM's profiling run on one GPU (an approximation; vLLM measures it).
 
     Forward pass of T = max_num_batched_tokens tokens in bf16: the widest layer holds
     the fused gate_up output (2 * ffn), its activation (ffn), the fused qkv output
-    and four hidden-size tensors (residual, normed input, attention output, MLP output).
+    and four hidden-size tensors (residual, normed input, attention output, MLP output);
+    with tensor parallelism the ffn and qkv parts are that GPU's shard.
     Sampler pass of S = min(max_num_seqs, T) rows: f32 logits over the vocabulary and
     two working copies of them (probabilities, log-probabilities)."""
     model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
     _int(max_num_batched_tokens, "max_num_batched_tokens")
     _int(max_num_seqs, "max_num_seqs", 1, MAX_SEQS)
     ffn = model.intermediate_size
     if model.is_moe:
         ffn = (model.moe_intermediate_size or ffn) * max(1, model.num_experts_per_tok)
     qkv = (model.num_attention_heads + 2 * model.num_key_value_heads) * model.d_head
+    if tp > 1:
+        ffn, qkv = ffn / tp, (model.num_attention_heads // tp + 2 * tp_kv_heads(model, tp)) * model.d_head
     t = max_num_batched_tokens
     forward = 2.0 * t * (3 * ffn + qkv + 4 * model.hidden_size)
     s = min(max_num_seqs, t)
@@ -257,16 +354,31 @@ def format_gib(n_bytes: float) -> str:
     return f"{n_bytes / GiB:.2f}"
 
 
-def gpu_total_bytes(machine) -> float:
-    """Total memory the CUDA driver reports: the card's DRAM, e.g. 24 GiB on an RTX 4090
-    (cudaMemGetInfo says 23.99 GiB; the difference is below a block's worth of KV)."""
+def gpu_total_bytes(machine, tp: int = 1) -> float:
+    """Total memory the CUDA driver reports on each GPU: the card's DRAM, e.g. 24 GiB on an RTX 4090
+    (cudaMemGetInfo says 23.99 GiB; the difference is below a block's worth of KV). With tp GPUs: a machine
+    with one GPU stands for tp copies of it; on a machine with several, the first tp, and the smallest of them
+    sets the plan (every GPU holds the same shard and the same number of KV blocks)."""
     mc = pm.get_machine(machine)
     _check(
         mc.gpu is not None and not mc.unified,
         "machine",
         f"{mc.name} has no discrete NVIDIA GPU; vLLM and SGLang run on Apple silicon only through experimental paths",
     )
-    return mc.gpu.mem_gb * GiB
+    gpus = mc.gpus
+    if len(gpus) > 1:
+        _check(tp <= len(gpus), "tensor_parallel_size", f"{mc.name} has {len(gpus)} GPUs, fewer than {tp}")
+        return min(g.mem_gb for g in gpus[:tp]) * GiB
+    return gpus[0].mem_gb * GiB
+
+
+def gpu_name(machine, tp: int = 1) -> str:
+    mc = pm.get_machine(machine)
+    gpus = mc.gpus
+    if len(gpus) > 1:
+        names = [g.name for g in gpus[:tp]]
+        return names[0] if tp == 1 else f"{tp}x {names[0]}" if len(set(names)) == 1 else " + ".join(names)
+    return gpus[0].name if tp == 1 else f"{tp}x {gpus[0].name}"
 
 
 def serving_machines() -> dict:
@@ -286,11 +398,16 @@ def vllm_plan(
     max_num_seqs: int = VLLM_MAX_NUM_SEQS,
     max_num_batched_tokens=None,
     other_processes_gib: float = 0.0,
+    tensor_parallel_size: int = 1,
 ) -> dict:
-    """vLLM's start-up memory plan on one GPU: every term, the blocks, the log lines, fits or the error."""
+    """vLLM's start-up memory plan: every term, the blocks, the log lines, fits or the error.
+
+    With tensor_parallel_size > 1 every number is per GPU (each holds its shard of the weights and its KV
+    heads, section 2b); the pool in tokens is the same on every GPU."""
     model = pm.get_model(model)
     mc = pm.get_machine(machine)
-    total = gpu_total_bytes(mc)
+    tp = check_tp(model, tensor_parallel_size, "tensor_parallel_size")
+    total = gpu_total_bytes(mc, tp)
     _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
     check_number(gpu_memory_utilization, "gpu_memory_utilization", 0.0, 1.0, lo_open=True)
     if max_model_len is None:
@@ -310,15 +427,15 @@ def vllm_plan(
     check_number(other_processes_gib, "other_processes_gib", 0.0, pm.MAX_DEVICE_GB)
 
     requested = total * gpu_memory_utilization
-    w = hf_weight_bytes(model, weight_dtype)
+    w = hf_weight_bytes(model, weight_dtype, tp)
     weights = w["total"]
-    act = peak_activation_bytes(model, max_num_batched_tokens, max_num_seqs)
-    non_torch = NON_TORCH_BYTES
+    act = peak_activation_bytes(model, max_num_batched_tokens, max_num_seqs, tp)
+    non_torch = NON_TORCH_BYTES + (TP_COMM_BYTES if tp > 1 else 0.0)
     graphs = 0.0 if enforce_eager else cudagraph_bytes(max_num_seqs)
     available = requested - weights - act - non_torch - graphs
 
     n_layers = model.num_hidden_layers
-    page = vllm_page_size_bytes(model, block_size, kv_cache_dtype)
+    page = vllm_page_size_bytes(model, block_size, kv_cache_dtype, tp)
     per_token = page * n_layers / block_size  # all layers, one token
     num_blocks = max(int(available // page // n_layers), 0) if available > 0 else 0
     kv_bytes = num_blocks * page * n_layers
@@ -368,12 +485,22 @@ def vllm_plan(
         )
     if model.is_moe:
         notes.append("MoE activation and CUDA graph terms are rougher estimates than for dense models.")
+    if tp > model.num_key_value_heads:
+        notes.append(
+            f"{model.num_key_value_heads} KV head{'s' if model.num_key_value_heads > 1 else ''} for {tp} GPUs: "
+            f"each GPU keeps one, replicated on {tp // model.num_key_value_heads} GPUs, so the KV cache does not "
+            "shrink past that."
+        )
     plan = {
         "engine": "vllm",
         "version": VLLM_VERSION,
         "model": model.name,
         "machine": mc.name,
-        "gpu": mc.gpu.name,
+        "gpu": gpu_name(mc, tp),
+        "tensor_parallel_size": tp,
+        "kv_heads_per_gpu": tp_kv_heads(model, tp),
+        "kv_heads_replicated": tp > model.num_key_value_heads,
+        "allreduce_bytes_per_token": allreduce_bytes_per_token(model, tp),
         "weight_dtype": weight_dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
         "max_model_len": max_model_len,
@@ -419,6 +546,7 @@ def vllm_plan(
         enforce_eager,
         max_num_seqs,
         max_num_batched_tokens,
+        tp,
     )
     return plan
 
@@ -521,10 +649,11 @@ def sglang_mem_fraction_static(
     }
 
 
-def sglang_cell_size_bytes(model, kv_cache_dtype: str = "auto") -> int:
-    """One token of K and V in every layer (SGLang's token pool cell)."""
+def sglang_cell_size_bytes(model, kv_cache_dtype: str = "auto", tp: int = 1) -> int:
+    """One token of K and V in every layer on one GPU (SGLang's token pool cell; its KV heads: tp_kv_heads)."""
     model = pm.get_model(model)
-    return model.num_hidden_layers * pm.kv_elements_per_token_layer(model) * kv_dtype_bytes(kv_cache_dtype)
+    per_gpu = pm.kv_elements_per_token_layer(model) * tp_kv_heads(model, tp) // model.num_key_value_heads
+    return model.num_hidden_layers * per_gpu * kv_dtype_bytes(kv_cache_dtype)
 
 
 def sglang_plan(
@@ -537,30 +666,32 @@ def sglang_plan(
     disable_cuda_graph: bool = False,
     max_running_requests=None,
     other_processes_gib: float = 0.0,
+    tp_size: int = 1,
 ) -> dict:
-    """SGLang's start-up memory plan on one GPU."""
+    """SGLang's start-up memory plan (per GPU with --tp > 1, as for vllm_plan)."""
     model = pm.get_model(model)
     mc = pm.get_machine(machine)
-    total = gpu_total_bytes(mc)
+    tp = check_tp(model, tp_size, "tp_size")
+    total = gpu_total_bytes(mc, tp)
     _one_of(weight_dtype, "weight_dtype", WEIGHT_DTYPES)
     if context_length is None:
         context_length = model.max_position_embeddings
     _int(context_length, "context_length")
     _one_of(kv_cache_dtype, "kv_cache_dtype", SGLANG_KV_DTYPES)
     check_bool(disable_cuda_graph, "disable_cuda_graph")
-    auto = sglang_mem_fraction_static(total)
+    auto = sglang_mem_fraction_static(total, tp_size=tp)
     mfs = auto["mem_fraction_static"] if mem_fraction_static is None else mem_fraction_static
     check_number(mfs, "mem_fraction_static", 0.0, 1.0, lo_open=True)
     _check(mfs < 1, "mem_fraction_static", f"must be below 1, got {brief(mfs)}")
     if max_running_requests is not None:
         _int(max_running_requests, "max_running_requests", 1, MAX_SEQS)
     check_number(other_processes_gib, "other_processes_gib", 0.0, pm.MAX_DEVICE_GB)
-    w = hf_weight_bytes(model, weight_dtype)
+    w = hf_weight_bytes(model, weight_dtype, tp)
     weights = w["total"]
     free_before = total - CUDA_CONTEXT_BYTES - other_processes_gib * GiB
     static = free_before * mfs  # weights + KV pool
     rest = static - weights
-    cell = sglang_cell_size_bytes(model, kv_cache_dtype)
+    cell = sglang_cell_size_bytes(model, kv_cache_dtype, tp)
     tokens = int(rest // cell) if rest > 0 else 0
     kv_bytes = tokens * cell
     error = None
@@ -582,7 +713,11 @@ def sglang_plan(
         "version": SGLANG_VERSION,
         "model": model.name,
         "machine": mc.name,
-        "gpu": mc.gpu.name,
+        "gpu": gpu_name(mc, tp),
+        "tp_size": tp,
+        "kv_heads_per_gpu": tp_kv_heads(model, tp),
+        "kv_heads_replicated": tp > model.num_key_value_heads,
+        "allreduce_bytes_per_token": allreduce_bytes_per_token(model, tp),
         "weight_dtype": weight_dtype,
         "context_length": context_length,
         "kv_cache_dtype": kv_cache_dtype,
@@ -624,6 +759,7 @@ def sglang_plan(
         kv_cache_dtype,
         disable_cuda_graph,
         max_running_requests,
+        tp,
     )
     return plan
 
@@ -682,6 +818,7 @@ def vllm_command(
     enforce_eager=False,
     max_num_seqs=VLLM_MAX_NUM_SEQS,
     max_num_batched_tokens=None,
+    tensor_parallel_size: int = 1,
 ) -> str:
     model = pm.get_model(model)
     path, extra = _checkpoint(model, weight_dtype)
@@ -698,6 +835,8 @@ def vllm_command(
     if max_num_batched_tokens is not None:
         _int(max_num_batched_tokens, "max_num_batched_tokens")
     parts = ["vllm", "serve", path] + extra
+    if tensor_parallel_size > 1:
+        parts += ["--tensor-parallel-size", str(tensor_parallel_size)]
     parts += ["--gpu-memory-utilization", _g(gpu_memory_utilization), "--max-model-len", str(mml)]
     if block_size != VLLM_BLOCK_SIZE:
         parts += ["--block-size", str(block_size)]
@@ -720,6 +859,7 @@ def sglang_command(
     kv_cache_dtype="auto",
     disable_cuda_graph=False,
     max_running_requests=None,
+    tp_size: int = 1,
 ) -> str:
     model = pm.get_model(model)
     path, extra = _checkpoint(model, weight_dtype)
@@ -731,6 +871,8 @@ def sglang_command(
     if max_running_requests is not None:
         _int(max_running_requests, "max_running_requests", 1, MAX_SEQS)
     parts = ["python", "-m", "sglang.launch_server", "--model-path", path] + extra
+    if tp_size > 1:
+        parts += ["--tp", str(tp_size)]
     parts += ["--context-length", str(ctx)]
     if mem_fraction_static is not None:
         parts += ["--mem-fraction-static", _g(mem_fraction_static)]

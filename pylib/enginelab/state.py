@@ -66,6 +66,7 @@ class Field:
     help: str = ""
     visible: Dyn = True  # or callable(partial) -> bool: hidden fields keep their value and validation
     widget: str = ""  # a rendering hint for controls ("select", "number", "range"); "" = by kind
+    url_safe: str = ""  # characters to_query leaves unescaped in this field's value (e.g. "," for a list)
 
     kind = "field"
     value_type = Any  # the Python type of the field's value in a State (its dataclass annotation)
@@ -432,7 +433,7 @@ class Spec:
         params = self.to_params(state)
         if not params:
             return ""
-        return "?" + "&".join(f"{quote(k)}={quote(v, safe='')}" for k, v in params.items())
+        return "?" + "&".join(f"{quote(k)}={quote(v, safe=self.by_key[k].url_safe)}" for k, v in params.items())
 
     # -- for controls ---------------------------------------------------------------------------------------
     def partial_before(self, state, key: str) -> dict:

@@ -538,12 +538,39 @@ def all_models() -> dict:
     return {**{k: m for k, m in MODELS.items()}, **pm.MODELS}
 
 
+def _arch(name: str) -> str:
+    """An architecture name folded for comparison: GGUF's 'qwen3moe' and Hugging Face's 'qwen3_moe' agree."""
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+# GGUF architectures llama-bench prints for Hugging Face model_types that convert to another one
+_GGUF_ARCH = {"mistral": "llama", "gptoss": "gptoss"}
+
+
+def model_of_row(desc: str, params: float | None):
+    """The catalog model a llama-bench row describes, or None. llama-bench's model column is the GGUF
+    architecture, the size label and the file type ('qwen2 14B Q4_K - Medium'); its params column the exact
+    parameter count. A model matches when its architecture is that one and its parameter count is within 3%."""
+    words = str(desc).split()
+    if not words or not params:
+        return None
+    arch = _arch(words[0])
+    found = [
+        m
+        for m in all_models().values()
+        if arch in (_arch(m.model_type), _GGUF_ARCH.get(_arch(m.model_type)))
+        and abs(m.total_params() / params - 1) <= 0.03
+    ]
+    return found[0] if found else None
+
+
 def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090", profile: str = "course") -> dict:
     """Parse pasted output and put our estimate next to each measurement.
 
-    The quant of each row is read from its model column when llama-bench names a
-    preset we know; otherwise the chosen `quant` is used.  Rows whose parameter
-    count differs from the chosen model's by more than 10% are flagged."""
+    The quant of each row is read from its model column when llama-bench names a preset we know; otherwise the
+    chosen `quant` is used. The model of each row is the chosen one when its parameter count matches (within
+    10%); otherwise the catalog model that llama-bench's own description names (model_of_row: 'qwen2 14B
+    Q4_K - Medium' with 14.77 B parameters is Qwen2.5 14B), and if none does the row is flagged."""
     rows = parse_llama_bench(text)
     m = get_model(model)
     mc = machine if isinstance(machine, pm.Machine) else pm.get_machine(machine)
@@ -552,17 +579,23 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
     for r in rows:
         q = r["quant"] if r["quant"] in pm.ALL_QUANTS else quant
         note = []
+        row_model = m
         if r["params"] and abs(r["params"] / n_params - 1) > 0.10:
-            note.append(
-                f"this row's model has {r['params'] / 1e9:.2f} B parameters, {m.name} has "
-                f"{n_params / 1e9:.2f} B: pick the matching model"
-            )
+            row_model = model_of_row(r["model"], r["params"])
+            if row_model is not None:
+                note.append(f"recognised as {row_model.name} from {r['model']!r}")
+            else:
+                row_model = m
+                note.append(
+                    f"this row's model has {r['params'] / 1e9:.2f} B parameters, {m.name} has "
+                    f"{n_params / 1e9:.2f} B: pick the matching model"
+                )
         if r["quant"] is None and r["model"]:
             note.append(f"quant not recognised in {r['model']!r}; using {quant}")
         est = None
         if r["kind"] in ("pp", "tg"):
             try:
-                est = estimate(m, mc, q, r["test"], r["ngl"], profile=profile)
+                est = estimate(row_model, mc, q, r["test"], r["ngl"], profile=profile)
             except ValueError as e:
                 note.append(str(e))
         else:
@@ -570,6 +603,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
         out.append(
             dict(
                 r,
+                model_used=row_model.name,
                 quant_used=q,
                 estimate_tps=est,
                 error=None if est is None else est / r["tps"] - 1,

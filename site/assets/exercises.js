@@ -204,6 +204,8 @@ async function execute(sec) {
     return;
   }
   say(sec, "Running…");
+  // the last run's output (a traceback, say) is not this run's: clear it while this one runs
+  sec.querySelector(".ex-output").replaceChildren(el("p", "ex-running", "Running…"));
   const stop = button(sec, "stop");
   const showStop = setTimeout(() => { stop.hidden = false; }, STOP_AFTER_MS);
   const t0 = performance.now();

@@ -102,7 +102,6 @@ export function controlsFromQuery(search = location.search) {
 export function markStale() {
   const fig = $("#figure");
   if (!fig || fig.querySelector(".stale-banner")) return;
-  fig.classList.add("stale");
   for (const r of fig.querySelectorAll("[data-readout]")) r.setAttribute("data-stale", "");
   for (const part of fig.children) part.inert = true;  // the defaults' buttons and links: not for these settings
   const banner = document.createElement("p");
@@ -171,18 +170,63 @@ export function contentHeight() {
   return Math.ceil(document.documentElement.getBoundingClientRect().height);
 }
 
+// A chart saved on its own must say what it shows: above the chart, a title line (the figure) and the state in
+// words (the page's live summary, the figure's describe()), wrapped to the chart's width.
+function titled(chart) {
+  const NS = "http://www.w3.org/2000/svg";
+  const vb = (chart.getAttribute("viewBox") || "").split(/[\s,]+/).map(Number);
+  const w = vb.length === 4 ? vb[2] : Number(chart.getAttribute("width")) || 600;
+  const h = vb.length === 4 ? vb[3] : Number(chart.getAttribute("height")) || 400;
+  const title = document.title.replace(/ · enginelab$/, "");
+  const state = ($("#summary")?.textContent || "").trim();
+  const perLine = Math.max(30, Math.floor(w / 6.8));  // characters of 12 px text per line
+  const lines = [[title, "dl-title"]];
+  let line = "";
+  for (const word of state.split(/\s+/).filter(Boolean)) {
+    if (line && line.length + 1 + word.length > perLine) { lines.push([line, "dl-state"]); line = word; }
+    else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push([line, "dl-state"]);
+  const top = 12 + 17 * lines.length;
+  const out = document.createElementNS(NS, "svg");
+  out.setAttribute("xmlns", NS);
+  out.setAttribute("viewBox", `0 0 ${w} ${top + h}`);
+  out.setAttribute("width", String(w));
+  out.setAttribute("height", String(top + h));
+  out.setAttribute("role", "img");
+  out.setAttribute("class", "chart dl-sheet");
+  const t = document.createElementNS(NS, "title");
+  t.textContent = `${title}: ${state}`;
+  out.append(t);
+  lines.forEach(([text, cls], i) => {
+    const el = document.createElementNS(NS, "text");
+    el.setAttribute("x", "0");
+    el.setAttribute("y", String(16 + 17 * i));
+    el.setAttribute("class", cls);
+    el.setAttribute("style", cls === "dl-title" ? "font-size:15px;font-weight:650" : "font-size:12px");
+    el.textContent = text;
+    out.append(el);
+  });
+  chart.setAttribute("y", String(top));
+  chart.setAttribute("style", `width:${w}px;height:${h}px`);  // its own size, whatever .chart's CSS says
+  out.append(chart);
+  return out;
+}
+
 async function chartSVG() {
   // A figure drawn as several SVGs (the three KV-manager grids) supplies one standalone SVG of the current
   // state through the Python runtime (figure module's download_svg, see live.js and site/py/main.py); others: the
   // first chart.
   let clone = null;
   const own = typeof window.enginelab_svg === "function" ? await window.enginelab_svg() : null;
-  if (own) {
+  if (own) {  // the figure's own file, which carries its title lines and legend (figures/<id>.py download_svg)
     clone = new DOMParser().parseFromString(String(own), "image/svg+xml").documentElement;
   } else {
-    const svg = document.querySelector("#figure svg.chart");
+    // the chart the reader sees (a figure drawn twice, wide and for a phone, shows one: chart.responsive)
+    const charts = [...document.querySelectorAll("#figure svg.chart")];
+    const svg = charts.find((s) => s.getClientRects().length) || charts[0];
     if (!svg) return null;
-    clone = svg.cloneNode(true);
+    clone = titled(svg.cloneNode(true));
   }
   // Colours come from CSS classes: carry the chart rules (light theme) into the file, and all of the
   // figure's own stylesheet.

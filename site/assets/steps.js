@@ -1,5 +1,6 @@
 // Step-through transport for animated figures (a figure module that declares STEP_FIELD; page.py renders a
-// .transport group with Back / Play / Step buttons next to the field's <input type=range>).
+// .transport group with Back / Play / Step buttons next to the field's <input type=range>). A figure whose root
+// carries data-stops is stepped from stop to stop (the KV-manager figure folds its quiet steps so).
 //
 // A button only moves the range input and fires its "input" event, so every frame goes through the page's one
 // path: form -> state -> render -> history.replaceState (site/py/main.py). Play advances one frame every
@@ -30,7 +31,21 @@ export function initTransport(box) {
     el.dispatchEvent(new Event("input", { bubbles: true }));
     return true;
   }
-  const move = (delta) => { const el = input(); return el ? set(Number(el.value) + delta) : false; };
+  // A figure may fold runs of frames in which nothing happens: its root lists the frames to stop at
+  // (data-stops="0,1,4,5,13"), and Back / Step / Play jump from stop to stop. The scrubber still reaches any frame.
+  const stops = () => {
+    const s = document.querySelector("#figure [data-stops]")?.dataset.stops;
+    return s ? s.split(",").map(Number) : null;
+  };
+  const move = (delta) => {
+    const el = input();
+    if (!el) return false;
+    const v = Number(el.value);
+    const list = stops();
+    if (!list) return set(v + delta);
+    const next = delta > 0 ? list.find((t) => t > v) : [...list].reverse().find((t) => t < v);
+    return next === undefined ? false : set(next);
+  };
 
   function schedule() {
     clearInterval(timer);

@@ -30,6 +30,9 @@ SHOTS = [
     ("calculator-m4max", "figures/calculator.html?machine=m4max&model=llama-3.1-70b&quant=Q8_0", "ready"),
     ("calculator-course", "figures/calculator.html?profile=course", "ready"),
     ("calculator-cpu-threads", "figures/calculator.html?machine=cpu-ddr5&model=llama-3.1-8b&threads=2", "ready"),
+    # several GPUs: a bar per card; one card overflows, the advisor suggests -ts
+    ("calculator-2gpu", "figures/calculator.html?model=llama-3.1-70b&machine=rtx3090&gpus=rtx3090,rtx3090", "ready"),
+    ("calculator-2gpu-overask", "figures/calculator.html?machine=rtx3090&gpus=rtx3090,rtx3060&ts=1,1", "ready"),
     ("calculator-shared-before-python", "calculator.html?model=qwen2.5-14b&machine=rtx3060&ctx=16384", "static"),
     ("advisor", "figures/advisor.html", "ready"),
     ("tiers", "figures/tiers.html", "ready"),

@@ -50,7 +50,7 @@ def test_apply_undo_then_recipe_lora_and_draft(page_at):
     findings = A.advise_state({"model": "qwen2.5-32b", "machine": "rtx4060ti", "ctx": 8192})
     q8 = next(c for f in findings for c in f.changes if c.apply == {"kv": "q8_0"})
     assert page.locator("[data-undo]").is_disabled()
-    bar_before = page.locator(".pool-vram .seg-kv").get_attribute("data-bytes")
+    bar_before = page.locator("#calculator-chart .pool-vram .seg-kv").get_attribute("data-bytes")
 
     # 1. a click applies -ctk q8_0 -ctv q8_0: URL, control, readouts and bars all follow
     apply_button(page, {"kv": "q8_0"}).click()
@@ -60,7 +60,7 @@ def test_apply_undo_then_recipe_lora_and_draft(page_at):
     assert int(after["n_gpu_layers"]) == q8.after["n_gpu_layers"] == int(before["n_gpu_layers"]) + 2
     assert float(after["decode_tok_s"]) == pytest.approx(q8.after["decode_tok_s"], rel=1e-9)
     assert page.input_value("#f-kv") == "q8_0"
-    assert page.locator(".pool-vram .seg-kv").get_attribute("data-bytes") != bar_before
+    assert page.locator("#calculator-chart .pool-vram .seg-kv").get_attribute("data-bytes") != bar_before
     assert page.locator("[data-undo]").is_enabled()
 
     # 2. the keyboard applies the next suggestion on the new state (a shorter context); focus lands on Undo

@@ -116,8 +116,9 @@ def test_ready_default_state_matches_cpython_and_prerender(page_at):
     for k, v in pre.items():  # the same doubles, up to Pyodide's compensated float sum (see assert_readouts)
         assert v == live[k] or float(v) == pytest.approx(float(live[k]), rel=1e-12, abs=0), (k, v, live[k])
     assert page.locator("#status").is_hidden()
-    assert page.locator("svg.chart[role=img] > title").count() == 1
-    assert page.locator("svg.chart > desc").count() == 1
+    # the bars drawn twice (wide, and for a phone: chart.responsive), each titled and described
+    assert page.locator("svg.chart[role=img] > title").count() == 2
+    assert page.locator("svg.chart > desc").count() == 2 and page.locator("#calculator-chart").is_visible()
     assert page.locator("details.data-table table").count() == 1
 
 
@@ -204,7 +205,7 @@ def test_overask_says_it_would_fail_to_allocate(page_at):
     r = assert_readouts(page, ngl=65, profile="course")
     assert r["fits"] == "false" and r["decode_tok_s"] == "" and r["prefill_tok_s"] == ""
     assert page.locator(".readout-decode_tok_s output").text_content() == "—"
-    assert page.locator(".overflow").count() == 1
+    assert page.locator("#calculator-chart .overflow").count() == 1
 
 
 def test_keyboard_only(page_at):
@@ -285,7 +286,7 @@ def test_without_javascript_the_prerendered_figure_shows(browser, site):
         page = ctx.new_page()
         page.goto(site.url("calculator.html"))
         assert page.locator("[data-readout=decode_tok_s]").text_content().strip() not in ("", "—")
-        assert page.locator("svg.chart").is_visible()
+        assert page.locator("#calculator-chart").is_visible()
         assert page.locator("#status").is_hidden()
     finally:
         ctx.close()
@@ -299,7 +300,7 @@ def test_load_failure_sets_error_and_keeps_the_figure(page, site, context, guard
     assert page.evaluate("document.documentElement.dataset.ready") == "error"
     assert page.locator("#status").is_visible()
     assert "could not start" in page.locator("#status").text_content()
-    assert page.locator("svg.chart").is_visible()
+    assert page.locator("#calculator-chart").is_visible()
 
 
 def test_micropip_and_packaging_load_offline_from_the_rewritten_lock(page_at):

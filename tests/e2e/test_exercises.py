@@ -136,6 +136,13 @@ def test_exception_shows_a_traceback_and_the_page_keeps_working(lab):
     # the other cells, and the same cell once fixed, still run
     type_code(lab, 1, solution(1))
     assert run(lab, 1)["verdict"] == "correct"
+    # while the next run of a cell is under way, the last run's traceback is not shown beside "Running…"
+    type_code(lab, 2, "import time\ntime.sleep(1.5)\n" + solution(2))
+    lab.click("#ex2 button[data-action=run]")
+    lab.wait_for_function("document.getElementById('ex2').dataset.running === 'true'")
+    assert lab.locator("#ex2 .ex-traceback").count() == 0
+    assert lab.locator("#ex2 .ex-running").text_content() == "Running…"
+    lab.wait_for_function("document.getElementById('ex2').dataset.running === 'false'", timeout=30_000)
     type_code(lab, 2, solution(2))
     assert run(lab, 2)["verdict"] == "correct"
 

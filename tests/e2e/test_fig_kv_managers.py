@@ -65,22 +65,29 @@ def test_ready_then_step_and_play_advance_frames_by_patching_the_grids_in_place(
     # mark the cells now in the page: a frame patch keeps these very elements, a full render would replace them
     page.evaluate("() => { for (const r of document.querySelectorAll('#figure rect[data-i]')) r.__kept = true; }")
     before = readouts(page)
+    stops = expected("").sim.stops  # Step / Back / Play jump over the quiet steps: 0, 1, 4, 5, 13, 14, ...
+    assert page.get_attribute("#kv-fig", "data-stops") == ",".join(map(str, stops))
     page.click("[data-step-action=next]")
     wait_step(page, 1)
     assert query(page) == {"step": "1"} and page.input_value("#f-step") == "1"
     assert_frame(page, expected("?step=1"))
-    for _ in range(5):
+    for _ in range(3):
         page.click("[data-step-action=next]")
-    wait_step(page, 6)
+    wait_step(page, stops[4])  # 13: the run of quiet steps 6-13 is one stop, told as one
     assert readouts(page) != before
-    assert_frame(page, expected("?step=6"))  # user 1 (step 1) and users 2 and 3 (step 5) have been admitted
+    assert_frame(page, expected(f"?step={stops[4]}"))
+    assert page.text_content("#kv-caption-step") == "Steps 6–13"
+    assert "8 steps of decoding" in page.text_content("#kv-paged-events")
+    page.click("[data-step-action=back]")
+    wait_step(page, stops[3])
+    assert "#4 and #6 arrived" in page.text_content("#kv-slots-events")
     page.click("[data-step-action=play]")
     assert page.text_content("[data-step-action=play]") == "Pause"
-    wait_step(page, 8, timeout=4000)
+    wait_step(page, stops[6], timeout=4000)
     page.click("[data-step-action=play]")
     assert page.get_attribute(".transport", "data-playing") == "false"
     n = int(page.get_attribute("#kv-fig", "data-step"))
-    assert n >= 8 and query(page) == {"step": str(n)}
+    assert n in stops and n >= stops[6] and query(page) == {"step": str(n)}
     assert_frame(page, expected(f"?step={n}"))
     assert page.evaluate("() => [...document.querySelectorAll('#figure rect[data-i]')].every(r => r.__kept)")
     # the patched page is the page a full render of the same state gives
@@ -150,6 +157,21 @@ def test_no_autoplay_under_reduced_motion_and_grids_stack_on_a_phone(page_at):
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
 
+@pytest.mark.parametrize("context", [{"color_scheme": "dark"}], indirect=True)
+def test_free_and_cached_cells_are_told_apart_in_dark_mode(page_at):
+    page = page_at(PATH + "?step=62")  # the end: cached cells of every user beside free ones
+    look = page.evaluate(
+        """() => { const pick = (sel) => { const r = document.querySelector(`#kv-cells-paged > rect${sel}`);
+          const s = getComputedStyle(r); return [s.fill, s.fillOpacity, s.stroke, s.strokeDasharray]; };
+          return { free: pick('.k-free'), cached: pick('.k-cached') }; }"""
+    )
+    free, cached = look["free"], look["cached"]
+    assert free != cached
+    lum = lambda rgb: sum(int(c) for c in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3])  # noqa: E731
+    # a free cell is darker than the page's panels; a cached one is tinted with its owner's colour and dotted
+    assert lum(free[0]) < 120 and float(cached[1]) >= 0.5 and cached[3] not in ("none", "")
+
+
 def test_embedded_figure_keeps_its_state_steps_and_reports_height(page, site, context):
     host = f"""<!doctype html><html><body><iframe id=f src="{site.url(PATH)}?workload=agent&step=30"
     style="width:700px"></iframe><script>window.heights=[];addEventListener('message',e=>{{if(e.data&&
@@ -161,8 +183,9 @@ def test_embedded_figure_keeps_its_state_steps_and_reports_height(page, site, co
     page.wait_for_function("window.heights.length > 0")
     h = page.evaluate("window.heights[window.heights.length-1]")
     assert h["figure"] == "kv-managers" and h["height"] > 900  # 700 px wide: the grids stack
+    nxt = next(t for t in expected("?workload=agent").sim.stops if t > 30)
     frame.locator("[data-step-action=next]").click()
-    frame.locator("#kv-fig[data-step='31']").wait_for(timeout=5000)
+    frame.locator(f"#kv-fig[data-step='{nxt}']").wait_for(timeout=5000)
     inner = next(f for f in page.frames if "figures/kv-managers.html" in f.url)
     code = inner.evaluate("window.enginelab.embedSnippet()")
-    assert code.startswith("<iframe ") and "figures/kv-managers.html?workload=agent&step=31" in code
+    assert code.startswith("<iframe ") and f"figures/kv-managers.html?workload=agent&step={nxt}" in code

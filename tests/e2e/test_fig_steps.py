@@ -89,16 +89,23 @@ def test_load_url_state_reproduces_the_frame_and_play_stops_at_the_end(page_at):
     assert float(readouts(page)["total_s"]) == pytest.approx(it.load_scenario("cpu-only")[-1]["elapsed_s"], rel=1e-12)
 
 
+def _load_rows(scenario: str) -> list:
+    """The load figure's frames: one per row of its step list (a run of uploads is one)."""
+    from enginelab.figures import load
+
+    return list(load.compute(load.SPEC.from_query(f"?scenario={scenario}")[0]).groups)
+
+
 def test_load_step_back_play_pause(page_at):
     page = page_at(LOAD)
-    steps = it.load_scenario("split-16gb")
+    steps = _load_rows("split-16gb")
     page.evaluate("document.getElementById('load-chart').__skeleton = true")
     page.click("[data-step-action=next]")
     wait_step(page, 1)
     # the frame was patched into the same skeleton (frame_patch), not re-rendered
     assert page.evaluate("document.getElementById('load-chart').__skeleton === true")
     assert query(page) == {"step": "1"} and page.input_value("#f-step") == "1"
-    assert page.locator("#load-chart g.tier.lit").get_attribute("data-tier") == steps[1]["tier"]
+    assert page.locator("#load-chart g.tier.lit").get_attribute("data-tier") == steps[1].tier
     page.click("[data-step-action=back]")
     wait_step(page, 0)
     assert query(page) == {}
@@ -116,7 +123,7 @@ def test_load_step_back_play_pause(page_at):
     assert n >= 3 and query(page) == {"step": str(n)}
     page.wait_for_timeout(900)
     assert int(readouts(page)["step_index"]) == n  # paused means paused
-    assert readouts(page)["step_tier"] == steps[n]["tier"]
+    assert readouts(page)["step_tier"] == steps[n].tier
 
 
 def test_play_is_suspended_off_screen_and_by_the_readers_own_input(page_at):
@@ -135,7 +142,7 @@ def test_play_is_suspended_off_screen_and_by_the_readers_own_input(page_at):
     page.focus("#f-step")
     page.keyboard.press("End")
     page.wait_for_function("document.querySelector('.transport').dataset.playing === 'false'", timeout=3000)
-    last = len(it.load_scenario("split-16gb")) - 1
+    last = len(_load_rows("split-16gb")) - 1
     wait_step(page, last)
     assert query(page) == {"step": str(last)}
 
@@ -191,8 +198,8 @@ def test_bad_query_values_are_explained_and_fall_back(page_at):
     page = page_at(LOAD + "?scenario=mars&step=999&warm=perhaps")
     msgs = page.locator("#messages li").all_text_contents()
     assert len(msgs) == 3 and any("Scenario" in m and "'mars'" in m for m in msgs)
-    assert any("Step: 999 is above the maximum 51" in m for m in msgs)
-    assert readouts(page)["step_index"] == "51" and page.locator("#messages").is_visible()
+    assert any("Step: 999 is above the maximum 8" in m for m in msgs)
+    assert readouts(page)["step_index"] == "8" and page.locator("#messages").is_visible()
 
 
 def test_embedded_load_figure_keeps_its_state_and_reports_height(page, site, context):

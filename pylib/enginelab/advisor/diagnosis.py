@@ -37,6 +37,7 @@ CTX_LADDER = (4096, 8192, 16384, 32768, 65536, 131072)
 
 CAUSES = (
     "over_ask",
+    "uneven_split",
     "partial_offload",
     "kv_competes",
     "kv_overflow_long_context",
@@ -244,7 +245,7 @@ def diagnose_over_ask(s: Setup, o: Outcome) -> Finding | None:
         f"At -c {s.ctx:,} the KV cache alone is {gb_text(ev['kv_bytes'])} ({s.kv}); "
         f"the weights are {gb_text(ev['weight_bytes'])}.",
     ]
-    if p.failing_device == "GPU":
+    if p.failing_device.startswith("GPU"):
         text.append(
             "On Windows the NVIDIA driver (536.40 and later) may instead spill the excess into shared system "
             "memory: no error, but everything runs at PCIe speed. The fallback can be turned off per "
@@ -283,6 +284,7 @@ def diagnose_over_ask(s: Setup, o: Outcome) -> Finding | None:
                 changes.append(c)
     changes += _quant_changes(s, o, ngl=pinned)
     changes += moe_changes(s, o)
+    changes += split_changes(s, o)  # several GPUs: move layers to the card with room
     changes = _rank(changes)
     for c in changes:
         if "vLLM" in c.flags and c.title.startswith("-c "):
@@ -290,6 +292,89 @@ def diagnose_over_ask(s: Setup, o: Outcome) -> Finding | None:
     return Finding(
         "over_ask", f"Asks for more memory than the {p.failing_device} has", ev, text, changes, severity=float("inf")
     )
+
+
+def _ts_text(weights) -> str:
+    return ",".join(f"{w:g}" for w in weights)
+
+
+def split_changes(s: Setup, o: Outcome) -> list:
+    """Several GPUs with -sm layer or row: a -ts that moves layers to the card with room. Tried: the layers per
+    GPU --fit would choose (it fills the cards back to front), and each card's capacity less its margin."""
+    mc = s.machine
+    if not mc.multi_gpu or s.split_mode == "none":
+        return []
+    p = o.placement
+    candidates = []  # (tensor_split, -ngl to pin with it or None)
+    try:
+        auto = place_setup(s.changed(tensor_split=None, ngl=None))
+        if auto.fits:
+            ngl = None if auto.n_gpu_layers == s.model.n_layers + 1 and s.ngl is None else auto.n_gpu_layers
+            candidates.append((tuple(float(len(u.layers)) for u in auto.per_gpu), ngl))
+    except ValueError:
+        pass
+    room = tuple(round(max(0.0, u.capacity - u.margin) / pm.GB, 1) for u in p.per_gpu)
+    if any(room):
+        candidates.append((room, None))
+    out, seen = [], {s.tensor_split}
+    for ts, ngl in candidates:
+        if ts in seen or not any(ts):
+            continue
+        seen.add(ts)
+        text = _ts_text(ts)
+        edits, apply, title = {"tensor_split": ts}, {"ts": text}, f"-ts {text}"
+        if ngl is not None:
+            edits["ngl"], apply["ngl"], title = ngl, ngl, f"-ngl {ngl} -ts {text}"
+        c = try_change(
+            s,
+            o,
+            title,
+            {"llama.cpp": title, "vLLM": "tensor parallelism splits every layer evenly: no per-GPU shares"},
+            apply,
+            edits,
+            note="moves whole layers between the GPUs (llama.cpp splits them in proportion to -ts)",
+        )
+        if c:
+            out.append(c)
+    return out
+
+
+def diagnose_uneven_split(s: Setup, o: Outcome) -> Finding | None:
+    """Several GPUs: one card overflows, or layers run from RAM, while another card has room."""
+    mc, p = s.machine, o.placement
+    if not mc.multi_gpu or s.split_mode == "none" or (o.fits and p.full_offload):
+        return None
+    per_layer = (p.gpu_weights + p.cpu_weights) / (s.model.n_layers + 1)
+    roomy = [u for u in p.per_gpu if u.free >= per_layer]
+    over = [u for u in p.per_gpu if not u.fits]
+    if not roomy or not (over or not p.full_offload):
+        return None
+    changes = _rank(split_changes(s, o))
+    if not changes:
+        return None
+    best = max(roomy, key=lambda u: u.free)
+    ev = {
+        "free_bytes_by_gpu": tuple(u.free for u in p.per_gpu),
+        "layers_by_gpu": tuple(len(u.layers) for u in p.per_gpu),
+        "tensor_split": s.tensor_split,
+    }
+    where = f"GPU {best.index} ({best.name}) has {gb_text(best.free)} free"
+    if over:
+        title = f"GPU {over[0].index} ({over[0].name}) overflows while {where}"
+    else:
+        title = f"{s.model.n_layers + 1 - p.n_gpu_layers} layers run from RAM while {where}"
+    text = [
+        "Layers per GPU: "
+        + ", ".join(
+            f"GPU {u.index} ({u.name}) {len(u.layers)}, "
+            + (f"{gb_text(u.free)} free" if u.free >= 0 else f"over by {gb_text(-u.free)}")
+            for u in p.per_gpu
+        )
+        + (f" (-ts {_ts_text(s.tensor_split)})." if s.tensor_split else " (split by free memory)."),
+        "llama.cpp gives each GPU a share of the layers in proportion to -ts (or to free memory), whatever each "
+        "layer's KV cache and the output layer's compute buffer add; a -ts moves whole layers between the cards.",
+    ]
+    return Finding("uneven_split", title, ev, text, changes, severity=_severity(changes, o.decode_tok_s or 0.0))
 
 
 def diagnose_partial_offload(s: Setup, o: Outcome) -> Finding | None:
@@ -309,7 +394,7 @@ def diagnose_partial_offload(s: Setup, o: Outcome) -> Finding | None:
         "cpu_bytes_per_token": d["cpu_bytes"],
         "gpu_bytes_per_token": d["gpu_bytes"],
         "ram_bandwidth": s.machine.ram.bandwidth,
-        "gpu_bandwidth": s.machine.gpu.bandwidth,
+        "gpu_bandwidth": min(g.bandwidth for g in s.machine.gpus),  # the slowest card, with several
         "decode_tok_s": o.decode_tok_s,
         "all_on_gpu_tok_s": d_full["tok_per_s"],
     }
@@ -318,7 +403,8 @@ def diagnose_partial_offload(s: Setup, o: Outcome) -> Finding | None:
         + ("" if p.output_on_gpu else " and the output head")
         + f" run from system RAM: {d['cpu_share']:.0%} of each decode step is spent on the CPU side.",
         f"The CPU reads {gb_text(d['cpu_bytes'])} per token at {s.machine.ram.bandwidth_gbs:g} GB/s; "
-        f"the GPU reads {gb_text(d['gpu_bytes'])} at {s.machine.gpu.bandwidth_gbs:g} GB/s.",
+        f"the GPU{'s read' if s.machine.multi_gpu else ' reads'} {gb_text(d['gpu_bytes'])} at "
+        f"{' / '.join(f'{g.bandwidth_gbs:g}' for g in s.machine.gpus)} GB/s.",
         f"Decode {rate_text(o.decode_tok_s)}; if everything fit on the GPU it would be {rate_text(d_full['tok_per_s'])}.",
     ]
     changes = _kv_changes(s, o) + _quant_changes(s, o) + moe_changes(s, o) + _ngl_change(s, o)
@@ -690,6 +776,7 @@ def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
 
 DIAGNOSES = (
     diagnose_over_ask,
+    diagnose_uneven_split,
     diagnose_partial_offload,
     diagnose_kv_competes,
     diagnose_kv_long_context,

@@ -45,6 +45,10 @@ class Recipe:
         }
 
 
+def _gpu_names(mc) -> str:
+    return " + ".join(g.name for g in mc.gpus)
+
+
 def _bound_tok_s(s: Setup, p) -> float:
     """Decode with zero context and no fixed overhead: bytes read over effective bandwidth (the module's bound)."""
     d = pm.decode_step_time(p, s.machine, context=0)
@@ -125,7 +129,8 @@ def _one_user_too_big(s: Setup, ex: list, tokens: int, users: int) -> tuple:
             o = o2
     ex.append(
         f"Decode speed is set by system RAM ({mc.ram.bandwidth_gbs:g} GB/s against "
-        f"{mc.gpu.bandwidth_gbs:g} GB/s of VRAM): {pct_text(o.cpu_share)} of each step is spent there."
+        f"{' / '.join(f'{g.bandwidth_gbs:g}' for g in mc.gpus)} GB/s of VRAM): {pct_text(o.cpu_share)} of each step "
+        "is spent there."
     )
     return s, "llama.cpp"
 
@@ -254,9 +259,9 @@ def recipe(
         why = {
             "cpu_only": f"{mc.name} has no GPU",
             "apple": f"{mc.name} has unified memory",
-            "one_user_fits": f"{m.name} {pm.quant_short(quant)} fits entirely in {mc.gpu.name if mc.gpu else ''} VRAM at -c {ctx:,}",
-            "one_user_too_big": f"{m.name} {pm.quant_short(quant)} does not fit entirely in "
-            f"{mc.gpu.name if mc.gpu else ''} VRAM at -c {ctx:,}",
+            "one_user_fits": f"{m.name} {pm.quant_short(quant)} fits entirely in {_gpu_names(mc)} VRAM at -c {ctx:,}",
+            "one_user_too_big": f"{m.name} {pm.quant_short(quant)} does not fit entirely in {_gpu_names(mc)} VRAM "
+            f"at -c {ctx:,}",
         }[single]
         ex.append(f"{why}: the '{GOALS[single]}' recipe applies.")
         used = single

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import perf_model as pm
 
+from .. import gpus as gpu_keys
 from ..checks import brief, check_bool, check_int
 
 MIN_GAIN = 1.01  # a change must buy at least 1% to be suggested
@@ -94,13 +95,25 @@ class Setup:
     users: int = 1  # concurrent requests the workload makes
     op_offload: bool = True
     profile: str = "course"  # perf_model's speed profile ("measured": fitted on llama-bench runs, threads modelled)
+    # several GPUs (perf_model section 6b): llama.cpp's -ts, -sm, -mg
+    tensor_split: tuple | None = None
+    split_mode: str = "layer"
+    main_gpu: int = 0
 
     def changed(self, **kw) -> Setup:
         return replace(self, **kw)
 
+    def split(self) -> dict:
+        """place()'s multi-GPU arguments (none on a machine with one GPU)."""
+        if not self.machine.multi_gpu:
+            return {}
+        return {"tensor_split": self.tensor_split, "split_mode": self.split_mode, "main_gpu": self.main_gpu}
+
     def state(self) -> dict:
         """The calculator/advisor URL state for this setup."""
+        host = pm.MACHINES.get(self.machine.key, self.machine)
         return {
+            **gpu_keys.state_values(self.machine, host, self.split()),
             "model": self.model.key,
             "machine": self.machine.key,
             "quant": self.quant,
@@ -142,7 +155,11 @@ def setup_from_state(state) -> Setup:
         f"must be a state dict (model, machine, quant, ...), got {brief(state)}",
     )
     get = (lambda k, d=None: state.get(k, d)) if isinstance(state, dict) else (lambda k, d=None: getattr(state, k, d))
-    model, machine = pm.get_model(get("model")), pm.get_machine(get("machine"))
+    model = pm.get_model(get("model"))
+    host = pm.get_machine(get("machine"))
+    values = {k: get(k, d) for k, d in gpu_keys.DEFAULTS.items()}
+    machine = gpu_keys.machine_with_gpus(host, values)  # the state's GPUs (enginelab.gpus), if it lists some
+    split = gpu_keys.split_args(values, machine)
     mx = pm.MAX_CONTEXT
     tokens = _state_int(get, "tokens", 2000, 0, mx)
     return Setup(
@@ -162,6 +179,9 @@ def setup_from_state(state) -> Setup:
         n_parallel=_state_int(get, "np", 1, 1, MAX_USERS) if get("np", 1) else 1,
         users=_state_int(get, "users", 1, 1, MAX_USERS) if get("users", 1) else 1,
         profile=_state_profile(get),
+        tensor_split=split.get("tensor_split"),
+        split_mode=split.get("split_mode", "layer"),
+        main_gpu=split.get("main_gpu", 0),
     )
 
 
@@ -206,6 +226,9 @@ def setup_from_placement(
         users=users,
         op_offload=op_offload,
         profile=placement.profile,
+        tensor_split=None if placement.fit_wrote_split else (placement.tensor_split or None),
+        split_mode=placement.split_mode,
+        main_gpu=placement.main_gpu,
     )
 
 
@@ -257,6 +280,7 @@ def place_setup(s: Setup) -> pm.Placement:
         n_cpu_moe=s.n_cpu_moe,
         n_ubatch=s.n_ubatch,
         profile=s.profile,
+        **s.split(),
     )
 
 
@@ -270,7 +294,7 @@ def decode_setup(p: pm.Placement, s: Setup, context: int, batch: int = 1) -> dic
     if f != 1.0 and d["cpu_s"] > 0:
         d = dict(d)
         d["cpu_s"] *= f
-        d["total_s"] = d["gpu_s"] + d["cpu_s"] + d["overhead_s"]
+        d["total_s"] = d["gpu_s"] + d["cpu_s"] + d.get("link_s", 0.0) + d["overhead_s"]
         d["tok_per_s"] = batch / d["total_s"]
         d["seq_tok_per_s"] = 1.0 / d["total_s"]
         d["cpu_share"] = d["cpu_s"] / d["total_s"]

@@ -42,7 +42,8 @@ def _draft_placement(target: pm.Placement, draft, quant):
     dq = quant or (target.quant if target.quant else "Q8_0")
     dp = pm.place(dm, mc, dq, n_ctx=target.n_ctx, kv_type=target.kv_type, profile=target.profile)
     tp = target
-    if mc.gpu is not None and not mc.unified and target.auto and dp.gpu_total > 0:
+    # (several GPUs: the draft's share is not taken out of a card here; llama.cpp splits it by free memory too)
+    if mc.gpu is not None and not mc.unified and not mc.multi_gpu and target.auto and dp.gpu_total > 0:
         # the draft's VRAM comes out of the target's: re-fit the target on a smaller GPU
         # (in the unit the profile counts a card's memory in: decimal GB for the course, GiB when measured)
         if target.profile == "measured":

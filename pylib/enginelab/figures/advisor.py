@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import perf_model as pm
 
 from .. import advisor as adv
-from .. import findings, fmt, scenario
+from .. import chart, findings, fmt, scenario
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Choice, Float, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
@@ -369,7 +369,9 @@ def _ticks(top: float) -> list:
     return [i * step for i in range(int(top / step) + 1)]
 
 
-def _spec_chart(sp) -> Raw:
+def _spec_chart(sp, narrow: bool = False) -> Raw:
+    """Speculative decoding's tok/s against the draft's acceptance rate. narrow: drawn for a phone."""
+    SW = chart.NARROW_W if narrow else globals()["SW"]  # noqa: N806  (this drawing's width)
     left, right, top, bottom = 52, SW - 16, 16, SH - 34
     ymax = max([p["tok_s"] for p in sp["curve"]] + [sp["baseline_tok_s"]]) * 1.1
     x = lambda a: left + (right - left) * a  # noqa: E731
@@ -410,7 +412,7 @@ def _spec_chart(sp) -> Raw:
         height=SH,
         title="Speculative decoding: tok/s against acceptance",
         desc=desc,
-        id_="spec-chart",
+        id_="spec-chart-n" if narrow else "spec-chart",
         class_="chart spec-chart",
     )
 
@@ -447,7 +449,7 @@ def _spec_block(data) -> Raw:
         [
             el("h2", f"Speculative decoding with {sp['draft']}"),
             el("ul", [el("li", t) for t in items]),
-            el("figure", [_spec_chart(sp)], class_="chart-wrap"),
+            el("figure", [chart.responsive(_spec_chart(sp), _spec_chart(sp, narrow=True))], class_="chart-wrap"),
             findings.flags_list(sp["flags"]),
         ],
         class_="advisor-spec",

@@ -9,9 +9,11 @@ prefill from perf_model, computed once) that this module draws, and that the "ho
 
 from __future__ import annotations
 
+import json
+
 import perf_model as pm
 
-from .. import chart, custom, explain, fmt, links, scenario
+from .. import chart, custom, explain, fmt, gpus, links, scenario
 from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
@@ -85,6 +87,7 @@ SPEC = Spec(
         Float(key, label, default=d, min=lo, max=hi, step=0.1, visible=_is_custom_machine)
         for key, label, d, lo, hi in custom.MACHINE_FIELDS
     ]
+    + gpus.fields(scenario.host_machine_for)  # several GPUs: gpus, sm, ts, mg, link (enginelab.gpus)
     + [
         Choice(
             "quant",
@@ -178,8 +181,12 @@ def describe(data) -> str:
     p = data.placement
     if not r.fits:
         return f"{where}: -ngl {p.n_gpu_layers} would fail to allocate: {_overask_text(data)}."
+    on = "on the GPU"
+    if data.machine.multi_gpu:
+        split = " + ".join(str(len(u.layers)) for u in p.per_gpu)
+        on = f"over {len(p.per_gpu)} GPUs ({split} layers, -sm {p.split_mode})"
     return (
-        f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} on the GPU, {fmt.gb(p.gpu_total)} VRAM and "
+        f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} {on}, {fmt.gb(p.gpu_total)} VRAM and "
         f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r.decode_tok_s)} tok/s at {s.tokens:,} tokens "
         f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s ({data.profile} profile)."
     )
@@ -193,9 +200,16 @@ def _overask_text(data) -> str:
         return p.error or "does not fit"
     over = fmt.gb(p.overflow_bytes)
     if p.failing_device.startswith("GPU"):
+        margin = p.fit_margin
+        if data.machine.multi_gpu:  # the failing GPU's own margin, and its name
+            margin = p.per_gpu[0].margin  # --fit-target, the same on every GPU
+            return (
+                f"{p.failing_device} needs {fmt.gb(p.requested_bytes)}, and {fmt.gb(p.free_bytes)} is free once "
+                f"the {fmt.gb(margin)} margin is kept (--fit-target {pm.FIT_TARGET_MIB} MiB): over by {over}"
+            )
         return (
             f"needs {fmt.gb(p.requested_bytes)} of GPU memory, and {fmt.gb(p.free_bytes)} is free once the "
-            f"{fmt.gb(p.fit_margin)} margin is kept (--fit-target {pm.FIT_TARGET_MIB} MiB): over by {over}"
+            f"{fmt.gb(margin)} margin is kept (--fit-target {pm.FIT_TARGET_MIB} MiB): over by {over}"
         )
     return f"needs {fmt.gb(p.requested_bytes)} of {p.failing_device}, {fmt.gb(p.free_bytes)} free: over by {over}"
 
@@ -204,6 +218,7 @@ def _overask_text(data) -> str:
 # Render
 # ---------------------------------------------------------------------------------------------------------
 W, BAR_H, ROW_H, PAD = 560, 30, 70, 10
+NOTE_H = 18  # a line under each bar (the layers a GPU holds) when the machine has several GPUs
 SEGMENTS = (
     ("weights", "Weights"),
     ("kv", "KV cache"),
@@ -213,6 +228,15 @@ SEGMENTS = (
     ("over", "Over capacity"),
 )
 LEGEND_COLS, LEGEND_ROW = 3, 24
+
+
+def _layers_text(layers: tuple, n_layers: int) -> str:
+    """'layers 0–40', 'layers 41–79 + output', 'no layers' (a GPU holds a contiguous run of them)."""
+    blocks = [il for il in layers if il < n_layers]
+    out = " + output" if n_layers in layers else ""
+    if not blocks:
+        return "output layer" if out else "no layers"
+    return f"layers {blocks[0]}–{blocks[-1]}{out}" if len(blocks) > 1 else f"layer {blocks[0]}{out}"
 
 
 def _bars(data) -> list[dict]:
@@ -243,6 +267,32 @@ def _bars(data) -> list[dict]:
                 "weights": p.gpu_weights + p.cpu_weights,
                 "kv": p.gpu_kv + p.cpu_kv,
                 "compute": p.gpu_compute + p.cpu_compute,
+                "margin": 0.0,
+            }
+        )
+    elif mc.multi_gpu:  # one bar per GPU, in llama.cpp's device order, then the host's RAM
+        for u in p.per_gpu:
+            pools.append(
+                {
+                    "key": f"gpu{u.index}",
+                    "label": f"GPU {u.index} · {u.name}",
+                    "note": _layers_text(u.layers, data.model.n_layers)  # a line under the bar
+                    + (f" · {p.row_fractions[u.index]:.0%} of each matrix" if p.row_split else ""),
+                    "capacity": u.capacity,
+                    "weights": u.weights,
+                    "kv": u.kv,
+                    "compute": u.compute,
+                    "margin": u.margin if u.total else 0.0,
+                }
+            )
+        pools.append(
+            {
+                "key": "ram",
+                "label": f"RAM · {mc.ram.name}",
+                "capacity": p.cpu_capacity,
+                "weights": p.cpu_weights,
+                "kv": p.cpu_kv,
+                "compute": p.cpu_compute,
                 "margin": 0.0,
             }
         )
@@ -280,22 +330,41 @@ def _bars(data) -> list[dict]:
     return pools
 
 
-def _bar_chart(data) -> Raw:
+def _bar_chart(data, narrow: bool = False) -> Raw:
+    """The memory bars. narrow: re-laid out for a phone (chart.NARROW_W wide: each pool's value on its own line
+    under its name, the legend in two columns)."""
     pools = _bars(data)
     scale_max = max(max(b["capacity"], b["used"] + b["margin"]) for b in pools) or 1.0
-    left, right = PAD, W - PAD
+    width = chart.NARROW_W if narrow else W
+    cols = 2 if narrow else LEGEND_COLS
+    left, right = PAD, width - PAD
     span = right - left
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
     rows = []
+    row_h = ROW_H + (18 if narrow else 0) + (NOTE_H if any(b.get("note") for b in pools) else 0)
     for i, b in enumerate(pools):
-        y0 = PAD + i * ROW_H
-        y = y0 + 26
+        y0 = PAD + i * row_h
+        y = y0 + 26 + (18 if narrow else 0)
         value = f"{fmt.gb_num(b['used'])} / {fmt.gb(b['capacity'])}" + (
             f" · over by {fmt.gb(b['over'])}" if b["over"] else ""
         )
+        # the narrow twin carries no data-readout (one number, one readout: chart.responsive)
+        gpu_readout = (
+            chart.readout_attrs(f"{b['key']}_gb", b["used"] / pm.GB)
+            if b["key"].startswith("gpu") and not narrow
+            else {}
+        )
         parts = [
             el("text", b["label"], x=left, y=y0 + 18, class_="bar-label"),
-            el("text", value, x=right, y=y0 + 18, class_="bar-value", text_anchor="end"),
+            el(
+                "text",
+                value,
+                x=left if narrow else right,
+                y=y0 + (36 if narrow else 18),
+                class_="bar-value",
+                text_anchor=None if narrow else "end",
+                **gpu_readout,
+            ),
         ]
         x = left
         for key, label in SEGMENTS[:5]:
@@ -330,26 +399,33 @@ def _bar_chart(data) -> Raw:
                     class_="overflow seg-over",
                 )
             )
+        if b.get("note"):
+            parts.append(el("text", b["note"], x=left, y=y + BAR_H + 16, class_="bar-note"))
         rows.append(el("g", parts, class_=f"pool pool-{b['key']}"))
     # legend: a grid, so it stays readable when the chart is scaled down on a phone
     shown = [s for s in SEGMENTS if s[0] != "over" or any(b["over"] for b in pools)]
-    ly = PAD + len(pools) * ROW_H + 4
-    col_w = span / LEGEND_COLS
+    ly = PAD + len(pools) * row_h + 4
+    col_w = span / cols
     legend = []
     for j, (key, label) in enumerate(shown):
-        lx, lyy = left + (j % LEGEND_COLS) * col_w, ly + (j // LEGEND_COLS) * LEGEND_ROW
+        lx, lyy = left + (j % cols) * col_w, ly + (j // cols) * LEGEND_ROW
         legend.append(el("rect", x=lx, y=lyy, width=14, height=14, class_=f"seg seg-{key}"))
         legend.append(el("text", label, x=lx + 20, y=lyy + 12, class_="legend-label"))
-    height = ly + LEGEND_ROW * ((len(shown) + LEGEND_COLS - 1) // LEGEND_COLS) + PAD
+    height = ly + LEGEND_ROW * ((len(shown) + cols - 1) // cols) + PAD
     return svg(
         [join(rows), el("g", legend, class_="legend")],
-        width=W,
+        width=width,
         height=height,
         title=f"Memory: {data.model.name} {pm.quant_short(data.state.quant)} on {data.machine.name}",
         desc=describe(data),
-        id_="calculator-chart",
+        id_="calculator-chart-n" if narrow else "calculator-chart",
         class_="chart calculator-chart",
     )
+
+
+def _bar_charts(data) -> Raw:
+    """The bars, wide and re-laid out for a phone (the page shows one: chart.responsive)."""
+    return chart.responsive(_bar_chart(data), _bar_chart(data, narrow=True))
 
 
 def _readout(name: str, value, text: str, label: str, unit: str = "", how: str = "") -> Raw:
@@ -556,7 +632,7 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
         )
         parts.append(_readouts(data, defer))
         if data.placement is not None:
-            parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+            parts.append(el("figure", [_bar_charts(data)], class_="chart-wrap"))
         return el("div", parts, class_="calculator", data_state="error")
     p = data.placement
     if not p.fits:
@@ -567,7 +643,8 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                     el("strong", "Would fail to allocate: "),
                     _overask_text(data) + ". ",
                     "llama.cpp stops at load with an out-of-memory error here. Lower -ngl or the context, "
-                    "pick a smaller quantization or KV type, or set -ngl to auto and let --fit choose.",
+                    + ("move layers to a GPU with room (-ts), " if data.machine.multi_gpu else "")
+                    + "pick a smaller quantization or KV type, or set -ngl to auto and let --fit choose.",
                 ],
                 class_="alert alert-overask",
                 role="alert",
@@ -577,7 +654,8 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
     parts.append(_readouts(data, defer))
     if p.fits:
         parts.append(_profile_line(data))
-    parts.append(el("figure", [_bar_chart(data)], class_="chart-wrap"))
+    parts.append(gpu_editor(data))
+    parts.append(el("figure", [_bar_charts(data)], class_="chart-wrap"))
     parts.append(
         el(
             "div",
@@ -623,6 +701,142 @@ def command_note(data) -> str:
     else:
         ngl = f"-ngl {p.n_gpu_layers} is written because you set it; --fit leaves a value you set alone."
     return f"{ngl} Flags as in {LLAMA_CPP_FLAGS}."
+
+
+def download_svg(data) -> str:
+    """What "Download SVG" saves: a standalone chart that reads on its own, with a title line naming the state
+    (model, quantization, machine, n_ctx, KV type, -ngl), the verdict and the numbers, then the memory bars with
+    their legend."""
+    s, r, p = data.state, data.readouts, data.placement
+    head, detail = verdict_text(data)
+    ngl = "auto" if s.ngl == "auto" else s.ngl
+    lines = [
+        (f"{data.model.name} {s.quant} on {data.machine.name}", "dl-title"),
+        (
+            f"n_ctx {scenario.n_ctx_for(s.as_dict()):,} · KV {s.kv} · -ngl {ngl}"
+            + (f" → {p.n_gpu_layers}" if p is not None and s.ngl == "auto" else "")
+            + f" · {s.tokens:,} tokens of conversation",
+            "dl-state",
+        ),
+        (f"{head}. {detail}", "dl-verdict"),
+    ]
+    if r.decode_tok_s is not None:
+        lines.append(
+            (
+                f"VRAM {fmt.gb(p.gpu_total)} · RAM {fmt.gb(p.cpu_total)} · decode {fmt.rate(r.decode_tok_s)} tok/s · "
+                f"prefill {fmt.rate(r.prefill_tok_s)} tok/s · CPU share {fmt.pct(r.cpu_share)}",
+                "dl-state",
+            )
+        )
+    wrapped = []
+    for text, cls in lines:  # wrap at the chart's width (about 6.6 units per character at 12 px)
+        width = 78 if cls != "dl-title" else 64
+        words, line = text.split(), ""
+        for w in words:
+            if line and len(line) + 1 + len(w) > width:
+                wrapped.append((line, cls))
+                line = w
+            else:
+                line = f"{line} {w}" if line else w
+        wrapped.append((line, cls))
+    top = 22 + 17 * len(wrapped)
+    chart_svg = str(_bar_chart(data)) if p is not None else ""
+    m = re_size(chart_svg)
+    w, h = m if m else (W, 0)
+    head_el = [el("text", t, x=PAD, y=20 + 17 * i, class_=c) for i, (t, c) in enumerate(wrapped)]
+    return str(
+        el(
+            "svg",
+            [
+                el("title", f"{TITLE}: {describe(data)}"),
+                join(head_el),
+                # the bar chart nested at its own size (inline style beats the page's .chart { width: 100% })
+                el(
+                    "g",
+                    Raw(chart_svg.replace("<svg ", f'<svg y="{top}" style="width:{w:g}px;height:{h:g}px" ', 1)),
+                    class_="dl-chart",
+                ),
+            ],
+            xmlns="http://www.w3.org/2000/svg",
+            viewBox=f"0 0 {w} {top + h}",
+            width=w,
+            height=top + h,
+            role="img",
+            class_="chart calculator-download",
+        )
+    )
+
+
+def re_size(svg_text: str):
+    """(width, height) of an <svg ... width=".." height=".."> string, or None."""
+    import re
+
+    m = re.match(r'<svg[^>]* width="([\d.]+)" height="([\d.]+)"', svg_text)
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The GPUs: the machine's cards in llama.cpp's device order, with Remove and Add buttons. Each button carries the
+# state it leads to (data-set-state, site/assets/setstate.js), so a click takes the page's one path: form ->
+# state -> render -> URL. A card of your own is typed into the GPUs field (enginelab.gpus: 24gb-936gbs-71tf).
+# ---------------------------------------------------------------------------------------------------------
+def gpu_editor(data) -> Raw:
+    mc = data.machine
+    if mc.unified:
+        return Raw("")
+    cards = [gpus.card_token(d) for d in mc.gpus]
+    items = []
+    for i, d in enumerate(mc.gpus):
+        rest = cards[:i] + cards[i + 1 :]
+        remove = (
+            el(
+                "button",
+                "Remove",
+                type="button",
+                class_="gpu-remove",
+                data_set_state=json.dumps({"gpus": ",".join(rest), "ts": "", "mg": 0}),
+                aria_label=f"Remove GPU {i} ({d.name})",
+            )
+            if len(cards) > 1
+            else ""
+        )
+        items.append(
+            el("li", [el("span", f"GPU {i} · {d.name} · {d.mem_gb:g} GB", class_="gpu-name"), remove], class_="gpu")
+        )
+    adds = []
+    if len(cards) < gpus.MAX_GPUS:
+        for key, d in pm.GPUS.items():
+            adds.append(
+                el(
+                    "button",
+                    f"+ {d.name}",
+                    type="button",
+                    class_="gpu-add",
+                    data_set_state=json.dumps({"gpus": ",".join(cards + [key]), "ts": ""}),
+                    aria_label=f"Add an {d.name} ({d.mem_gb:g} GB) as GPU {len(cards)}",
+                )
+            )
+    return el(
+        "section",
+        [
+            el("h3", "GPUs" if len(cards) != 1 else "GPU", class_="gpu-title"),
+            el("ul", items, class_="gpu-list")
+            if items
+            else el("p", "No GPU: everything runs from RAM.", class_="note"),
+            el("div", [el("span", "Add a GPU:", class_="gpu-add-label")] + adds, class_="gpu-adds") if adds else "",
+            el(
+                "p",
+                [
+                    "A card of your own: type it into the GPUs field as ",
+                    el("code", gpus.CARD_EXAMPLE),
+                    " (memory GB, bandwidth GB/s, FP16 TFLOP/s).",
+                ],
+                class_="help",
+            ),
+        ],
+        class_="gpu-editor",
+        aria_label="GPUs",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------

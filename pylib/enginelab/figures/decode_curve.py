@@ -221,18 +221,31 @@ def _ctx_label(v) -> str:
     return "0" if v == 0 else f"{v / 1024:g}k" if v % 1024 == 0 else f"{v:,}"
 
 
-def _chart(data: DecodeCurveData) -> Raw:
+def _chart(data: DecodeCurveData, narrow: bool = False) -> Raw:
+    """Decode tok/s against context, a line per KV type. narrow: drawn for a phone (chart.NARROW_W wide)."""
     s = data.state
+    W, H = (chart.NARROW_W, 290) if narrow else (globals()["W"], globals()["H"])  # noqa: N806
     lines = [ln for ln in data.lines if not ln.error]
-    fr = chart.Frame(W, H, left=56, top=34, right=64, bottom=52)
+    fr = (
+        chart.Frame(W, H, left=38, top=34, right=44, bottom=46)
+        if narrow
+        else chart.Frame(W, H, left=56, top=34, right=64, bottom=52)
+    )
     x = fr.linear_x(0, s.ctx)
     top = max(ln.curve[0].tok_s for ln in lines) * 1.1
     yt = chart.nice_ticks(0, top, 5)
     y = fr.linear_y(0, max(top, yt[-1]))
-    xt = chart.nice_ticks(0, s.ctx, 8, base=1024)
+    xt = chart.nice_ticks(0, s.ctx, 4 if narrow else 8, base=1024)
     parts = [
         chart.grid(x, y, xt, yt),
-        chart.axis(x, at=fr.y1, side="bottom", ticks=xt, fmt=_ctx_label, label="Context (tokens in the KV cache)"),
+        chart.axis(
+            x,
+            at=fr.y1,
+            side="bottom",
+            ticks=xt,
+            fmt=_ctx_label,
+            label="Context (tokens)" if narrow else "Context (tokens in the KV cache)",
+        ),
         chart.axis(
             y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}", label="Decode tok/s", label_pos=(8, fr.y0 - 16)
         ),
@@ -272,7 +285,11 @@ def _chart(data: DecodeCurveData) -> Raw:
     labels = [el("text", t, x=fr.x1 + 6, y=ly, class_=f"end-label {cls}") for (cls, t), ly in zip(end_txt, placed)]
     parts += [el("g", paths, class_="curves"), el("g", marks, class_="marks"), el("g", labels, class_="end-labels")]
     legend = el(
-        "text", "◆ KV bytes per token = weight bytes per token", x=fr.x0 + 8, y=fr.y1 - 10, class_="cross-legend"
+        "text",
+        "◆ KV read = weights read" if narrow else "◆ KV bytes per token = weight bytes per token",
+        x=fr.x0 + 8,
+        y=fr.y1 - 10,
+        class_="cross-legend",
     )
     parts.append(legend)
     m = data.model
@@ -280,7 +297,7 @@ def _chart(data: DecodeCurveData) -> Raw:
         parts,
         width=W,
         height=H,
-        id_="decode-curve-chart",
+        id_="decode-curve-chart-n" if narrow else "decode-curve-chart",
         class_="chart decode-curve-chart",
         title=f"Decode tok/s against context: {m.name} {pm.quant_short(s.quant)} on {data.machine.name}",
         desc=describe(data),
@@ -400,7 +417,7 @@ def render(data: DecodeCurveData) -> str:
         return el("div", parts, class_="decode-curve", data_state="error")
     parts += [
         _readouts(data),
-        el("figure", _chart(data), class_="chart-wrap"),
+        el("figure", chart.responsive(_chart(data), _chart(data, narrow=True)), class_="chart-wrap"),
         chart.course_profile_note(),
         _table(data),
     ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import links
+from .. import chart, links
 from ..chart import readout_attrs  # the data-readout contract, in one place
 from ..state import Bool, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
@@ -641,6 +641,51 @@ def _map(data: EnginesData) -> Raw:
     )
 
 
+def _map_narrow(data: EnginesData) -> Raw:
+    """The same map re-laid out for a phone (chart.NARROW_W wide): a row per figure, a column per engine, so
+    the figure names read horizontally at their size instead of a wide chart scaled down or cut off."""
+    names = dict(ENGINES)
+    figs = list(FIGURES)
+    width = chart.NARROW_W
+    left, top, rowh = 128, 30, 26
+    colw = (width - left - 6) / max(1, len(data.engines))
+    h = top + rowh * len(figs) + 6
+    parts = []
+    for j, k in enumerate(data.engines):
+        cx = left + colw * (j + 0.5)
+        parts.append(el("text", names[k], x=cx, y=top - 10, text_anchor="middle", class_="map-row"))
+    for i, f in enumerate(figs):
+        cy = top + rowh * (i + 0.5)
+        parts.append(el("text", FIGURES[f], x=0, y=cy + 4, class_="map-col"))
+        for j, k in enumerate(data.engines):
+            n = data.counts[k][f]
+            cx = left + colw * (j + 0.5)
+            t = f"{names[k]}: {n} parameter{'s' if n != 1 else ''} shown link to the {FIGURES[f]}"
+            parts.append(
+                el(
+                    "circle",
+                    el("title", t),
+                    cx=cx,
+                    cy=cy,
+                    r=min(4 + 3 * n, rowh / 2 - 1) if n else 2.5,
+                    class_=f"map-dot eng-{k}" + ("" if n else " map-empty"),
+                )
+            )
+            if n:
+                parts.append(el("text", str(n), x=cx, y=cy + 4, text_anchor="middle", class_="map-n"))
+    if not data.engines:
+        parts.append(el("text", "No engine selected", x=left, y=top, class_="map-row"))
+    return svg(
+        parts,
+        width=width,
+        height=h,
+        id_="engines-map-n",
+        class_="chart engines-map",
+        title="Where each engine's parameters show up in the figures",
+        desc=describe(data),
+    )
+
+
 def _map_table(data: EnginesData) -> Raw:
     names = dict(ENGINES)
     header = ["Engine"] + [FIGURES[f] for f in FIGURES]
@@ -665,7 +710,7 @@ def render(data: EnginesData) -> str:
             class_="engines-count",
         )
     )
-    parts.append(el("figure", [_map(data)], class_="chart-wrap"))
+    parts.append(el("figure", [chart.responsive(_map(data), _map_narrow(data))], class_="chart-wrap"))
     parts.append(_map_table(data))
     if data.engines:
         parts.append(_comparison(data))

@@ -12,6 +12,13 @@ State: workload (a preset), capacity ("preset" or a pool size), policy (SGLang's
 fcfs/lpm) and step (the simulation step; STEP_FIELD, so the page gets Back / Play / Step and a scrubber). The
 scrubber covers the manager that runs longest; a manager that has finished keeps showing its last frame.
 
+What the figure teaches, step by step: a caption says what each manager did in the step and why (which slot a
+request took and what it reused, which blocks matched by block_hash, what match_prefix found, what was evicted
+or preempted and what forced it); the radix column draws SGLang's tree (kv_managers' frame "tree": shared
+prefixes as shared nodes, each with its lock_ref); and a run of steps in which no request arrives, is admitted,
+finishes or is evicted is folded: Back / Step / Play jump over it to its last step (the root's data-stops, read
+by site/assets/steps.js), whose caption tells the run as one.
+
 Stepping is cheap: simulations are cached per (workload, capacity, policy) in this process, and `frame_patch`
 gives the glue (site/py/main.py, site/assets/patch.js) only what changes from frame to frame: every cell's class
 and the live counters, applied to the grids already in the page. A full `render` is needed only when the
@@ -52,7 +59,7 @@ N_HUES = 8  # user colours, cycled
 # workload id -> (label, default capacity, default schedule_policy for the radix manager)
 WORKLOADS = {
     "chat": ("Chat: 4 users, 2 turns each (the module's)", 384, "fcfs"),
-    "radix-loses": ("Exercise 3: radix loses (192 cells, lpm)", None, "lpm"),
+    "radix-loses": ("Two cached documents, four questions (exercise 3's answer: try it first)", None, "lpm"),
     "agent": ("Agent sessions sharing tool definitions", 384, "fcfs"),
 }
 CAPACITIES = (64, 96, 128, 192, 256, 320, 384, 512, 768, 1024)
@@ -120,6 +127,17 @@ class Event:
 
 
 @dataclass(frozen=True)
+class TreeRow:
+    """One node of SGLang's radix tree after a step (kv_managers' frame "tree")."""
+
+    id: int
+    parent: int  # 0: the root
+    tokens: int  # tokens on the edge into the node
+    lock_ref: int  # running requests whose path pins it (0: evictable)
+    owner: int  # the request that inserted it
+
+
+@dataclass(frozen=True)
 class Frame:
     """One frame of kv_managers.simulate (its frame format, typed): the pool after one simulated step."""
 
@@ -129,6 +147,7 @@ class Frame:
     running: tuple[int, ...]  # requests holding cells after the step, in admission order
     waiting: tuple[int, ...]  # requests that have arrived and are not admitted
     events: tuple[Event, ...]  # what happened in the step, in order
+    tree: tuple[TreeRow, ...] = ()  # the radix manager's tree after the step (parents first); () for the others
 
     @classmethod
     def of(cls, f: dict) -> Frame:
@@ -139,6 +158,7 @@ class Frame:
             running=tuple(f["running"]),
             waiting=tuple(f["waiting"]),
             events=tuple(Event.of(e) for e in f["events"]),
+            tree=tuple(TreeRow(*row) for row in f.get("tree", ())),
         )
 
 
@@ -204,6 +224,8 @@ class Sim:
     first_step: int
     last_step: int
     n_requests: int
+    stops: tuple[int, ...]  # the steps Back / Step / Play stop at: every eventful step, and each quiet run's last
+    quiet: dict[int, tuple[int, int]]  # a step in which nothing happens -> the run of such steps it belongs to
     cache: dict = field(default_factory=dict, compare=False, repr=False)  # built markup, reused across frames
 
 
@@ -264,6 +286,9 @@ def simulation(workload: str, capacity: int, policy: str) -> Sim:
     for r in reqs:
         if r.session not in sessions:
             sessions.append(r.session)
+    first = min((r.steps[0] for r in runs.values() if r.steps), default=0)
+    last = max((r.steps[-1] for r in runs.values() if r.steps), default=0)
+    stops, quiet = _fold(runs, first, last)
     sim = Sim(
         key=key,
         workload=workload,
@@ -273,12 +298,37 @@ def simulation(workload: str, capacity: int, policy: str) -> Sim:
         hue={r.rid: sessions.index(r.session) % N_HUES for r in reqs},
         sessions=tuple(sessions),
         session_of={r.rid: r.session for r in reqs},
-        first_step=min((r.steps[0] for r in runs.values() if r.steps), default=0),
-        last_step=max((r.steps[-1] for r in runs.values() if r.steps), default=0),
+        first_step=first,
+        last_step=last,
         n_requests=len(reqs),
+        stops=stops,
+        quiet=quiet,
     )
     _SIM_CACHE[key] = sim
     return sim
+
+
+def _fold(runs: dict[str, Run], first: int, last: int) -> tuple[tuple[int, ...], dict]:
+    """Steps in which no manager records an event (nobody arrives, is admitted, finishes, is evicted, preempted or
+    rejected: running requests only decode, or all is idle) are quiet. A run of quiet steps is one stop, at its
+    last step; every other step is a stop of its own, and so are the first and the last."""
+    eventful = {f.step for r in runs.values() for f in r.frames if f.events}
+    stops: list[int] = []
+    quiet: dict[int, tuple[int, int]] = {}
+    t = first
+    while t <= last:
+        if t in eventful or t in (first, last):
+            stops.append(t)
+            t += 1
+            continue
+        b = t
+        while b + 1 < last and b + 1 not in eventful:
+            b += 1
+        for u in range(t, b + 1):
+            quiet[u] = (t, b)
+        stops.append(b)
+        t = b + 1
+    return tuple(stops), quiet
 
 
 def _sim_for(partial) -> Sim:
@@ -418,6 +468,7 @@ class Panel:
     cells_cached: int
     summary: RunSummary
     last_step: int | None  # the manager's last frame
+    tree: tuple[TreeRow, ...] = ()  # the radix tree as the frame left it (radix only)
 
 
 @dataclass(frozen=True)
@@ -429,6 +480,7 @@ class KvData:
     policy: str
     panels: dict[str, Panel]  # manager name -> its panel, in MANAGERS order
     workload_label: str
+    quiet: tuple[int, int] | None = None  # the folded run of quiet steps this step belongs to (None: eventful)
 
 
 def _classes(sim: Sim, name: str, panel: Panel) -> list:
@@ -442,18 +494,124 @@ def _classes(sim: Sim, name: str, panel: Panel) -> list:
     return got
 
 
-def _event_text(e: Event) -> str:
-    t, rid = e.type, e.rid
-    who = f"#{rid}"
-    if t == "admit":
-        return f"admit {who}: {e.reused} reused, {e.computed} computed"
-    if t == "evict":
-        return f"evict {e.cells} cells of {who}"
-    if t == "preempt":
-        return f"preempt {who} ({e.cells} cells freed)"
-    if t == "reject":
-        return f"reject {who}"
-    return f"{t} {who}"
+# ---------------------------------------------------------------------------------------------------------
+# The caption: what each manager did in the step, and why (from the frame's events and each engine's rules)
+# ---------------------------------------------------------------------------------------------------------
+def _ids(rids) -> str:
+    rids = list(rids)
+    return ", ".join(f"#{r}" for r in rids[:-1]) + (" and " if len(rids) > 1 else "") + f"#{rids[-1]}"
+
+
+def _admit_why(name: str, e: Event, sim: Sim) -> str:
+    who, r, c = f"#{e.rid}", e.reused, e.computed
+    if name == "slots":
+        if r:
+            return f"{who} took the idle slot whose cache shares its first {r} tokens: {r} reused, {c} computed"
+        return f"{who} took a slot with nothing of its prompt cached (the least recently used one): {c} computed"
+    if name == "paged":
+        if r:
+            return (
+                f"{who}'s first {r // 16} full blocks matched cached blocks by block_hash: {r} tokens reused, "
+                f"{c} computed"
+            )
+        return f"{who} found no full 16-token block of its prompt cached: {c} computed"
+    if r:
+        return f"match_prefix found the first {r} tokens of {who} in the tree (lock_ref +1 on that path): {c} computed"
+    return f"match_prefix found nothing of {who} in the tree: {c} computed"
+
+
+def _evict_why(name: str, rid: int, cells: int, n: int) -> str:
+    """n evict events of one request's KV in one step, `cells` cells in all."""
+    if name == "slots":
+        return f"cleared an idle slot holding {cells} cells of #{rid}: the unified buffer was full"
+    if name == "paged":
+        blocks = "a free block" if n == 1 else f"{n} free blocks"
+        return (
+            f"took {blocks} from the head of free_block_queue that still cached {cells} cells of #{rid}, so "
+            f"{'its block_hash is' if n == 1 else 'their block_hashes are'} forgotten"
+        )
+    leaves = "the least recently used leaf" if n == 1 else f"{n} least recently used leaves"
+    return f"evicted {cells} cells of #{rid} ({leaves} with lock_ref 0) to make room"
+
+
+def _finish_why(name: str, rid: int) -> str:
+    if name == "slots":
+        return f"#{rid} finished: its slot keeps the KV, for a next prompt that starts the same way"
+    if name == "paged":
+        return f"#{rid} finished: its blocks return to free_block_queue; full ones keep their block_hash"
+    return f"#{rid} finished: prompt and reply are inserted into the tree and its path unlocked (lock_ref -1)"
+
+
+def _waiting_why(name: str, p: Panel, preempted: bool, many: bool) -> str:
+    its = "their prompts" if many else "its prompt"
+    if name == "slots" and len(p.running) >= 4:
+        return "all 4 slots are busy"
+    if name == "slots":
+        return "no idle slot has room for it yet (a slot freed in this step takes a task from the next)"
+    if name == "paged" and preempted:
+        return "vLLM admits nothing in a step in which it had to preempt"
+    if name == "radix":
+        return f"free plus evictable cells cannot hold {its} and every running reply"
+    return f"not enough free cells for {its} and {'their replies' if many else 'its reply'}"
+
+
+def story(name: str, data: KvData) -> str:
+    """One or two sentences: what this manager did at the step (or over the folded run) and why."""
+    p, sim = data.panels[name], data.sim
+    if p.frame_index < 0:
+        return "Nothing has arrived yet."
+    if p.done and data.step > p.last_step:
+        return f"Finished at step {p.last_step}: every request has its reply."
+    if data.quiet is not None:
+        a, b = data.quiet
+        n = len(p.running) if p.exact else 0
+        steps = data.step - a + 1  # of the run, up to this step (Back / Step land on its last: the whole run)
+        if not n:
+            return "Idle: nothing running or waiting." if not p.waiting else "Waiting: nothing fits yet."
+        who = "its running request" if n == 1 else f"each of its {n} running requests"
+        so_far = "" if data.step == b else f" (step {steps} of the {b - a + 1} quiet steps {a}–{b})"
+        return (
+            f"{'One step' if steps == 1 else f'{steps} steps'} of decoding{so_far}: {who} wrote {steps} reply "
+            f"token{'s' if steps != 1 else ''}; nothing arrived, was admitted, finished or was evicted."
+        )
+    if not p.exact:
+        return "Idle: nothing running or waiting."
+    parts: list[str] = []
+    preempted = any(e.type == "preempt" for e in p.events)
+    evicted: dict[int, list[int]] = {}  # rid -> cells per evict event (told once, at its first)
+    for e in p.events:
+        if e.type == "evict":
+            evicted.setdefault(e.rid, []).append(e.cells)
+    admitted = [e.rid for e in p.events if e.type == "admit"]
+    for e in p.events:
+        if e.type == "admit":
+            parts.append(_admit_why(name, e, sim))
+        elif e.type == "evict":
+            if e.rid in evicted:
+                cells = evicted.pop(e.rid)
+                parts.append(_evict_why(name, e.rid, sum(cells), len(cells)))
+        elif e.type == "preempt":
+            parts.append(
+                f"preempted #{e.rid}, the latest admitted request ({e.cells} cells freed): a running request needed "
+                "a new block and none was free; it will be recomputed"
+            )
+        elif e.type == "finish":
+            parts.append(_finish_why(name, e.rid))
+        elif e.type == "reject":
+            parts.append(f"rejected #{e.rid}: {e.reason}")
+    arrived = [e.rid for e in p.events if e.type == "arrive"]
+    if arrived:
+        parts.insert(0, f"{_ids(arrived)} arrived")
+    if name == "radix" and data.policy == "lpm" and any(w < a for w in p.waiting for a in admitted):
+        parts.append("lpm ran the longest cached prefixes first, ahead of earlier arrivals")
+    if p.waiting:
+        many = len(p.waiting) > 1
+        parts.append(f"{_ids(p.waiting)} wait{'' if many else 's'}: {_waiting_why(name, p, preempted, many)}")
+    decoding = [r for r in p.running if not any(e.type == "admit" and e.rid == r for e in p.events)]
+    if not parts:
+        return f"{_ids(decoding)} decoded one token each." if decoding else "Nothing happened."
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]}."
 
 
 def compute(state: State) -> KvData:
@@ -490,6 +648,7 @@ def compute(state: State) -> KvData:
             cells_cached=cached,
             summary=run.summary,
             last_step=run.steps[-1] if run.steps else None,
+            tree=f.tree if f else (),
         )
     return KvData(
         state=state,
@@ -499,6 +658,7 @@ def compute(state: State) -> KvData:
         policy=pol,
         panels=panels,
         workload_label=WORKLOADS[state.workload][0],
+        quiet=sim.quiet.get(step),
     )
 
 
@@ -602,14 +762,10 @@ def _counter_values(p: Panel, cap: int) -> dict:
 def _live_values(name: str, data: KvData) -> dict:
     """{element id: (text, data-value or None)} for every part of a panel that changes between frames."""
     p, cap = data.panels[name], data.capacity
-    ev = [e for e in p.events if e.type != "arrive"]
     out = {f"kv-{name}-status": (_status_text(name, data), None)}
     out.update({f"kv-{name}-{k}": (text, fmt.raw(value)) for k, (text, value) in _counter_values(p, cap).items()})
     out[f"kv-{name}-cached"] = (f"{p.cells_cached} cached", None)
-    out[f"kv-{name}-events"] = (
-        "; ".join(_event_text(e) for e in ev) if ev else "no admissions, finishes or evictions",
-        None,
-    )
+    out[f"kv-{name}-events"] = (story(name, data), None)
     return out
 
 
@@ -648,7 +804,6 @@ def _live(name: str, data: KvData) -> Raw:
         [
             el("p", v[f"kv-{name}-status"][0], class_="kv-status", id_=f"kv-{name}-status"),
             el("dl", readouts, class_="readouts kv-readouts"),
-            el("p", v[f"kv-{name}-events"][0], class_="kv-events", id_=f"kv-{name}-events"),
         ]
     )
 
@@ -675,6 +830,51 @@ def _subtitle(name: str, data: KvData) -> str:
     return f"token-granular tree, schedule_policy {data.policy}"
 
 
+def _tree_html(data: KvData) -> Raw:
+    """SGLang's radix tree after the step, as a nested list: one node per edge of shared tokens, coloured by the
+    request that inserted it, with its lock_ref (the running requests whose path pins it; 0: evictable) and how
+    many branches share it. Built from kv_managers' frame "tree"."""
+    rows = data.panels["radix"].tree
+    if not rows:
+        return el("p", "The tree is empty: nothing has been inserted yet.", class_="kv-tree-empty")
+    kids: dict[int, list[TreeRow]] = {}
+    for r in rows:
+        kids.setdefault(r.parent, []).append(r)
+    hue = data.sim.hue
+
+    def node(r: TreeRow) -> Raw:
+        sub = kids.get(r.id, [])
+        label = [
+            el("span", "", class_=f"kv-tree-sw h{hue.get(r.owner, 0)}", aria_hidden="true"),
+            el("span", f"{r.tokens} token{'s' if r.tokens != 1 else ''}", class_="kv-tree-n"),
+            el(
+                "span",
+                f"lock_ref {r.lock_ref}" if r.lock_ref else "lock_ref 0 · evictable",
+                class_="kv-tree-lock" + (" locked" if r.lock_ref else ""),
+            ),
+        ]
+        if len(sub) > 1:
+            label.append(el("span", f"shared by {len(sub)} branches", class_="kv-tree-shared"))
+        return el(
+            "li",
+            [el("span", label, class_="kv-tree-node")] + ([el("ul", [node(c) for c in sub])] if sub else []),
+            class_="locked" if r.lock_ref else None,
+        )
+
+    return el("ul", [node(r) for r in kids.get(0, [])], class_="kv-tree-list", aria_label="Radix tree")
+
+
+def _tree(data: KvData) -> Raw:
+    return el(
+        "figure",
+        [
+            el("figcaption", "The radix tree (a node per shared run of tokens, owner's colour):"),
+            el("div", _tree_html(data), id_="kv-radix-tree", class_="kv-tree-body"),
+        ],
+        class_="kv-tree",
+    )
+
+
 def _panel(name: str, data: KvData) -> Raw:
     return el(
         "section",
@@ -682,6 +882,7 @@ def _panel(name: str, data: KvData) -> Raw:
             el("h2", MANAGER_NAMES[name], id_=f"kv-h-{name}"),
             el("p", _subtitle(name, data), class_="kv-sub"),
             _grid(name, data),
+            _tree(data) if name == "radix" else "",
             el("div", _live(name, data), id_=f"kv-live-{name}", class_="kv-live"),
             _final(name, data),
         ],
@@ -729,14 +930,42 @@ def _users(data: KvData) -> Raw:
     return el("ul", items, class_="kv-legend-users", aria_label="Users (colours)")
 
 
+def _step_title(data: KvData) -> str:
+    """'Step 5', or 'Steps 6–13' at the last step of a folded run of quiet steps (where Step lands)."""
+    if data.quiet is not None and data.quiet[0] != data.quiet[1] and data.step == data.quiet[1]:
+        return f"Steps {data.quiet[0]}–{data.quiet[1]}"
+    return f"Step {data.step}"
+
+
 def _caption(data: KvData) -> Raw:
+    """The step, then what each manager did in it and why (story); folded runs of quiet steps are told as one."""
+    sim = data.sim
     return el(
-        "p",
+        "div",
         [
-            el("strong", f"Step {data.step}", id_="kv-caption-step"),
-            f" of {data.sim.last_step} · {data.workload_label} · {data.capacity} cells per manager",
+            el(
+                "p",
+                [
+                    el("strong", _step_title(data), id_="kv-caption-step"),
+                    f" (steps {sim.first_step}–{sim.last_step}; Back and Step skip the quiet ones) · "
+                    f"{data.workload_label} · {data.capacity} cells per manager",
+                ],
+                class_="step-caption",
+            ),
+            el(
+                "ul",
+                [
+                    el(
+                        "li",
+                        [el("strong", f"{MANAGER_NAMES[n]}: "), el("span", story(n, data), id_=f"kv-{n}-events")],
+                    )
+                    for n in MANAGERS
+                ],
+                class_="kv-story",
+                aria_live="polite",
+            ),
         ],
-        class_="step-caption",
+        class_="kv-caption",
         id_="kv-caption",
     )
 
@@ -760,7 +989,9 @@ def _table(data: KvData) -> Raw:
             f"{data.workload_label}, {data.capacity} cells: prefill tokens computed and reused so "
             f"far, and requests holding cells, per step"
         )
-        sim.cache[key] = data_details(f"Data table ({len(rows)} steps)", table(caption, header, rows))
+        sim.cache[key] = data_details(
+            f"Data table (steps {sim.first_step}–{sim.last_step})", table(caption, header, rows)
+        )
     return sim.cache[key]
 
 
@@ -794,6 +1025,7 @@ def render(data: KvData) -> str:
         id_="kv-fig",
         data_step=str(data.step),
         data_patch_key=key,
+        data_stops=",".join(map(str, sim.stops)),  # where Back / Step / Play stop (site/assets/steps.js)
     )
 
 
@@ -806,11 +1038,24 @@ def _classes_text(sim: Sim, name: str, panel: Panel) -> str:
 
 
 def sheet_svg(data: KvData) -> str:
-    """The three grids of one frame side by side in one standalone SVG, with the step and each manager's
-    counters as text (what the golden tests pin; the page itself stacks three SVGs so phones can reflow them)."""
+    """The three grids of one frame side by side in one standalone SVG (what "Download SVG" saves and the golden
+    tests pin; the page itself stacks three SVGs so phones can reflow them): a title line with the state (workload,
+    pool, policy, step), each grid with its manager's counters, and the legend (cell states, users' colours)."""
     w, h = _grid_geometry(data.capacity)
-    gap, top, bottom = 16, 30, 38
-    parts = []
+    gap, top, bottom = 16, 76, 38
+    sim = data.sim
+    parts = [
+        el("text", "Three KV managers, one workload", x=0, y=14, class_="kv-sheet-title"),
+        el("text", data.workload_label, x=0, y=32, class_="kv-sheet-state"),
+        el(
+            "text",
+            f"{data.capacity} KV cells per manager · SGLang schedule_policy {data.policy} · "
+            f"{_step_title(data)} (steps {sim.first_step}–{sim.last_step})",
+            x=0,
+            y=48,
+            class_="kv-sheet-state",
+        ),
+    ]
     for j, n in enumerate(MANAGERS):
         x = j * (w + gap)
         p = data.panels[n]
@@ -826,11 +1071,38 @@ def sheet_svg(data: KvData) -> str:
                 class_="kv-count",
             )
         )
-    width, height = 3 * w + 2 * gap, top + h + bottom
+    # the legend: what a cell's look means, then whose colour is whose
+    ly = top + h + bottom + 8
+    swatch = 11
+    items = [(cls, label) for cls, label in LEGEND] + [
+        (f"k-prefill h{i % N_HUES}", f"user {s_}") for i, s_ in enumerate(sim.sessions)
+    ]
+    legend = []
+    for i, (cls, label) in enumerate(items):
+        y = ly + i * 16
+        legend.append(
+            el(
+                "svg",
+                el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
+                x=0,
+                y=y - swatch + 2,
+                width=swatch,
+                height=swatch,
+                viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
+                class_="chart kv-grid kv-swatch",
+            )
+        )
+        legend.append(el("text", label, x=swatch + 6, y=y, class_="kv-legend-label"))
+    width, height = 3 * w + 2 * gap, ly + len(items) * 16
     return str(
         el(
             "svg",
-            [el("title", f"Three KV managers, step {data.step}"), el("desc", describe(data)), join(parts)],
+            [
+                el("title", f"Three KV managers, {_step_title(data).lower()}"),
+                el("desc", describe(data)),
+                join(parts),
+                el("g", legend, class_="legend"),
+            ],
             xmlns="http://www.w3.org/2000/svg",
             viewBox=f"0 0 {width} {height}",
             width=width,
@@ -848,7 +1120,7 @@ def frame_patch(data: KvData) -> dict:
     the counters' data-value. The patch applies only to a figure in the page with the same data-patch-key; the
     result equals a full render of `data` (tests/test_fig_kv_managers.py and the browser tests check it)."""
     sim = data.sim
-    text = {"kv-caption-step": f"Step {data.step}"}
+    text = {"kv-caption-step": _step_title(data)}
     attrs = {"kv-fig": {"data-step": str(data.step)}}
     for n in MANAGERS:
         for eid, (t, value) in _live_values(n, data).items():
@@ -859,6 +1131,7 @@ def frame_patch(data: KvData) -> dict:
         "key": "|".join(str(k) for k in sim.key),
         "classes": {f"kv-cells-{n}": _classes_text(sim, n, data.panels[n]) for n in MANAGERS},
         "text": text,
+        "html": {"kv-radix-tree": str(_tree_html(data))},
         "attrs": attrs,
     }
 

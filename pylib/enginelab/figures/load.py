@@ -3,11 +3,14 @@
 The steps, their tiers, bytes and seconds are inference_trace.load_trace's, for the module's four scenarios
 (inference_trace.LOAD_SCENARIOS), cold (the file comes from the drive) or warm (the OS page cache still holds
 it). This module only groups and draws them: the tier the current step touches lights up, the tiers a copy
-passes through are marked, and a running tally shows what each memory holds so far.
+passes through are marked, and a running tally shows what each memory holds so far. A run of layer uploads (44
+near-identical "Upload block N" steps for a 32B model) is one frame, with a progress bar over its blocks; the
+first token lights every memory it reads, each with its own bytes.
 
-State: scenario, warm, step (the frame; STEP_FIELD, so the page gets Back / Play / Step and a scrubber).
-compute(state) returns a LoadData: the trace as LoadSteps, the current one, the boxes drawn, what each memory
-holds so far, and the step list's rows (StepGroups).
+State: scenario, warm, step (the frame, one per row of the step list: a trace step, or a run of uploads;
+STEP_FIELD, so the page gets Back / Play / Step and a scrubber). compute(state) returns a LoadData: the trace
+as LoadSteps, the frame's StepGroup and its last trace step, the boxes drawn, what each memory holds so far,
+and the step list's rows (StepGroups).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class LoadStep:
     file_read_s: float | None = None  # uploads: the file read alone
     link_s: float | None = None  # uploads: the PCIe copy alone
     lands_in: str | None = None  # the page-in step: where the pages end up
+    gpu_read_bytes: float | None = None  # the first token: bytes the GPU reads
+    cpu_read_bytes: float | None = None  # ... and the CPU
 
     @classmethod
     def of(cls, step: dict) -> LoadStep:
@@ -77,8 +82,8 @@ def trace(scenario: str, warm: bool) -> tuple[LoadStep, ...]:
     return _TRACE_CACHE[key]
 
 
-def _n_steps(partial) -> int:
-    return len(trace(partial["scenario"], partial.get("warm", False)))
+def _n_frames(partial) -> int:
+    return len(_groups(partial["scenario"], partial.get("warm", False)))
 
 
 SPEC = Spec(
@@ -101,7 +106,7 @@ SPEC = Spec(
             "Step",
             default=0,
             min=0,
-            max=lambda p: _n_steps(p) - 1,
+            max=lambda p: _n_frames(p) - 1,
             widget="range",
             help="Drag, or use Back, Play and Step.",
         ),
@@ -190,7 +195,7 @@ def _upload_run_what(g: StepGroup) -> str:
     src = "drive" if g.via == "drive" else "page cache"
     if a == b:
         return f"Upload block {a} to VRAM ({src} -> PCIe -> VRAM)"
-    return f"Upload blocks {a}-{b} to VRAM, one block per step ({src} -> PCIe -> VRAM)"
+    return f"Upload blocks {a}-{b} to VRAM, {b - a + 1} blocks one after another ({src} -> PCIe -> VRAM)"
 
 
 def groups(steps) -> list[StepGroup]:
@@ -235,10 +240,12 @@ class LoadData:
     machine: pm.Machine
     model: pm.Model
     steps: tuple[LoadStep, ...]  # the whole trace (state.warm's launch)
-    index: int  # the current step
-    step: LoadStep
+    index: int  # the frame: the current row of the step list (groups)
+    group: StepGroup  # that row: one trace step, or a run of uploads
+    step: LoadStep  # its last trace step (what the memories hold after it)
     kind: str  # kind(step)
     lit: str  # the tier the step touches
+    reads: dict[str, float]  # tier -> bytes the frame reads there (the first token reads from two), else {lit: bytes}
     path: tuple[str, ...]  # the boxes its bytes pass through
     dest: str | None  # the memory it leaves bytes in
     tiers: tuple[str, ...]  # the boxes drawn (machine_tiers)
@@ -260,7 +267,10 @@ def compute(state: State) -> LoadData:
     warm = trace(state.scenario, True)
     mc = pm.MACHINES[sc["machine"]]
     model = pm.MODELS[sc["model"]]
-    i = min(max(state.step, 0), len(steps) - 1)
+    rows = _groups(state.scenario, state.warm)
+    gi = min(max(state.step, 0), len(rows) - 1)
+    g = rows[gi]
+    i = g.last
     cur = steps[i]
     last = len(steps) - 1
     tiers = machine_tiers(mc)
@@ -284,16 +294,26 @@ def compute(state: State) -> LoadData:
         "vram": mc.gpu.bandwidth if mc.gpu is not None else 0.0,
         "unified": mc.gpu.bandwidth if mc.unified else 0.0,
     }
+    if cur.gpu_read_bytes is not None:  # the first token reads the GPU's memory and the CPU's
+        gpu_tier, cpu_tier = ("unified", "unified") if mc.unified else ("vram", "ram")
+        reads = {}
+        for t, b in ((gpu_tier, cur.gpu_read_bytes), (cpu_tier, cur.cpu_read_bytes)):
+            if b:
+                reads[t] = reads.get(t, 0.0) + b
+    else:
+        reads = {cur.tier: g.bytes}
     return LoadData(
         state=state,
         scenario_label=sc["label"],
         machine=mc,
         model=model,
         steps=steps,
-        index=i,
+        index=gi,
+        group=g,
         step=cur,
         kind=k,
         lit=cur.tier,
+        reads=reads,
         path=path(cur, k, tiers),
         dest=destination(cur, k),
         tiers=tiers,
@@ -305,7 +325,7 @@ def compute(state: State) -> LoadData:
         cold_total_s=cold[-1].elapsed_s,
         warm_total_s=warm[-1].elapsed_s,
         file_bytes=_file_bytes(state.scenario),
-        groups=_groups(state.scenario, state.warm),
+        groups=rows,
     )
 
 
@@ -325,12 +345,19 @@ def _file_bytes(scenario: str) -> int:
     return _TRACE_CACHE[key]
 
 
+def _where(data: LoadData) -> str:
+    """'GPU VRAM, 4.6 GB' or, for a step that reads two memories, 'GPU VRAM 12.4 GB + RAM / page cache 7.0 GB'."""
+    if len(data.reads) > 1:
+        return " + ".join(f"{TIER_NAMES[t]} {fmt.bytes_auto(b)}" for t, b in data.reads.items()) + " read"
+    return f"{TIER_NAMES[data.group.tier]}, {fmt.bytes_auto(data.group.bytes)}"
+
+
 def describe(data: LoadData) -> str:
-    s, st, n = data.step, data.state, len(data.steps)
+    g, st, n = data.group, data.state, len(data.groups)
     launch = "warm" if st.warm else "cold"
     return (
-        f"{data.scenario_label}, {launch} launch, step {data.index + 1} of {n}: {s.what} "
-        f"({TIER_NAMES[s.tier]}, {fmt.bytes_auto(s.bytes)}, {fmt.seconds(s.seconds)}); "
+        f"{data.scenario_label}, {launch} launch, step {data.index + 1} of {n}: {g.what} "
+        f"({_where(data)}, {fmt.seconds(g.seconds)}); "
         f"{fmt.seconds(data.elapsed_s)} elapsed of {fmt.seconds(data.total_s)}."
     )
 
@@ -341,24 +368,47 @@ def describe(data: LoadData) -> str:
 W = 520
 BOX_Y, BOX_H = 8, 118
 GAP = 16
-STRIP_Y = BOX_Y + BOX_H + 34
 STRIP_H = 18
 
 
-def _box_geometry(n: int) -> tuple[float, float]:
-    bw = (W - 2 * 8 - GAP * (n - 1)) / n
-    return bw, 8
+@dataclass(frozen=True)
+class Layout:
+    """The wide layout puts the memory boxes in one row; the narrow one (for a phone, chart.NARROW_W wide) puts
+    two per row, snaking (drive, RAM / VRAM, PCIe), so each box keeps room for its text at its size."""
+
+    width: float
+    cols: int  # boxes per row (0: all in one row)
+    suffix: str  # of element ids ("" or "-n")
+
+    def box_w(self, n: int) -> float:
+        c = self.cols or n
+        return (self.width - 2 * 8 - GAP * (c - 1)) / c
+
+    def box_xy(self, j: int, n: int) -> tuple[float, float]:
+        c = self.cols or n
+        row, col = divmod(j, c)
+        if row % 2:  # snake: every other row runs right to left, so consecutive boxes touch
+            col = c - 1 - col
+        return 8 + col * (self.box_w(n) + GAP), BOX_Y + row * (BOX_H + GAP)
+
+    def strip_y(self, n: int) -> float:
+        rows = -(-n // (self.cols or n))
+        return BOX_Y + rows * (BOX_H + GAP) - GAP + 34
 
 
-def _boxes(data: LoadData) -> Raw:
+WIDE = Layout(W, 0, "")
+NARROW = Layout(chart.NARROW_W, 2, "-n")
+
+
+def _boxes(data: LoadData, lay: Layout = WIDE) -> Raw:
     tiers = data.tiers
     n = len(tiers)
-    bw, x0 = _box_geometry(n)
+    bw = lay.box_w(n)
     cur_path = data.path
     parts = []
     for j, t in enumerate(tiers):
-        x = x0 + j * (bw + GAP)
-        lit = t == data.lit
+        x, by = lay.box_xy(j, n)
+        lit = t in data.reads
         on_path = t in cur_path
         cls = (
             f"tier tier-{t}"
@@ -370,9 +420,9 @@ def _boxes(data: LoadData) -> Raw:
         if t == "ram" and data.machine.unified:
             name = "Page cache"
         inner = [
-            el("rect", x=x, y=BOX_Y, width=bw, height=BOX_H, rx=6, class_="box"),
-            el("text", name, x=x + 8, y=BOX_Y + 18, class_="box-title"),
-            el("text", f"{data.bandwidths[t] / 1e9:,.4g} GB/s", x=x + 8, y=BOX_Y + 36, class_="box-sub"),
+            el("rect", x=x, y=by, width=bw, height=BOX_H, rx=6, class_="box"),
+            el("text", name, x=x + 8, y=by + 18, class_="box-title"),
+            el("text", f"{data.bandwidths[t] / 1e9:,.4g} GB/s", x=x + 8, y=by + 36, class_="box-sub"),
         ]
         cap = data.caps[t]
         if cap:
@@ -382,44 +432,43 @@ def _boxes(data: LoadData) -> Raw:
                     "text",
                     f"{held / 1e9:.1f} of {fmt.gb(cap, 0)}",
                     x=x + 8,
-                    y=BOX_Y + 54,
+                    y=by + 54,
                     class_="box-sub",
-                    **readout_attrs(f"resident_{t}", held),
+                    **({} if lay.suffix else readout_attrs(f"resident_{t}", held)),
                 )
             )
             fw = (bw - 16) * min(1.0, held / cap)
-            inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=bw - 16, height=10, class_="fill-track"))
-            inner.append(el("rect", x=x + 8, y=BOX_Y + 62, width=max(fw, 0), height=10, class_="fill"))
+            inner.append(el("rect", x=x + 8, y=by + 62, width=bw - 16, height=10, class_="fill-track"))
+            inner.append(el("rect", x=x + 8, y=by + 62, width=max(fw, 0), height=10, class_="fill"))
         elif t == "drive":
-            inner.append(el("text", f"file {fmt.gb(data.file_bytes, 1)}", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+            inner.append(el("text", f"file {fmt.gb(data.file_bytes, 1)}", x=x + 8, y=by + 54, class_="box-sub"))
         elif t == "pcie":
-            inner.append(el("text", "host ⇄ GPU", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+            inner.append(el("text", "host ⇄ GPU", x=x + 8, y=by + 54, class_="box-sub"))
         elif t == "ram":  # Apple: the page cache lives in the unified memory
-            inner.append(el("text", "in unified memory", x=x + 8, y=BOX_Y + 54, class_="box-sub"))
+            inner.append(el("text", "in unified memory", x=x + 8, y=by + 54, class_="box-sub"))
         if lit:
-            s = data.step
-            inner.append(el("text", "this step", x=x + 8, y=BOX_Y + 92, class_="box-now"))
+            b = data.reads[t]
+            inner.append(el("text", "this step", x=x + 8, y=by + 92, class_="box-now"))
             inner.append(
                 el(
                     "text",
-                    fmt.bytes_auto(s.bytes) if s.bytes else "0 B",
+                    (fmt.bytes_auto(b) if b else "0 B") + (" read" if len(data.reads) > 1 else ""),
                     x=x + 8,
-                    y=BOX_Y + 108,
+                    y=by + 108,
                     class_="box-now-v",
                 )
             )
         parts.append(el("g", inner, class_=cls, data_tier=t))
-        if j < n - 1:
-            ax = x + bw
+        if j < n - 1:  # the link to the next box: across the gap between them
+            nx, ny = lay.box_xy(j + 1, n)
             active = t in cur_path and tiers[j + 1] in cur_path
-            parts.append(
-                el(
-                    "path",
-                    d=f"M{ax + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 8}",
-                    class_="link" + (" link-active" if active else ""),
-                )
-            )
-    return el("g", parts, class_="tiers", id_="load-boxes")
+            if ny == by:
+                x_from = x + bw + 3 if nx > x else x - 3
+                d = f"M{x_from:.1f} {by + BOX_H / 2:.1f} h{(GAP - 8) * (1 if nx > x else -1)}"
+            else:
+                d = f"M{x + bw / 2:.1f} {by + BOX_H + 3:.1f} v{GAP - 8}"
+            parts.append(el("path", d=d, class_="link" + (" link-active" if active else "")))
+    return el("g", parts, class_="tiers", id_="load-boxes" + lay.suffix)
 
 
 def _static(data: LoadData, name: str, build):
@@ -430,9 +479,10 @@ def _static(data: LoadData, name: str, build):
     return _TRACE_CACHE[key]
 
 
-def _segments(data: LoadData) -> Raw:
+def _segments(data: LoadData, lay: Layout = WIDE) -> Raw:
     steps, total = data.steps, data.total_s or 1.0
-    span = W - 16
+    span = lay.width - 16
+    sy = lay.strip_y(len(data.tiers))
     segs = []
     for s in steps:
         if s.seconds <= 0:
@@ -444,7 +494,7 @@ def _segments(data: LoadData) -> Raw:
                 "rect",
                 el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
                 x=xa,
-                y=STRIP_Y,
+                y=sy,
                 width=max(w, 0.6),
                 height=STRIP_H,
                 class_=f"seg-t seg-{s.tier}",
@@ -453,34 +503,36 @@ def _segments(data: LoadData) -> Raw:
     return join(segs)
 
 
-def _strip(data: LoadData) -> Raw:
+def _strip(data: LoadData, lay: Layout = WIDE) -> Raw:
     """The whole launch on one time axis: a segment per step, coloured by tier (built once per scenario); the
     frame's part (in #load-strip-now) dims the future, outlines the current step and says the time so far."""
     total = data.total_s or 1.0
-    x0, x1 = 8, W - 8
-    label_y = STRIP_Y - 8
+    x0, x1 = 8, lay.width - 8
+    sy = lay.strip_y(len(data.tiers))
+    label_y = sy - 8
     parts = [
         el("text", "Timeline, to scale", x=x0, y=label_y, class_="strip-title"),
         el("text", f"total {fmt.seconds(total)}", x=x1, y=label_y, class_="strip-total", text_anchor="end"),
-        el("rect", x=x0, y=STRIP_Y, width=x1 - x0, height=STRIP_H, class_="strip-track"),
-        _static(data, "segments", _segments),
-        el("g", _strip_now(data), id_="load-strip-now"),
+        el("rect", x=x0, y=sy, width=x1 - x0, height=STRIP_H, class_="strip-track"),
+        _static(data, "segments" + lay.suffix, lambda d: _segments(d, lay)),
+        el("g", _strip_now(data, lay), id_="load-strip-now" + lay.suffix),
     ]
     return el("g", parts, class_="strip")
 
 
-def _strip_now(data: LoadData) -> Raw:
+def _strip_now(data: LoadData, lay: Layout = WIDE) -> Raw:
     total = data.total_s or 1.0
-    x0, x1 = 8, W - 8
+    x0, x1 = 8, lay.width - 8
+    sy = lay.strip_y(len(data.tiers))
     span = x1 - x0
     cx = x0 + span * data.elapsed_s / total
-    cw = span * data.step.seconds / total
+    cw = span * data.group.seconds / total
     return join(
         [
-            el("rect", x=cx, y=STRIP_Y, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
-            el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-            el("line", x1=cx, y1=STRIP_Y - 6, x2=cx, y2=STRIP_Y + STRIP_H + 6, class_="strip-cursor"),
-            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} elapsed", cx, x0, x1, STRIP_Y + STRIP_H + 18),
+            el("rect", x=cx, y=sy, width=max(x1 - cx, 0), height=STRIP_H, class_="strip-future"),
+            el("rect", x=cx - cw, y=sy - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
+            el("line", x1=cx, y1=sy - 6, x2=cx, y2=sy + STRIP_H + 6, class_="strip-cursor"),
+            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} elapsed", cx, x0, x1, sy + STRIP_H + 18),
         ]
     )
 
@@ -489,34 +541,37 @@ def _chart_title(data: LoadData) -> str:
     st = data.state
     return (
         f"Loading {data.model.name} on {data.machine.name} "
-        f"({'warm' if st.warm else 'cold'}), step {data.index + 1} of {len(data.steps)}"
+        f"({'warm' if st.warm else 'cold'}), step {data.index + 1} of {len(data.groups)}"
     )
 
 
-def _chart(data: LoadData) -> Raw:
-    h = STRIP_Y + STRIP_H + 26
+def _chart(data: LoadData, lay: Layout = WIDE) -> Raw:
+    h = lay.strip_y(len(data.tiers)) + STRIP_H + 26
     return svg(
-        [_boxes(data), _strip(data)],
-        width=W,
+        [_boxes(data, lay), _strip(data, lay)],
+        width=lay.width,
         height=h,
         title=_chart_title(data),
         desc=describe(data),
-        id_="load-chart",
+        id_="load-chart" + lay.suffix,
         class_="chart load-chart",
     )
+
+
+def _charts(data: LoadData) -> Raw:
+    """Wide, and re-laid out for a phone (the page shows one: chart.responsive)."""
+    return chart.responsive(_chart(data), _chart(data, NARROW))
 
 
 def _step_list(data: LoadData) -> Raw:
     rows = []
     i = data.index
-    for g in data.groups:
-        now = g.first <= i <= g.last
-        done = g.last < i
+    for j, g in enumerate(data.groups):
+        now = j == i
+        done = j < i
         status = "now" if now else ("done" if done else "todo")
-        nums = f"{g.first + 1}" if g.first == g.last else f"{g.first + 1}–{g.last + 1}"
+        nums = f"{j + 1}"
         detail = f"{TIER_NAMES[g.tier]} · {fmt.bytes_auto(g.bytes)} · {fmt.seconds(g.seconds)}"
-        if now and g.first != g.last:
-            detail += f" · at block {'' if data.step.layer is None else data.step.layer} ({i - g.first + 1} of {g.last - g.first + 1})"
         rows.append(
             el(
                 "li",
@@ -560,15 +615,15 @@ def _table(data: LoadData) -> Raw:
 
 
 def _readouts(data: LoadData) -> Raw:
-    s, st = data.step, data.state
-    n = len(data.steps)
+    g, st = data.group, data.state
+    n = len(data.groups)
     return el(
         "dl",
         [
             _readout("step_index", data.index, f"{data.index + 1} / {n}", "Step"),
-            _readout("step_tier", s.tier, TIER_NAMES[s.tier], "Tier"),
-            _readout("step_bytes", s.bytes, fmt.bytes_auto(s.bytes), "Bytes"),
-            _readout("step_s", s.seconds, fmt.seconds(s.seconds), "This step"),
+            _readout("step_tier", g.tier, TIER_NAMES[g.tier], "Tier"),
+            _readout("step_bytes", g.bytes, fmt.bytes_auto(g.bytes), "Bytes"),
+            _readout("step_s", g.seconds, fmt.seconds(g.seconds), "This step"),
             _readout("elapsed_s", data.elapsed_s, fmt.seconds(data.elapsed_s), "Elapsed"),
             _readout(
                 "total_s",
@@ -582,13 +637,35 @@ def _readouts(data: LoadData) -> Raw:
     )
 
 
-def _caption(data: LoadData) -> Raw:
+def _progress(data: LoadData) -> Raw:
+    """A run of uploads as one step: a bar that fills block by block (CSS; at once under reduced motion)."""
+    g = data.group
+    a, b = g.layers
+    n = b - a + 1
     return el(
-        "p",
-        [el("strong", f"Step {data.index + 1}: "), data.step.what, "."],
-        class_="step-caption",
-        id_="load-caption",
+        "span",
+        [
+            el(
+                "span",
+                el("span", class_="upload-fill", style=f"--blocks:{n}"),
+                class_="upload-bar",
+                role="progressbar",
+                aria_valuemin="0",
+                aria_valuemax=str(n),
+                aria_valuenow=str(n),
+                aria_label=f"{n} of {n} blocks uploaded",
+            ),
+            f" {n} blocks × {fmt.bytes_auto(g.bytes / n)}, {fmt.seconds(g.seconds)} in all",
+        ],
+        class_="upload-progress",
     )
+
+
+def _caption(data: LoadData) -> Raw:
+    parts = [el("strong", f"Step {data.index + 1}: "), data.group.what, "."]
+    if data.group.kind == "upload-run" and data.group.first != data.group.last:
+        parts.append(_progress(data))
+    return el("p", parts, class_="step-caption", id_="load-caption")
 
 
 def patch_key(data: LoadData) -> str:
@@ -613,9 +690,16 @@ def frame_patch(data: LoadData) -> dict:
             "load-readouts": _inner(_readouts(data)),
             "load-boxes": _inner(_boxes(data)),
             "load-strip-now": _strip_now(data),
+            "load-boxes-n": _inner(_boxes(data, NARROW)),
+            "load-strip-now-n": _strip_now(data, NARROW),
             "load-steps": _inner(_step_list(data)),
         },
-        "text": {"load-chart-title": _chart_title(data), "load-chart-desc": describe(data)},
+        "text": {
+            "load-chart-title": _chart_title(data),
+            "load-chart-desc": describe(data),
+            "load-chart-n-title": _chart_title(data),
+            "load-chart-n-desc": describe(data),
+        },
         "attrs": {"load-fig": {"data-step": str(data.index), "data-lit": data.lit}},
     }
 
@@ -637,7 +721,7 @@ def render(data: LoadData) -> str:
         [
             _caption(data),
             _readouts(data),
-            el("figure", [_chart(data)], class_="chart-wrap"),
+            el("figure", [_charts(data)], class_="chart-wrap"),
             _step_list(data),
             note,
             _table(data),

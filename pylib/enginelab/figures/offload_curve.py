@@ -1,6 +1,8 @@
 """Offload break-even: decode speed against -ngl, from all layers in RAM to everything on the GPU.
 
-The module's exercise 2 as a figure. For each n from 0 to n_layers + 1 the model is placed with
+The module's exercise 2 as a figure. On a machine with several GPUs (the gpus/sm/ts/mg/link keys, as the
+calculator's) every -ngl is split over them as llama.cpp would, and the speed includes the hops between them.
+For each n from 0 to n_layers + 1 the model is placed with
 perf_model.place(..., n_gpu_layers=n) and timed with perf_model.decode_step_time. The auto -ngl is
 place(..., n_gpu_layers=None) (what --fit picks); the fit limit is the largest n whose placement fits, and the
 points past it are drawn as the allocation failures llama.cpp would report. This module only draws them.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import perf_model as pm
 
-from .. import chart, fmt, scenario
+from .. import chart, fmt, gpus, scenario
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, svg, table
 
@@ -35,6 +37,7 @@ SPEC = Spec(
         Choice(
             "machine", "Machine", default="rtx3060", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
         ),
+        *gpus.fields(lambda p: pm.MACHINES[p["machine"]]),  # several GPUs (enginelab.gpus): gpus, sm, ts, mg, link
         Choice("quant", "Quantization", default="Q4_K_M", options=lambda p: pm.quant_options()),
         Choice("kv", "KV cache type (-ctk/-ctv)", default="f16", options=lambda p: [(k, k) for k in pm.KV_TYPES]),
         Int(
@@ -70,7 +73,7 @@ def compute(state) -> dict:
     # the auto (--fit) point is the calculator's Scenario for these settings; the sweep places every other -ngl
     scn = scenario.build(state)
     model, mc = scn.model, scn.machine
-    kw = dict(n_ctx=state.ctx, kv_type=state.kv)
+    kw = dict(n_ctx=state.ctx, kv_type=state.kv, **gpus.split_args(state.as_dict(), mc))
     data = {"state": state, "model": model, "machine": mc, "error": None, "points": [], "auto": None, "fit_limit": None}
     try:
         if scn.placement is None:
@@ -141,15 +144,21 @@ def describe(data) -> str:
 W, H = 720, 400
 
 
-def _chart(data) -> Raw:
+def _chart(data, narrow: bool = False) -> Raw:
+    """Decode tok/s against -ngl. narrow: drawn for a phone (chart.NARROW_W wide, fewer ticks, shorter labels)."""
     s, pts = data["state"], data["points"]
-    fr = chart.Frame(W, H, left=56, top=34, right=20, bottom=52)
+    W, H = (chart.NARROW_W, 280) if narrow else (globals()["W"], globals()["H"])  # noqa: N806
+    fr = (
+        chart.Frame(W, H, left=38, top=34, right=10, bottom=46)
+        if narrow
+        else chart.Frame(W, H, left=56, top=34, right=20, bottom=52)
+    )
     xmax = max(1, pts[-1]["ngl"])
     ymax = max(pt["tok_s"] for pt in pts) * 1.12
     yt = chart.nice_ticks(0, ymax, 5)
     ymax = max(ymax, yt[-1])
     x, y = fr.linear_x(-0.5, xmax + 0.5), fr.linear_y(0, ymax)
-    xt = [t for t in chart.nice_ticks(0, xmax, 8) if t == int(t)]
+    xt = [t for t in chart.nice_ticks(0, xmax, 5 if narrow else 8) if t == int(t)]
     parts = [chart.grid(x, y, [], yt)]
     lim = data["fit_limit"]
     if lim is not None and lim < xmax:
@@ -165,7 +174,14 @@ def _chart(data) -> Raw:
             )
         )
         parts.append(
-            el("text", "would fail to allocate", x=fr.x1 - 4, y=fr.y0 + 14, text_anchor="end", class_="fail-label")
+            el(
+                "text",
+                "fails to allocate" if narrow else "would fail to allocate",
+                x=fr.x1 - 4,
+                y=fr.y0 + 14,
+                text_anchor="end",
+                class_="fail-label",
+            )
         )
     elif lim is None:
         parts.append(el("rect", x=fr.x0, y=fr.y0, width=fr.x1 - fr.x0, height=fr.y1 - fr.y0, class_="fail-zone"))
@@ -213,7 +229,9 @@ def _chart(data) -> Raw:
         el("circle", cx=ax, cy=ay, r=6.5, class_="auto-dot", data_auto_ngl=str(a["ngl"])),
         el(
             "text",
-            f"auto (--fit): -ngl {a['ngl']}, {fmt.rate(a['tok_s'])} tok/s",
+            f"--fit: -ngl {a['ngl']}, {fmt.rate(a['tok_s'])} tok/s"
+            if narrow
+            else f"auto (--fit): -ngl {a['ngl']}, {fmt.rate(a['tok_s'])} tok/s",
             x=ax + (-10 if right else 10),
             y=ay - 12,
             text_anchor="end" if right else "start",
@@ -224,7 +242,14 @@ def _chart(data) -> Raw:
         lx = x(lim + 0.5)
         marks += [
             el("line", x1=lx, y1=fr.y0, x2=lx, y2=fr.y1, class_="limit-line", data_fit_limit=str(lim)),
-            el("text", f"fit limit: {lim}", x=lx - 4, y=fr.y1 - 8, text_anchor="end", class_="limit-label"),
+            el(
+                "text",
+                f"limit {lim}" if narrow else f"fit limit: {lim}",
+                x=lx - 4,
+                y=fr.y1 - 8,
+                text_anchor="end",
+                class_="limit-label",
+            ),
         ]
     parts.append(el("g", marks, class_="marks"))
     m = data["model"]
@@ -232,7 +257,7 @@ def _chart(data) -> Raw:
         parts,
         width=W,
         height=H,
-        id_="offload-chart",
+        id_="offload-chart-n" if narrow else "offload-chart",
         class_="chart offload-chart",
         title=f"Decode tok/s against -ngl: {m.name} {pm.quant_short(s.quant)} on {data['machine'].name}",
         desc=describe(data),
@@ -328,7 +353,7 @@ def render(data) -> str:
         )
     m = data["model"]
     parts += [
-        el("figure", _chart(data), class_="chart-wrap"),
+        el("figure", chart.responsive(_chart(data), _chart(data, narrow=True)), class_="chart-wrap"),
         el(
             "p",
             f"-ngl {m.n_layers} puts every block on the GPU; -ngl {m.n_layers + 1} also moves the output "

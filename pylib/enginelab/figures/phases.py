@@ -269,13 +269,30 @@ STRIP_H = 18
 GX0, GX1 = 10, W - 10
 
 
-def _boxes(data: PhasesData) -> Raw:
+@dataclass(frozen=True)
+class Layout:
+    """The wide layout, or the narrow one for a phone (chart.NARROW_W wide, tighter gaps between the boxes)."""
+
+    width: float
+    gap: float
+    suffix: str  # of element ids ("" or "-n")
+
+    @property
+    def gx1(self) -> float:
+        return self.width - 10
+
+
+WIDE = Layout(W, GAP, "")
+NARROW = Layout(chart.NARROW_W, 8, "-n")
+
+
+def _boxes(data: PhasesData, lay: Layout = WIDE) -> Raw:
     devs = data.devices
     n = len(devs)
-    bw = (W - 16 - GAP * (n - 1)) / n
+    bw = (lay.width - 16 - lay.gap * (n - 1)) / n
     parts = []
     for j, d in enumerate(devs):
-        x = 8 + j * (bw + GAP)
+        x = 8 + j * (bw + lay.gap)
         lit = d.key == data.lit
         title = {"gpu": "GPU", "pcie": "PCIe link", "cpu": "CPU + RAM"}[d.key]
         if d.key == "gpu":
@@ -295,29 +312,38 @@ def _boxes(data: PhasesData) -> Raw:
                 x=x + 8,
                 y=BOX_Y + 66,
                 class_="box-sub",
-                **readout_attrs(f"busy_s_{d.key}", busy),
+                **({} if lay.suffix else readout_attrs(f"busy_s_{d.key}", busy)),
             )
         )
         if lit:
             inner.append(el("text", "working", x=x + 8, y=BOX_Y + 84, class_="box-now"))
         parts.append(el("g", inner, class_=f"dev dev-{d.key}" + (" lit" if lit else ""), data_device=d.key))
         if j < n - 1:
-            parts.append(el("path", d=f"M{x + bw + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{GAP - 6}", class_="link"))
-    return el("g", parts, class_="devices", id_="phases-devices")
+            parts.append(el("path", d=f"M{x + bw + 3:.1f} {BOX_Y + BOX_H / 2:.1f} h{lay.gap - 6}", class_="link"))
+    return el("g", parts, class_="devices", id_="phases-devices" + lay.suffix)
 
 
-def _gauge(data: PhasesData) -> Raw:
+def _gauge(data: PhasesData, lay: Layout = WIDE) -> Raw:
     """Arithmetic intensity on a log axis, with each device's ridge point; the current stage as a dot."""
     lo_e, hi_e = -1, 4  # 0.1 .. 10,000 FLOP/byte
+    gx0, gx1 = GX0, lay.gx1
 
     def x(v):
         t = (math.log10(min(max(v, 10.0**lo_e), 10.0**hi_e)) - lo_e) / (hi_e - lo_e)
-        return GX0 + (GX1 - GX0) * t
+        return gx0 + (gx1 - gx0) * t
 
     y = GAUGE_Y + 34
     parts = [
-        el("text", "Arithmetic intensity, FLOP per byte (log scale)", x=GX0, y=GAUGE_Y, class_="g-title"),
-        el("line", x1=GX0, y1=y, x2=GX1, y2=y, class_="g-axis"),
+        el(
+            "text",
+            "Arithmetic intensity, FLOP/byte (log)"
+            if lay.suffix
+            else "Arithmetic intensity, FLOP per byte (log scale)",
+            x=gx0,
+            y=GAUGE_Y - (12 if lay.suffix else 0),  # narrow: room for a second line of ridge labels
+            class_="g-title",
+        ),
+        el("line", x1=gx0, y1=y, x2=gx1, y2=y, class_="g-axis"),
     ]
     for e in range(lo_e, hi_e + 1):
         v = 10.0**e
@@ -332,19 +358,26 @@ def _gauge(data: PhasesData) -> Raw:
                 text_anchor="start" if e == lo_e else "end" if e == hi_e else "middle",
             )
         )
-    for d in data.devices:
-        if d.ridge is None:
-            continue
-        rx = x(d.ridge)
+    ridges = [(d, x(d.ridge)) for d in data.devices if d.ridge is not None]
+    # narrow: two ridge labels too close to share a line; the one further right goes one line up
+    by_x = sorted(ridges, key=lambda r: r[1])
+    label_y = {}
+    for k, (d, rx) in enumerate(by_x):
+        crowded = lay.suffix and k > 0 and rx - by_x[k - 1][1] < 110
+        label_y[d.key] = y - 15 - (13 if crowded and label_y.get(by_x[k - 1][0].key) == y - 15 else 0)
+    for d, rx in ridges:
         parts.append(el("line", x1=rx, y1=y - 12, x2=rx, y2=y + 4, class_=f"g-ridge ridge-{d.key}"))
+        anchor = "middle"
+        if lay.suffix:  # narrow: a label near an edge is anchored inside the chart
+            anchor = "start" if rx < gx0 + 50 else "end" if rx > gx1 - 50 else "middle"
         parts.append(
             el(
                 "text",
                 f"{DEVICE_NAMES[d.key]} ridge {d.ridge:,.0f}",
                 x=rx,
-                y=y - 15,
+                y=label_y[d.key],
                 class_=f"g-ridgelabel ridge-{d.key}",
-                text_anchor="middle",
+                text_anchor=anchor,
             )
         )
     s = data.step
@@ -362,8 +395,10 @@ def _gauge(data: PhasesData) -> Raw:
         )
     else:
         why = "no bytes read: the weights arrived over PCIe" if s.flops else "no arithmetic: a copy or overhead"
-        parts.append(el("text", f"this stage: {why}", x=GX0, y=y + 36, class_="g-note"))
-    return el("g", parts, class_="gauge", id_="phases-gauge")
+        if lay.suffix:
+            why = "no bytes read (weights came over PCIe)" if s.flops else "no arithmetic (a copy or overhead)"
+        parts.append(el("text", f"this stage: {why}", x=gx0, y=y + 36, class_="g-note"))
+    return el("g", parts, class_="gauge", id_="phases-gauge" + lay.suffix)
 
 
 def _static(data: PhasesData, name: str, build):
@@ -374,9 +409,9 @@ def _static(data: PhasesData, name: str, build):
     return _CACHE[key]
 
 
-def _segments(data: PhasesData) -> Raw:
+def _segments(data: PhasesData, lay: Layout = WIDE) -> Raw:
     steps, total = data.steps, data.trace_total_s or 1.0
-    span = GX1 - GX0
+    span = lay.gx1 - GX0
     segs = []
     for s in steps:
         if s.seconds <= 0:
@@ -397,10 +432,11 @@ def _segments(data: PhasesData) -> Raw:
     return join(segs)
 
 
-def _strip(data: PhasesData) -> Raw:
+def _strip(data: PhasesData, lay: Layout = WIDE) -> Raw:
     """The phase on one time axis: a segment per stage, coloured by device (built once per scenario and phase);
     the frame's part (in #phases-strip-now) dims the future, outlines the current stage, says the time so far."""
-    span = GX1 - GX0
+    gx1 = lay.gx1
+    span = gx1 - GX0
     return el(
         "g",
         [
@@ -408,29 +444,30 @@ def _strip(data: PhasesData) -> Raw:
             el(
                 "text",
                 f"total {fmt.seconds(data.model_total_s)}",
-                x=GX1,
+                x=gx1,
                 y=STRIP_Y - 8,
                 class_="strip-total",
                 text_anchor="end",
             ),
             el("rect", x=GX0, y=STRIP_Y, width=span, height=STRIP_H, class_="strip-track"),
-            _static(data, "segments", _segments),
-            el("g", _strip_now(data), id_="phases-strip-now"),
+            _static(data, "segments" + lay.suffix, lambda d: _segments(d, lay)),
+            el("g", _strip_now(data, lay), id_="phases-strip-now" + lay.suffix),
         ],
         class_="strip",
     )
 
 
-def _strip_now(data: PhasesData) -> Raw:
+def _strip_now(data: PhasesData, lay: Layout = WIDE) -> Raw:
     total = data.trace_total_s or 1.0
-    span = GX1 - GX0
+    gx1 = lay.gx1
+    span = gx1 - GX0
     cx = GX0 + span * data.elapsed_s / total
     cw = span * data.step.seconds / total
     return join(
         [
-            el("rect", x=cx, y=STRIP_Y, width=max(GX1 - cx, 0), height=STRIP_H, class_="strip-future"),
+            el("rect", x=cx, y=STRIP_Y, width=max(gx1 - cx, 0), height=STRIP_H, class_="strip-future"),
             el("rect", x=cx - cw, y=STRIP_Y - 3, width=max(cw, 2), height=STRIP_H + 6, class_="strip-current"),
-            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} so far", cx, GX0, GX1, STRIP_Y + STRIP_H + 17),
+            chart.edge_label(f"{fmt.seconds(data.elapsed_s)} so far", cx, GX0, gx1, STRIP_Y + STRIP_H + 17),
         ]
     )
 
@@ -442,17 +479,22 @@ def _chart_title(data: PhasesData) -> str:
     )
 
 
-def _chart(data: PhasesData) -> Raw:
+def _chart(data: PhasesData, lay: Layout = WIDE) -> Raw:
     h = STRIP_Y + STRIP_H + 26
     return svg(
-        [_boxes(data), _gauge(data), _strip(data)],
-        width=W,
+        [_boxes(data, lay), _gauge(data, lay), _strip(data, lay)],
+        width=lay.width,
         height=h,
         title=_chart_title(data),
         desc=describe(data),
-        id_="phases-chart",
+        id_="phases-chart" + lay.suffix,
         class_="chart phases-chart",
     )
+
+
+def _charts(data: PhasesData) -> Raw:
+    """Wide, and re-laid out for a phone (the page shows one: chart.responsive)."""
+    return chart.responsive(_chart(data), _chart(data, NARROW))
 
 
 def _stage_list(data: PhasesData) -> Raw:
@@ -591,9 +633,17 @@ def frame_patch(data: PhasesData) -> dict:
             "phases-devices": _inner(_boxes(data)),
             "phases-gauge": _inner(_gauge(data)),
             "phases-strip-now": _strip_now(data),
+            "phases-devices-n": _inner(_boxes(data, NARROW)),
+            "phases-gauge-n": _inner(_gauge(data, NARROW)),
+            "phases-strip-now-n": _strip_now(data, NARROW),
             "phases-steps": _inner(_stage_list(data)),
         },
-        "text": {"phases-chart-title": _chart_title(data), "phases-chart-desc": describe(data)},
+        "text": {
+            "phases-chart-title": _chart_title(data),
+            "phases-chart-desc": describe(data),
+            "phases-chart-n-title": _chart_title(data),
+            "phases-chart-n-desc": describe(data),
+        },
         "attrs": {"phases-fig": {"data-step": str(data.index), "data-lit": data.lit}},
     }
 
@@ -604,7 +654,7 @@ def render(data: PhasesData) -> str:
         [
             _caption(data),
             _readouts(data),
-            el("figure", [_chart(data)], class_="chart-wrap"),
+            el("figure", [_charts(data)], class_="chart-wrap"),
             _stage_list(data),
             _static(data, "why", _why),
             _table(data),

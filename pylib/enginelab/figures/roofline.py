@@ -279,15 +279,27 @@ def _domains(data: RooflineData):
     return (xlo, xhi), (ylo, yhi)
 
 
-def _chart(data: RooflineData) -> Raw:
+def _chart(data: RooflineData, narrow: bool = False) -> Raw:
+    """The roofline. narrow: drawn for a phone (chart.NARROW_W wide, smaller margins, shorter labels)."""
     s = data.state
-    fr = chart.Frame(W, H, left=70, top=30, right=24, bottom=52)
+    W, H = (chart.NARROW_W, 300) if narrow else (globals()["W"], globals()["H"])  # noqa: N806
+    fr = (
+        chart.Frame(W, H, left=40, top=30, right=10, bottom=46)
+        if narrow
+        else chart.Frame(W, H, left=70, top=30, right=24, bottom=52)
+    )
+    clip = "roofline-plot" + ("-n" if narrow else "")
     (xlo, xhi), (ylo, yhi) = _domains(data)
     x, y = fr.log_x(xlo, xhi), fr.log_y(ylo, yhi)
     parts = [
-        fr.clip("roofline-plot"),
+        fr.clip(clip),
         chart.grid(x, y, x.ticks(), y.ticks()),
-        chart.axis(x, at=fr.y1, side="bottom", label="Arithmetic intensity (FLOP per byte of weights)"),
+        chart.axis(
+            x,
+            at=fr.y1,
+            side="bottom",
+            label="FLOP per byte of weights" if narrow else "Arithmetic intensity (FLOP per byte of weights)",
+        ),
         chart.axis(y, at=fr.x0, side="left", label="Attainable FLOP/s", label_pos=(8, fr.y0 - 14)),
     ]
     lines, label_ys, label_txt = [], [], []
@@ -316,7 +328,7 @@ def _chart(data: RooflineData) -> Raw:
         )
         label_ys.append(y(d.flops) - 6)
         label_txt.append((dv, f"{d.name} · ridge batch {round(dv.ridge_batch)}"))
-    parts.append(el("g", lines, class_="roofs", clip_path="url(#roofline-plot)"))
+    parts.append(el("g", lines, class_="roofs", clip_path=f"url(#{clip})"))
     placed = chart.spread_labels(label_ys, 14, fr.y0 + 10, fr.y1 - 6)
     parts.append(
         el(
@@ -345,19 +357,26 @@ def _chart(data: RooflineData) -> Raw:
             "text",
             [
                 f"ridge I* = {op.ridge_intensity:.3g} FLOP/B, batch ",
-                el("tspan", str(rb), data_ridge_batch=str(rb), class_="ridge-batch"),
+                el("tspan", str(rb), **({} if narrow else {"data_ridge_batch": str(rb)}), class_="ridge-batch"),
             ],
             x=rx + 6,
             y=fr.y1 - 8,
             class_="ridge-label",
-            text_anchor="start" if rx < W - 260 else "end",
-            dx=0 if rx < W - 260 else -12,
+            text_anchor="start" if rx < W - (215 if narrow else 260) else "end",
+            dx=0 if rx < W - (215 if narrow else 260) else -12,
         ),
     ]
 
     # operating points
+    key = []  # narrow: the points' labels go in a key under the chart, where they cannot collide
+
     def point(r, cls, text):
         px, py = x(r.intensity), y(r.attainable_flops)
+        if narrow:
+            ky = H + 4 + 18 * len(key)
+            key.append(el("circle", cx=fr.x0 - 32, cy=ky - 4, r=5, class_=cls))
+            key.append(el("text", text, x=fr.x0 - 22, y=ky, class_=f"{cls}-label"))
+            return [el("circle", el("title", text), cx=px, cy=py, r=6, class_=cls)]
         anchor = "start" if px < W - 240 else "end"
         return [
             el("circle", el("title", text), cx=px, cy=py, r=6, class_=cls),
@@ -380,11 +399,14 @@ def _chart(data: RooflineData) -> Raw:
         v = data.vs
         marks += point(v, "op-vs", f"{pm.quant_short(v.quant)}: {v.intensity:.3g} FLOP/B")
     parts.append(el("g", marks, class_="marks"))
+    if key:
+        parts.append(el("g", key, class_="point-key"))
+        H = H + 18 * (len(key) // 2) + 4  # noqa: N806
     return svg(
         parts,
         width=W,
         height=H,
-        id_="roofline-chart",
+        id_="roofline-chart-n" if narrow else "roofline-chart",
         class_="chart roofline-chart",
         title=f"Roofline of {d.name} for {pm.quant_short(s.quant)} ({data.bpw:.2f} bpw) at batch {s.batch}",
         desc=describe(data),
@@ -493,7 +515,7 @@ def render(data: RooflineData) -> str:
         [
             _presets(data),
             _readouts(data),
-            el("figure", _chart(data), class_="chart-wrap"),
+            el("figure", chart.responsive(_chart(data), _chart(data, narrow=True)), class_="chart-wrap"),
             el(
                 "p",
                 [

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import perf_model as pm
 
-from .. import fmt
+from .. import chart, fmt
 from .. import serving_plan as sp
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Bool, Choice, Float, Int, Spec
@@ -60,6 +60,13 @@ SPEC = Spec(
             "GPU",
             default="rtx4090",
             options=lambda p: [(k, m.gpu.name) for k, m in sp.serving_machines().items()],
+        ),
+        Choice(
+            "tp",
+            "GPUs (--tensor-parallel-size / --tp)",
+            default="1",
+            options=[(str(n), f"{n} (tensor parallel)" if n > 1 else "1") for n in sp.TP_SIZES],
+            help="Each GPU holds 1/tp of the weights and its share of the KV heads; every number below is per GPU.",
         ),
         Choice(
             "weights",
@@ -166,6 +173,9 @@ class Plan:
     log_lines: tuple[str, ...]  # what the engine would print at start-up
     command: str  # the command line
     notes: tuple[str, ...]
+    kv_heads_per_gpu: int  # tensor parallelism: the KV heads each GPU keeps (replicated below one per GPU)
+    kv_heads_replicated: bool
+    allreduce_bytes_per_token: float  # what each GPU sends per token (0 on one GPU)
 
     @classmethod
     def of(cls, plan: dict):
@@ -266,6 +276,7 @@ def compute(state: State) -> ServingPlanData:
                 max_num_seqs=state.max_num_seqs,
                 max_num_batched_tokens=state.max_num_batched_tokens,
                 other_processes_gib=state.other_gib,
+                tensor_parallel_size=int(state.tp),
             )
         else:
             plan = sp.sglang_plan(
@@ -277,6 +288,7 @@ def compute(state: State) -> ServingPlanData:
                 kv_cache_dtype={"fp8": "fp8_e4m3"}.get(state.kv, state.kv),
                 disable_cuda_graph=not state.graphs,
                 other_processes_gib=state.other_gib,
+                tp_size=int(state.tp),
             )
     except ValueError as e:  # settings the planner rejects: shown, never a crash
         none = (
@@ -401,15 +413,19 @@ def segments(data: ServingPlanData) -> list:
     return [(k, label, vals[k], exact[k]) for k, label in segs]
 
 
-def _bar(data: ServingPlanData) -> Raw:
+def _bar(data: ServingPlanData, narrow: bool = False) -> Raw:
+    """The GPU's memory as one stacked bar, with the engine's budget and a tick per full-length request.
+    narrow: drawn for a phone (chart.NARROW_W wide; the legend wraps into more rows)."""
     p = data.plan
+    W = chart.NARROW_W if narrow else globals()["W"]  # noqa: N806  (this drawing's width)
     total = p.total_bytes
     segs = segments(data)
     used = sum(v for _, _, v, _ in segs)
     scale_max = max(total, used)
     left, span = PAD, W - 2 * PAD
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
-    parts = [el("text", f"{p.gpu}: {fmt.gib(total)} total", x=left, y=20, class_="bar-label")]
+    each = " per GPU" if int(data.state.tp) > 1 else " total"  # tensor parallel: every number is one GPU's
+    parts = [el("text", f"{p.gpu}: {fmt.gib(total)}{each}", x=left, y=20, class_="bar-label")]
     x = left
     for key, label, v, exact in segs:
         if v <= 0:
@@ -491,7 +507,7 @@ def _bar(data: ServingPlanData) -> Raw:
         height=height,
         title=f"{eng} GPU memory plan: {p.model} on {p.gpu}",
         desc=describe(data),
-        id_="serving-plan-chart",
+        id_="serving-plan-chart-n" if narrow else "serving-plan-chart",
         class_="chart serving-plan-chart",
     )
 
@@ -656,7 +672,9 @@ def render(data: ServingPlanData) -> str:
             )
         )
     parts.append(_readouts(data))
-    parts.append(el("figure", [_bar(data), _caption(data)], class_="chart-wrap"))
+    parts.append(
+        el("figure", [chart.responsive(_bar(data), _bar(data, narrow=True)), _caption(data)], class_="chart-wrap")
+    )
     log_title = "Start-up log (what the engine would print, estimated)"
     parts.append(
         el(
@@ -686,6 +704,15 @@ def render(data: ServingPlanData) -> str:
         )
     )
     notes = list(p.notes)
+    if int(s.tp) > 1:
+        notes.insert(
+            0,
+            f"Per GPU, on each of {s.tp}: 1/{s.tp} of the linear weights and of the vocabulary, "
+            f"{p.kv_heads_per_gpu} KV head{'s' if p.kv_heads_per_gpu > 1 else ''}"
+            + (" (replicated: fewer KV heads than GPUs)" if p.kv_heads_replicated else "")
+            + f"; every token sends {fmt.integer(p.allreduce_bytes_per_token)} bytes from each GPU in all-reduces "
+            "(two per layer) and the logits' gather.",
+        )
     if s.weights in ("awq", "gptq"):
         notes.append(
             "AWQ and GPTQ need a pre-quantized checkpoint; the repository name in the command is illustrative."

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import perf_model as pm
 
-from .. import fmt
+from .. import chart, fmt
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..chart import readout_attrs
 from ..state import Choice, Spec
@@ -205,22 +205,40 @@ PANEL_HEAD = 26
 AXIS_H = 10
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a panel's parts go. The wide layout puts each tier's name left of its bar; the narrow one (for a
+    phone, chart.NARROW_W wide) puts the name above the bar, so the bars keep the whole width."""
+
+    width: float
+    x0: float  # where bars start
+    x1: float  # where the axis ends
+    row_h: float
+    label_above: bool
+    suffix: str  # of element ids ("" or "-n")
+
+
+WIDE = Layout(W, X0, X1, ROW_H, False, "")
+NARROW = Layout(chart.NARROW_W, 8, chart.NARROW_W - 14, 36, True, "-n")
+
+
 def _decades(lo: float, hi: float) -> tuple[int, int]:
     return math.floor(math.log10(lo)), math.ceil(math.log10(hi))
 
 
 class LogAxis:
-    def __init__(self, lo: float, hi: float):
+    def __init__(self, lo: float, hi: float, lay: Layout = WIDE):
         a, b = _decades(lo, hi)
         if math.log10(lo) - a < 0.3:  # keep the shortest bar visibly long: a decade of room below it
             a -= 1
         if b <= a:
             b = a + 1
         self.a, self.b = a, b
+        self.x0, self.x1 = lay.x0, lay.x1
 
     def x(self, v: float) -> float:
         t = (math.log10(max(v, 10.0**self.a)) - self.a) / (self.b - self.a)
-        return X0 + (X1 - X0) * min(1.0, max(0.0, t))
+        return self.x0 + (self.x1 - self.x0) * min(1.0, max(0.0, t))
 
     def ticks(self):
         return [10.0**e for e in range(self.a, self.b + 1)]
@@ -239,24 +257,50 @@ def _time_tick(v: float) -> str:
 
 
 def _panel(
-    y0: float, title: str, axis: LogAxis, rows: list, tick_text, unit_note: str, key: str, marker=None
+    y0: float,
+    title: str,
+    axis: LogAxis,
+    rows: list,
+    tick_text,
+    unit_note: str,
+    key: str,
+    marker=None,
+    lay: Layout = WIDE,
 ) -> tuple[Raw, float]:
     """One log-scale bar panel. rows: (Tier, value or None, label text, readout (name, raw) or None)."""
+    X0, X1 = lay.x0, lay.x1  # noqa: N806  (the layout's, for this panel)
+    note_below = lay.label_above  # narrow: the unit note on its own line under the title
     parts = [el("text", title, x=0, y=y0 + 16, class_="panel-title")]
-    top = y0 + PANEL_HEAD
-    bottom = top + ROW_H * len(rows)
+    top = y0 + PANEL_HEAD + (16 if note_below else 0)
+    bottom = top + lay.row_h * len(rows)
     # gridlines and ticks
     grid = []
-    for v in axis.ticks():
+    ticks = axis.ticks()
+    if lay.label_above and len(ticks) > 5:  # narrow: every other decade, so the labels do not collide
+        ticks = ticks[::2]
+    for v in ticks:
         x = axis.x(v)
         grid.append(el("line", x1=x, y1=top - 4, x2=x, y2=bottom, class_="grid"))
-        grid.append(el("text", tick_text(v), x=x, y=bottom + 14, class_="tick", text_anchor="middle"))
-    grid.append(el("text", unit_note, x=W - 4, y=y0 + 16, class_="axis-note", text_anchor="end"))
+        # a label at the chart's edge is anchored inside it (the narrow layout has no margin to spare)
+        anchor = "start" if x < 24 else ("end" if x > lay.width - 24 else "middle")
+        grid.append(el("text", tick_text(v), x=x, y=bottom + 14, class_="tick", text_anchor=anchor))
+    if note_below:
+        grid.append(el("text", unit_note, x=0, y=y0 + 32, class_="axis-note"))
+    else:
+        grid.append(el("text", unit_note, x=lay.width - 4, y=y0 + 16, class_="axis-note", text_anchor="end"))
     parts.append(el("g", grid, class_="axis"))
     for i, (t, value, text, readout) in enumerate(rows):
-        y = top + i * ROW_H
+        y = top + i * lay.row_h + (16 if lay.label_above else 0)
         cls = f"tier-row tier-{t.key}" + ("" if t.present else " tier-absent")
-        row = [el("text", t.name, x=0, y=y + BAR_H - 2, class_="row-label")]
+        row = [
+            el(
+                "text",
+                t.name,
+                x=0 if not lay.label_above else X0,
+                y=y + BAR_H - 2 - (16 if lay.label_above else 0),
+                class_="row-label",
+            )
+        ]
         if value is None:
             row.append(el("text", text, x=X0 + 4, y=y + BAR_H - 2, class_="absent-note"))
         else:
@@ -281,42 +325,43 @@ def _panel(
                     y=y + BAR_H - 2,
                     class_="value" + (" value-inside" if inside else ""),
                     text_anchor="end" if inside else None,
-                    **(readout_attrs(*readout) if readout else {}),
+                    **(readout_attrs(*readout) if readout and not lay.suffix else {}),
                 )
             )
         parts.append(el("g", row, class_=cls, data_tier=t.key))
     if marker is not None:
         mv, mtext = marker
         mx = axis.x(mv)
+        if lay.label_above:  # narrow: the label on the title's line, right-aligned
+            label = el("text", mtext, x=lay.width - 4, y=y0 + 16, class_="marker-text", text_anchor="end")
+        else:
+            label = el(
+                "text",
+                mtext,
+                x=mx + 4 if mx < X1 - 160 else mx - 4,
+                y=top - 8,
+                class_="marker-text",
+                text_anchor=None if mx < X1 - 160 else "end",
+            )
         parts.append(
             el(
                 "g",
-                [
-                    el("line", x1=mx, y1=top - 6, x2=mx, y2=bottom + 2, class_="marker-line"),
-                    el(
-                        "text",
-                        mtext,
-                        x=mx + 4 if mx < X1 - 160 else mx - 4,
-                        y=top - 8,
-                        class_="marker-text",
-                        text_anchor=None if mx < X1 - 160 else "end",
-                    ),
-                ],
+                [el("line", x1=mx, y1=top - 6, x2=mx, y2=bottom + 2, class_="marker-line"), label],
                 class_="mark mark-file",
             )
         )
     return el("g", parts, class_=f"panel panel-{key}"), bottom + AXIS_H + 8
 
 
-def _chart(data: TiersData) -> Raw:
+def _chart(data: TiersData, lay: Layout = WIDE) -> Raw:
     tiers = data.tiers
     present = [t for t in tiers if t.present]
     caps = [t.capacity / pm.GB for t in present if t.capacity] + [data.file_bytes / pm.GB]
     bws = [t.bandwidth / pm.GB for t in present if t.bandwidth]
     times = [t.token_s for t in present if t.token_s is not None]
-    cap_axis = LogAxis(min(caps), max(caps))
-    bw_axis = LogAxis(min(bws), max(bws))
-    t_axis = LogAxis(min(times), max(times))
+    cap_axis = LogAxis(min(caps), max(caps), lay)
+    bw_axis = LogAxis(min(bws), max(bws), lay)
+    t_axis = LogAxis(min(times), max(times), lay)
 
     def cap_row(t):
         if not t.present:
@@ -353,8 +398,9 @@ def _chart(data: TiersData) -> Raw:
         "GB · log scale",
         "cap",
         marker=(data.file_bytes / pm.GB, f"model file {fmt.gb(data.file_bytes)}"),
+        lay=lay,
     )
-    p2, y = _panel(y, "Bandwidth", bw_axis, [bw_row(t) for t in tiers], _gb_tick, "GB/s · log scale", "bw")
+    p2, y = _panel(y, "Bandwidth", bw_axis, [bw_row(t) for t in tiers], _gb_tick, "GB/s · log scale", "bw", lay=lay)
     p3, y = _panel(
         y,
         "One decode token from each tier",
@@ -363,15 +409,16 @@ def _chart(data: TiersData) -> Raw:
         _time_tick,
         f"{fmt.gb(data.weights_read_bytes, 2)} at {data.eta:.0%} · log scale",
         "time",
+        lay=lay,
     )
     s = data.state
     return svg(
         [p1, p2, p3],
-        width=W,
+        width=lay.width,
         height=round(y),
         title=f"Memory tiers of {data.machine.name}, {data.model.name} {pm.quant_short(s.quant)}",
         desc=describe(data),
-        id_="tiers-chart",
+        id_="tiers-chart" + lay.suffix,
         class_="chart tiers-chart",
     )
 
@@ -431,5 +478,12 @@ def render(data: TiersData) -> str:
         class_="note",
     )
     return el(
-        "div", [readouts, el("figure", [_chart(data)], class_="chart-wrap"), note, _table(data)], class_="fig-tiers"
+        "div",
+        [
+            readouts,
+            el("figure", [chart.responsive(_chart(data), _chart(data, NARROW))], class_="chart-wrap"),
+            note,
+            _table(data),
+        ],
+        class_="fig-tiers",
     )

@@ -198,10 +198,20 @@ class PasteRow:
     estimate_tps: float | None  # None: not estimated (see note)
     error: float | None
     note: str
+    model_used: str = ""  # the model our estimate is for (the chosen one, or the one the row names)
 
     @classmethod
     def of(cls, r: dict) -> PasteRow:
-        return cls(r["model"], r["test"], r["quant_used"], r["tps"], r["estimate_tps"], r["error"], r["note"])
+        return cls(
+            r["model"],
+            r["test"],
+            r["quant_used"],
+            r["tps"],
+            r["estimate_tps"],
+            r["error"],
+            r["note"],
+            r.get("model_used", ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -541,6 +551,7 @@ def _paste_block(data: ValidationData) -> Raw:
                 "tr",
                 [
                     el("th", r.model or "—", scope="row"),
+                    el("td", r.model_used),
                     el("td", r.test),
                     el("td", r.quant_used),
                     el("td", fmt.rate(r.tps), class_="measured"),
@@ -555,7 +566,7 @@ def _paste_block(data: ValidationData) -> Raw:
                 data_error=fmt.raw(r.error),
             )
         )
-    caption = f"Your llama-bench rows against our estimate for {res.model} on {res.machine}"
+    caption = f"Your llama-bench rows against our estimate on {res.machine}, for {res.model} or the model a row names"
     return el(
         "div",
         [
@@ -569,7 +580,16 @@ def _paste_block(data: ValidationData) -> Raw:
                             "tr",
                             [
                                 el("th", h, scope="col")
-                                for h in ("model", "test", "quant", "measured t/s", "our estimate t/s", "error", "note")
+                                for h in (
+                                    "model",
+                                    "estimated as",
+                                    "test",
+                                    "quant",
+                                    "measured t/s",
+                                    "our estimate t/s",
+                                    "error",
+                                    "note",
+                                )
                             ],
                         ),
                     ),
