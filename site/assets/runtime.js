@@ -53,9 +53,10 @@ async function boot(status = (text, step) => window.enginelab?.setStatus(text, s
   mark("pyodide_js");
   const py = await loadPyodide({ indexURL: new URL("pyodide/", ROOT).href, packages: [] });
   mark("pyodide_ready");
-  status("Python is running; importing enginelab…", 4);
+  status("Python is running; loading enginelab…", 3);
   const [wheel, glue] = await Promise.all([wheelP, glueP]);
   mark("files_ready");
+  status("Python is running; importing enginelab…", 4);
   py.FS.mkdirTree("/enginelab");
   py.FS.writeFile(`/enginelab/${html.dataset.wheel}`, new Uint8Array(wheel));
   py.FS.writeFile("/enginelab/main.py", glue);
