@@ -320,6 +320,76 @@ def build_wheel(out_dir: Path) -> Path:
     return path
 
 
+def precompiled_wheel(wheel: Path, out_dir: Path) -> Path | None:
+    """The wheel the pages load: our modules as bytecode for Pyodide's Python, so a page's imports skip
+    compiling (about half their time). A wheel like the other (same data files and metadata, tag cp314-none-any),
+    whose modules are unchecked hash-based .pyc files (PEP 552) in place of the .py ones; the runtime puts it on
+    sys.path as it is (zipimport: nothing unpacked). Compiling needs Pyodide's own Python, run in Node
+    (tools/precompile.mjs); without Node, None: the pages load the source wheel (slower to start, same result).
+    Cached in .cache/pyc/ by the source wheel's hash."""
+    node = shutil.which("node")
+    if not node:
+        log("no Node.js: pages will import the wheel's sources (no precompiled bytecode)")
+        return None
+    pyver = NPM_PINS["pyodide"][0]
+    cache = ROOT / ".cache" / "pyc" / f"{sha256_file(wheel)[:24]}-pyodide{pyver}.zip"
+    if not cache.exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        part = cache.with_suffix(f".{os.getpid()}.part")
+        r = subprocess.run(
+            [node, str(ROOT / "tools" / "precompile.mjs"), str(out_dir.parent / "pyodide"), str(wheel), str(part)],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0 or not part.exists():
+            log(f"precompiling failed ({r.stderr.strip()[-300:]}); pages will import the wheel's sources")
+            part.unlink(missing_ok=True)
+            return None
+        part.replace(cache)
+    with zipfile.ZipFile(cache) as z:
+        pyc = {n: z.read(n) for n in z.namelist()}
+    meta = project_meta()["project"]
+    name, version = meta["name"], meta["version"]
+    dist_info = f"{name}-{version}.dist-info"
+    files = []
+    with zipfile.ZipFile(wheel) as src:
+        for arc in src.namelist():
+            if arc.startswith(dist_info + "/"):
+                continue
+            if arc.endswith(".py"):
+                files.append((arc + "c", pyc[arc + "c"]))
+            else:
+                files.append((arc, src.read(arc)))
+        files.append((f"{dist_info}/METADATA", src.read(f"{dist_info}/METADATA")))
+    pyodide_python = json.loads((out_dir.parent / "pyodide" / "pyodide-lock.json").read_text())["info"]["python"]
+    tag = "cp" + "".join(pyodide_python.split(".")[:2])  # cp314
+    files.append(
+        (
+            f"{dist_info}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: enginelab build.py\nRoot-Is-Purelib: true\nTag: {tag}-none-any\n".encode(),
+        )
+    )
+    return _write_wheel(out_dir / f"{name}-{version}-{tag}-none-any.whl", files, dist_info)
+
+
+def _write_wheel(path: Path, files: list[tuple[str, bytes]], dist_info: str) -> Path:
+    """A wheel (deterministic: fixed timestamps, entries in the order given) with its RECORD."""
+    record = []
+    for arc, data in files:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{arc},sha256={digest},{len(data)}")
+    record.append(f"{dist_info}/RECORD,,")
+    files = [*files, (f"{dist_info}/RECORD", ("\n".join(record) + "\n").encode())]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for arc, data in files:
+            info = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, data)
+    return path
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 3. Pages
 # ---------------------------------------------------------------------------------------------------------
@@ -345,7 +415,7 @@ def pyscript_config(root: str, wheel_name: str) -> dict:
     }
 
 
-def render_page(fig, root: str, embed_path: str, wheel_name: str, page_name: str) -> str:
+def render_page(fig, root: str, embed_path: str, wheel_name: str, page_name: str, build_id: str = "dev") -> str:
     """One figure page from the shared template, pre-rendered for fig's default state."""
     from enginelab import links, page
 
@@ -363,8 +433,8 @@ def render_page(fig, root: str, embed_path: str, wheel_name: str, page_name: str
         summary=parts["summary"],
         embed_path=html.escape(embed_path),
         figures_base=figures_base,
-        config=f"./{page_name}.json",
         wheel=wheel_name,
+        build=build_id,
         figure_css=figure_css_link(fig.ID, root),
     )
 
@@ -376,7 +446,8 @@ def figure_css_link(fig_id: str, root: str) -> str:
     return ""
 
 
-def build_pages(out: Path, wheel_name: str) -> list[str]:
+def build_pages(out: Path, wheel_name: str, build_id: str = "dev") -> list[str]:
+    """Every figure page. No PyScript config: site/assets/runtime.js boots Pyodide itself (see live.js)."""
     figures = _import_app()
     written = []
     for fid, fig in figures.REGISTRY.items():
@@ -386,9 +457,7 @@ def build_pages(out: Path, wheel_name: str) -> list[str]:
             targets += [(out / "calculator.html", "", f"./figures/{fid}.html")]
         for path, root, embed in targets:
             path.parent.mkdir(parents=True, exist_ok=True)
-            name = path.stem
-            (path.parent / f"{name}.json").write_text(json.dumps(pyscript_config(root, wheel_name), indent=1) + "\n")
-            path.write_text(render_page(fig, root, embed, wheel_name, name))
+            path.write_text(render_page(fig, root, embed, wheel_name, path.stem, build_id))
             written.append(path.relative_to(out).as_posix())
     return written
 
@@ -475,6 +544,35 @@ def copy_site(out: Path):
             shutil.copytree(src, out / sub, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # the one script a host page includes to size embedded figures (its URL is part of every embed snippet)
     shutil.copy2(SITE / "embed.js", out / "embed.js")
+
+
+def build_id(wheel: Path) -> str:
+    """This build's id: a hash of everything its pages are made from (our wheel, site/, the vendored pins). It
+    names the service worker's cache and the channel the figures of a page share a runtime on, so two builds
+    never mix."""
+    h = hashlib.sha256()
+    h.update(wheel.read_bytes())
+    for f in sorted(SITE.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts:
+            h.update(f.relative_to(SITE).as_posix().encode() + b"\0" + f.read_bytes())
+    h.update(json.dumps([NPM_PINS, PYPI_PINS], sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+SW_SKIP = {"sw.js", "bench.json", "_bare.html"}  # never cached: the worker itself, bench output, the bench page
+
+
+def write_service_worker(out: Path, version: str) -> Path:
+    """dist/sw.js (from site/sw.js): the build's id and every file it caches, with its sha256."""
+    files = {}
+    for f in sorted(out.rglob("*")):
+        rel = f.relative_to(out).as_posix()
+        if f.is_file() and rel not in SW_SKIP:
+            files[rel] = sha256_file(f)
+    text = (SITE / "sw.js").read_text()
+    text = text.replace("__VERSION__", version).replace("__FILES__", json.dumps(files, indent=0, sort_keys=True))
+    (out / "sw.js").write_text(text)
+    return out / "sw.js"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -574,19 +672,24 @@ def build(out: Path = DIST) -> dict:
     tmp.mkdir(parents=True)
     manifest = vendor(tmp)
     wheel = build_wheel(tmp / "wheels")
+    page_wheel = precompiled_wheel(wheel, tmp / "wheels") or wheel
+    version = build_id(page_wheel)
     copy_site(tmp)
-    pages = build_pages(tmp, wheel.name)
+    pages = build_pages(tmp, page_wheel.name, version)
     pages += build_exercises_page(tmp, wheel.name)
     pages += build_companion_pages(tmp)
     (tmp / "_bare.html").write_text(BARE_PAGE.replace("$wheel", wheel.name))
+    manifest["build"] = version
+    manifest["wheel"] = {"file": wheel.name, "sha256": sha256_file(wheel)}
+    manifest["page_wheel"] = {"file": page_wheel.name, "sha256": sha256_file(page_wheel)}
+    manifest["pages"] = pages
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    write_service_worker(tmp, version)  # last: it lists every other file with its hash
     problems = offline_problems(tmp)
     if problems:
         for p in problems:
             print("offline check:", p, file=sys.stderr)
         raise SystemExit(f"build: {len(problems)} file(s) would fetch from outside the site (see above)")
-    manifest["wheel"] = {"file": wheel.name, "sha256": sha256_file(wheel)}
-    manifest["pages"] = pages
-    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     # swap in atomically-ish, keeping a previous bench.json
     old_bench = out / "bench.json"
     if old_bench.exists():

@@ -24,7 +24,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, replace
-from importlib import resources
+from pkgutil import get_data
 
 import perf_model as pm
 
@@ -157,7 +157,7 @@ def model_for(model_type: str, params_b: str):
 # ---------------------------------------------------------------------------------------------------------
 def _csv(name: str) -> list:
     try:
-        text = resources.files("enginelab.data").joinpath(name).read_text(encoding="utf-8")
+        text = get_data("enginelab", f"data/{name}").decode("utf-8")
     except (FileNotFoundError, OSError):
         return []
     return list(csv.DictReader(io.StringIO(text)))
@@ -230,7 +230,7 @@ def lab_device():
     times the cores (a core's outstanding misses limit it at 1 thread; two threads reach more: the issue's F16
     decode implies 28.7 GB/s at 2 threads, above one thread's 19.9)."""
     try:
-        text = resources.files("enginelab.data").joinpath("lab_machine.json").read_text(encoding="utf-8")
+        text = get_data("enginelab", "data/lab_machine.json").decode("utf-8")
     except (FileNotFoundError, OSError):
         return None
     m = json.loads(text)

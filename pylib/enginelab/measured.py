@@ -109,7 +109,7 @@ import math
 import re
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
-from importlib import resources
+from pkgutil import get_data
 
 from .ggml import GGML_TYPES
 
@@ -251,7 +251,7 @@ TYPICAL = {"decode": (0.85, 1.15), "prefill": (0.8, 1.2)}  # before a fit: a spr
 
 def _load_fitted() -> tuple:
     try:
-        text = resources.files("enginelab.data").joinpath("measured_params.json").read_text(encoding="utf-8")
+        text = get_data("enginelab", "data/measured_params.json").decode("utf-8")
     except (FileNotFoundError, OSError):
         return dict(PRIORS), {}, {}
     data = json.loads(text)
@@ -323,7 +323,7 @@ def _name_key(name: str) -> frozenset:
 def _catalog() -> dict:
     """{name key: (fp16, fp32, int8, vendor)} of data/calibration/devices.csv (whitepaper figures)."""
     try:
-        text = resources.files("enginelab.data").joinpath("calibration_devices.csv").read_text(encoding="utf-8")
+        text = get_data("enginelab", "data/calibration_devices.csv").decode("utf-8")
     except (FileNotFoundError, OSError):
         return {}
     out = {}

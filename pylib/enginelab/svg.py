@@ -14,7 +14,6 @@ same input always gives the same bytes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from html import escape as _escape
 
 VOID_HTML = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -27,8 +26,10 @@ class Raw(str):
 
 
 def esc(text) -> str:
-    """Escape text for element content or a quoted attribute."""
-    return _escape(str(text), quote=True)
+    """Escape text for element content or a quoted attribute (what html.escape(text, quote=True) gives, without
+    importing html and its entity table at a page's start)."""
+    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace('"', "&quot;").replace("'", "&#x27;")
 
 
 def num(v) -> str:

@@ -29,7 +29,7 @@ import json
 import math
 import re
 from dataclasses import replace
-from importlib import resources
+from pkgutil import get_data
 
 import perf_model as pm
 
@@ -41,7 +41,7 @@ _CACHE: dict = {}
 def dataset_rows() -> tuple:
     """The published llama-bench rows (data/llama_bench.csv, shipped in the wheel as package data)."""
     if "rows" not in _CACHE:
-        text = resources.files("enginelab.data").joinpath("llama_bench.csv").read_text(encoding="utf-8")
+        text = get_data("enginelab", "data/llama_bench.csv").decode("utf-8")
         _CACHE["rows"] = tuple(csv.DictReader(io.StringIO(text)))
     return _CACHE["rows"]
 

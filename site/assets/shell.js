@@ -1,6 +1,7 @@
 // Page chrome shared by every figure page. Plain JavaScript that works before (and without) Python:
 // load progress and load errors, Embed / Download SVG / Share / copy buttons, and the height message
-// to a parent page when embedded (the host side is site/embed.js). The figure itself is drawn by Python (site/py/main.py).
+// to a parent page when embedded (the host side is site/embed.js). The figure itself is drawn by Python
+// (site/py/main.py), through live.js.
 import { applyPatch } from "./patch.js";  // frame patches for animated figures (page.patch_view)
 
 const html = document.documentElement;
@@ -14,7 +15,6 @@ const statusText = () => $("#status-text");
 const STEPS = [
   [/pyodide\.asm\.wasm$/, 1, "Compiling the Python runtime (WebAssembly)…"],
   [/python_stdlib\.zip$/, 2, "Starting Python…"],
-  [/\.whl$/, 3, "Unpacking enginelab…"],
 ];
 export function setStatus(text, step) {
   const t = statusText();
@@ -130,7 +130,7 @@ window.addEventListener("error", (e) => {
 window.addEventListener("unhandledrejection", (e) => {
   if (html.dataset.ready === "false") setError((e.reason && e.reason.message) || String(e.reason));
 });
-// A failed <script> fetch (e.g. pyscript/core.js missing) fires an error event on the element only.
+// A failed <script> fetch (e.g. assets/live.js missing) fires an error event on the element only.
 document.addEventListener("error", (e) => {
   const t = e.target;
   if (t && t.tagName === "SCRIPT" && html.dataset.ready === "false") setError(`Could not load ${t.src}.`);
@@ -291,11 +291,12 @@ function titled(chart) {
   return out;
 }
 
-function chartSVG() {
+async function chartSVG() {
   // A figure drawn as several SVGs (the three KV-manager grids) supplies one standalone SVG of the current
-  // state through the Python glue (figure module's download_svg, see site/py/main.py); others: the first chart.
+  // state through the Python runtime (figure module's download_svg, see live.js and site/py/main.py); others: the
+  // first chart.
   let clone = null;
-  const own = typeof window.enginelab_download_svg === "function" ? window.enginelab_download_svg() : null;
+  const own = typeof window.enginelab_svg === "function" ? await window.enginelab_svg() : null;
   if (own) {  // the figure's own file, which carries its title lines and legend (figures/<id>.py download_svg)
     clone = new DOMParser().parseFromString(String(own), "image/svg+xml").documentElement;
   } else {
@@ -348,7 +349,7 @@ document.addEventListener("click", async (e) => {
       break;
     }
     case "download-svg": {
-      const text = chartSVG();
+      const text = await chartSVG();
       if (!text) { say("This figure has no chart to download."); break; }
       const a = document.createElement("a");
       a.href = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));

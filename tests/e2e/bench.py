@@ -25,6 +25,7 @@ import argparse
 import gzip
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
@@ -142,7 +143,7 @@ def kv_frames(browser, site, problems: list) -> dict:
     return out
 
 
-def cold_load(browser, site, path: str, guard_problems: list) -> float:
+def cold_load(browser, site, path: str, guard_problems: list, phases: list | None = None) -> float:
     ctx = browser.new_context()
     g = Guard(ctx, site.origin)
     try:
@@ -152,11 +153,244 @@ def cold_load(browser, site, path: str, guard_problems: list) -> float:
         wait_ready(page, timeout_ms=120_000)
         page.wait_for_function("window.__readyAt !== undefined")
         ms = page.evaluate("window.__readyAt")
+        if phases is not None:
+            phases.append(page.evaluate("JSON.stringify(window.enginelab_timing || {})"))
         if g.problems():
             guard_problems.append({path: g.problems()})
         return ms
     finally:
         ctx.close()
+
+
+# A page's start, phase by phase (site/assets/runtime.js and live.js mark them in window.enginelab_timing):
+# until the runtime starts (HTML, CSS, scripts), pyodide.mjs imported, loadPyodide, waiting for the wheel and
+# glue fetched alongside, importing the glue (and enginelab), the first render (the figure's module, compute,
+# render, the DOM write), and the rest until <html data-ready="true">.
+PHASES = [
+    ("page", None, "boot_start"),
+    ("pyodide_js", "boot_start", "pyodide_js"),
+    ("load_pyodide", "pyodide_js", "pyodide_ready"),
+    ("wheel_wait", "pyodide_ready", "files_ready"),
+    ("imports", "files_ready", "glue_imported"),
+    ("first_render", "glue_imported", "first_render"),
+]
+
+
+def breakdown(timings: list[str], ready_ms: list[float]) -> dict:
+    """Median milliseconds per phase of a page's start (PHASES), and what is left until data-ready."""
+    rows = [json.loads(t) for t in timings]
+    out = {}
+    for name, a, b in PHASES:
+        vals = [r[b] - (r[a] if a else 0) for r in rows if b in r and (a is None or a in r)]
+        if vals:
+            out[name] = statistics.median(vals)
+    rest = [ms - r["first_render"] for r, ms in zip(rows, ready_ms, strict=True) if "first_render" in r]
+    if rest:
+        out["after_render"] = statistics.median(rest)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Several figures on one host page (another origin: localhost against the site's 127.0.0.1, so the frames
+# are cross-site, as on a real course page), each run in a fresh browser: the time until every frame is ready,
+# the browser's memory over an empty host page, and interactions across the frames that share one runtime.
+# ---------------------------------------------------------------------------------------------------------
+# Each with settings of its own (a snippet from a figure's Embed button after changing something): a frame that
+# shows its default settings opens without drawing anything (it is pre-rendered), which would flatter the numbers.
+EMBED_FIGURES = [
+    "calculator.html?machine=rtx3060&ctx=16384",
+    "roofline.html?machine=rtx3060&batch=4",
+    "decode-curve.html?model=qwen2.5-14b",
+    "kv-managers.html?step=5",
+]
+
+
+def host_page(site, figures: list[str]) -> str:
+    """A course page with the figures in a grid, every frame in view (1280 x 1300 px viewport)."""
+    frames = "".join(
+        f'<iframe id="f{i}" src="{site.url(f"figures/{fig}")}" title="figure {i + 1}" loading="lazy"'
+        ' style="width:620px;height:600px;border:0"></iframe>'
+        for i, fig in enumerate(figures)
+    )
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><title>Course page</title><link rel="icon" href="data:,">'
+        f"</head><body><h1>Week 3</h1>{frames}</body></html>"
+    )
+
+
+def browser_pss_mb(root_pid: int) -> float:
+    """The proportional set size (PSS: shared pages split between the processes that map them) of every
+    Chromium process under root_pid (our browser: its GPU, network, renderer and frame processes), in MB."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(d))
+    total, todo = 0, list(kids.get(root_pid, []))
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        try:
+            if "chrom" not in Path(f"/proc/{pid}/comm").read_text():
+                continue
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+CROSS_JS = """
+async (n) => {
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    const sels = [...document.querySelectorAll('#controls select')]
+      .filter(s => !s.closest('[hidden]') && !s.disabled && s.options.length > 1);
+    if (!sels.length) break;
+    const s = sels[i % sels.length];
+    s.selectedIndex = (s.selectedIndex + 1) % s.options.length;
+    const done = new Promise(r => addEventListener('enginelab:rendered', r, { once: true }));
+    const t0 = performance.now();
+    s.dispatchEvent(new Event('input', { bubbles: true }));
+    await done;  // a frame served by another frame's runtime is answered asynchronously
+    times.push(performance.now() - t0);
+    await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  }
+  return times;
+}
+"""
+
+
+def embeds_run(pw, site, host, figures: list[str], problems: list, interact: int = 0) -> dict:
+    """One fresh browser, the host page with these figures: ms from navigation until every frame is ready,
+    the browser's PSS then (after a second's rest), and, if interact, per-change times across the frames."""
+    browser = launch(pw)
+    try:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 1300})
+        horigin = f"http://localhost:{host.port}"
+        g = Guard(ctx, site.origin, also=(horigin,))
+        page = ctx.new_page()
+        page.add_init_script(READY_AT)  # runs in every frame
+        name = f"host-{len(figures)}.html"
+        (host.directory / name).write_text(host_page(site, figures))
+        page.goto(f"{horigin}/{name}")
+        done = []
+        for i in range(len(figures)):
+            frame = page.locator(f"#f{i}").element_handle().content_frame()
+            frame.wait_for_selector("html[data-ready=true]", state="attached", timeout=180_000)
+            frame.wait_for_function("window.__readyAt !== undefined")
+            done.append(frame.evaluate("performance.timeOrigin + window.__readyAt"))
+        ready_ms = (max(done) - page.evaluate("performance.timeOrigin")) if done else 0.0
+        page.wait_for_timeout(1000)
+        out = {"ready_ms": ready_ms, "pss_mb": browser_pss_mb(os.getpid())}
+        if figures:
+            modes = [
+                page.locator(f"#f{i}")
+                .element_handle()
+                .content_frame()
+                .evaluate("document.documentElement.dataset.runtime")
+                for i in range(len(figures))
+            ]
+            out["runtimes"] = modes
+        if interact:
+            times = []
+            for i in range(len(figures)):
+                frame = page.locator(f"#f{i}").element_handle().content_frame()
+                times += frame.evaluate(CROSS_JS, interact)
+            out["interaction_ms"] = times
+        if g.problems():
+            problems.append({f"embeds-{len(figures)}": g.problems()})
+        ctx.close()
+        return out
+    finally:
+        browser.close()
+
+
+def embeds(site, runs: int, interact: int, problems: list) -> dict:
+    """embeds_4_ready_ratio and embeds_4_memory_ratio (4 figures against 1, memory over an empty host page),
+    and the cross-frame interaction p95 on the 4-figure page. Medians over runs, configurations alternated."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        host = Site(Path(tmp), check_built=False)
+        res: dict[int, list] = {0: [], 1: [], 4: []}
+        try:
+            with sync_playwright() as pw:
+                for r in range(runs):
+                    for n in (0, 1, 4):
+                        res[n].append(
+                            embeds_run(
+                                pw, site, host, EMBED_FIGURES[:n], problems, interact if (n == 4 and r == 0) else 0
+                            )
+                        )
+        finally:
+            host.close()
+    med = {n: {k: statistics.median(x[k] for x in res[n]) for k in ("ready_ms", "pss_mb")} for n in res}
+    cross = sorted(res[4][0].get("interaction_ms", []))
+    out = {
+        "embeds_1_ready_ms": med[1]["ready_ms"],
+        "embeds_4_ready_ms": med[4]["ready_ms"],
+        "embeds_4_ready_ratio": med[4]["ready_ms"] / med[1]["ready_ms"],
+        "embeds_empty_pss_mb": med[0]["pss_mb"],
+        "embeds_1_memory_mb": med[1]["pss_mb"] - med[0]["pss_mb"],
+        "embeds_4_memory_mb": med[4]["pss_mb"] - med[0]["pss_mb"],
+        "embeds_4_runtimes": res[4][0].get("runtimes"),
+        "embeds_runs": {str(n): res[n] for n in res},
+    }
+    out["embeds_4_memory_ratio"] = out["embeds_4_memory_mb"] / out["embeds_1_memory_mb"]
+    if cross:
+        q = statistics.quantiles(cross, n=100, method="inclusive")
+        out |= {
+            "cross_frame_p50_ms": statistics.median(cross),
+            "cross_frame_p95_ms": q[94],
+            "cross_frame_n": len(cross),
+        }
+    return out
+
+
+REPEAT_JS = """
+async () => {
+  const reg = await navigator.serviceWorker.ready;  // installed (this build's files cached) and active
+  return !!reg.active;
+}
+"""
+
+
+def repeat_visit(browser, site, runs: int, problems: list) -> dict:
+    """repeat_visit_ms: the calculator again in the same browser profile once the service worker has cached the
+    build (every file from the cache), against its first visit there."""
+    first, again = [], []
+    for _ in range(runs):
+        ctx = browser.new_context()
+        g = Guard(ctx, site.origin)
+        try:
+            for lst in (first, again):
+                page = ctx.new_page()
+                page.add_init_script(READY_AT)
+                page.goto(site.url("figures/calculator.html"))
+                wait_ready(page, timeout_ms=120_000)
+                page.wait_for_function("window.__readyAt !== undefined")
+                lst.append(page.evaluate("window.__readyAt"))
+                if lst is first:
+                    page.evaluate(REPEAT_JS)
+                    page.wait_for_function(
+                        "navigator.serviceWorker.controller !== null", timeout=60_000
+                    )  # clients.claim(): this page is served by it now
+                page.close()
+            if g.problems():
+                problems.append({"repeat visit": g.problems()})
+        finally:
+            ctx.close()
+    return {
+        "first_visit_ms": statistics.median(first),
+        "repeat_visit_ms": statistics.median(again),
+        "repeat_visit_runs": again,
+    }
 
 
 def dist_bytes(dist: Path) -> dict:
@@ -210,6 +444,9 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--changes", type=int, default=50)
     ap.add_argument("--scale", type=float, default=1.0, help="passed to extension benchmarks' run(scale)")
+    ap.add_argument("--embed-runs", type=int, default=3, help="host pages with 0, 1 and 4 figures, fresh browsers")
+    ap.add_argument("--cross-changes", type=int, default=25, help="changes per frame on the 4-figure page")
+    ap.add_argument("--no-extensions", action="store_true", help="skip bench/bench_*.py")
     args = ap.parse_args(argv)
     dist = Path(args.dist)
     site = Site(dist)
@@ -218,11 +455,11 @@ def main(argv=None) -> int:
     try:
         with sync_playwright() as pw:
             browser = launch(pw)
-            bare, calc = [], []
+            bare, calc, phases = [], [], []
             cold_load(browser, site, "_bare.html", problems)  # warm the OS file cache, not the browser's
             for _ in range(args.runs):
                 bare.append(cold_load(browser, site, "_bare.html", problems))
-                calc.append(cold_load(browser, site, "figures/calculator.html", problems))
+                calc.append(cold_load(browser, site, "figures/calculator.html", problems, phases))
             ctx = browser.new_context()
             g = Guard(ctx, site.origin)
             page = ctx.new_page()
@@ -234,7 +471,9 @@ def main(argv=None) -> int:
                 problems.append({"interaction": g.problems()})
             ctx.close()
             kv = kv_frames(browser, site, problems)
+            repeat = repeat_visit(browser, site, 3, problems)
             browser.close()
+        shared = embeds(site, args.embed_runs, args.cross_changes, problems)  # its own browsers, one per run
     finally:
         site.close()
     ms = sorted(t["ms"] for t in times)
@@ -245,6 +484,7 @@ def main(argv=None) -> int:
         "bare_pyodide_ms_median": statistics.median(bare),
         "load_ms_runs": calc,
         "bare_pyodide_ms_runs": bare,
+        "load_breakdown_ms": breakdown(phases, calc),
         "interaction_p50_ms": statistics.median(ms),
         "interaction_p95_ms": q[94],
         "interaction_max_ms": ms[-1],
@@ -256,16 +496,43 @@ def main(argv=None) -> int:
         "interaction_dom_p50_ms": statistics.median(float(t["split"].split("/")[1]) for t in times if t.get("split")),
         "interaction_unchanged": sum(1 for t in times if not t["changed"]),
         **kv,
+        **repeat,
+        **shared,
         "dist_bytes": dist_bytes(dist),
         "browser_problems": problems,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    result |= run_extensions(args.scale)
+    if not args.no_extensions:
+        result |= run_extensions(args.scale)
     (dist / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
     print(
         f"load_ratio           {result['load_ratio']:.3f}  (calculator {result['load_ms_median']:.0f} ms / "
         f"bare Pyodide {result['bare_pyodide_ms_median']:.0f} ms, medians of {args.runs})"
     )
+    bd = result["load_breakdown_ms"]
+    print(
+        "load_breakdown_ms    "
+        + ", ".join(f"{k} {v:.0f}" for k, v in bd.items())
+        + f"  (bare Pyodide {result['bare_pyodide_ms_median']:.0f})"
+    )
+    print(
+        f"repeat_visit_ms      {result['repeat_visit_ms']:.0f}  (the calculator again, from the service worker's cache; "
+        f"first visit {result['first_visit_ms']:.0f})"
+    )
+    print(
+        f"embeds_4_ready_ratio {result['embeds_4_ready_ratio']:.2f}  (all 4 figures ready "
+        f"{result['embeds_4_ready_ms']:.0f} ms, 1 figure {result['embeds_1_ready_ms']:.0f} ms; host on another origin)"
+    )
+    print(
+        f"embeds_4_memory_ratio {result['embeds_4_memory_ratio']:.2f}  (+{result['embeds_4_memory_mb']:.0f} MB against "
+        f"+{result['embeds_1_memory_mb']:.0f} MB over an empty host page's {result['embeds_empty_pss_mb']:.0f} MB, PSS; "
+        f"runtimes {result['embeds_4_runtimes']})"
+    )
+    if "cross_frame_p95_ms" in result:
+        print(
+            f"cross_frame_p95_ms   {result['cross_frame_p95_ms']:.1f}  (p50 {result['cross_frame_p50_ms']:.1f}, "
+            f"n={result['cross_frame_n']}: input to DOM written, in all 4 frames sharing one runtime)"
+        )
     print(f"interaction_p50_ms   {result['interaction_p50_ms']:.1f}")
     print(
         f"interaction_p95_ms   {result['interaction_p95_ms']:.1f}  (max {result['interaction_max_ms']:.1f}, "

@@ -41,10 +41,11 @@ def _build_module():
 
 
 class Site:
-    def __init__(self, directory: Path = DIST, check_built: bool = True):
+    def __init__(self, directory: Path = DIST, check_built: bool = True, port: int = 0):
         if check_built and not (directory / "pyodide" / "pyodide.mjs").exists():
             raise RuntimeError(f"{directory} is not built: run `python3 build.py` (or `python3 build.py test`)")
-        self.server = _build_module().make_server(directory, 0, quiet=True)
+        self.directory = directory
+        self.server = _build_module().make_server(directory, port, quiet=True)
         self.port = self.server.server_address[1]
         self.origin = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -60,7 +60,7 @@ def test_remote_references_fail(clean, tmp_path, rel, append, expect):
 def test_pyscript_config_must_name_the_local_interpreter(clean, tmp_path):
     d = tmp_path / "d"
     shutil.copytree(clean, d)
-    cfg = d / "figures" / "calculator.json"
+    cfg = d / "exercises.json"  # the exercises page's PyScript config (figure pages boot Pyodide themselves)
     data = json.loads(cfg.read_text())
     del data["interpreter"]
     cfg.write_text(json.dumps(data))

@@ -13,7 +13,7 @@ import json
 
 import perf_model as pm
 
-from .. import chart, custom, explain, findings, fmt, gpus, links, remote, scenario
+from .. import chart, custom, explain, fmt, gpus, links, remote, scenario
 from ..engine_io import LLAMA_CPP_FLAGS
 from ..state import Choice, Float, Int, Spec, Text
 from ..svg import Raw, data_details, el, join, svg, table
@@ -893,6 +893,8 @@ def findings_html(data) -> str:
                 class_="note",
             )
         )
+    from .. import findings  # the advisor: filled in after the numbers (deferred_html), so imported then
+
     # without the advisor's gains chart: one chart per calculator page (its bars)
     return str(findings.block(findings.for_scenario(data), apply_keys=[f.key for f in SPEC.fields], with_chart=False))
 

@@ -1,0 +1,312 @@
+// A figure page's live half: it sends the figure's state to the Python runtime (runtime.js: the page's own, or
+// the one the figures on a host page share) and writes the HTML it gets back, in one DOM write per render.
+//
+//   URL (first) / the form's values (every input) -> runtime: Spec.from_query / from_form, compute, render
+//   (site/py/main.py) -> {figure HTML or frame patch, summary, rebuilt controls, values, messages, query}
+//   -> this file: #figure's one write, the controls, history.replaceState -> <html data-ready="true"> after the
+//   first one.
+// An embedded figure does not start (or join) a runtime until it is scrolled into view; then it goes live by
+// itself. Until then, and while a shared runtime is starting, its status line says so above the pre-rendered
+// figure, which stays readable throughout.
+import { connect, timing } from "./runtime.js";
+import { applyPatch } from "./patch.js";
+
+const html = document.documentElement;
+const $ = (id) => document.getElementById(id);
+const form = $("controls");
+const root = $("figure");
+const embedded = window.parent !== window;
+
+const status = (text, step) => window.enginelab?.setStatus(text, step);
+const fail = (reason) => {
+  if (window.enginelab) window.enginelab.setError(reason);
+  else html.dataset.ready = "error";
+};
+
+// ---- what the frame shows now --------------------------------------------------------------------------
+function boxes() {
+  const out = {};
+  for (const box of form ? form.querySelectorAll("[data-field]") : []) {
+    const ctl = box.querySelector("select, input, textarea");
+    if (ctl) out[box.dataset.field] = [box, ctl];
+  }
+  return out;
+}
+
+function formValues() {
+  const values = {};
+  for (const [key, [, el]] of Object.entries(boxes())) {
+    values[key] = el.type === "checkbox" ? (el.checked ? "1" : "0") : String(el.value);
+  }
+  return values;
+}
+
+// form: the session starts from the form's values (a runtime taking over while the reader changed something)
+// rather than from the URL
+function openRequest(form = false) {
+  const sigs = {};
+  for (const [key, [box]] of Object.entries(boxes())) sigs[key] = box.dataset.sig || "";
+  return {
+    op: "open",
+    figure: html.dataset.figure,
+    search: location.search,
+    base: html.getAttribute("data-figures-base") || "",
+    sigs,
+    values: formValues(),
+    patch_key: patchKey(),
+    form,
+  };
+}
+
+const patchKey = () => root.querySelector("[data-patch-key]")?.dataset.patchKey || "";
+
+// ---- writing an answer -----------------------------------------------------------------------------------
+const TYPED = ["number", "text", "textarea"];
+
+function write(r) {
+  const t0 = performance.now();
+  if (r.patch !== undefined && !applyPatch(r.patch)) return false; // the figure changed under us: ask in full
+  if (r.figure !== undefined) root.innerHTML = r.figure; // the one write for the figure
+  root.classList.remove("stale"); // shell.js's mark for a shared link's state before Python ran
+  if (r.summary !== undefined) $("summary").textContent = r.summary;
+  const active = document.activeElement;
+  const current = boxes();
+  for (const [key, markup] of Object.entries(r.fields || {})) {
+    const [box] = current[key] || [];
+    if (!box) continue;
+    const hadFocus = box.contains(active);
+    box.outerHTML = markup;
+    if (hadFocus) form.querySelector(`[data-field="${CSS.escape(key)}"] select, [data-field="${CSS.escape(key)}"] input, [data-field="${CSS.escape(key)}"] textarea`)?.focus();
+  }
+  const now = boxes();
+  for (const [key, value] of Object.entries(r.values || {})) {
+    const [, ctl] = now[key] || [];
+    if (!ctl) continue;
+    if (ctl.type === "checkbox") ctl.checked = value === "1";
+    else if (ctl === active && TYPED.includes(ctl.type) && !r.force) continue; // never rewrite what is typed
+    else ctl.value = value;
+  }
+  if (r.messages !== undefined) {
+    const box = $("messages");
+    box.innerHTML = r.messages;
+    box.hidden = !r.messages;
+  }
+  if (r.own) {
+    const s = $("own-status");
+    if (s) { s.textContent = r.own[0]; s.classList.toggle("own-error", !!r.own[1]); }
+  }
+  if (r.remote) writeRemote(r.remote);
+  if (r.query !== undefined) history.replaceState(null, "", location.pathname + r.query + location.hash);
+  // where the time goes, for `build.py bench`: Python (compute + render) / the rest (DOM, controls, URL)
+  if (r.python_ms !== undefined) html.dataset.renderMs = `${r.python_ms.toFixed(2)}/${(performance.now() - t0).toFixed(2)}`;
+  if (r.deferred !== undefined) {
+    const token = r.deferred;
+    setTimeout(() => then(rt.request({ op: "deferred", token }), fillDeferred), 0);
+  }
+  html.dataset.renders = String(Number(html.dataset.renders || 0) + 1);
+  window.dispatchEvent(new CustomEvent("enginelab:rendered"));
+  return true;
+}
+
+function fillDeferred(r) {
+  if (r.messages !== undefined) write({ messages: r.messages });
+  for (const [id, inner] of Object.entries(r.deferred_html || {})) {
+    const node = $(id);
+    if (node) node.innerHTML = inner;
+  }
+}
+
+// ---- talking to the runtime ------------------------------------------------------------------------------
+let rt = null;
+let live = false;
+let inflight = false; // an answer still to come (a shared runtime answers asynchronously)
+let again = null; // the input to send when it comes: only the latest counts
+
+const then = (r, f) => (r && typeof r.then === "function" ? r.then(f) : f(r));
+
+function answer(r, retry) {
+  if (r.error === "no-session") {
+    // a runtime that took over from another one: open this frame's session again, from its URL, then redo
+    const fromForm = !!retry && retry.op === "input";
+    return then(rt.request(openRequest(fromForm)), (o) => {
+      answer(o);
+      if (retry && retry.op !== "open" && retry.op !== "input") send(retry);
+    });
+  }
+  if (r.error) {
+    if (!live) fail(r.error);
+    else write({ messages: `<ul><li>${r.error.replace(/&/g, "&amp;").replace(/</g, "&lt;")}</li></ul>` });
+    return;
+  }
+  if (!write(r)) return send({ op: "refresh" });
+  if (!live) {
+    live = true;
+    timing.first_render = performance.now();
+    $("controls-set") && ($("controls-set").disabled = false);
+    rt.ready();
+    html.dataset.ready = "true";
+    const s = $("status");
+    if (s) s.hidden = true;
+    // a frame that opened on its pre-rendered default state has not imported its figure yet: do it now, so
+    // that the first change is as quick as the others
+    setTimeout(() => then(rt.request({ op: "warm" }), () => {}), 0);
+    registerServiceWorker();
+  }
+  if (r.remote_start) startRemote(r.remote_start);
+}
+
+function send(msg) {
+  if (inflight) { again = msg; return; }
+  const r = rt.request(msg);
+  if (r && typeof r.then === "function") {
+    inflight = true;
+    r.then((a) => {
+      inflight = false;
+      answer(a, msg);
+      const next = again;
+      again = null;
+      if (next) send(next.op === "input" ? inputRequest(next.target) : next);
+    });
+  } else {
+    answer(r, msg);
+  }
+}
+
+const inputRequest = (target) => ({ op: "input", values: formValues(), target, patch_key: patchKey() });
+
+function onInput(event) {
+  if (!live) return;
+  send(inputRequest(event.target?.name || ""));
+}
+
+// ---- "Use your own model or machine" (the calculator's panel, figures/calculator.py own_model_panel) -------
+function setupOwnModel() {
+  const panel = $("own-model");
+  if (!panel) return;
+  const say = (text, error) => write({ own: [text, error] });
+  const load = (f) => {
+    if (!f || !live) return;
+    say(`Reading the header of ${f.name}…`, false);
+    rt.file(f).then((r) => answer(r));
+  };
+  const stop = (e) => e.stopPropagation(); // typing in the panel is not a change of the figure's settings
+  panel.addEventListener("input", stop);
+  panel.addEventListener("change", stop);
+  $("gguf-file")?.addEventListener("change", (e) => { if (e.target.files.length) load(e.target.files[0]); });
+  $("gguf-drop")?.addEventListener("dragover", (e) => e.preventDefault());
+  $("gguf-drop")?.addEventListener("drop", (e) => {
+    e.preventDefault();
+    if (e.dataTransfer.files.length) load(e.dataTransfer.files[0]);
+  });
+  $("cfg-use")?.addEventListener("click", () => {
+    if (live) send({ op: "config", text: String($("cfg-text").value) });
+  });
+}
+
+// ---- A model from Hugging Face or a link (the calculator's panel; site/py/main.py own_remote) ------------
+// The runtime does the reading (its page's fetch: the same origin as this frame) and sends notes meanwhile.
+function writeRemote(m) {
+  const s = $("remote-status");
+  if (!s) return;
+  s.textContent = m.text; // plain text: a repo or file name never becomes markup
+  s.classList.toggle("remote-error", !!m.error);
+  if (m.bytes_read !== undefined) {
+    s.dataset.readout = "remote_bytes_read";
+    s.dataset.value = String(m.bytes_read);
+    s.dataset.requests = String(m.requests);
+    s.dataset.fileSize = m.file_size ? String(m.file_size) : "";
+  }
+  if (Array.isArray(m.files)) {
+    const box = $("remote-files");
+    const pick = $("remote-file");
+    if (box && pick) {
+      box.hidden = !m.files.length;
+      pick.replaceChildren(...m.files.map(([value, label]) => {
+        const o = document.createElement("option");
+        o.value = value;
+        o.textContent = label;
+        o.selected = value === m.file;
+        return o;
+      }));
+    }
+  }
+}
+
+function readRemote(msg) {
+  if (!live || typeof rt.call !== "function") return;
+  rt.call(msg, (note) => write(note)).then((r) => answer(r));
+}
+
+function setupRemote() {
+  const input = $("remote-input");
+  if (!input) return;
+  $("remote-read")?.addEventListener("click", () => readRemote({ op: "remote", input: String(input.value) }));
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") {
+      e.preventDefault(); // not the form's submit
+      readRemote({ op: "remote", input: String(input.value) });
+    }
+  });
+  $("remote-file")?.addEventListener("change", (e) => {
+    if (e.target.value) readRemote({ op: "remote", file: String(e.target.value) });
+  });
+}
+
+// a shared link naming a remote model: read it, as the reader who shared it did (the first answer says so)
+function startRemote(what) {
+  const panel = $("own-model");
+  if (panel) panel.open = true;
+  const input = $("remote-input");
+  if (input) input.value = what;
+  readRemote({ op: "remote", initial: true });
+}
+
+// ---- start ---------------------------------------------------------------------------------------------
+function whenInView() {
+  return new Promise((resolve) => {
+    if (!embedded || typeof IntersectionObserver !== "function") return resolve();
+    const io = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) { io.disconnect(); resolve(); }
+    });
+    io.observe(document.body);
+  });
+}
+
+// The service worker (sw.js at the site's root) keeps this build's files for the next visit and for offline
+// use; registered once the figure is live, so its downloads never compete with the first start.
+function registerServiceWorker() {
+  if (!("serviceWorker" in navigator) || !/^https?:$/.test(location.protocol)) return;
+  const url = new URL("../sw.js", import.meta.url);
+  setTimeout(() => {
+    navigator.serviceWorker.register(url, { scope: new URL("../", import.meta.url).pathname, updateViaCache: "none" })
+      .catch(() => {}); // a host that forbids it (or a private window) just goes without
+  }, 1000);
+}
+
+async function start() {
+  timing.start = performance.now();
+  if (embedded) status("This figure becomes live when you scroll to it; until then it shows its default settings.", 0);
+  await whenInView();
+  timing.in_view = performance.now();
+  status("Loading the Python runtime (Pyodide, about 13 MB)…", 0);
+  rt = connect({ status, onError: (reason) => { if (!live) fail(reason); } });
+  window.enginelab_runtime = rt; // for the console (and tests): rt.mode, rt.leader
+  html.dataset.runtime = rt.mode;
+  if (rt.mode === "follower") status("Waiting for the Python runtime the figures on this page share…", 1);
+  form?.addEventListener("input", onInput);
+  form?.addEventListener("submit", (e) => e.preventDefault());
+  setupOwnModel();
+  setupRemote();
+  // one standalone SVG of the current state, for Download SVG (figures with download_svg; else null)
+  window.enginelab_svg = async () => (live ? (await rt.request({ op: "svg" })).svg : null);
+  try {
+    const r = await rt.request(openRequest());
+    html.dataset.runtime = rt.mode;
+    answer(r);
+  } catch (e) {
+    console.error(e);
+    fail(String(e.message || e));
+  }
+}
+
+if (html.dataset.figure && root) start();
