@@ -53,11 +53,11 @@ def _pp(p, **kw):
 # ---------------------------------------------------------------------------------------------------------
 # Known shortfalls, each an open item of issue 13 (strict: the test reports when one starts passing).
 KNOWN_OVER_GATE = {
-    ("cpu", "decode"): "published CPU runs are 58% one Apple M2 Max (Arm kernels, an SoC fabric); held out, it is "
-    "predicted from x86 desktops and a few single-run SBCs (held-out median ~17%)",
-    ("cpu", "prefill"): "mostly 2024 builds (before Q4_K/Q5_0 joined the repacked and tinyBLAS paths), while this "
-    "machine's runs under load bound today's kernels from below: at the gate (21.0% held out from the priors, "
-    "just under 20% with the linearised refit)",
+    ("cpu", "decode"): "published CPU runs are 38% one Apple M2 Max (Arm kernels, an SoC fabric, a 2024 build) and 27% "
+    "one Ryzen 9 7950X (2024 builds); held out, each is predicted from the others and this lab's 2-core guest "
+    "(held-out median ~14-17%: the M2 Max's thread scaling and per-type kernels differ most)",
+    ("cpu", "prefill"): "2024 builds (the M2 Max, the 7950X) against this machine's 2026 build, whose repacked 4-bit "
+    "GEMMs are faster and Q5_0/Q5_1 slower: at the gate (20.5% held out from the priors, about 20% linearised)",
 }
 STRICT = {("cpu", "decode")}  # clearly over the gate; the others straddle it
 GATED = [(b, k) for b in me.BACKENDS for k in ("decode", "prefill") if b != "sycl"]  # SYCL: one device
@@ -73,7 +73,11 @@ def held_out(runs):
         errs = cal.loo_linear(runs, backend, kind, fitted, base=fitted, refine=GATE_ITERATIONS)
         s = cal.summary(errs)
         out[(backend, kind)] = (s.get("median"), s.get("p90"), time.process_time() - t0)
+        HELD_OUT_ERRORS[(backend, kind)] = errs
     return out
+
+
+HELD_OUT_ERRORS: dict = {}  # (backend, kind) -> [(sample, error)] of the held-out predictions (filled by held_out)
 
 
 @pytest.mark.parametrize(
@@ -91,6 +95,35 @@ def test_leave_one_device_out_error_meets_the_gate(held_out, backend, kind):
     med, p90, _t = held_out[(backend, kind)]
     assert med is not None, "no runs on two devices"
     assert med <= GATE[kind], f"{backend} {kind}: held-out median {med:.1%} > {GATE[kind]:.0%} (p90 {p90:.0%})"
+
+
+LAB_TARGETS = {"decode": 0.15, "prefill": 0.20}  # the issue's targets for a 2-core CPU
+
+
+def _lab_held_out(kind: str, threads: int) -> float:
+    errs = [(s, e) for s, e in HELD_OUT_ERRORS[("cpu", kind)] if s.device == cal.LAB_DEVICE and s.n_threads == threads]
+    assert len(errs) >= 20
+    return cal.summary(errs)["median"]
+
+
+@pytest.mark.parametrize("kind", ["decode", "prefill"])
+def test_this_two_core_machine_held_out_meets_the_issues_cpu_targets(held_out, kind):
+    """The lab's own runs (data/lab, at real-time priority) with llama.cpp's default thread count (its physical
+    cores: 2), predicted from a fit without them: the issue's targets for a 2-core CPU (decode median 15%, prompt
+    processing 20%)."""
+    med = _lab_held_out(kind, 2)
+    assert med <= LAB_TARGETS[kind], f"{kind} at -t 2: held-out median {med:.1%} > {LAB_TARGETS[kind]:.0%}"
+
+
+@pytest.mark.xfail(
+    reason="one thread: the 2024 builds that make up most CPU runs had other per-type kernels (today's repacked "
+    "4-bit GEMMs are faster, Q5_0/Q5_1 slower); held out, -t 1 decode ~16%, prompt ~22%",
+    strict=False,
+)
+@pytest.mark.parametrize("kind", ["decode", "prefill"])
+def test_this_two_core_machine_held_out_at_one_thread(held_out, kind):
+    med = _lab_held_out(kind, 1)
+    assert med <= LAB_TARGETS[kind], f"{kind} at -t 1: held-out median {med:.1%} > {LAB_TARGETS[kind]:.0%}"
 
 
 def test_the_gate_runs_in_well_under_a_minute(held_out):

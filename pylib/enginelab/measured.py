@@ -130,13 +130,16 @@ TYPE_CLASS = {
 # f16: converted and multiplied; q8: int8 blocks, multiplied as they are; legacy: 4-bit blocks (nibbles unpacked,
 # a 16-entry table for IQ4_NL/MXFP4); q5: the fifth bit assembled from a separate mask; kquant: super-blocks with
 # sub-block scales (IQ4_XS: 4-bit table lookups in the same layout); iquant: lattice codebooks of 2-3 bits
-CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant")
+CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant", "iq3")
 
 
 # The CPU backend repacks Q4_0 and IQ4_NL (Nov 2024) and Q4_K (x86 AVX2/AVX-512 March 2025, PR #12332; arm64
 # late 2025) into interleaved blocks at load, multiplied by the same GEMV/GEMM kernels: Q4_K joins the 4-bit
 # class. Q4_1 keeps its plain blocks and a dot product as slow as the fifth-bit types'.
-CPU_CLASS = {"Q4_1": "q5", "Q4_K": "legacy"}
+CPU_CLASS = {"Q4_1": "q5", "Q4_K": "legacy", "IQ3_S": "iq3", "IQ3_XXS": "iq3"}
+# On a CPU the 3-bit lattices (IQ3_S, IQ3_XXS: a 256/512-entry grid looked up per 4 weights, signs from a separate
+# table) cost clearly more per weight than the 2-bit ones (IQ2_XXS/XS/S/M: 8 weights per lookup): both the Zen 4 and
+# the M2 Max runs show it, 30-45 % apart at the same fit. They are a class of their own there ("iq3").
 
 
 def type_class(ggml_type: str, backend: str = "") -> str:
@@ -240,10 +243,10 @@ PRIORS = {
     # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores
     "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
-                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0},
+                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
                   pp_eff_q=0.5, pp_eff_f=0.5,
                   pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
-                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0}),
+                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
 }  # fmt: skip
 
 TYPICAL = {"decode": (0.85, 1.15), "prefill": (0.8, 1.2)}  # before a fit: a spread of +-15/20 %

@@ -106,75 +106,25 @@ def _fail_stdlib(context):
     context.route("**/python_stdlib.zip", lambda r: r.fulfill(status=404, body="gone"))
 
 
-# (name, path, scheme, width, prepare(page, tmp) after the page is ready, or a route set-up before it loads)
-STATES = []
-for scheme in ("light", "dark"):
-    for width in (390, 1280):
-        tag = f"{scheme}-{width}"
-        STATES += [
-            (f"own-gguf-error-{tag}", "figures/calculator.html", scheme, width, _drop_bad_gguf, None),
-            (f"own-deep-json-{tag}", "figures/calculator.html", scheme, width, _paste_deep_json, None),
-            (
-                f"calculator-bad-config-url-{tag}",
-                f"figures/calculator.html?model=custom&cfg={quote(BAD_CONFIG)}",
-                scheme,
-                width,
-                None,
-                None,
-            ),  # fmt: skip
-            (f"exercise-sandbox-{tag}", "exercises.html", scheme, width, _hostile_cell, None),
-            (f"load-failure-calculator-{tag}", "figures/calculator.html", scheme, width, None, _fail_stdlib),
-            (f"load-failure-exercises-{tag}", "exercises.html", scheme, width, None, _fail_stdlib),
-        ]
+def _hub(context):
+    """The Hugging Face Hub as the remote-model browser tests fake it (tests/remote_fixtures.py)."""
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    from test_remote_model import HOSTS, Hub
+
+    class _Ctx:  # Hub routes a page; here the whole context
+        route = context.route
+
+    Hub(_Ctx)
+    del HOSTS
 
 
-BAD_CONFIG = (
-    '{"model_type":"llama","num_hidden_layers":100000000,"hidden_size":4096,"num_attention_heads":32,'
-    '"vocab_size":32000,"intermediate_size":14336}'
-)
-
-
-def _drop_bad_gguf(page, tmp: Path):
-    """The own-model panel after a crafted GGUF file (a billion layers) was dropped."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    import fuzz_pipeline as fz
-
-    kvs, ts = fz.SEEDS["llama"]
-    kvs = [k for k in kvs if not k[0].endswith("block_count")] + [("llama.block_count", "u64", 10**9)]
-    from enginelab import gguf_header
-
-    head = fz.gguf_bytes(kvs, ts)
-    path = tmp / "billion-layers.gguf"
-    path.write_bytes(head + bytes(gguf_header.read_gguf(head).file_size_estimate() - len(head)))  # data: zeros
-    page.locator("#own-model summary").click()
-    page.set_input_files("#gguf-file", str(path))
-    page.wait_for_function("document.querySelector('#own-status').textContent.startsWith('billion')")
-    page.locator("#own-model").scroll_into_view_if_needed()
-
-
-def _paste_deep_json(page, tmp: Path):
-    page.locator("#own-model summary").click()
-    page.evaluate("() => { document.getElementById('cfg-text').value = '['.repeat(50000) + ']'.repeat(50000); }")
-    page.click("#cfg-use")
-    page.wait_for_function("document.querySelector('#own-status').textContent.includes('nested')")
-    page.locator("#own-model").scroll_into_view_if_needed()
-
-
-def _hostile_cell(page, tmp: Path):
-    """An exercise cell that drew a chart with markup in its title and then closed Python's worker."""
-    code = (
-        "from enginelab import plot\n"
-        "plot.line([1, 2, 3], [4, 5, 7], title='<img src=x onerror=alert(1)>', xlabel='batch', ylabel='tok/s')\n"
-        "import js\njs.close()"
+def _wait_remote(page, tmp: Path):
+    page.wait_for_function(
+        "() => { const s = document.getElementById('remote-status'); return s && s.textContent &&"
+        " !/^(Asking|Reading)/.test(s.textContent); }",
+        timeout=60_000,
     )
-    page.evaluate("(c) => { document.getElementById('ex2-editor').code = c; }", code)
-    page.evaluate("() => window.enginelabExercises.runCell(2)")
-    page.wait_for_function("() => Number(document.getElementById('ex2').dataset.runs || 0) > 0", timeout=60_000)
-    page.locator("#ex2 .ex-output").scroll_into_view_if_needed()
-
-
-def _fail_stdlib(context):
-    context.route("**/python_stdlib.zip", lambda r: r.fulfill(status=404, body="gone"))
+    page.locator("#own-model").scroll_into_view_if_needed()
 
 
 # (name, path, scheme, width, prepare(page, tmp) after the page is ready, or a route set-up before it loads)
@@ -196,6 +146,31 @@ for scheme in ("light", "dark"):
             (f"exercise-sandbox-{tag}", "exercises.html", scheme, width, _hostile_cell, None),
             (f"load-failure-calculator-{tag}", "figures/calculator.html", scheme, width, None, _fail_stdlib),
             (f"load-failure-exercises-{tag}", "exercises.html", scheme, width, None, _fail_stdlib),
+            # a remote model (issue 16): a GGUF repo's header read by Range, a config-only repo, a gated one
+            (
+                f"remote-gguf-{tag}",
+                "figures/calculator.html?hf=lab-test/Tiny-Llama-GGUF",
+                scheme,
+                width,
+                _wait_remote,
+                _hub,
+            ),
+            (
+                f"remote-config-{tag}",
+                "figures/calculator.html?hf=lab-test/Tiny-Llama",
+                scheme,
+                width,
+                _wait_remote,
+                _hub,
+            ),
+            (
+                f"remote-gated-{tag}",
+                "figures/calculator.html?hf=lab-test/Gated-Model",
+                scheme,
+                width,
+                _wait_remote,
+                _hub,
+            ),
         ]
 
 
