@@ -1283,6 +1283,10 @@ def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> floa
         for il in rng:
             check_int(il, "layers", 0, model.num_hidden_layers - 1)
     state = recurrent_state_bytes(model)
+    if layers is None:  # every block, by kind (the same terms in the same order, without a check per block)
+        window = model.sliding_window
+        kinds = _kv_plan(model, kv_type)[4]
+        return sum(state if k == 2 else per * (min(n_ctx, window) if k == 1 else n_ctx) for k in kinds)
     return sum(state if model.is_recurrent_layer(il) else per * kv_layer_tokens(model, il, n_ctx) for il in rng)
 
 
@@ -2707,16 +2711,49 @@ def decode_attention_flops(model, il: int, context: int) -> float:
     return _attention_flops_per_token_pair(model) * kv_layer_tokens(model, il, context)
 
 
-def _decode_work(p: Placement, context: int, batch: int) -> dict:
-    """{"gpu": Work, "cpu": Work} for one decode pass of `batch` sequences at `context` tokens of KV."""
+_KV_PLAN_CACHE: dict = {}
+
+
+def _kv_plan(m: Model, kv_type: str) -> tuple:
+    """Per (model, KV type), what decode_kv_read_bytes and decode_attention_flops multiply for every block:
+    (bytes per cached token, FLOPs per cached token, a recurrent block's bytes and FLOPs, each block's kind:
+    0 full, 1 sliding window, 2 recurrent). Decode at many contexts (the decode curve) reads it once."""
+    key = (m, kv_type)
+    plan = _KV_PLAN_CACHE.get(key)
+    if plan is None:
+        kinds = tuple(
+            2 if m.is_recurrent_layer(il) else 1 if m.is_swa_layer(il) else 0 for il in range(m.num_hidden_layers)
+        )
+        rec = any(k == 2 for k in kinds)
+        plan = (
+            kv_bytes_per_token_layer(m, kv_type),
+            _attention_flops_per_token_pair(m),
+            2.0 * recurrent_state_bytes(m) if rec else 0.0,
+            _recurrent_flops_per_token(m) if rec else 0.0,
+            kinds,
+        )
+        if len(_KV_PLAN_CACHE) >= WORK_CACHE_MAX:
+            _KV_PLAN_CACHE.clear()
+        _KV_PLAN_CACHE[key] = plan
+    return plan
+
+
+_DECODE_STATIC: dict = {}
+
+
+def _decode_static(p: Placement, batch: int) -> tuple:
+    """What one decode pass of `batch` sequences does that does not depend on the context, per side: weights
+    read, matmul FLOPs, blocks, weights per type, experts, and the side of the output head. Memoised per
+    placement object (a decode curve times one placement at many contexts)."""
+    key = (id(p), batch)
+    hit = _DECODE_STATIC.get(key)
+    if hit is not None and hit[0] is p:
+        return hit[1]
     m = p.model
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, batch)
-    acc = {
-        s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0}
-        for s in ("gpu", "cpu")
-    }
+    acc = {s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
@@ -2725,8 +2762,6 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         ae["w"] += experts[il] * touched
         if experts[il]:
             ae["x"] += touched * m.n_expert
-        a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * batch  # each block reads its own kind
-        a["af"] += decode_attention_flops(m, il, context) * batch
         a["layers"] += 1
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * batch
@@ -2739,20 +2774,42 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     for typ, n in head.items():
         acc[hd]["f"] += 2.0 * n * batch
         acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + n
-    return {
-        s: Work(
-            a["w"],
-            a["kv"],
-            a["f"] + a["af"],
-            a["af"],
-            a["layers"],
-            tuple(sorted(a["types"].items())),
-            s == hd,
-            a["x"],
-            a["xf"],
-        )
-        for s, a in acc.items()
-    }
+    static = (
+        {s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"]) for s, a in acc.items()},
+        hd,
+    )
+    if len(_DECODE_STATIC) >= WORK_CACHE_MAX:
+        _DECODE_STATIC.clear()
+    _DECODE_STATIC[key] = (p, static)
+    return static
+
+
+def _decode_work(p: Placement, context: int, batch: int) -> dict:
+    """{"gpu": Work, "cpu": Work} for one decode pass of `batch` sequences at `context` tokens of KV."""
+    m = p.model
+    if not (is_int(context) and 0 <= context <= MAX_CONTEXT):
+        check_int(context, "context", 0, MAX_CONTEXT)
+    static, hd = _decode_static(p, batch)
+    # decode_kv_read_bytes / decode_attention_flops of every block, from one plan (the same products)
+    per_tok, per_pair, rec_bytes, rec_flops, kinds = _kv_plan(m, p.kv_type)
+    window = m.sliding_window
+    kv = {"gpu": 0.0, "cpu": 0.0}
+    af = {"gpu": 0.0, "cpu": 0.0}
+    for il in range(m.n_layers):
+        dev = p.layer_device[il]
+        kind = kinds[il]  # each block reads its own kind of cache
+        if kind == 2:
+            kv[dev] += rec_bytes * batch
+            af[dev] += rec_flops * batch
+        else:
+            tokens = min(context, window) if kind == 1 else context
+            kv[dev] += per_tok * tokens * batch
+            af[dev] += per_pair * tokens * batch
+    out = {}
+    for s in ("gpu", "cpu"):
+        w, f, layers, types, x, xf = static[s]
+        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf)
+    return out
 
 
 def _device_for(p: Placement, side: str) -> Device:

@@ -146,23 +146,23 @@ def test_offload_points_are_decode_step_time_of_each_placement(q):
     s = ostate(q)
     d = oc.compute(s)
     m, mc = pm.MODELS[s.model], pm.MACHINES[s.machine]
-    assert [p["ngl"] for p in d["points"]] == list(range(m.n_layers + 2))  # 0 .. n_layers + 1
+    assert [p.ngl for p in d.points] == list(range(m.n_layers + 2))  # 0 .. n_layers + 1
     fitting = []
-    for pt in d["points"]:
-        p = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=s.kv, n_gpu_layers=pt["ngl"])
-        assert pt["tok_s"] == pm.decode_step_time(p, mc, context=s.tokens)["tok_per_s"]
-        assert pt["fits"] == p.fits
+    for pt in d.points:
+        p = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=s.kv, n_gpu_layers=pt.ngl)
+        assert pt.tok_s == pm.decode_step_time(p, mc, context=s.tokens)["tok_per_s"]
+        assert pt.fits == p.fits
         if p.fits:
-            fitting.append(pt["ngl"])
+            fitting.append(pt.ngl)
     auto = pm.place(m, mc, s.quant, n_ctx=s.ctx, kv_type=s.kv)
-    assert d["readouts"]["auto_ngl"] == auto.n_gpu_layers
-    assert d["readouts"]["fit_limit"] == max(fitting)
+    assert d.readouts.auto_ngl == auto.n_gpu_layers
+    assert d.readouts.fit_limit == max(fitting)
     svg = svg_of(oc.render(d), "offload-chart")
     # the auto marker sits at place(...).n_gpu_layers; the points past the fit limit are drawn as failures
     assert f'data-auto-ngl="{auto.n_gpu_layers}"' in svg
-    for pt in d["points"]:
-        mark = re.search(rf'<circle[^>]*data-ngl="{pt["ngl"]}"[^>]*>', svg).group(0)
-        assert ("pt-fail" in mark) == (not pt["fits"]) and f'data-fits="{str(pt["fits"]).lower()}"' in mark
+    for pt in d.points:
+        mark = re.search(rf'<circle[^>]*data-ngl="{pt.ngl}"[^>]*>', svg).group(0)
+        assert ("pt-fail" in mark) == (not pt.fits) and f'data-fits="{str(pt.fits).lower()}"' in mark
     if max(fitting) < m.n_layers + 1:
         assert f'data-fit-limit="{max(fitting)}"' in svg and "would fail to allocate" in svg
     else:
@@ -172,21 +172,19 @@ def test_offload_points_are_decode_step_time_of_each_placement(q):
 def test_offload_module_facts():
     # Module listing: Qwen2.5 14B on the RTX 3060 at n_ctx 8192, -ngl 49/49, decode 28.2 tok/s at 2,000 tokens
     d = oc.compute(ostate("?ctx=8192"))
-    assert d["readouts"]["auto_ngl"] == 49 == d["readouts"]["fit_limit"]
-    assert f"{d['readouts']['full_tok_s']:.1f}" == "28.2"
+    assert d.readouts.auto_ngl == 49 == d.readouts.fit_limit
+    assert f"{d.readouts.full_tok_s:.1f}" == "28.2"
     # the curve rises slowly at first and steeply near full offload
-    t = [p["tok_s"] for p in d["points"]]
+    t = [p.tok_s for p in d.points]
     assert all(b > a for a, b in zip(t, t[1:]))
     assert (t[10] - t[0]) < (t[49] - t[39]) / 4
     # a longer context leaves room for fewer layers
-    assert (
-        oc.compute(ostate("?ctx=32768"))["readouts"]["fit_limit"] < 45 == oc.compute(ostate())["readouts"]["fit_limit"]
-    )
+    assert oc.compute(ostate("?ctx=32768")).readouts.fit_limit < 45 == oc.compute(ostate()).readouts.fit_limit
 
 
 def test_offload_without_gpu_is_one_point_and_says_why():
     d = oc.compute(ostate("?machine=cpu-ddr5"))
-    assert [p["ngl"] for p in d["points"]] == [0]
+    assert [p.ngl for p in d.points] == [0]
     assert "no GPU" in oc.render(d)
 
 

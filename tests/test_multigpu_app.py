@@ -160,11 +160,11 @@ def test_offload_curve_on_two_gpus():
     s, msgs = oc.SPEC.from_query("?model=llama-3.1-70b&machine=rtx3090&gpus=rtx3090,rtx3090&ctx=8192")
     assert msgs == []
     d = oc.compute(s)
-    assert d["error"] is None and d["readouts"]["auto_ngl"] == 81 and d["fit_limit"] == 81
+    assert d.error is None and d.readouts.auto_ngl == 81 and d.fit_limit == 81
     # the same sweep on one card stops far earlier
     one = oc.compute(oc.SPEC.from_query("?model=llama-3.1-70b&machine=rtx3090&ctx=8192")[0])
-    assert one["fit_limit"] < 50
-    assert d["points"][-1]["tok_s"] > 5 * one["points"][one["fit_limit"]]["tok_s"]
+    assert one.fit_limit < 50
+    assert d.points[-1].tok_s > 5 * one.points[one.fit_limit].tok_s
 
 
 def test_every_cause_has_a_label():

@@ -10,6 +10,8 @@ points past it are drawn as the allocation failures llama.cpp would report. This
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import perf_model as pm
 
 from .. import chart, fmt, gpus, scenario
@@ -69,12 +71,55 @@ def default_state():
 # ---------------------------------------------------------------------------------------------------------
 # Compute
 # ---------------------------------------------------------------------------------------------------------
-def compute(state) -> dict:
+@dataclass(frozen=True)
+class Point:
+    """One -ngl of the sweep."""
+
+    ngl: int
+    tok_s: float
+    fits: bool
+    cpu_share: float
+    gpu_gb: float
+    cpu_gb: float
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Auto:
+    """What --fit chose (the calculator's placement)."""
+
+    ngl: int
+    tok_s: float
+    fits: bool
+
+
+@dataclass(frozen=True)
+class Readouts:
+    auto_ngl: int | None = None
+    fit_limit: int | None = None
+    auto_tok_s: float | None = None
+    cpu_tok_s: float | None = None
+    full_tok_s: float | None = None
+
+
+@dataclass(frozen=True)
+class OffloadData:
+    state: object
+    model: pm.Model
+    machine: pm.Machine
+    error: str | None = None
+    points: tuple = ()  # Point per -ngl, 0 .. n_layers + 1
+    auto: Auto | None = None
+    fit_limit: int | None = None  # the largest -ngl that allocates
+    readouts: Readouts = Readouts()
+
+
+def compute(state) -> OffloadData:
     # the auto (--fit) point is the calculator's Scenario for these settings; the sweep places every other -ngl
     scn = scenario.build(state)
     model, mc = scn.model, scn.machine
     kw = dict(n_ctx=state.ctx, kv_type=state.kv, **gpus.split_args(state.as_dict(), mc))
-    data = {"state": state, "model": model, "machine": mc, "error": None, "points": [], "auto": None, "fit_limit": None}
+    points = []
     try:
         if scn.placement is None:
             raise ValueError(scn.error)
@@ -83,58 +128,49 @@ def compute(state) -> dict:
         for n in range(0, top + 1):
             p = auto if n == auto.n_gpu_layers else pm.place(model, mc, state.quant, n_gpu_layers=n, **kw)
             d = pm.decode_step_time(p, mc, context=state.tokens)
-            data["points"].append(
-                {
-                    "ngl": n,
-                    "tok_s": d["tok_per_s"],
-                    "fits": bool(p.fits),
-                    "cpu_share": d["cpu_share"],
-                    "gpu_gb": p.gpu_total / pm.GB,
-                    "cpu_gb": p.cpu_total / pm.GB,
-                    "error": p.error,
-                }
+            points.append(
+                Point(
+                    n, d["tok_per_s"], bool(p.fits), d["cpu_share"], p.gpu_total / pm.GB, p.cpu_total / pm.GB, p.error
+                )
             )
         auto_d = scn.decode if scn.decode is not None else pm.decode_step_time(auto, mc, context=state.tokens)
     except ValueError as e:
-        data["error"] = str(e)
-        data["readouts"] = {k: None for k in ("auto_ngl", "fit_limit", "auto_tok_s", "cpu_tok_s", "full_tok_s")}
-        return data
-    fitting = [pt["ngl"] for pt in data["points"] if pt["fits"]]
-    data["auto"] = {"ngl": auto.n_gpu_layers, "tok_s": auto_d["tok_per_s"], "fits": bool(auto.fits)}
-    data["fit_limit"] = max(fitting) if fitting else None
-    pts = data["points"]
-    data["readouts"] = {
-        "auto_ngl": auto.n_gpu_layers,
-        "fit_limit": data["fit_limit"],
-        "auto_tok_s": auto_d["tok_per_s"],
-        "cpu_tok_s": pts[0]["tok_s"],
-        "full_tok_s": pts[-1]["tok_s"],
-    }
-    return data
+        return OffloadData(state, model, mc, error=str(e), points=tuple(points))
+    fitting = [pt.ngl for pt in points if pt.fits]
+    fit_limit = max(fitting) if fitting else None
+    return OffloadData(
+        state,
+        model,
+        mc,
+        points=tuple(points),
+        auto=Auto(auto.n_gpu_layers, auto_d["tok_per_s"], bool(auto.fits)),
+        fit_limit=fit_limit,
+        readouts=Readouts(auto.n_gpu_layers, fit_limit, auto_d["tok_per_s"], points[0].tok_s, points[-1].tok_s),
+    )
 
 
 def describe(data) -> str:
-    s, m, mc = data["state"], data["model"], data["machine"]
+    s, m, mc = data.state, data.model, data.machine
     where = (
         f"{m.name} {pm.quant_short(s.quant)} on {mc.name}, n_ctx {s.ctx:,} ({s.kv} KV), decode at {s.tokens:,} tokens"
     )
-    if data["error"]:
-        return f"{where}: not computable: {data['error']}"
-    pts, r = data["points"], data["readouts"]
+    if data.error:
+        return f"{where}: not computable: {data.error}"
+    pts, r = data.points, data.readouts
     if mc.gpu is None:
-        return f"{where}: no GPU, so -ngl has nothing to offload; decode {fmt.rate(pts[0]['tok_s'])} tok/s from RAM."
-    lim = r["fit_limit"]
+        return f"{where}: no GPU, so -ngl has nothing to offload; decode {fmt.rate(pts[0].tok_s)} tok/s from RAM."
+    lim = r.fit_limit
     fail = (
         f"; -ngl {lim + 1} and above would fail to allocate"
-        if lim is not None and lim < pts[-1]["ngl"]
+        if lim is not None and lim < pts[-1].ngl
         else "; every -ngl fits"
-        if lim == pts[-1]["ngl"]
+        if lim == pts[-1].ngl
         else "; no -ngl fits"
     )
     return (
-        f"{where}: decode rises from {fmt.rate(pts[0]['tok_s'])} tok/s at -ngl 0 to "
-        f"{fmt.rate(pts[-1]['tok_s'])} tok/s at -ngl {pts[-1]['ngl']}; auto picks -ngl {r['auto_ngl']} "
-        f"({fmt.rate(r['auto_tok_s'])} tok/s){fail}."
+        f"{where}: decode rises from {fmt.rate(pts[0].tok_s)} tok/s at -ngl 0 to "
+        f"{fmt.rate(pts[-1].tok_s)} tok/s at -ngl {pts[-1].ngl}; auto picks -ngl {r.auto_ngl} "
+        f"({fmt.rate(r.auto_tok_s)} tok/s){fail}."
     )
 
 
@@ -146,21 +182,21 @@ W, H = 720, 400
 
 def _chart(data, narrow: bool = False) -> Raw:
     """Decode tok/s against -ngl. narrow: drawn for a phone (chart.NARROW_W wide, fewer ticks, shorter labels)."""
-    s, pts = data["state"], data["points"]
+    s, pts = data.state, data.points
     W, H = (chart.NARROW_W, 280) if narrow else (globals()["W"], globals()["H"])  # noqa: N806
     fr = (
         chart.Frame(W, H, left=38, top=34, right=10, bottom=46)
         if narrow
         else chart.Frame(W, H, left=56, top=34, right=20, bottom=52)
     )
-    xmax = max(1, pts[-1]["ngl"])
-    ymax = max(pt["tok_s"] for pt in pts) * 1.12
+    xmax = max(1, pts[-1].ngl)
+    ymax = max(pt.tok_s for pt in pts) * 1.12
     yt = chart.nice_ticks(0, ymax, 5)
     ymax = max(ymax, yt[-1])
     x, y = fr.linear_x(-0.5, xmax + 0.5), fr.linear_y(0, ymax)
     xt = [t for t in chart.nice_ticks(0, xmax, 5 if narrow else 8) if t == int(t)]
     parts = [chart.grid(x, y, [], yt)]
-    lim = data["fit_limit"]
+    lim = data.fit_limit
     if lim is not None and lim < xmax:
         parts.append(
             el(
@@ -191,47 +227,45 @@ def _chart(data, narrow: bool = False) -> Raw:
             y, at=fr.x0, side="left", ticks=yt, fmt=lambda v: f"{v:g}", label="Decode tok/s", label_pos=(8, fr.y0 - 16)
         ),
     ]
-    ok = [(x(p["ngl"]), y(p["tok_s"])) for p in pts if p["fits"]]
-    [p for p in pts if p["fits"]]
+    ok = [(x(p.ngl), y(p.tok_s)) for p in pts if p.fits]
+    [p for p in pts if p.fits]
     parts.append(el("path", d=chart.path_d(ok), class_="curve curve-fits"))
     # the failing tail, joined to the last point that fits
-    tail = [p for p in pts if not p["fits"] and (lim is None or p["ngl"] > lim)]
+    tail = [p for p in pts if not p.fits and (lim is None or p.ngl > lim)]
     if tail:
-        join_pts = ([(x(lim), y(pts[lim]["tok_s"]))] if lim is not None else []) + [
-            (x(p["ngl"]), y(p["tok_s"])) for p in tail
-        ]
+        join_pts = ([(x(lim), y(pts[lim].tok_s))] if lim is not None else []) + [(x(p.ngl), y(p.tok_s)) for p in tail]
         parts.append(el("path", d=chart.path_d(join_pts), class_="curve curve-fail"))
     dots = []
     for p in pts:
-        t = f"-ngl {p['ngl']}: {fmt.rate(p['tok_s'])} tok/s, CPU share {fmt.pct(p['cpu_share'])}" + (
-            "" if p["fits"] else " (would fail to allocate)"
+        t = f"-ngl {p.ngl}: {fmt.rate(p.tok_s)} tok/s, CPU share {fmt.pct(p.cpu_share)}" + (
+            "" if p.fits else " (would fail to allocate)"
         )
         dots.append(
             el(
                 "circle",
                 el("title", t),
-                cx=x(p["ngl"]),
-                cy=y(p["tok_s"]),
+                cx=x(p.ngl),
+                cy=y(p.tok_s),
                 r=3.2,
-                class_="pt" + ("" if p["fits"] else " pt-fail"),
-                data_ngl=str(p["ngl"]),
-                data_tok_s=fmt.raw(p["tok_s"]),
-                data_fits="true" if p["fits"] else "false",
+                class_="pt" + ("" if p.fits else " pt-fail"),
+                data_ngl=str(p.ngl),
+                data_tok_s=fmt.raw(p.tok_s),
+                data_fits="true" if p.fits else "false",
             )
         )
     parts.append(el("g", dots, class_="points"))
     # markers: auto -ngl and the fit limit
-    a = data["auto"]
-    ax, ay = x(a["ngl"]), y(a["tok_s"])
+    a = data.auto
+    ax, ay = x(a.ngl), y(a.tok_s)
     right = ax > (fr.x0 + fr.x1) / 2
     marks = [
         el("line", x1=ax, y1=fr.y1, x2=ax, y2=ay, class_="auto-line"),
-        el("circle", cx=ax, cy=ay, r=6.5, class_="auto-dot", data_auto_ngl=str(a["ngl"])),
+        el("circle", cx=ax, cy=ay, r=6.5, class_="auto-dot", data_auto_ngl=str(a.ngl)),
         el(
             "text",
-            f"--fit: -ngl {a['ngl']}, {fmt.rate(a['tok_s'])} tok/s"
+            f"--fit: -ngl {a.ngl}, {fmt.rate(a.tok_s)} tok/s"
             if narrow
-            else f"auto (--fit): -ngl {a['ngl']}, {fmt.rate(a['tok_s'])} tok/s",
+            else f"auto (--fit): -ngl {a.ngl}, {fmt.rate(a.tok_s)} tok/s",
             x=ax + (-10 if right else 10),
             y=ay - 12,
             text_anchor="end" if right else "start",
@@ -252,38 +286,38 @@ def _chart(data, narrow: bool = False) -> Raw:
             ),
         ]
     parts.append(el("g", marks, class_="marks"))
-    m = data["model"]
+    m = data.model
     return svg(
         parts,
         width=W,
         height=H,
         id_="offload-chart-n" if narrow else "offload-chart",
         class_="chart offload-chart",
-        title=f"Decode tok/s against -ngl: {m.name} {pm.quant_short(s.quant)} on {data['machine'].name}",
+        title=f"Decode tok/s against -ngl: {m.name} {pm.quant_short(s.quant)} on {data.machine.name}",
         desc=describe(data),
     )
 
 
 def _readouts(data) -> Raw:
-    r, m = data["readouts"], data["model"]
-    lim = r["fit_limit"]
+    r, m = data.readouts, data.model
+    lim = r.fit_limit
     return el(
         "dl",
         [
             chart.readout(
                 "auto_ngl",
-                r["auto_ngl"],
-                "—" if r["auto_ngl"] is None else f"{r['auto_ngl']} / {m.n_layers + 1}",
+                r.auto_ngl,
+                "—" if r.auto_ngl is None else f"{r.auto_ngl} / {m.n_layers + 1}",
                 "Auto -ngl (--fit)",
             ),
             chart.readout("fit_limit", lim, "none" if lim is None else str(lim), "Largest -ngl that fits"),
-            chart.readout("auto_tok_s", r["auto_tok_s"], fmt.rate(r["auto_tok_s"]), "Decode at auto", "tok/s"),
-            chart.readout("cpu_tok_s", r["cpu_tok_s"], fmt.rate(r["cpu_tok_s"]), "At -ngl 0", "tok/s"),
+            chart.readout("auto_tok_s", r.auto_tok_s, fmt.rate(r.auto_tok_s), "Decode at auto", "tok/s"),
+            chart.readout("cpu_tok_s", r.cpu_tok_s, fmt.rate(r.cpu_tok_s), "At -ngl 0", "tok/s"),
             chart.readout(
                 "full_tok_s",
-                r["full_tok_s"],
-                fmt.rate(r["full_tok_s"]),
-                f"At -ngl {m.n_layers + 1}" if data["machine"].gpu is not None else "Full offload",
+                r.full_tok_s,
+                fmt.rate(r.full_tok_s),
+                f"At -ngl {m.n_layers + 1}" if data.machine.gpu is not None else "Full offload",
                 "tok/s",
             ),
         ],
@@ -314,27 +348,27 @@ def _table(data) -> Raw:
     header = ["-ngl", "Decode tok/s", "CPU share of a step", "VRAM (GB)", "RAM (GB)", "Allocation"]
     rows = [
         [
-            str(p["ngl"]),
-            fmt.rate(p["tok_s"]),
-            fmt.pct(p["cpu_share"]),
-            f"{p['gpu_gb']:.2f}",
-            f"{p['cpu_gb']:.2f}",
-            ("fits" if p["fits"] else "would fail") + (" (auto)" if p["ngl"] == data["auto"]["ngl"] else ""),
+            str(p.ngl),
+            fmt.rate(p.tok_s),
+            fmt.pct(p.cpu_share),
+            f"{p.gpu_gb:.2f}",
+            f"{p.cpu_gb:.2f}",
+            ("fits" if p.fits else "would fail") + (" (auto)" if p.ngl == data.auto.ngl else ""),
         ]
-        for p in data["points"]
+        for p in data.points
     ]
     return data_details("Data table", table(describe(data), header, rows))
 
 
 def render(data) -> str:
-    if data["error"]:
+    if data.error:
         return el(
             "div",
             [
                 _presets(),
                 el(
                     "div",
-                    [el("strong", "Cannot compute these settings: "), data["error"]],
+                    [el("strong", "Cannot compute these settings: "), data.error],
                     class_="alert alert-error",
                     role="alert",
                 ),
@@ -343,7 +377,7 @@ def render(data) -> str:
             data_state="error",
         )
     parts = [_presets(), _readouts(data)]
-    if data["machine"].gpu is None:
+    if data.machine.gpu is None:
         parts.append(
             el(
                 "p",
@@ -351,7 +385,7 @@ def render(data) -> str:
                 class_="note",
             )
         )
-    m = data["model"]
+    m = data.model
     parts += [
         el("figure", chart.responsive(_chart(data), _chart(data, narrow=True)), class_="chart-wrap"),
         el(
