@@ -62,6 +62,8 @@ const patchKey = () => root.querySelector("[data-patch-key]")?.dataset.patchKey 
 
 // ---- writing an answer -----------------------------------------------------------------------------------
 const TYPED = ["number", "text", "textarea"];
+const DEFER_MS = 150;
+let deferTimer = 0;
 
 function write(r) {
   const t0 = performance.now();
@@ -100,8 +102,11 @@ function write(r) {
   // where the time goes, for `build.py bench`: Python (compute + render) / the rest (DOM, controls, URL)
   if (r.python_ms !== undefined) html.dataset.renderMs = `${r.python_ms.toFixed(2)}/${(performance.now() - t0).toFixed(2)}`;
   if (r.deferred !== undefined) {
+    // the slow extras (the advisor's findings) once the reader pauses: a change that follows within
+    // DEFER_MS replaces them, so they never hold up the next change's render (on a shared runtime, any frame's)
     const token = r.deferred;
-    setTimeout(() => then(rt.request({ op: "deferred", token }), fillDeferred), 0);
+    clearTimeout(deferTimer);
+    deferTimer = setTimeout(() => then(rt.request({ op: "deferred", token }), fillDeferred), DEFER_MS);
   }
   html.dataset.renders = String(Number(html.dataset.renders || 0) + 1);
   window.dispatchEvent(new CustomEvent("enginelab:rendered"));
