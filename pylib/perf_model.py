@@ -1340,6 +1340,33 @@ def kv_layer_bytes(
     return cells * kv_bytes_per_token_layer(model, kv_type)
 
 
+_KV_LAYERS_CACHE: dict = {}
+
+
+def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) -> list:
+    """[kv_layer_bytes(model, il, ...) for every block]: each kind of block computed once (every block of a kind
+    allocates the same), memoised per arguments."""
+    key = (model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+    try:
+        hit = _KV_LAYERS_CACHE.get(key)
+    except TypeError:  # an unhashable argument: kv_layer_bytes says what is wrong with it
+        hit = None
+        key = None
+    if hit is None:
+        by_kind = {}
+        hit = []
+        for il in range(model.num_hidden_layers):
+            kind = model.layer_kind(il)
+            if kind not in by_kind:
+                by_kind[kind] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+            hit.append(by_kind[kind])
+        if key is not None:
+            if len(_KV_LAYERS_CACHE) >= WORK_CACHE_MAX:
+                _KV_LAYERS_CACHE.clear()
+            _KV_LAYERS_CACHE[key] = hit
+    return list(hit)
+
+
 KV_KIND_LABELS = {"full": "global", "swa": "sliding", "mla": "MLA latent", "recurrent": "recurrent"}
 
 
@@ -2079,7 +2106,7 @@ def place(
 
     dense, experts, other = _layer_bytes(model, quant)
     # each block's cache (or recurrent state) as llama.cpp allocates it, on the block's device
-    kv_layer = [kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) for il in range(n)]
+    kv_layer = _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
     out_bytes = sum(v for k, v in other.items() if k != "token_embd")
     embd = other.get("token_embd", 0)
     tied = "output" not in other
@@ -2400,7 +2427,7 @@ def _place_multi(
     dense, experts, other = _layer_bytes(model, quant)
     matrix = _layer_matrix_bytes(model, quant)
     # each block's cache as llama.cpp allocates it (section 4), on its block's device
-    kv_layer = [kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) for il in range(n)]
+    kv_layer = _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
     embd = other.get("token_embd", 0)
     tied = "output" not in other
     out_matrix = other.get("output", embd)  # the output projection: a GPU copy of token_embd when tied
@@ -2990,17 +3017,22 @@ def prefill_time(
     return res
 
 
-def _prefill_work(p: Placement, start: int, u: int) -> dict:
-    """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
-    head is _head_work: it runs for the last token only)."""
+_PREFILL_STATIC: dict = {}
+
+
+def _prefill_static(p: Placement, u: int) -> dict:
+    """A micro-batch of u tokens' work that does not depend on where it starts, per side: weights read, matmul
+    FLOPs, blocks, weights per type, experts. Memoised per placement object (prefill times its groups of
+    micro-batches with one placement)."""
+    key = (id(p), u)
+    hit = _PREFILL_STATIC.get(key)
+    if hit is not None and hit[0] is p:
+        return hit[1]
     m = p.model
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, _head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, u)
-    attn_per = _attention_flops_per_token_pair(m)
-    rec_per = _recurrent_flops_per_token(m)
-    acc = {s: {"w": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
-    pairs = {}  # attention pairs per window size (one closed form per distinct window)
+    acc = {s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
@@ -3009,13 +3041,6 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
         ae["w"] += experts[il] * touched
         if experts[il]:
             ae["x"] += touched * m.n_expert
-        if m.is_recurrent_layer(il):
-            a["af"] += rec_per * u  # linear attention: a fixed cost per token, no pairs
-        else:
-            win = m.sliding_window if m.is_swa_layer(il) else 0
-            if win not in pairs:
-                pairs[win] = _causal_pairs_window(win, start, start + u)
-            a["af"] += attn_per * pairs[win]
         a["layers"] += 1
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * u
@@ -3023,20 +3048,40 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
             ae["xf"] += 2.0 * en * routed * u
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
-    return {
-        s: Work(
-            a["w"],
-            0.0,
-            a["f"] + a["af"],
-            a["af"],
-            a["layers"],
-            tuple(sorted(a["types"].items())),
-            False,
-            a["x"],
-            a["xf"],
-        )
-        for s, a in acc.items()
+    static = {
+        s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"]) for s, a in acc.items()
     }
+    if len(_PREFILL_STATIC) >= WORK_CACHE_MAX:
+        _PREFILL_STATIC.clear()
+    _PREFILL_STATIC[key] = (p, static)
+    return static
+
+
+def _prefill_work(p: Placement, start: int, u: int) -> dict:
+    """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
+    head is _head_work: it runs for the last token only)."""
+    m = p.model
+    static = _prefill_static(p, u)
+    attn_per = _attention_flops_per_token_pair(m)
+    rec_per = _recurrent_flops_per_token(m)
+    kinds = _kv_plan(m, p.kv_type)[4]
+    af = {"gpu": 0.0, "cpu": 0.0}
+    pairs = {}  # attention pairs per window size (one closed form per distinct window)
+    for il in range(m.n_layers):
+        dev = p.layer_device[il]
+        kind = kinds[il]
+        if kind == 2:
+            af[dev] += rec_per * u  # linear attention: a fixed cost per token, no pairs
+        else:
+            win = m.sliding_window if kind == 1 else 0
+            if win not in pairs:
+                pairs[win] = _causal_pairs_window(win, start, start + u)
+            af[dev] += attn_per * pairs[win]
+    out = {}
+    for s in ("gpu", "cpu"):
+        w, f, layers, types, x, xf = static[s]
+        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf)
+    return out
 
 
 def _with_head(w: Work, head: Work, u: int) -> Work:
