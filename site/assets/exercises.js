@@ -171,7 +171,7 @@ function runCell(sec) {
   finished.set(sec, { promise, resolve });
   setRunning(sec, true);
   // the last run's output (a traceback, say) is not this run's: take it away as soon as the run is asked for
-  sec.querySelector(".ex-output").replaceChildren(el("p", "ex-running", "Waiting to run…"));
+  sec.querySelector(".ex-output").replaceChildren(el("p", "ex-running", "Running…"));
   queue.push(sec);
   if (running || !worker) say(sec, running ? `Waiting for exercise ${running.dataset.exercise} to finish…` : "Waiting for Python…");
   pump();

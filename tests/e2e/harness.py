@@ -140,3 +140,22 @@ def readouts(page) -> dict:
     """{name: data-value} of every data-readout on the page."""
     return page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('[data-readout]')]
         .map(e => [e.dataset.readout, e.dataset.value]))""")
+
+
+def same_readouts(a: dict, b: dict) -> bool:
+    """Two pages' readouts are the same: equal keys, texts equal or numbers within 1e-12 relative. A page that
+    opens on its pre-rendered state shows CPython's numbers (build.py computed them) until Python's first render
+    in the browser; Pyodide's libm (pow, exp) may differ from glibc's in the last bit."""
+    if a.keys() != b.keys():
+        return False
+    for k, x in a.items():
+        y = b[k]
+        if x == y:
+            continue
+        try:
+            fx, fy = float(x), float(y)
+        except (TypeError, ValueError):
+            return False
+        if abs(fx - fy) > 1e-12 * max(abs(fx), abs(fy)):
+            return False
+    return True
