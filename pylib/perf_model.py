@@ -2765,21 +2765,22 @@ def _kv_plan(m: Model, kv_type: str) -> tuple:
     return plan
 
 
-_DECODE_STATIC: dict = {}
+_STATIC_CACHE: dict = {}
 
 
-def _decode_static(p: Placement, batch: int) -> tuple:
-    """What one decode pass of `batch` sequences does that does not depend on the context, per side: weights
-    read, matmul FLOPs, blocks, weights per type, experts, and the side of the output head. Memoised per
-    placement object (a decode curve times one placement at many contexts)."""
-    key = (id(p), batch)
-    hit = _DECODE_STATIC.get(key)
+def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
+    """What a pass of n tokens (decode: n sequences; prefill: a micro-batch of n) does that does not depend on
+    the context, per side: weights read, matmul FLOPs, blocks, weights per type, experts; with_head: the output
+    head too (decode; prefill runs it apart). Returns ({side: (w, f, layers, types, x, xf)}, the head's side).
+    Memoised per placement object: a decode curve or a prompt's micro-batches time one placement many times."""
+    key = (id(p), n, with_head)
+    hit = _STATIC_CACHE.get(key)
     if hit is not None and hit[0] is p:
         return hit[1]
     m = p.model
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, head = _layer_types(m, p.quant)
-    touched, routed = _moe_fraction(m, batch)
+    touched, routed = _moe_fraction(m, n)
     acc = {s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
     for il in range(m.n_layers):
         dev = p.layer_device[il]
@@ -2791,23 +2792,24 @@ def _decode_static(p: Placement, batch: int) -> tuple:
             ae["x"] += touched * m.n_expert
         a["layers"] += 1
         for typ, (dn, en) in blocks[il].items():
-            a["f"] += 2.0 * dn * batch
-            ae["f"] += 2.0 * en * routed * batch
-            ae["xf"] += 2.0 * en * routed * batch
+            a["f"] += 2.0 * dn * n
+            ae["f"] += 2.0 * en * routed * n
+            ae["xf"] += 2.0 * en * routed * n
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
     hd = "gpu" if p.output_on_gpu else "cpu"
-    acc[hd]["w"] += _head_bytes(p)
-    for typ, n in head.items():
-        acc[hd]["f"] += 2.0 * n * batch
-        acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + n
+    if with_head:
+        acc[hd]["w"] += _head_bytes(p)
+        for typ, k in head.items():
+            acc[hd]["f"] += 2.0 * k * n
+            acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + k
     static = (
         {s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"]) for s, a in acc.items()},
         hd,
     )
-    if len(_DECODE_STATIC) >= WORK_CACHE_MAX:
-        _DECODE_STATIC.clear()
-    _DECODE_STATIC[key] = (p, static)
+    if len(_STATIC_CACHE) >= WORK_CACHE_MAX:
+        _STATIC_CACHE.clear()
+    _STATIC_CACHE[key] = (p, static)
     return static
 
 
@@ -2816,7 +2818,7 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     m = p.model
     if not (is_int(context) and 0 <= context <= MAX_CONTEXT):
         check_int(context, "context", 0, MAX_CONTEXT)
-    static, hd = _decode_static(p, batch)
+    static, hd = _blocks_static(p, batch, True)
     # decode_kv_read_bytes / decode_attention_flops of every block, from one plan (the same products)
     per_tok, per_pair, rec_bytes, rec_flops, kinds = _kv_plan(m, p.kv_type)
     window = m.sliding_window
@@ -3017,51 +3019,11 @@ def prefill_time(
     return res
 
 
-_PREFILL_STATIC: dict = {}
-
-
-def _prefill_static(p: Placement, u: int) -> dict:
-    """A micro-batch of u tokens' work that does not depend on where it starts, per side: weights read, matmul
-    FLOPs, blocks, weights per type, experts. Memoised per placement object (prefill times its groups of
-    micro-batches with one placement)."""
-    key = (id(p), u)
-    hit = _PREFILL_STATIC.get(key)
-    if hit is not None and hit[0] is p:
-        return hit[1]
-    m = p.model
-    dense, experts, _other = _layer_bytes(m, p.quant)
-    blocks, _head = _layer_types(m, p.quant)
-    touched, routed = _moe_fraction(m, u)
-    acc = {s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
-    for il in range(m.n_layers):
-        dev = p.layer_device[il]
-        exp_dev = "cpu" if il < p.n_cpu_moe else dev
-        a, ae = acc[dev], acc[exp_dev]
-        a["w"] += dense[il]
-        ae["w"] += experts[il] * touched
-        if experts[il]:
-            ae["x"] += touched * m.n_expert
-        a["layers"] += 1
-        for typ, (dn, en) in blocks[il].items():
-            a["f"] += 2.0 * dn * u
-            ae["f"] += 2.0 * en * routed * u
-            ae["xf"] += 2.0 * en * routed * u
-            a["types"][typ] = a["types"].get(typ, 0.0) + dn
-            ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
-    static = {
-        s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"]) for s, a in acc.items()
-    }
-    if len(_PREFILL_STATIC) >= WORK_CACHE_MAX:
-        _PREFILL_STATIC.clear()
-    _PREFILL_STATIC[key] = (p, static)
-    return static
-
-
 def _prefill_work(p: Placement, start: int, u: int) -> dict:
     """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
     head is _head_work: it runs for the last token only)."""
     m = p.model
-    static = _prefill_static(p, u)
+    static, _hd = _blocks_static(p, u, False)
     attn_per = _attention_flops_per_token_pair(m)
     rec_per = _recurrent_flops_per_token(m)
     kinds = _kv_plan(m, p.kv_type)[4]

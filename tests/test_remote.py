@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,11 @@ class FakeNet:
 
 
 def read(target, net):
+    """remote.read run to its end on an event loop of its own, in a thread: in `build.py test` the browser tests
+    run first in the same process, and Playwright's sync API keeps a loop running in this thread."""
     seen = []
-    rm = asyncio.run(remote.read(target, net.fetch, lambda p: seen.append(p.text())))
+    with ThreadPoolExecutor(1) as pool:
+        rm = pool.submit(asyncio.run, remote.read(target, net.fetch, lambda p: seen.append(p.text()))).result()
     return rm, seen
 
 

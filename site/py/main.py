@@ -279,7 +279,9 @@ async def _fetch(url, start, end, limit):
     ctrl = js.AbortController.new()
     timer = js.setTimeout(create_once_callable(lambda *_: ctrl.abort()), timeout_ms)
     headers = {"Range": f"bytes={start}-{end}"} if start is not None else {}
-    init = _js_obj({"headers": headers, "signal": ctrl.signal, "credentials": "omit", "mode": "cors", "cache": "no-store"})
+    init = _js_obj(
+        {"headers": headers, "signal": ctrl.signal, "credentials": "omit", "mode": "cors", "cache": "no-store"}
+    )
     try:
         try:
             resp = await js.fetch(url, init)
