@@ -102,11 +102,13 @@ function write(r) {
   // where the time goes, for `build.py bench`: Python (compute + render) / the rest (DOM, controls, URL)
   if (r.python_ms !== undefined) html.dataset.renderMs = `${r.python_ms.toFixed(2)}/${(performance.now() - t0).toFixed(2)}`;
   if (r.deferred !== undefined) {
-    // the slow extras (the advisor's findings) once the reader pauses: a change that follows within
-    // DEFER_MS replaces them, so they never hold up the next change's render (on a shared runtime, any frame's)
+    // the slow extras (the advisor's findings) just after the render; on a runtime shared by several frames
+    // once the reader pauses (DEFER_MS): a change that follows replaces them, so they never hold up the next
+    // change's render in any frame
     const token = r.deferred;
     clearTimeout(deferTimer);
-    deferTimer = setTimeout(() => then(rt.request({ op: "deferred", token }), fillDeferred), DEFER_MS);
+    const wait = rt.mode === "own" ? 0 : DEFER_MS; // a page's own runtime serves nobody else
+    deferTimer = setTimeout(() => then(rt.request({ op: "deferred", token }), fillDeferred), wait);
   }
   html.dataset.renders = String(Number(html.dataset.renders || 0) + 1);
   window.dispatchEvent(new CustomEvent("enginelab:rendered"));
