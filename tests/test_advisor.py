@@ -289,6 +289,27 @@ def test_too_many_threads_cpu_only():
     assert c.before["decode_tok_s"] == pytest.approx(1 / (1.4 * d["cpu_s"] + d["overhead_s"]), rel=1e-12)
 
 
+def test_too_few_threads_cpu_only():
+    """-t 2 on an 8-core CPU that runs the whole model: -t 8 (llama.cpp's default) is offered, with the model's
+    own numbers before and after; at the default -t nothing about threads is reported."""
+    state = st(model="llama-3.1-8b", machine="cpu-ddr5", threads=2)
+    f = findings(state)["too_few_threads"]
+    assert f.evidence["n_threads"] == 2 and f.evidence["perf_cores"] == 8 and f.evidence["cpu_share"] > 0.9
+    check_changes(state, f)
+    c = f.changes[0]
+    assert c.apply == {"threads": 8} and c.flags["llama.cpp"].startswith("-t 8")
+    p = pm.place("llama-3.1-8b", "cpu-ddr5", "Q4_K_M", n_ctx=8192)
+    d = pm.decode_step_time(p, context=2000)
+    assert c.after["decode_tok_s"] == pytest.approx(d["tok_per_s"], rel=1e-12)  # the default -t is the baseline
+    f2 = A.thread_factor(2, 8)
+    assert c.before["decode_tok_s"] == pytest.approx(1 / (f2 * d["cpu_s"] + d["overhead_s"]), rel=1e-12)
+    assert not {"too_few_threads", "too_many_threads"} & set(
+        findings(st(model="llama-3.1-8b", machine="cpu-ddr5", threads=8))
+    )
+    # a GPU machine whose CPU does nothing: no thread advice
+    assert "too_few_threads" not in findings(st(model="llama-3.1-8b", machine="rtx4090", threads=2))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Row 8: throughput flat as users are added: concurrency capped by -np / the KV pool
 # ---------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ CAUSE_LABELS = {
     "kv_overflow_long_context": "Long context",
     "pp_bound_by_pcie": "Prompt processing bound by PCIe",
     "too_many_threads": "Too many CPU threads",
+    "too_few_threads": "Too few CPU threads",
     "concurrency_cap": "Concurrency cap",
 }
 

@@ -43,6 +43,7 @@ CAUSES = (
     "kv_overflow_long_context",
     "pp_bound_by_pcie",
     "too_many_threads",
+    "too_few_threads",
     "concurrency_cap",
 )
 
@@ -664,10 +665,12 @@ def diagnose_pp_pcie(s: Setup, o: Outcome) -> Finding | None:
 
 
 def diagnose_threads(s: Setup, o: Outcome) -> Finding | None:
-    if not o.fits or s.threads is None or s.threads <= s.perf_cores:
+    if not o.fits or s.threads is None or s.threads == s.perf_cores:
         return None
     if o.decode["cpu_s"] <= 0:
         return None
+    if s.threads < s.perf_cores:
+        return _too_few_threads(s, o)
     f = thread_factor(s.threads, s.perf_cores)
     ev = {
         "n_threads": s.threads,
@@ -695,6 +698,36 @@ def diagnose_threads(s: Setup, o: Outcome) -> Finding | None:
     return Finding(
         "too_many_threads", "Too many CPU threads", ev, text, changes, severity=_severity(changes, o.decode_tok_s)
     )
+
+
+def _too_few_threads(s: Setup, o: Outcome) -> Finding | None:
+    """-t below the physical performance cores while the CPU works: a core's dequantization and dot products
+    (and its share of the memory bandwidth) set the pace, so more threads are faster up to the cores. Reported
+    only when the model, run again with -t at the cores, gains (MIN_GAIN)."""
+    ev = {
+        "n_threads": s.threads,
+        "perf_cores": s.perf_cores,
+        "cpu_s": o.decode["cpu_s"],
+        "cpu_share": o.cpu_share,
+    }
+    c = try_change(
+        s,
+        o,
+        f"-t {s.perf_cores}",
+        {"llama.cpp": f"-t {s.perf_cores} (or leave -t out: the default counts physical cores)"},
+        {"threads": s.perf_cores},
+        {"threads": s.perf_cores},
+    )
+    if c is None:
+        return None
+    text = [
+        f"-t {s.threads} on {s.perf_cores} physical performance cores, while the CPU does {o.cpu_share:.0%} of "
+        f"each decode step ({o.decode['cpu_s'] * 1e3:.1f} ms): on few threads a core's dequantization and dot "
+        "products, and its own share of the memory bandwidth, set the pace.",
+        f"With -t {s.perf_cores} the model gives {c.after['decode_tok_s']:.1f} tok/s "
+        f"instead of {c.before['decode_tok_s']:.1f}.",
+    ]
+    return Finding("too_few_threads", "Too few CPU threads", ev, text, [c], severity=_severity([c], o.decode_tok_s))
 
 
 def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
