@@ -207,6 +207,11 @@ def test_command_line():
     assert "-ngl 30 is written because you set it" in calc.command_note(d)
 
 
+def test_command_carries_the_readers_threads_only():
+    assert " -t " not in calc.compute(state("?machine=cpu-ddr5")).command  # auto: llama.cpp's default
+    assert calc.compute(state("?machine=cpu-ddr5&threads=2")).command.endswith(" -t 2")
+
+
 def test_command_leaves_ngl_to_fit_unless_set_and_names_the_llama_cpp_it_assumes():
     d = calc.compute(state())  # -ngl auto: --fit (on by default) chooses it
     assert "-ngl" not in d.command and "-c 8192" in d.command

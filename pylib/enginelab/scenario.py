@@ -235,6 +235,8 @@ def _build(state) -> Scenario:
         error = str(e)
         return scenario()
     command = pm.llama_server_command(p)
+    if n_threads is not None:  # the reader's -t (auto: llama.cpp's default, the physical cores)
+        command += f" -t {n_threads}"
     if v["model"] == "remote" and remote.loaded(v) is not None:  # llama.cpp downloads it itself: -hf / -mu
         command = remote.command_for(remote.loaded(v), command)
     if error:  # a config that did not parse (or a remote model not read): numbers for the stand-in would mislead
