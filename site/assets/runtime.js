@@ -122,7 +122,7 @@ class Own {
 //     down as soon as it hears the other: its followers move over; it keeps its runtime for its own figure.
 //   - A leader that goes (its frame removed or navigated: pagehide; its tab hidden) says "gone" and its
 //     followers elect again at once; a leader not heard for SILENT_MS (a crashed frame) is taken as gone.
-const CLAIM_MS = 100;
+const CLAIM_MS = 250;
 const HEARTBEAT_MS = 1000;
 const SILENT_MS = 10000;
 
@@ -179,13 +179,16 @@ class Shared {
     this.setMode("leader");
     this.leader = { id: this.id, ready: false };
     this.announce();
+    let rt;
     try {
-      this.rt = await bootLocal(this.status);
+      rt = await bootLocal(this.status);
     } catch (e) {
       this.ctl.postMessage({ t: "leader", id: this.id, error: String(e.message || e) });
       this.onError(String(e.message || e));
       return;
     }
+    if (this.mode === "follower") return; // stepped down before it was up: this frame follows the other leader
+    this.rt = rt;
     if (!this.leading()) return; // stepped down meanwhile
     this.leader.ready = true;
     this.announce();
@@ -228,7 +231,9 @@ class Shared {
       if (m.error) { this.onError(m.error); return; }
       if (this.leading()) {
         if (m.id > this.id) { this.announce(); return; } // two leaders: the smaller id stays
-        this.setMode("own"); // step down; the runtime (if up) still serves this frame
+        // step down: a runtime already up still serves this frame; one still booting is not waited for, the
+        // frame follows the other leader (so a late claim never leaves two runtimes serving)
+        this.setMode(this.rt ? "own" : "follower");
       }
       if (this.leader && this.leader.id < m.id && !this.leading()) return; // we follow the smaller: it stays
       if (!this.leader || this.leader.id !== m.id) this.leader = { id: m.id, ready: false };
