@@ -303,21 +303,7 @@ def build_wheel(out_dir: Path) -> Path:
             b"Wheel-Version: 1.0\nGenerator: enginelab build.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         )
     )
-    record = []
-    for arc, data in files:
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{arc},sha256={digest},{len(data)}")
-    record.append(f"{dist_info}/RECORD,,")
-    files.append((f"{dist_info}/RECORD", ("\n".join(record) + "\n").encode()))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / fname
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for arc, data in files:
-            info = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            z.writestr(info, data)
-    return path
+    return _write_wheel(out_dir / fname, files, dist_info)
 
 
 def precompiled_wheel(wheel: Path, out_dir: Path) -> Path | None:

@@ -316,30 +316,19 @@ def _bars(data) -> list[dict]:
                     "margin": u.margin if u.total else 0.0,
                 }
             )
+    elif mc.gpu is not None:
         pools.append(
             {
-                "key": "ram",
-                "label": f"RAM · {mc.ram.name}",
-                "capacity": p.cpu_capacity,
-                "weights": p.cpu_weights,
-                "kv": p.cpu_kv,
-                "compute": p.cpu_compute,
-                "margin": 0.0,
+                "key": "vram",
+                "label": f"VRAM · {mc.gpu.name}",
+                "capacity": p.gpu_capacity,
+                "weights": p.gpu_weights,
+                "kv": p.gpu_kv,
+                "compute": p.gpu_compute,
+                "margin": gpu_margin,
             }
         )
-    else:
-        if mc.gpu is not None:
-            pools.append(
-                {
-                    "key": "vram",
-                    "label": f"VRAM · {mc.gpu.name}",
-                    "capacity": p.gpu_capacity,
-                    "weights": p.gpu_weights,
-                    "kv": p.gpu_kv,
-                    "compute": p.gpu_compute,
-                    "margin": gpu_margin,
-                }
-            )
+    if not (mc.gpu is not None and getattr(mc, "unified", False)):  # the host's RAM, after the GPUs
         pools.append(
             {
                 "key": "ram",
