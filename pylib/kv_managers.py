@@ -172,32 +172,31 @@ class Request:
 
 def _check_request(r, i: int) -> tuple:
     """ValueError naming the field of requests[i] that is not usable; returns (prompt tokens, reply tokens)."""
-    _check(isinstance(r, Request), f"requests[{i}]", f"must be a kv_managers.Request, got {brief(r)}")
+    if not (isinstance(r, Request)):
+        _check(False, f"requests[{i}]", f"must be a kv_managers.Request, got {brief(r)}")
     what = f"requests[{i}]"
-    _check(is_int(r.rid) and abs(r.rid) < 1 << 62, f"{what}.rid", f"must be an integer, got {brief(r.rid)}")
+    if not (is_int(r.rid) and abs(r.rid) < 1 << 62):
+        _check(False, f"{what}.rid", f"must be an integer, got {brief(r.rid)}")
     check_int(r.arrival, f"{what}.arrival", 0, MAX_STEP)
     check_int(r.think, f"{what}.think", 0, MAX_STEP)
-    _check(
-        r.follows is None or is_int(r.follows),
-        f"{what}.follows",
-        f"must be None or the rid of an earlier turn, got {brief(r.follows)}",
-    )
-    _check(isinstance(r.session, str), f"{what}.session", f"must be a string, got {brief(r.session)}")
+    if not (r.follows is None or is_int(r.follows)):
+        _check(False, f"{what}.follows", f"must be None or the rid of an earlier turn, got {brief(r.follows)}")
+    if not (isinstance(r.session, str)):
+        _check(False, f"{what}.session", f"must be a string, got {brief(r.session)}")
     seqs = (list, tuple, range)
-    _check(isinstance(r.prompt, seqs), f"{what}.prompt", f"must be a list or tuple of token ids, got {brief(r.prompt)}")
-    _check(
-        len(r.prompt) <= MAX_CAPACITY_TOKENS,
-        f"{what}.prompt",
-        f"has {len(r.prompt):,} tokens; at most {MAX_CAPACITY_TOKENS:,}",
-    )
+    if not (isinstance(r.prompt, seqs)):
+        _check(False, f"{what}.prompt", f"must be a list or tuple of token ids, got {brief(r.prompt)}")
+    if not (len(r.prompt) <= MAX_CAPACITY_TOKENS):
+        _check(False, f"{what}.prompt", f"has {len(r.prompt):,} tokens; at most {MAX_CAPACITY_TOKENS:,}")
     if is_int(r.reply):
         n_reply = check_int(r.reply, f"{what}.reply", 0, MAX_REPLY_TOKENS)
     else:
-        _check(
-            isinstance(r.reply, seqs),
-            f"{what}.reply",
-            f"must be a reply length (an integer >= 0) or a list of token ids, got {brief(r.reply)}",
-        )
+        if not (isinstance(r.reply, seqs)):
+            _check(
+                False,
+                f"{what}.reply",
+                f"must be a reply length (an integer >= 0) or a list of token ids, got {brief(r.reply)}",
+            )
         n_reply = len(r.reply)
         _check(n_reply <= MAX_REPLY_TOKENS, f"{what}.reply", f"has {n_reply:,} tokens; at most {MAX_REPLY_TOKENS:,}")
     for name, seq in (("prompt", r.prompt), ("reply", () if is_int(r.reply) else r.reply)):
@@ -753,11 +752,8 @@ class RadixManager:
     LPM_MAX_WAITING = 128  # schedule_policy.py: lpm falls back to fcfs above this queue length
 
     def __init__(self, capacity_tokens: int, schedule_policy: str = "fcfs", track_cells: bool = True):
-        _check(
-            isinstance(schedule_policy, str) and schedule_policy in ("fcfs", "lpm"),
-            "schedule_policy",
-            f"must be 'fcfs' or 'lpm', got {brief(schedule_policy)}",
-        )
+        if not (isinstance(schedule_policy, str) and schedule_policy in ("fcfs", "lpm")):
+            _check(False, "schedule_policy", f"must be 'fcfs' or 'lpm', got {brief(schedule_policy)}")
         capacity_tokens = _capacity(capacity_tokens)
         check_bool(track_cells, "track_cells")
         self.capacity = capacity_tokens
@@ -1053,20 +1049,15 @@ def simulate(
     manager.check_invariants() after every step (slow; for tests). A request whose prompt plus reply is larger
     than the manager can ever hold is rejected at arrival with a reason, and so is every later turn that follows it.
     """
-    _check(
-        isinstance(manager, (SlotManager, PagedManager, RadixManager)),
-        "manager",
-        f"must be a SlotManager, PagedManager or RadixManager, got {brief(manager)}",
-    )
+    if not (isinstance(manager, (SlotManager, PagedManager, RadixManager))):
+        _check(False, "manager", f"must be a SlotManager, PagedManager or RadixManager, got {brief(manager)}")
     check_bool(record_frames, "record_frames")
     check_bool(check, "check")
     max_steps = check_int(max_steps, "max_steps", 1, MAX_STEP)
-    _check(
-        isinstance(requests, (list, tuple)),
-        "requests",
-        f"must be a list of kv_managers.Request, got {brief(requests)}",
-    )
-    _check(len(requests) <= MAX_REQUESTS, "requests", f"at most {MAX_REQUESTS:,} requests, got {len(requests):,}")
+    if not (isinstance(requests, (list, tuple))):
+        _check(False, "requests", f"must be a list of kv_managers.Request, got {brief(requests)}")
+    if not (len(requests) <= MAX_REQUESTS):
+        _check(False, "requests", f"at most {MAX_REQUESTS:,} requests, got {len(requests):,}")
     if record_frames:
         _check(manager.cells.enabled, "record_frames", "needs a manager built with track_cells=True")
         _check(
@@ -1105,11 +1096,8 @@ def simulate(
     rejected: dict = {}  # rid -> reason
     info: dict = {}  # rid -> per-request record
     for i, r in enumerate(requests):
-        _check(
-            r.follows is None or r.follows in by_rid,
-            f"requests[{i}].follows",
-            f"request {r.rid} follows unknown request {brief(r.follows)}",
-        )
+        if not (r.follows is None or r.follows in by_rid):
+            _check(False, f"requests[{i}].follows", f"request {r.rid} follows unknown request {brief(r.follows)}")
     for r in reqs:
         if r.follows is None:
             pending.append((r.arrival, r.rid))
@@ -1224,12 +1212,13 @@ def simulate(
             manager.check_invariants()
             assert manager.cells_used() <= manager.capacity, "capacity exceeded"
         if record_frames:
-            _check(
-                (len(frames) + 1) * manager.capacity <= MAX_RECORDED_CELLS,
-                "record_frames",
-                f"{len(frames) + 1:,} frames of {manager.capacity:,} cells would pass {MAX_RECORDED_CELLS:,} recorded "
-                "cells; pass record_frames=False, or simulate a smaller pool or workload",
-            )
+            if not ((len(frames) + 1) * manager.capacity <= MAX_RECORDED_CELLS):
+                _check(
+                    False,
+                    "record_frames",
+                    f"{len(frames) + 1:,} frames of {manager.capacity:,} cells would pass {MAX_RECORDED_CELLS:,} recorded "
+                    "cells; pass record_frames=False, or simulate a smaller pool or workload",
+                )
             frames.append(
                 {
                     "step": step,
@@ -1331,11 +1320,8 @@ def chat_workload(
         ("first_arrival", first_arrival),
         ("think", think),
     ):
-        _check(
-            isinstance(v, (list, tuple)) and len(v) == 4 and all(is_int(x) and 0 <= x <= 1 << 16 for x in v),
-            name,
-            f"must be 4 integers from 0 to 65,536 (one per user), got {brief(v)}",
-        )
+        if not (isinstance(v, (list, tuple)) and len(v) == 4 and all(is_int(x) and 0 <= x <= 1 << 16 for x in v)):
+            _check(False, name, f"must be 4 integers from 0 to 65,536 (one per user), got {brief(v)}")
     check_int(system_tokens, "system_tokens", 0, 1 << 16)
     reqs = []
     system = _ids(1, system_tokens)
@@ -1365,14 +1351,12 @@ def compare(capacity_tokens: int = 384, workload: Sequence[Request] | None = Non
     llama.cpp slots with the automatic n_parallel (4, unified), vLLM paged blocks (block_size 16, prefix caching),
     SGLang radix (schedule_policy "fcfs", its default). Returns {"slots": run, "paged": run, "radix": run}."""
     capacity_tokens = check_int(capacity_tokens, "capacity_tokens", 16, MAX_CAPACITY_TOKENS)  # one 16-token block
-    _check(
-        workload is None or isinstance(workload, (list, tuple)),
-        "workload",
-        f"must be None (the chat workload) or a list of Request, got {brief(workload)}",
-    )
+    if not (workload is None or isinstance(workload, (list, tuple))):
+        _check(False, "workload", f"must be None (the chat workload) or a list of Request, got {brief(workload)}")
     check_bool(record_frames, "record_frames")
     for i, r in enumerate(workload or ()):
-        _check(isinstance(r, Request), f"workload[{i}]", f"must be a kv_managers.Request, got {brief(r)}")
+        if not (isinstance(r, Request)):
+            _check(False, f"workload[{i}]", f"must be a kv_managers.Request, got {brief(r)}")
     reqs = list(workload) if workload is not None else chat_workload()
     managers = {
         "slots": SlotManager(capacity_tokens),
@@ -1455,7 +1439,8 @@ def agent_workload(
     finishes. Sessions start on average every session_gap steps. All ranges are inclusive (lo, hi).
     """
     check_int(n_requests, "n_requests", 1, MAX_REQUESTS)
-    _check(seed is None or is_int(seed), "seed", f"must be an integer or None, got {brief(seed)}")
+    if not (seed is None or is_int(seed)):
+        _check(False, "seed", f"must be an integer or None, got {brief(seed)}")
     check_int(system_tokens, "system_tokens", 0, 1 << 16)
     check_int(tool_tokens, "tool_tokens", 0, 99_999)  # a tool block's ids stay below the next block's
     check_int(n_toolsets, "n_toolsets", 1, 64)  # their ids stay below the messages' (10,000,000 up)
@@ -1465,14 +1450,10 @@ def agent_workload(
         ("reply_tokens", reply_tokens, 1),
         ("think", think, 0),
     ):
-        _check(
-            isinstance(v, (list, tuple))
-            and len(v) == 2
-            and all(is_int(x) for x in v)
-            and lo <= v[0] <= v[1] <= 1 << 16,
-            name,
-            f"must be a range (lo, hi) of integers with {lo} <= lo <= hi <= 65,536, got {brief(v)}",
-        )
+        if not (
+            isinstance(v, (list, tuple)) and len(v) == 2 and all(is_int(x) for x in v) and lo <= v[0] <= v[1] <= 1 << 16
+        ):
+            _check(False, name, f"must be a range (lo, hi) of integers with {lo} <= lo <= hi <= 65,536, got {brief(v)}")
     check_number(branch_prob, "branch_prob", 0.0, 1.0)
     check_number(session_gap, "session_gap", 0.0, 1e6)
     rng = random.Random(seed)

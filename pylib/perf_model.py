@@ -413,14 +413,17 @@ def _validate_model(m: Model) -> None:
     if isinstance(pattern, list):
         pattern = tuple(pattern)
         put("sliding_window_pattern", pattern)
-    _check(isinstance(pattern, tuple), "sliding_window_pattern", f"must be a tuple of booleans, got {brief(pattern)}")
-    _check(
-        len(pattern) <= m.num_hidden_layers,
-        "sliding_window_pattern",
-        f"must have at most one entry per layer ({m.num_hidden_layers:,}), got {len(pattern):,}",
-    )
+    if not (isinstance(pattern, tuple)):
+        _check(False, "sliding_window_pattern", f"must be a tuple of booleans, got {brief(pattern)}")
+    if not (len(pattern) <= m.num_hidden_layers):
+        _check(
+            False,
+            "sliding_window_pattern",
+            f"must have at most one entry per layer ({m.num_hidden_layers:,}), got {len(pattern):,}",
+        )
     for i, v in enumerate(pattern):
-        _check(isinstance(v, bool), "sliding_window_pattern", f"entry {i} must be True or False, got {brief(v)}")
+        if not (isinstance(v, bool)):
+            _check(False, "sliding_window_pattern", f"entry {i} must be True or False, got {brief(v)}")
     _check(
         not pattern or m.sliding_window > 0,
         "sliding_window",
@@ -429,11 +432,12 @@ def _validate_model(m: Model) -> None:
     # the 2025 architectures: a feature's fields come together (section 2b)
     if m.kv_lora_rank:
         for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            _check(
-                getattr(m, name) >= 1,
-                name,
-                f"must be at least 1 in an MLA model (kv_lora_rank {m.kv_lora_rank:,}), got {getattr(m, name)}",
-            )
+            if not (getattr(m, name) >= 1):
+                _check(
+                    False,
+                    name,
+                    f"must be at least 1 in an MLA model (kv_lora_rank {m.kv_lora_rank:,}), got {getattr(m, name)}",
+                )
     if m.full_attention_interval:
         for name in (
             "linear_conv_kernel_dim",
@@ -442,52 +446,52 @@ def _validate_model(m: Model) -> None:
             "linear_num_key_heads",
             "linear_num_value_heads",
         ):
-            _check(
-                getattr(m, name) >= 1,
-                name,
-                f"must be at least 1 in a hybrid model (full_attention_interval {m.full_attention_interval}), "
-                f"got {getattr(m, name)}",
-            )
+            if not (getattr(m, name) >= 1):
+                _check(
+                    False,
+                    name,
+                    f"must be at least 1 in a hybrid model (full_attention_interval {m.full_attention_interval}), "
+                    f"got {getattr(m, name)}",
+                )
     # a GGUF file's own tensors
     ts = m.gguf_tensors
     if isinstance(ts, list):
         ts = tuple(ts)
         put("gguf_tensors", ts)
-    _check(isinstance(ts, tuple), "gguf_tensors", f"must be a tuple of Tensor, got {brief(ts)}")
-    _check(
-        len(ts) <= MAX_GGUF_TENSORS,
-        "gguf_tensors",
-        f"holds {len(ts):,} tensors; at most {MAX_GGUF_TENSORS:,} are allowed",
-    )
+    if not (isinstance(ts, tuple)):
+        _check(False, "gguf_tensors", f"must be a tuple of Tensor, got {brief(ts)}")
+    if not (len(ts) <= MAX_GGUF_TENSORS):
+        _check(False, "gguf_tensors", f"holds {len(ts):,} tensors; at most {MAX_GGUF_TENSORS:,} are allowed")
     for t in ts:
         _check_gguf_tensor(t, m.num_hidden_layers)
 
 
 def _check_gguf_tensor(t, n_layers: int) -> None:
-    _check(isinstance(t, Tensor), "gguf_tensors", f"must hold Tensor objects, got {brief(t)}")
-    _check(
-        isinstance(t.name, str) and 0 < len(t.name) <= MAX_TEXT_CHARS,
-        "gguf_tensors",
-        f"a tensor's name must be a non-empty string of at most {MAX_TEXT_CHARS} characters, got {brief(t.name)}",
-    )
-    what = f"tensor {t.name!r}"
-    _check(isinstance(t.src_type, str) and t.src_type in GGML_TYPES, what, f"unknown ggml type {brief(t.src_type)}")
-    _check(
-        isinstance(t.ne, tuple) and 1 <= len(t.ne) <= 4,
-        what,
-        f"must have 1 to 4 dimensions (a tuple), got {brief(t.ne)}",
-    )
-    for j, d in enumerate(t.ne):
+    if not (isinstance(t, Tensor)):
+        _check(False, "gguf_tensors", f"must hold Tensor objects, got {brief(t)}")
+    if not (isinstance(t.name, str) and 0 < len(t.name) <= MAX_TEXT_CHARS):
         _check(
-            is_int(d) and 1 <= d < 1 << 63, what, f"dimension {j} must be an integer from 1 to 2^63-1, got {brief(d)}"
+            False,
+            "gguf_tensors",
+            f"a tensor's name must be a non-empty string of at most {MAX_TEXT_CHARS} characters, got {brief(t.name)}",
         )
-    _check(isinstance(t.cls, str), what, f"its class must be a string, got {brief(t.cls)}")
-    _check(
-        is_int(t.layer) and -1 <= t.layer < n_layers,
-        what,
-        f"its block index must be -1 (not in a block) or from 0 to num_hidden_layers - 1 = {n_layers - 1:,}, "
-        f"got {brief(t.layer)}",
-    )
+    what = f"tensor {t.name!r}"
+    if not (isinstance(t.src_type, str) and t.src_type in GGML_TYPES):
+        _check(False, what, f"unknown ggml type {brief(t.src_type)}")
+    if not (isinstance(t.ne, tuple) and 1 <= len(t.ne) <= 4):
+        _check(False, what, f"must have 1 to 4 dimensions (a tuple), got {brief(t.ne)}")
+    for j, d in enumerate(t.ne):
+        if not (is_int(d) and 1 <= d < 1 << 63):
+            _check(False, what, f"dimension {j} must be an integer from 1 to 2^63-1, got {brief(d)}")
+    if not (isinstance(t.cls, str)):
+        _check(False, what, f"its class must be a string, got {brief(t.cls)}")
+    if not (is_int(t.layer) and -1 <= t.layer < n_layers):
+        _check(
+            False,
+            what,
+            f"its block index must be -1 (not in a block) or from 0 to num_hidden_layers - 1 = {n_layers - 1:,}, "
+            f"got {brief(t.layer)}",
+        )
 
 
 def _active_elements(model: Model, t: Tensor) -> float:
@@ -1084,11 +1088,10 @@ def get_model(model) -> Model:
     """A Model, or the key of one in MODELS."""
     if isinstance(model, Model):
         return model
-    _check(
-        isinstance(model, str) and model in MODELS,
-        "model",
-        f"must be a Model or the key of one; unknown {brief(model)}; allowed: {', '.join(MODELS)}",
-    )
+    if not (isinstance(model, str) and model in MODELS):
+        _check(
+            False, "model", f"must be a Model or the key of one; unknown {brief(model)}; allowed: {', '.join(MODELS)}"
+        )
     return MODELS[model]
 
 
@@ -1190,11 +1193,8 @@ RS_BYTES_PER_ELEMENT = 4  # the recurrent state's type_r and type_s: f32 (llama-
 
 
 def _kv_type(kv_type: str) -> GGMLType:
-    _check(
-        isinstance(kv_type, str) and kv_type.lower() in KV_TYPES,
-        "kv_type",
-        f"unknown KV cache type {brief(kv_type)}; allowed: {', '.join(KV_TYPES)}",
-    )
+    if not (isinstance(kv_type, str) and kv_type.lower() in KV_TYPES):
+        _check(False, "kv_type", f"unknown KV cache type {brief(kv_type)}; allowed: {', '.join(KV_TYPES)}")
     return GGML_TYPES[kv_type.upper()]
 
 
@@ -1273,20 +1273,19 @@ def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> floa
     if layers is None:
         rng = range(model.num_hidden_layers)
     else:
-        _check(
-            not isinstance(layers, (str, bytes)) and hasattr(layers, "__iter__"),
-            "layers",
-            f"must be None (all) or a list of layer indices, got {brief(layers)}",
-        )
+        if not (not isinstance(layers, (str, bytes)) and hasattr(layers, "__iter__")):
+            _check(False, "layers", f"must be None (all) or a list of layer indices, got {brief(layers)}")
         rng = list(layers)
-        _check(len(rng) <= MAX_LAYERS, "layers", f"at most {MAX_LAYERS:,} layer indices, got {len(rng):,}")
+        if not (len(rng) <= MAX_LAYERS):
+            _check(False, "layers", f"at most {MAX_LAYERS:,} layer indices, got {len(rng):,}")
         for il in rng:
             check_int(il, "layers", 0, model.num_hidden_layers - 1)
     state = recurrent_state_bytes(model)
-    if layers is None:  # every block, by kind (the same terms in the same order, without a check per block)
+    if layers is None:  # every block, counted by kind (full context, sliding window, recurrent state)
         window = model.sliding_window
         kinds = _kv_plan(model, kv_type)[4]
-        return sum(state if k == 2 else per * (min(n_ctx, window) if k == 1 else n_ctx) for k in kinds)
+        tokens = kinds.count(0) * n_ctx + kinds.count(1) * min(n_ctx, window)
+        return kinds.count(2) * state + per * tokens
     return sum(state if model.is_recurrent_layer(il) else per * kv_layer_tokens(model, il, n_ctx) for il in rng)
 
 
@@ -1439,11 +1438,8 @@ class Device:
         check_text(self.source, "source", MAX_TEXT_CHARS)
         check_bool(self.approx, "approx")
         check_bool(self.fitted, "fitted")
-        _check(
-            isinstance(self.backend, str) and self.backend in ("",) + _measured.BACKENDS,
-            "backend",
-            f"unknown backend {brief(self.backend)}; allowed: {', '.join(_measured.BACKENDS)}",
-        )
+        if not (isinstance(self.backend, str) and self.backend in ("",) + _measured.BACKENDS):
+            _check(False, "backend", f"unknown backend {brief(self.backend)}; allowed: {', '.join(_measured.BACKENDS)}")
         check_int(self.cores, "cores", 0, 1 << 16)
         check_number(self.spec_tflops, "spec_tflops", 0.0, MAX_DEVICE_TFLOPS)
         check_number(self.fp32_tflops, "fp32_tflops", 0.0, MAX_DEVICE_TFLOPS)
@@ -1483,11 +1479,8 @@ class Interconnect:
     name: str = ""
 
     def __post_init__(self):
-        _check(
-            isinstance(self.kind, str) and self.kind in LINK_KINDS,
-            "kind",
-            f"unknown link kind {brief(self.kind)}; allowed: {', '.join(LINK_KINDS)}",
-        )
+        if not (isinstance(self.kind, str) and self.kind in LINK_KINDS):
+            _check(False, "kind", f"unknown link kind {brief(self.kind)}; allowed: {', '.join(LINK_KINDS)}")
         check_number(self.bandwidth_gbs, "bandwidth_gbs", 0.0, MAX_DEVICE_GBS)
         check_number(self.latency_us, "latency_us", 0.0, 1e7)
         check_text(self.name, "name", MAX_TEXT_CHARS)
@@ -1525,24 +1518,21 @@ class Machine:
             object.__setattr__(self, "gpu", tuple(self.gpu))
         if isinstance(self.gpu, tuple):
             _check(len(self.gpu) > 0, "gpu", "an empty tuple: pass None for a machine without a GPU")
-            _check(len(self.gpu) <= MAX_GPUS, "gpu", f"at most {MAX_GPUS} GPUs, got {len(self.gpu):,}")
+            if not (len(self.gpu) <= MAX_GPUS):
+                _check(False, "gpu", f"at most {MAX_GPUS} GPUs, got {len(self.gpu):,}")
             for i, d in enumerate(self.gpu):
-                _check(isinstance(d, Device), "gpu", f"entry {i} must be a Device, got {brief(d)}")
+                if not (isinstance(d, Device)):
+                    _check(False, "gpu", f"entry {i} must be a Device, got {brief(d)}")
             if len(self.gpu) == 1:
                 object.__setattr__(self, "gpu", self.gpu[0])
             else:
                 _check(not self.unified, "gpu", "a unified-memory machine has one GPU")
-        _check(
-            self.gpu is None or isinstance(self.gpu, (Device, tuple)),
-            "gpu",
-            f"must be a Device, a tuple of Devices or None, got {brief(self.gpu)}",
-        )
-        _check(
-            self.interconnect is None or isinstance(self.interconnect, Interconnect),
-            "interconnect",
-            f"must be an Interconnect or None, got {brief(self.interconnect)}",
-        )
-        _check(isinstance(self.ram, Device), "ram", f"must be a Device, got {brief(self.ram)}")
+        if not (self.gpu is None or isinstance(self.gpu, (Device, tuple))):
+            _check(False, "gpu", f"must be a Device, a tuple of Devices or None, got {brief(self.gpu)}")
+        if not (self.interconnect is None or isinstance(self.interconnect, Interconnect)):
+            _check(False, "interconnect", f"must be an Interconnect or None, got {brief(self.interconnect)}")
+        if not (isinstance(self.ram, Device)):
+            _check(False, "ram", f"must be a Device, got {brief(self.ram)}")
         check_number(self.pcie_gbs, "pcie_gbs", 0.0, MAX_DEVICE_GBS)
         check_bool(self.unified, "unified")
         check_number(self.gpu_share, "gpu_share", 0.0, 1.0, lo_open=True)
@@ -1736,11 +1726,12 @@ def device_backend(machine: Machine, side: str) -> str:
 def get_machine(machine) -> Machine:
     if isinstance(machine, Machine):
         return machine
-    _check(
-        isinstance(machine, str) and machine in MACHINES,
-        "machine",
-        f"must be a Machine or the key of one; unknown {brief(machine)}; allowed: {', '.join(MACHINES)}",
-    )
+    if not (isinstance(machine, str) and machine in MACHINES):
+        _check(
+            False,
+            "machine",
+            f"must be a Machine or the key of one; unknown {brief(machine)}; allowed: {', '.join(MACHINES)}",
+        )
     return MACHINES[machine]
 
 
@@ -1827,8 +1818,10 @@ class Placement:
 
     def __post_init__(self):
         # place() makes valid Placements; this catches a hand-made one before it reaches the timing functions
-        _check(isinstance(self.model, Model), "model", f"must be a Model, got {brief(self.model)}")
-        _check(isinstance(self.machine, Machine), "machine", f"must be a Machine, got {brief(self.machine)}")
+        if not (isinstance(self.model, Model)):
+            _check(False, "model", f"must be a Model, got {brief(self.model)}")
+        if not (isinstance(self.machine, Machine)):
+            _check(False, "machine", f"must be a Machine, got {brief(self.machine)}")
         n = self.model.num_hidden_layers
         _check(
             isinstance(self.layer_device, tuple)
@@ -1846,7 +1839,8 @@ class Placement:
         check_bool(self.kv_unified, "kv_unified")
         if self.machine.multi_gpu:  # section 6b's fields, which the timing functions read
             ng = len(self.machine.gpus)
-            _check(self.split_mode in SPLIT_MODES, "split_mode", f"must be one of {', '.join(SPLIT_MODES)}")
+            if self.split_mode not in SPLIT_MODES:
+                _check(False, "split_mode", f"must be one of {', '.join(SPLIT_MODES)}")
             _check(
                 isinstance(self.layer_gpu, tuple)
                 and len(self.layer_gpu) == n
@@ -2055,27 +2049,17 @@ def place(
     if quant is not None or not model.gguf_tensors:
         check_quant(quant)
     _kv_type(kv_type)
-    _check(
-        is_int(n_ctx) and 0 < n_ctx <= MAX_CONTEXT,
-        "n_ctx",
-        f"context length must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ctx)}",
-    )
+    if not (is_int(n_ctx) and 0 < n_ctx <= MAX_CONTEXT):
+        _check(False, "n_ctx", f"context length must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ctx)}")
     n = model.num_hidden_layers
-    _check(
-        n_gpu_layers is None or (is_int(n_gpu_layers) and 0 <= n_gpu_layers <= MAX_NGL),
-        "n_gpu_layers",
-        f"must be None (auto) or an integer from 0 to {MAX_NGL:,}, got {brief(n_gpu_layers)}",
-    )
-    _check(
-        is_int(n_cpu_moe) and 0 <= n_cpu_moe <= n,
-        "n_cpu_moe",
-        f"must be an integer from 0 to {n}, got {brief(n_cpu_moe)}",
-    )
-    _check(
-        is_int(n_ubatch) and 1 <= n_ubatch <= MAX_CONTEXT,
-        "n_ubatch",
-        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ubatch)}",
-    )
+    if not (n_gpu_layers is None or (is_int(n_gpu_layers) and 0 <= n_gpu_layers <= MAX_NGL)):
+        _check(
+            False, "n_gpu_layers", f"must be None (auto) or an integer from 0 to {MAX_NGL:,}, got {brief(n_gpu_layers)}"
+        )
+    if not (is_int(n_cpu_moe) and 0 <= n_cpu_moe <= n):
+        _check(False, "n_cpu_moe", f"must be an integer from 0 to {n}, got {brief(n_cpu_moe)}")
+    if not (is_int(n_ubatch) and 1 <= n_ubatch <= MAX_CONTEXT):
+        _check(False, "n_ubatch", f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_ubatch)}")
     check_number(fit_target_mib, "fit_target_mib", 0.0, MAX_DEVICE_GB * 1e3)
     check_int(n_seq, "n_seq", 1, MAX_SEQ)
     check_bool(kv_unified, "kv_unified")
@@ -2294,36 +2278,29 @@ def check_split(machine, tensor_split=None, split_mode: str = "layer", main_gpu:
     Raises ValueError naming the argument."""
     machine = get_machine(machine)
     n = len(machine.gpus)
-    _check(
-        isinstance(split_mode, str) and split_mode in SPLIT_MODES,
-        "split_mode",
-        f"unknown split mode {brief(split_mode)}; allowed: {', '.join(SPLIT_MODES)}",
-    )
-    _check(
-        isinstance(main_gpu, int) and not isinstance(main_gpu, bool) and 0 <= main_gpu < max(n, 1),
-        "main_gpu",
-        f"must be an integer from 0 to {max(n, 1) - 1} (the machine has {n} GPU{'s' if n != 1 else ''}), "
-        f"got {brief(main_gpu)}",
-    )
+    if not (isinstance(split_mode, str) and split_mode in SPLIT_MODES):
+        _check(False, "split_mode", f"unknown split mode {brief(split_mode)}; allowed: {', '.join(SPLIT_MODES)}")
+    if not (isinstance(main_gpu, int) and not isinstance(main_gpu, bool) and 0 <= main_gpu < max(n, 1)):
+        _check(
+            False,
+            "main_gpu",
+            f"must be an integer from 0 to {max(n, 1) - 1} (the machine has {n} GPU{'s' if n != 1 else ''}), "
+            f"got {brief(main_gpu)}",
+        )
     if tensor_split is None:
         return (), split_mode, main_gpu
-    _check(
-        not isinstance(tensor_split, (str, bytes, dict)) and hasattr(tensor_split, "__iter__"),
-        "tensor_split",
-        f"must be None or a list of numbers, one per GPU, got {type(tensor_split).__name__}",
-    )
-    vals = tuple(v for _, v in zip(range(MAX_GPUS + 1), tensor_split))  # never more than one past the limit
-    _check(
-        len(vals) <= max(n, 1),
-        "tensor_split",
-        f"{len(vals)} values for {n} GPU{'s' if n != 1 else ''}: give at most one per GPU",
-    )
-    for i, v in enumerate(vals):
+    if not (not isinstance(tensor_split, (str, bytes, dict)) and hasattr(tensor_split, "__iter__")):
         _check(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1e9,
-            "tensor_split",
-            f"value {i + 1} must be a number from 0 to 1e9, got {brief(v)}",
+            False, "tensor_split", f"must be None or a list of numbers, one per GPU, got {type(tensor_split).__name__}"
         )
+    vals = tuple(v for _, v in zip(range(MAX_GPUS + 1), tensor_split))  # never more than one past the limit
+    if not (len(vals) <= max(n, 1)):
+        _check(
+            False, "tensor_split", f"{len(vals)} values for {n} GPU{'s' if n != 1 else ''}: give at most one per GPU"
+        )
+    for i, v in enumerate(vals):
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1e9):
+            _check(False, "tensor_split", f"value {i + 1} must be a number from 0 to 1e9, got {brief(v)}")
     if not any(vals):
         return (), split_mode, main_gpu
     return tuple(float(v) for v in vals) + (0.0,) * (n - len(vals)), split_mode, main_gpu
@@ -2621,7 +2598,8 @@ PROFILES = ("course", "measured")
 def _check_profile(profile, placement=None) -> str:
     if profile is None:
         return placement.profile if placement is not None else "course"
-    _check(profile in PROFILES, "profile", f"unknown profile {brief(profile)}; allowed: {', '.join(PROFILES)}")
+    if profile not in PROFILES:
+        _check(False, "profile", f"unknown profile {brief(profile)}; allowed: {', '.join(PROFILES)}")
     return profile
 
 
@@ -2813,6 +2791,26 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     return static
 
 
+_KIND_CACHE: dict = {}
+
+
+def _kind_counts(p: Placement, kinds) -> dict:
+    """{side: (blocks reading the whole context, blocks reading a sliding window, recurrent blocks)} of a
+    placement, memoised per placement object (a decode curve times one placement at many contexts)."""
+    key = id(p)
+    hit = _KIND_CACHE.get(key)
+    if hit is not None and hit[0] is p and hit[1] == kinds:
+        return hit[2]
+    counts = {"gpu": [0, 0, 0], "cpu": [0, 0, 0]}
+    for il in range(p.model.n_layers):
+        counts[p.layer_device[il]][kinds[il]] += 1
+    out = {side: tuple(c) for side, c in counts.items()}
+    if len(_KIND_CACHE) >= WORK_CACHE_MAX:
+        _KIND_CACHE.clear()
+    _KIND_CACHE[key] = (p, kinds, out)
+    return out
+
+
 def _decode_work(p: Placement, context: int, batch: int) -> dict:
     """{"gpu": Work, "cpu": Work} for one decode pass of `batch` sequences at `context` tokens of KV."""
     m = p.model
@@ -2822,18 +2820,14 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     # decode_kv_read_bytes / decode_attention_flops of every block, from one plan (the same products)
     per_tok, per_pair, rec_bytes, rec_flops, kinds = _kv_plan(m, p.kv_type)
     window = m.sliding_window
+    counts = _kind_counts(p, kinds)
     kv = {"gpu": 0.0, "cpu": 0.0}
     af = {"gpu": 0.0, "cpu": 0.0}
-    for il in range(m.n_layers):
-        dev = p.layer_device[il]
-        kind = kinds[il]  # each block reads its own kind of cache
-        if kind == 2:
-            kv[dev] += rec_bytes * batch
-            af[dev] += rec_flops * batch
-        else:
-            tokens = min(context, window) if kind == 1 else context
-            kv[dev] += per_tok * tokens * batch
-            af[dev] += per_pair * tokens * batch
+    for dev, (n_full, n_window, n_rec) in counts.items():
+        # each block reads its own kind of cache: the whole context, a sliding window, or a recurrent state
+        tokens = context * n_full + min(context, window) * n_window
+        kv[dev] = per_tok * tokens * batch + rec_bytes * batch * n_rec
+        af[dev] = per_pair * tokens * batch + rec_flops * batch * n_rec
     out = {}
     for s in ("gpu", "cpu"):
         w, f, layers, types, x, xf = static[s]
@@ -2862,18 +2856,13 @@ def decode_step_time(
     On a machine with several GPUs (section 7b) the gpu_* numbers are over all GPUs, total_s also holds
     link_s (the hops or synchronisations over the GPU link), and `devices` breaks the step down per device."""
     p = placement
-    _check(isinstance(p, Placement), "placement", f"must be a Placement (from place()), got {brief(p)}")
+    if not (isinstance(p, Placement)):
+        _check(False, "placement", f"must be a Placement (from place()), got {brief(p)}")
     machine = p.machine if machine is None else get_machine(machine)
-    _check(
-        is_int(context) and 0 <= context <= MAX_CONTEXT,
-        "context",
-        f"must be an integer from 0 to {MAX_CONTEXT:,}, got {brief(context)}",
-    )
-    _check(
-        is_int(batch) and 1 <= batch <= MAX_BATCH,
-        "batch",
-        f"must be an integer from 1 to {MAX_BATCH:,}, got {brief(batch)}",
-    )
+    if not (is_int(context) and 0 <= context <= MAX_CONTEXT):
+        _check(False, "context", f"must be an integer from 0 to {MAX_CONTEXT:,}, got {brief(context)}")
+    if not (is_int(batch) and 1 <= batch <= MAX_BATCH):
+        _check(False, "batch", f"must be an integer from 1 to {MAX_BATCH:,}, got {brief(batch)}")
     context, batch = int(context), int(batch)
     profile = _check_profile(profile, p)
     n_threads = _check_threads(n_threads)
@@ -2972,24 +2961,16 @@ def prefill_time(
 
     profile and n_threads as for decode_step_time (for the CPU, n_threads is llama.cpp's -tb)."""
     p = placement
-    _check(isinstance(p, Placement), "placement", f"must be a Placement (from place()), got {brief(p)}")
+    if not (isinstance(p, Placement)):
+        _check(False, "placement", f"must be a Placement (from place()), got {brief(p)}")
     machine = p.machine if machine is None else get_machine(machine)
-    _check(
-        is_int(n_tokens) and 0 < n_tokens <= MAX_CONTEXT,
-        "n_tokens",
-        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_tokens)}",
-    )
+    if not (is_int(n_tokens) and 0 < n_tokens <= MAX_CONTEXT):
+        _check(False, "n_tokens", f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_tokens)}")
     ub = p.n_ubatch if n_ubatch is None else n_ubatch
-    _check(
-        is_int(ub) and 1 <= ub <= MAX_CONTEXT,
-        "n_ubatch",
-        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(ub)}",
-    )
-    _check(
-        is_int(n_batch) and 1 <= n_batch <= MAX_CONTEXT,
-        "n_batch",
-        f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_batch)}",
-    )
+    if not (is_int(ub) and 1 <= ub <= MAX_CONTEXT):
+        _check(False, "n_ubatch", f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(ub)}")
+    if not (is_int(n_batch) and 1 <= n_batch <= MAX_CONTEXT):
+        _check(False, "n_batch", f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(n_batch)}")
     check_bool(op_offload, "op_offload")
     n_tokens, ub, n_batch = int(n_tokens), int(ub), int(n_batch)
     profile = _check_profile(profile, p)
@@ -3082,13 +3063,11 @@ def prefill_steps(
     Each step: kind ('gpu', 'cpu', 'gpu_offload', 'pcie'), ubatch index, tokens, n_ubatches, bytes,
     flops, time_s.  Past PREFILL_GROUP_MAX micro-batches, consecutive ones are timed together (a step's
     n_ubatches says how many), so a million-token prompt costs no more to time than a short one."""
-    _check(isinstance(p, Placement), "p", f"must be a Placement (from place()), got {brief(p)}")
+    if not (isinstance(p, Placement)):
+        _check(False, "p", f"must be a Placement (from place()), got {brief(p)}")
     for arg, v in (("n_tokens", n_tokens), ("n_ubatch", n_ubatch), ("n_batch", n_batch)):
-        _check(
-            is_int(v) and 1 <= v <= MAX_CONTEXT,
-            arg,
-            f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(v)}",
-        )
+        if not (is_int(v) and 1 <= v <= MAX_CONTEXT):
+            _check(False, arg, f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(v)}")
     check_bool(op_offload, "op_offload")
     profile = _check_profile(profile, p)
     if p.machine.multi_gpu:
@@ -3596,12 +3575,13 @@ def quant_bpw(quant, model=None) -> float:
 def _bpw(quant, arg: str, model=None) -> float:
     if isinstance(quant, (int, float)) and not isinstance(quant, bool):
         return check_number(quant, arg, 0.0, 64.0, lo_open=True)
-    _check(
-        isinstance(quant, str) and (quant.upper() in GGML_TYPES or quant in ALL_QUANTS),
-        arg,
-        f"must be bits per weight (a number) or a quantization ({', '.join(ALL_QUANTS)}) or ggml type, "
-        f"got {brief(quant)}",
-    )
+    if not (isinstance(quant, str) and (quant.upper() in GGML_TYPES or quant in ALL_QUANTS)):
+        _check(
+            False,
+            arg,
+            f"must be bits per weight (a number) or a quantization ({', '.join(ALL_QUANTS)}) or ggml type, "
+            f"got {brief(quant)}",
+        )
     if model is not None:
         return effective_bpw(model, quant)
     if quant.upper() in GGML_TYPES:
@@ -3611,7 +3591,8 @@ def _bpw(quant, arg: str, model=None) -> float:
 
 def roofline(device: Device, bpw, batch: int = 1) -> dict:
     """Where a weight matmul over `batch` tokens sits on `device`'s roofline."""
-    _check(isinstance(device, Device), "device", f"must be a Device, got {brief(device)}")
+    if not (isinstance(device, Device)):
+        _check(False, "device", f"must be a Device, got {brief(device)}")
     check_number(batch, "batch", 0.0, MAX_BATCH, lo_open=True)
     bpw = _bpw(bpw, "bpw")
     intensity = 16.0 * batch / bpw

@@ -51,7 +51,10 @@ def brief(value, limit: int = 40) -> str:
 
 def is_int(value) -> bool:
     """An integer, and not a bool (True is an int in Python, never a count here)."""
-    return isinstance(value, Integral) and not isinstance(value, bool)
+    t = type(value)
+    if t is int:  # the common case, without the Integral ABC's slower check
+        return True
+    return t is not bool and isinstance(value, Integral)
 
 
 def check_int(value, arg: str, lo: int, hi: int | None = None) -> int:
@@ -80,13 +83,16 @@ def check_number(value, arg: str, lo: float, hi: float, lo_open: bool = False) -
 
 
 def check_bool(value, arg: str) -> bool:
-    check(isinstance(value, bool), arg, f"must be True or False, got {brief(value)}")
+    if not (isinstance(value, bool)):
+        check(False, arg, f"must be True or False, got {brief(value)}")
     return value
 
 
 def check_text(value, arg: str, max_chars: int) -> str:
-    check(isinstance(value, str), arg, f"must be a string, got {brief(value)}")
-    check(len(value) <= max_chars, arg, f"must be at most {max_chars:,} characters, got {len(value):,}")
+    if not (isinstance(value, str)):
+        check(False, arg, f"must be a string, got {brief(value)}")
+    if not (len(value) <= max_chars):
+        check(False, arg, f"must be at most {max_chars:,} characters, got {len(value):,}")
     return value
 
 

@@ -122,7 +122,8 @@ REMOVED_GGML_TYPES = {
 def ggml_type(name: str) -> GGMLType:
     """A ggml type by name (case-insensitive), or ValueError naming the known ones."""
     key = name.upper() if isinstance(name, str) else None
-    _check(key in GGML_TYPES, "ggml_type", f"unknown type {brief(name)}; allowed: {', '.join(GGML_TYPES)}")
+    if key not in GGML_TYPES:
+        _check(False, "ggml_type", f"unknown type {brief(name)}; allowed: {', '.join(GGML_TYPES)}")
     return GGML_TYPES[key]
 
 
@@ -246,11 +247,8 @@ def quant_options() -> list:
 
 def check_quant(quant: str) -> str:
     """The preset or pure-type name, or ValueError naming the allowed ones."""
-    _check(
-        isinstance(quant, str) and (quant in _FTYPE_DEFAULT or quant in _PURE),
-        "quant",
-        f"unknown quantization {brief(quant)}; allowed: {', '.join(ALL_QUANTS)}",
-    )
+    if not (isinstance(quant, str) and (quant in _FTYPE_DEFAULT or quant in _PURE)):
+        _check(False, "quant", f"unknown quantization {brief(quant)}; allowed: {', '.join(ALL_QUANTS)}")
     return quant
 
 
