@@ -430,10 +430,14 @@ class Spec:
 
     def to_query(self, state) -> str:
         """'?a=1&b=2' with only non-default keys, or '' for the default state."""
+        last = getattr(self, "_last_query", None)
+        if last is not None and last[0] is state:  # one change asks for its state's query more than once
+            return last[1]
         params = self.to_params(state)
-        if not params:
-            return ""
-        return "?" + "&".join(f"{quote(k)}={quote(v, safe=self.by_key[k].url_safe)}" for k, v in params.items())
+        q = "?" + "&".join(f"{quote(k)}={quote(v, safe=self.by_key[k].url_safe)}" for k, v in params.items())
+        q = q if params else ""
+        self._last_query = (state, q)
+        return q
 
     # -- for controls ---------------------------------------------------------------------------------------
     def partial_before(self, state, key: str) -> dict:

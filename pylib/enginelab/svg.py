@@ -28,8 +28,11 @@ class Raw(str):
 def esc(text) -> str:
     """Escape text for element content or a quoted attribute (what html.escape(text, quote=True) gives, without
     importing html and its entity table at a page's start)."""
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace('"', "&quot;").replace("'", "&#x27;")
+    s = str(text)
+    if "&" in s or "<" in s or ">" in s or '"' in s or "'" in s:  # (most labels and numbers have none)
+        s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        s = s.replace('"', "&quot;").replace("'", "&#x27;")
+    return s
 
 
 def num(v) -> str:
@@ -45,20 +48,32 @@ def num(v) -> str:
     return "0" if s in ("-0.", "-0") else s
 
 
+_NAMES: dict = {}  # keyword -> attribute name (a few dozen distinct keywords in all)
+
+
 def attr_name(k: str) -> str:
-    if k.endswith("_"):
-        k = k[:-1]
-    if k.startswith(("xlink_", "xml_")):
-        return k.replace("_", ":", 1)
-    return k.replace("_", "-")
+    name = _NAMES.get(k)
+    if name is None:
+        name = k[:-1] if k.endswith("_") else k
+        if name.startswith(("xlink_", "xml_")):
+            name = name.replace("_", ":", 1)
+        else:
+            name = name.replace("_", "-")
+        if len(_NAMES) < 1024:
+            _NAMES[k] = name
+    return name
 
 
 def attrs(**kw) -> str:
+    return _attrs(kw)
+
+
+def _attrs(kw: dict) -> str:
     out = []
     for k, v in kw.items():
         if v is None or v is False:
             continue
-        name = attr_name(k)
+        name = _NAMES.get(k) or attr_name(k)
         if v is True:
             out.append(f" {name}")
         elif isinstance(v, (int, float)):
@@ -83,7 +98,7 @@ def _children(children) -> str:
 
 def el(tag: str, children=None, /, **kw) -> Raw:
     """One element. children: text (escaped), a Raw, or an iterable of those."""
-    a = attrs(**kw)
+    a = _attrs(kw) if kw else ""
     if children is None or (
         not isinstance(children, (str, int, float))
         and not isinstance(children, Raw)
@@ -168,6 +183,15 @@ def svg(children, *, width, height, title: str, desc: str, class_: str = "chart"
     )
 
 
+def _row(cells) -> str:
+    """<tr><th scope="row">first</th><td>...</td>...</tr>, as el() writes it (tables run to hundreds of cells)."""
+    parts = ["<tr>"]
+    for i, c in enumerate(cells):
+        parts.append(f'<th scope="row">{_children(c)}</th>' if i == 0 else f"<td>{_children(c)}</td>")
+    parts.append("</tr>")
+    return "".join(parts)
+
+
 def table(caption: str, header: list, rows: list[list], class_: str = "data") -> Raw:
     """A plain data table (the accessible twin of a chart)."""
     return el(
@@ -175,20 +199,11 @@ def table(caption: str, header: list, rows: list[list], class_: str = "data") ->
         [
             el("caption", caption),
             el("thead", el("tr", [el("th", h, scope="col") for h in header])),
-            el(
-                "tbody",
-                [
-                    el(
-                        "tr",
-                        [el("th" if i == 0 else "td", c, scope="row" if i == 0 else None) for i, c in enumerate(r)],
-                    )
-                    for r in rows
-                ],
-            ),
+            el("tbody", Raw("".join(_row(r) for r in rows))),
         ],
         class_=class_,
     )
 
 
-def data_details(summary: str, tbl: Raw, open_: bool = False) -> Raw:
-    return el("details", [el("summary", summary), tbl], class_="data-table", open=open_)
+def data_details(summary: str, tbl: Raw, open_: bool = False, id_: str | None = None) -> Raw:
+    return el("details", [el("summary", summary), tbl], class_="data-table", open=open_, id_=id_)
