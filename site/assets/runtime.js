@@ -17,6 +17,14 @@
 //                                  res {seq, text}     its answer, on the asking frame's own channel
 //                                  bye {from}          a follower leaves (its session can go)
 // Requests and answers are JSON texts (site/py/main.py's serve): the same bytes in-process and over a channel.
+//
+// The direct path: frames of this site on one host page are same-origin with each other, so they share one
+// event loop and can call into each other. A ready leader puts its serve on window.enginelab_direct; a follower
+// finds it among its parent's frames (window.parent.frames: readable across origins; the leader's own window
+// is same-origin) and calls it synchronously, which saves the channel's two hops (a task each way, and a
+// rendering update between them, 8-20 ms per change on a 2-core machine). Everything else (the election, file
+// reads, remote reads, bye) stays on the channel, and a follower that cannot reach the leader's window (a
+// leader nested in another frame) or whose direct call fails uses the channel as before.
 
 const html = document.documentElement;
 const ROOT = new URL("../", import.meta.url); // the site's root (this file is in assets/)
@@ -137,6 +145,7 @@ class Shared {
     this.leader = null; // {id, ready, seen}
     this.claims = null; // Set of claimed ids while an election runs
     this.outs = new Map(); // follower id -> its channel (while leading)
+    this.direct = null; // the leader's window.enginelab_direct, when this frame can reach it
     this.ctl = new BroadcastChannel(NAME);
     this.inbox = new BroadcastChannel(`${NAME}:${id}`);
     this.ctl.onmessage = (e) => this.control(e.data || {});
@@ -191,8 +200,43 @@ class Shared {
     this.rt = rt;
     if (!this.leading()) return; // stepped down meanwhile
     this.leader.ready = true;
+    const self = this;
+    window.enginelab_direct = {
+      build: BUILD,
+      id: this.id,
+      // a leader that stepped down or resigned serves nobody else: the caller falls back to the channel
+      serve(client, text) {
+        if (!self.leading()) throw new Error("not leading");
+        return self.rt.serve(client, text);
+      },
+    };
     this.announce();
     this.flush();
+  }
+
+  // the leader's direct entry point, if its window is one of our parent's frames (see the top of this file)
+  findDirect(id) {
+    let frames;
+    try { frames = window.parent.frames; } catch { return null; }
+    for (let i = 0; i < frames.length; i++) {
+      try {
+        const d = frames[i].enginelab_direct;
+        if (d && d.build === BUILD && d.id === id && typeof d.serve === "function") return d;
+      } catch { /* a frame of another origin: not ours */ }
+    }
+    return null;
+  }
+
+  // a request answered in-process by the leader's runtime, or undefined (then it goes over the channel)
+  viaDirect(text) {
+    const d = this.direct;
+    if (!d || !this.leader || !this.leader.ready || d.id !== this.leader.id) return undefined;
+    try {
+      return JSON.parse(d.serve(this.id, text));
+    } catch {
+      this.direct = null; // gone or stepped down: the channel carries on, and the election sorts it out
+      return undefined;
+    }
   }
 
   announce() {
@@ -204,6 +248,7 @@ class Shared {
     if (!this.leading()) return;
     this.ctl.postMessage({ t: "gone", id: this.id });
     this.leader = null;
+    delete window.enginelab_direct;
     this.setMode("own");
   }
 
@@ -226,6 +271,7 @@ class Shared {
     else if (m.t === "claim") this.announce(); // (only a leader announces)
     else if (m.t === "gone" && this.leader && this.leader.id === m.id) {
       this.leader = null;
+      this.direct = null;
       this.elect();
     } else if (m.t === "leader" && m.id !== this.id) {
       if (m.error) { this.onError(m.error); return; }
@@ -236,9 +282,13 @@ class Shared {
         this.setMode(this.rt ? "own" : "follower");
       }
       if (this.leader && this.leader.id < m.id && !this.leading()) return; // we follow the smaller: it stays
-      if (!this.leader || this.leader.id !== m.id) this.leader = { id: m.id, ready: false };
+      if (!this.leader || this.leader.id !== m.id) { this.leader = { id: m.id, ready: false }; this.direct = null; }
       this.leader.seen = performance.now();
-      if (m.ready && !this.leader.ready) { this.leader.ready = true; this.flush(); }
+      if (m.ready && !this.leader.ready) {
+        this.leader.ready = true;
+        if (!this.rt) this.direct = this.findDirect(m.id);
+        this.flush();
+      }
       else if (!m.ready && !this.rt) this.status("Starting Python for the figures on this page…", 1);
     }
   }
@@ -281,6 +331,10 @@ class Shared {
       else if (p.call) this.rt.serveAsync(this.id, p.text, (t) => p.onNote(JSON.parse(t))).then((t) => p.resolve(JSON.parse(t)));
       else p.resolve(JSON.parse(this.rt.serve(this.id, p.text)));
     } else if (this.leader && this.leader.ready) {
+      if (!p.file && !p.call) {
+        const r = this.viaDirect(p.text);
+        if (r !== undefined) { this.pending.delete(seq); p.resolve(r); return; }
+      }
       this.out(this.leader.id).postMessage({ t: "req", from: this.id, seq, text: p.text, file: p.file, call: p.call });
     }
   }
@@ -288,6 +342,10 @@ class Shared {
   request(msg) {
     const text = JSON.stringify(msg);
     if (this.rt) return JSON.parse(this.rt.serve(this.id, text)); // a frame with a runtime serves itself
+    if (!this.pending.size) {
+      const r = this.viaDirect(text); // answered now, in order: nothing of ours is waiting on the channel
+      if (r !== undefined) return r;
+    }
     return new Promise((resolve) => {
       const seq = ++this.seq;
       const p = { text, resolve };
