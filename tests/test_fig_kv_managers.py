@@ -286,9 +286,14 @@ def test_a_tiny_pool_rejects_and_still_renders():
 
 
 def apply_patch(html: str, patch: dict) -> str:
-    """What site/assets/patch.js does, on the HTML text."""
-    root = re.search(r'data-patch-key="([^"]*)"', html)
-    assert root and root.group(1) == patch["key"]
+    """What site/assets/patch.js does, on the HTML text: the key (or a base patch's base) must match; then the
+    cells' classes, the html parts, the text parts and the attributes, in that order."""
+    if "base" in patch:
+        root = re.search(r'data-patch-base="([^"]*)"', html)
+        assert root and root.group(1) == patch["base"]
+    else:
+        root = re.search(r'data-patch-key="([^"]*)"', html)
+        assert root and root.group(1) == patch["key"]
     for gid, text in patch["classes"].items():
         classes = iter(text.split("|"))
         m = re.search(rf'(<g id="{gid}" class="cells">)(.*?)(</g>)', html)
@@ -297,8 +302,8 @@ def apply_patch(html: str, patch: dict) -> str:
         )
         assert next(classes, None) is None
         html = html[: m.start(2)] + body + html[m.end(2) :]
-    parts = {**{eid: html_escape(t) for eid, t in patch.get("text", {}).items()}, **patch.get("html", {})}
-    for eid, inner in parts.items():
+    parts = list(patch.get("html", {}).items()) + [(eid, html_escape(t)) for eid, t in patch.get("text", {}).items()]
+    for eid, inner in parts:
         m = re.search(rf'(<(\w+)[^>]* id="{eid}"[^>]*>)', html)
         tag = m.group(2)
         start = m.end(1)
@@ -334,13 +339,39 @@ def test_a_frame_patch_turns_any_frame_into_a_full_render_of_another(q):
     assert other["key"] != fig.frame_patch(fig.compute(s))["key"]
 
 
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("?step=9", "?workload=agent&step=30"),  # another workload on as many cells (384)
+        ("?workload=agent&step=12", "?step=3"),
+        ("?capacity=192&step=7", "?workload=radix-loses&policy=lpm&step=21"),  # 192 cells: the other's preset
+        ("?workload=radix-loses&policy=fcfs&step=40", "?workload=radix-loses&policy=lpm&step=40"),
+    ],
+)
+def test_a_base_patch_turns_one_simulation_into_a_full_render_of_another_on_the_same_grids(a, b):
+    sa, sb = state(a), state(b)
+    da, db = fig.compute(sa), fig.compute(sb)
+    shown = fig.render(da)
+    key = re.search(r'data-patch-key="([^"]*)"', shown).group(1)
+    base = re.search(r'data-patch-base="([^"]*)"', shown).group(1)
+    assert key != fig.frame_patch(db)["key"] and base == fig.base_patch(db)["base"]
+    pv = page.patch_view(fig, sb, key, base)  # what the glue asks: the frame's key and base
+    patch = json.loads(pv["patch"])
+    assert patch == json.loads(json.dumps(fig.base_patch(db)))
+    assert apply_patch(shown, patch) == fig.render(db)
+    # the same simulation takes a frame patch; other grids take neither (the glue renders in full)
+    assert "key" in json.loads(page.patch_view(fig, sa.replace(step=sa.step + 1), key, base)["patch"])
+    assert page.patch_view(fig, state("?capacity=256"), key, base) is None
+    assert page.patch_view(fig, sb, key, "") is None
+
+
 def test_render_is_pure_and_stepping_is_cheap():
     s = state()
     a = fig.render(fig.compute(s.replace(step=20)))
     fig.render(fig.compute(s.replace(step=40)))
     assert fig.render(fig.compute(s.replace(step=20))) == a
     assert a.count('class="chart kv-grid"') == 3 and a.count('role="img"') == 3
-    assert a.count("<title") == 3 and a.count("<desc") == 3 and '<details class="data-table">' in a
+    assert a.count("<title") == 3 and a.count("<desc") == 3 and '<details class="data-table" id="kv-table">' in a
     assert a.count("<rect ") == 3 * 384 + len(fig.LEGEND) + 4  # cells, legend swatches, one swatch per user
     # the simulation is cached: a new frame costs the patch only
     fig._SIM_CACHE.clear()

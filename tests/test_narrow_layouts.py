@@ -1,6 +1,7 @@
 """Every chart that a phone would otherwise see scaled down has a layout drawn for it (chart.responsive): the
 narrow twin is chart.NARROW_W units wide, its ids end in "-n" (no id appears twice in a page), and it carries no
-data-readout (each computed number is marked once, in the wide twin or outside the charts)."""
+data-readout (each computed number is marked once, in the wide twin or outside the charts). A live frame gets only
+the layout it shows (chart.layout_for; site/py/main.py asks by the frame's width)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,76 @@ def test_frame_patches_keep_both_layouts_in_step():
         for i in ids:
             assert i in patch["html"] and f"{i}-n" in patch["html"]
         assert any(k.endswith("-n-title") for k in patch["text"])
+
+
+@pytest.mark.parametrize("fid", CHARTS)
+@pytest.mark.parametrize("layout", ["wide", "narrow"])
+def test_a_live_frame_gets_only_the_layout_it_shows(fid, layout):
+    """chart.layout_for: the browser glue draws only the layout the frame shows; what it draws is that layout of
+    the full render, byte for byte, and the other is not drawn at all."""
+    fig = REGISTRY[fid]
+    state = fig.default_state()
+    both = str(page.view(fig, state)["figure"])
+    with chart.layout_for(layout):
+        one = str(page.view(fig, state)["figure"])
+    other = "narrow" if layout == "wide" else "wide"
+    assert f'<div class="layout-{layout}">' in one and f'<div class="layout-{other}">' not in one
+    assert len(one) < len(both)
+    # removing the other layout's divs from the full render gives the one-layout render
+    cut = both
+    while f'<div class="layout-{other}">' in cut:
+        start = cut.index(f'<div class="layout-{other}">')
+        depth = 0
+        for m in re.finditer(r"<div\b[^>]*>|</div>", cut[start:]):
+            depth += -1 if m.group(0) == "</div>" else 1
+            if depth == 0:
+                cut = cut[:start] + cut[start + m.end() :]
+                break
+    assert cut == one
+    assert chart.LAYOUT is None  # restored
+
+
+def test_frame_patches_of_one_layout_carry_only_its_parts():
+    from enginelab.figures import load, phases
+
+    for fig in (load, phases):
+        data = fig.compute(fig.SPEC.from_query("?step=2")[0])
+        both = fig.frame_patch(data)
+        with chart.layout_for("wide"):
+            wide = fig.frame_patch(data)
+        with chart.layout_for("narrow"):
+            narrow = fig.frame_patch(data)
+        is_narrow = lambda k: k.endswith("-n") or "-chart-n-" in k  # noqa: E731
+        for part in ("html", "text"):
+            assert not any(is_narrow(k) for k in wide[part]) and any(is_narrow(k) for k in narrow[part])
+            assert all(is_narrow(k) for k in set(narrow[part]) - set(wide[part]))
+            assert set(wide[part]) | set(narrow[part]) == set(both[part])
+            assert {k: both[part][k] for k in wide[part]} == wide[part]
+
+
+def test_the_glue_draws_the_layout_each_frame_asks_for():
+    """site/py/main.py: one runtime serving a wide and a narrow frame draws each its own layout; a frame whose
+    width crosses the breakpoint asks for a refresh with its new layout and gets that one in full."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site" / "py"))
+    import main
+
+    def ask(client, **req):
+        return json.loads(main.serve(client, json.dumps(req)))
+
+    opened = {}
+    for client, layout in (("w", "wide"), ("n", "narrow")):
+        r = ask(client, op="open", figure="roofline", search="?batch=8", sigs={}, values={}, layout=layout)
+        opened[client] = r["figure"]
+    assert '"layout-wide"' in opened["w"] and '"layout-narrow"' not in opened["w"]
+    assert '"layout-narrow"' in opened["n"] and '"layout-wide"' not in opened["n"]
+    r = ask("w", op="refresh", layout="narrow")
+    assert '"layout-narrow"' in r["figure"] and '"layout-wide"' not in r["figure"]
+    r = ask("n", op="input", values={"batch": "16"}, target="batch", patch_key="")
+    assert '"layout-narrow"' in r["figure"] and '"layout-wide"' not in r["figure"]  # kept from before
+    for c in ("w", "n"):
+        ask(c, op="close")
+    assert chart.LAYOUT is None

@@ -40,11 +40,44 @@ __all__ = [
 NARROW_W = 340
 
 
-def responsive(wide: Raw, narrow: Raw) -> Raw:
+# Which layouts responsive() draws: None, both (the pages built ahead, which must suit any screen, with or
+# without Python), or "wide" / "narrow", only the one a live frame shows (site/py/main.py sets it per request
+# from the frame's width, and the frame asks for a full render when its width crosses NARROW_BREAK_PX).
+LAYOUT = None
+LAYOUTS = ("wide", "narrow")
+NARROW_BREAK_PX = 720  # site.css's @media (max-width: 720px)
+
+
+def shows(layout: str) -> bool:
+    """Whether renders now draw this layout ("wide" or "narrow")."""
+    return LAYOUT is None or LAYOUT == layout
+
+
+class layout_for:
+    """with layout_for("narrow"): ... renders only that layout inside (None or anything else: both)."""
+
+    def __init__(self, layout):
+        self.layout = layout if layout in LAYOUTS else None
+
+    def __enter__(self):
+        global LAYOUT
+        self.saved, LAYOUT = LAYOUT, self.layout
+
+    def __exit__(self, *exc):
+        global LAYOUT
+        LAYOUT = self.saved
+
+
+def responsive(wide, narrow) -> Raw:
     """Two layouts of one chart: the wide one, and one re-laid out for a phone (NARROW_W units wide; its ids end
     in "-n"). The stylesheet shows one of them by the width of the page (site.css: .layout-wide, .layout-narrow),
-    so a narrow screen gets a figure drawn for it rather than the wide one scaled down, with or without Python."""
-    return Raw(str(el("div", wide, class_="layout-wide")) + str(el("div", narrow, class_="layout-narrow")))
+    so a narrow screen gets a figure drawn for it rather than the wide one scaled down, with or without Python.
+    wide, narrow: the markup, or functions that draw it (called only for a layout that is drawn: see LAYOUT)."""
+    parts = []
+    for name, draw in (("wide", wide), ("narrow", narrow)):
+        if shows(name):
+            parts.append(str(el("div", draw() if callable(draw) else draw, class_=f"layout-{name}")))
+    return Raw("".join(parts))
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5, base: float = 1) -> list:
@@ -295,6 +328,23 @@ def presets(spec, items, label: str = "Try this") -> Raw:
             )
         )
     return el("nav", [el("span", label, class_="presets-label"), el("ul", buttons)], class_="presets", aria_label=label)
+
+
+_PRESETS_CACHE: dict = {}
+
+
+def presets_once(spec, make_items, label: str = "Try this") -> Raw:
+    """presets(spec, make_items(), label), built once per catalogue: the preset states are fixed, but their
+    options depend on perf_model's MODELS and MACHINES, to which a reader's own model or machine is added."""
+    import perf_model as pm
+
+    key = (spec.name, label, tuple(pm.MODELS), tuple(pm.MACHINES))
+    hit = _PRESETS_CACHE.get(key)
+    if hit is None:
+        if len(_PRESETS_CACHE) >= 64:
+            _PRESETS_CACHE.clear()
+        hit = _PRESETS_CACHE[key] = presets(spec, make_items(), label)
+    return hit
 
 
 def spread_labels(ys: list, min_gap: float, lo: float, hi: float) -> list:

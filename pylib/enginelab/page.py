@@ -207,17 +207,30 @@ def view(fig, state, defer: bool = False) -> dict:
     }
 
 
-def patch_view(fig, state) -> dict | None:
+def patch_view(fig, state, key=None, base: str = "", defer: bool = False) -> dict | None:
     """For a figure that defines frame_patch(data) (an animated one whose frames share one skeleton): the
     frame's changes as one JSON text for the page's applyPatch (site/assets/patch.js), with the summary and the
     query string. None for other figures. applyPatch touches the page only if the figure in it carries the
-    patch's data-patch-key; otherwise the glue falls back to `view` (a full render)."""
+    patch's data-patch-key; otherwise the glue falls back to `view` (a full render).
+
+    key: the data-patch-key of the figure in the page. When given and the frame patch's key differs (another
+    simulation), a figure with base_patch(data) may still be patched: if its data-patch-base (the skeleton, such
+    as the grids' size) equals `base`, the answer is the base patch (every part but the skeleton, its slow extras
+    left as placeholders with defer, as `view` leaves them); else None."""
     fp = getattr(fig, "frame_patch", None)
     if fp is None:
         return None
     data = fig.compute(state)
+    patch = fp(data)
+    if key is not None and patch["key"] != key:
+        bp = getattr(fig, "base_patch", None)
+        if not base or bp is None:
+            return None
+        patch = bp(data, defer=defer)
+        if patch["base"] != base:
+            return None
     return {
-        "patch": json.dumps(fp(data), separators=(",", ":")),
+        "patch": json.dumps(patch, separators=(",", ":")),
         "summary": fig.describe(data),
         "query": fig.SPEC.to_query(state),
     }

@@ -55,10 +55,17 @@ function openRequest(form = false) {
     values: formValues(),
     patch_key: patchKey(),
     form,
+    layout: layout(),
   };
 }
 
+// The chart layout this frame shows (site.css: the narrow one up to 720 px wide): Python draws only that one
+// for a live frame (enginelab.chart.LAYOUT), and a frame whose width crosses the breakpoint asks again in full.
+const narrow = typeof matchMedia === "function" ? matchMedia("(max-width: 720px)") : null;
+const layout = () => (narrow && narrow.matches ? "narrow" : "wide");
+
 const patchKey = () => root.querySelector("[data-patch-key]")?.dataset.patchKey || "";
+const patchBase = () => root.querySelector("[data-patch-key]")?.dataset.patchBase || "";
 
 // ---- writing an answer -----------------------------------------------------------------------------------
 const TYPED = ["number", "text", "textarea"];
@@ -98,7 +105,7 @@ function write(r) {
     if (s) { s.textContent = r.own[0]; s.classList.toggle("own-error", !!r.own[1]); }
   }
   if (r.remote) writeRemote(r.remote);
-  if (r.query !== undefined) history.replaceState(null, "", location.pathname + r.query + location.hash);
+  if (r.query !== undefined) setQuery(r.query, !live);
   // where the time goes, for `build.py bench`: Python (compute + render) / the rest (DOM, controls, URL)
   if (r.python_ms !== undefined) html.dataset.renderMs = `${r.python_ms.toFixed(2)}/${(performance.now() - t0).toFixed(2)}`;
   if (r.deferred !== undefined) {
@@ -114,6 +121,33 @@ function write(r) {
   window.dispatchEvent(new CustomEvent("enginelab:rendered"));
   return true;
 }
+
+// The URL follows the state once the reader pauses (QUERY_MS after the last change), not inside each change:
+// history.replaceState costs 1-10 ms of the frame's thread (Chromium tells its browser process), a frame's
+// budget, and a run of changes (a slider dragged, Play) needs only its last. <html data-url-pending> says a
+// query is still to be written; Share and the embed snippet, and leaving the page, write it first.
+const QUERY_MS = 100;
+let queryTimer = 0;
+let queryNext = null;
+
+function setQuery(query, now = false) {
+  queryNext = query;
+  clearTimeout(queryTimer);
+  if (now) return flushQuery();
+  html.dataset.urlPending = "";
+  queryTimer = setTimeout(flushQuery, QUERY_MS);
+}
+
+function flushQuery() {
+  clearTimeout(queryTimer);
+  if (queryNext === null) return;
+  const query = queryNext;
+  queryNext = null;
+  delete html.dataset.urlPending;
+  history.replaceState(null, "", location.pathname + query + location.hash);
+}
+addEventListener("pagehide", flushQuery);
+addEventListener("enginelab:flush-query", flushQuery); // shell.js, before it reads location
 
 function fillDeferred(r) {
   if (r.messages !== undefined) write({ messages: r.messages });
@@ -145,7 +179,7 @@ function answer(r, retry) {
     else write({ messages: `<ul><li>${r.error.replace(/&/g, "&amp;").replace(/</g, "&lt;")}</li></ul>` });
     return;
   }
-  if (!write(r)) return send({ op: "refresh" });
+  if (!write(r)) return send({ op: "refresh", layout: layout() });
   if (!live) {
     live = true;
     timing.first_render = performance.now();
@@ -179,7 +213,9 @@ function send(msg) {
   }
 }
 
-const inputRequest = (target) => ({ op: "input", values: formValues(), target, patch_key: patchKey() });
+const inputRequest = (target) => ({
+  op: "input", values: formValues(), target, patch_key: patchKey(), patch_base: patchBase(), layout: layout(),
+});
 
 function onInput(event) {
   if (!live) return;
@@ -301,6 +337,7 @@ async function start() {
   html.dataset.runtime = rt.mode;
   if (rt.mode === "follower") status("Waiting for the Python runtime the figures on this page share…", 1);
   form?.addEventListener("input", onInput);
+  narrow?.addEventListener("change", () => { if (live) send({ op: "refresh", layout: layout() }); });
   form?.addEventListener("submit", (e) => e.preventDefault());
   setupOwnModel();
   setupRemote();

@@ -222,6 +222,7 @@ async function copyText(text, what) {
 }
 
 export function embedURL() {
+  window.dispatchEvent(new Event("enginelab:flush-query")); // live.js writes the URL once the reader pauses
   const path = html.dataset.embedPath || location.pathname;
   return new URL(path + location.search, location.href).href;
 }
@@ -362,6 +363,7 @@ document.addEventListener("click", async (e) => {
       break;
     }
     case "share":
+      window.dispatchEvent(new Event("enginelab:flush-query")); // the state just changed may not be in it yet
       await copyText(location.href, "Link");
       break;
   }

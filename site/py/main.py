@@ -14,8 +14,12 @@ keeps its pre-rendered figure.
 Requests ({"op": ...}):
   open     {figure, search, base, sigs: {key: sig}, values: {key: value}, patch_key, form}: a frame starts (or
            starts again on a runtime that took over): from the URL's query, or with form, from its form's values
-  input    {values: {key: value}, target: the control's name, patch_key}: a control changed
-  refresh  the frame's figure could not take a patch: render it in full
+  input    {values: {key: value}, target: the control's name, patch_key, patch_base}: a control changed (the
+           figure's data-patch-key and data-patch-base: which patch, if any, the figure in the frame can take)
+  refresh  the frame's figure could not take a patch, or its width crossed the layouts' breakpoint: render it in
+           full
+Any request may carry layout ("wide" or "narrow"): the chart layout the frame shows, the only one drawn for it
+(enginelab.chart.LAYOUT; without it both are drawn, as in the pages built ahead).
   deferred {token}: the slow extras of the last render (deferred_html), if no newer render came since
   svg      one standalone SVG of the current state (Download SVG, for figures with download_svg)
   config   {text}: "Use your own model": a pasted config.json
@@ -31,7 +35,7 @@ import json
 import time
 import traceback
 
-from enginelab import figures, links  # light: page (state, svg) comes with a frame's first real request
+from enginelab import chart, figures, links  # light: page (state, svg) comes with a frame's first real request
 
 SESSIONS = {}  # client id -> App
 
@@ -60,6 +64,8 @@ class App:
         self.sigs = dict(sigs)  # key -> the sig of the control now in the frame
         self.shown = dict(values)  # key -> the value string the control now holds (as far as we know)
         self.patch_key = patch_key  # data-patch-key of the figure now in the frame ("" if none)
+        self.patch_base = ""  # its data-patch-base: the skeleton a base patch fits ("" if none)
+        self.layout = None  # the chart layout the frame shows ("wide" or "narrow"; None: draw both)
         self.query = None
         self.message_list = None
         self.deferred = 0  # token of the last render whose extras are still to come
@@ -92,12 +98,21 @@ class App:
     def apply(self, state, messages, force=False):
         """The answer for a new state: figure (HTML) or patch (JSON for patch.js), summary, fields (controls
         rebuilt: {key: HTML}), values ({key: value}), force, messages (HTML, when they changed), query, python_ms
-        and deferred (a token, when the figure has extras to fill in after)."""
+        and deferred (a token, when what it sends has placeholders (data-deferred) to fill in after)."""
+        with chart.layout_for(self.layout):  # only the layout the frame shows is drawn
+            return self._apply(state, messages, force)
+
+    def _apply(self, state, messages, force):
         t0 = time.perf_counter()
         out = {"ok": True, "force": force}
         # an animated figure with frame_patch changes only what differs between frames (page.patch_view)
-        view = None if force or not self.patch_key else self.page.patch_view(self.fig, state)
-        if view is not None and json.loads(view["patch"]).get("key") == self.patch_key:
+        # (or, for a new simulation drawn on the same skeleton, a base patch: every part but the skeleton)
+        view = (
+            None
+            if force or not self.patch_key
+            else self.page.patch_view(self.fig, state, self.patch_key, self.patch_base, defer=True)
+        )
+        if view is not None:
             out["patch"] = view["patch"]
         else:
             view = self.page.view(self.fig, state, defer=True)  # slow extras come after (deferred)
@@ -109,8 +124,8 @@ class App:
             out["query"] = view["query"]
             self.query = view["query"]
         self.state = state
-        if hasattr(self.fig, "deferred_html"):
-            self.deferred += 1
+        if hasattr(self.fig, "deferred_html") and "data-deferred" in (out.get("figure") or out.get("patch") or ""):
+            self.deferred += 1  # (placeholders to fill: a frame patch between two frames leaves none)
             out["deferred"] = self.deferred
         out["python_ms"] = (time.perf_counter() - t0) * 1e3  # for `build.py bench`: Python's share of a change
         return out
@@ -120,7 +135,8 @@ class App:
         if token != self.deferred:
             return {"ok": True, "deferred_html": None}
         try:
-            parts = {k: str(v) for k, v in self.fig.deferred_html(self.state).items()}
+            with chart.layout_for(self.layout):
+                parts = {k: str(v) for k, v in self.fig.deferred_html(self.state).items()}
         except Exception as e:  # the numbers stay; say what is missing
             traceback.print_exc()
             out = {"ok": True, "deferred_html": None}
@@ -377,7 +393,14 @@ class Prerendered:
         fig = figures.get(str(self.req["figure"]))
         app = App(fig, self.req.get("sigs") or {}, self.req.get("values") or {}, str(self.req.get("patch_key") or ""))
         app.state, app.query, app.message_list = fig.default_state(), "", []
+        app.layout = _layout(self.req)
         return app
+
+
+def _layout(req):
+    """The chart layout a request says its frame shows ("wide" or "narrow"), or None (draw both)."""
+    v = req.get("layout")
+    return v if v in chart.LAYOUTS else None
 
 
 def _open(client, req):
@@ -389,6 +412,7 @@ def _open(client, req):
         return {"ok": True, "python_ms": 0.0}
     fig = figures.get(str(req["figure"]))
     app = App(fig, req.get("sigs") or {}, req.get("values") or {}, str(req.get("patch_key") or ""))
+    app.layout = _layout(req)
     SESSIONS[client] = app
     if req.get("form"):  # a runtime taking over while the reader changed something: the form is the state
         out = app.on_input(app.shown, force=True)
@@ -414,13 +438,16 @@ def handle(client, req):
         return {"error": "no-session"}  # a runtime that took over from another: the frame opens again
     if isinstance(app, Prerendered):
         app = SESSIONS[client] = app.open()
+    if _layout(req):  # the frame's width (live.js asks for a refresh when it crosses the breakpoint)
+        app.layout = _layout(req)
     if op == "warm":  # the frame is live and idle: import its figure's module now, not on its first change
         return {"ok": True}
     if op == "input":
         app.patch_key = str(req.get("patch_key") or "")
+        app.patch_base = str(req.get("patch_base") or "")
         return app.on_input(req.get("values") or {}, str(req.get("target") or ""))
     if op == "refresh":
-        app.patch_key = ""
+        app.patch_key = app.patch_base = ""
         return app.apply(app.state, app.message_list or [], force=True)
     if op == "deferred":
         return app.fill_deferred(req.get("token"))

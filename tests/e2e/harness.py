@@ -136,6 +136,20 @@ def wait_ready(page, timeout_ms: int = READY_TIMEOUT_MS):
         raise AssertionError(f"page did not become ready (data-ready={state!r}): {reason.strip()}")
 
 
+def url_search(page) -> str:
+    """The query string of a page's (or frame's) URL, without "?", once live.js has written it (it writes the
+    state's query once the reader pauses: <html data-url-pending> until then)."""
+    page.wait_for_function("!document.documentElement.hasAttribute('data-url-pending')")
+    return page.evaluate("location.search")[1:]
+
+
+def url_query(page, keep_blank_values: bool = False) -> dict:
+    """url_search as a dict."""
+    from urllib.parse import parse_qsl
+
+    return dict(parse_qsl(url_search(page), keep_blank_values=keep_blank_values))
+
+
 def readouts(page) -> dict:
     """{name: data-value} of every data-readout on the page."""
     return page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('[data-readout]')]

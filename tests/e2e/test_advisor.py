@@ -5,20 +5,19 @@ Expected numbers come from perf_model and advisor run here in CPython, never fro
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 import perf_model as pm
 from enginelab import advisor as A
 
-from .harness import readouts, same_readouts
+from .harness import readouts, same_readouts, url_query
 
 PAGE = "figures/advisor.html"
 
 
 def query(page) -> dict:
-    return dict(parse_qsl(urlsplit(page.url).query))
+    return url_query(page)
 
 
 def calc_expected(

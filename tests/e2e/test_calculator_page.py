@@ -15,7 +15,7 @@ import pytest
 import perf_model as pm
 from enginelab import scenario
 
-from .harness import DIST, readouts, same_readouts, wait_ready
+from .harness import DIST, readouts, same_readouts, url_query, wait_ready
 
 PAGE = "figures/calculator.html"
 
@@ -102,7 +102,7 @@ def assert_readouts(page, **state):
 
 
 def query(page) -> dict:
-    return dict(parse_qsl(urlsplit(page.url).query))
+    return url_query(page)
 
 
 def test_ready_default_state_matches_cpython_and_prerender(page_at):

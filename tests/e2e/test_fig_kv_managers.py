@@ -7,14 +7,13 @@ The `guard` fixture (conftest.py) fails a test on any console error, page error 
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 import kv_managers as kv
 from enginelab.figures import kv_managers as fig
 
-from .harness import DIST, readouts, same_readouts
+from .harness import DIST, readouts, same_readouts, url_query
 
 PATH = "figures/kv-managers.html"
 CELL_CLASSES = (
@@ -23,7 +22,7 @@ CELL_CLASSES = (
 
 
 def query(page) -> dict:
-    return dict(parse_qsl(urlsplit(page.url).query))
+    return url_query(page)
 
 
 def wait_step(page, n: int, timeout: int = 5000):

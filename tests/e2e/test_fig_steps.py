@@ -7,20 +7,19 @@ The `guard` fixture (conftest.py) fails a test on any console error, page error 
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 import inference_trace as it
 import perf_model as pm
 
-from .harness import DIST, readouts, same_readouts
+from .harness import DIST, readouts, same_readouts, url_query
 
 TIERS, LOAD, PHASES = "figures/tiers.html", "figures/load.html", "figures/phases.html"
 
 
 def query(page) -> dict:
-    return dict(parse_qsl(urlsplit(page.url).query))
+    return url_query(page)
 
 
 def wait_step(page, n: int, timeout: int = 5000):

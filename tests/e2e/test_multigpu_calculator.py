@@ -5,17 +5,17 @@ Expected numbers come from perf_model in CPython."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import perf_model as pm
 
-from .harness import readouts, same_readouts, wait_ready
+from .harness import readouts, same_readouts, url_query, wait_ready
 
 PAGE = "figures/calculator.html"
 
 
 def query(page) -> dict:
-    return dict(parse_qsl(urlsplit(page.url).query))
+    return url_query(page)
 
 
 def expected(model, gpus, **kw):

@@ -16,7 +16,7 @@ import perf_model as pm  # noqa: E402
 from enginelab import custom  # noqa: E402
 from enginelab.figures import calculator  # noqa: E402
 
-from .harness import same_readouts  # noqa: E402
+from .harness import same_readouts, url_search  # noqa: E402
 
 PAGE = "figures/calculator.html"
 # files written for the drop tests: MID's tensor data (~60 MB) is larger than the first slice the page reads,
@@ -84,7 +84,7 @@ def test_config_json_and_custom_machine(page_at):
     page.fill("#cfg-text", json.dumps(CFG, indent=2))
     page.click("#cfg-use")
     page.wait_for_function("document.querySelector('#f-model').value === 'custom'")
-    q = urlparse(page.url).query
+    q = url_search(page)
     assert parse_qs(q)["model"] == ["custom"] and "torch_dtype" not in q
     got, want = readouts(page), expected("?" + q)
     assert want["n_gpu_layers"] == 29 and int(got["n_gpu_layers"]) == 29
@@ -147,7 +147,7 @@ def test_findings_apply_and_undo(page_at):
     after = readouts(page)
     assert float(after["decode_tok_s"]) > float(before["decode_tok_s"])
     for k, v in change.items():
-        assert parse_qs(urlparse(page.url).query).get(k, [str(v)]) == [str(v)]
+        assert parse_qs(url_search(page)).get(k, [str(v)]) == [str(v)]
     page.locator("#calc-findings-body button[data-undo]").first.wait_for()
     page.locator("#calc-findings-body button[data-undo]").first.click()
     page.wait_for_function(

@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import remote_fixtures as rf  # noqa: E402
 
 from enginelab import remote  # noqa: E402
+
+from .harness import url_search  # noqa: E402
 
 PAGE = "figures/calculator.html"
 SITE = rf.site()
@@ -87,7 +89,7 @@ def wait_remote(page, timeout_ms=30_000):
 
 
 def query(page) -> dict:
-    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+    return {k: v[0] for k, v in parse_qs(url_search(page)).items()}
 
 
 def read_from_panel(page, text):

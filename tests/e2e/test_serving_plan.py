@@ -3,19 +3,17 @@ CPython, so a test fails if the browser computes anything different from the cou
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlsplit
-
 import pytest
 
 from enginelab import serving_plan as sp
 
-from .harness import readouts
+from .harness import readouts, url_query
 
 PAGE = "figures/serving-plan.html"
 
 
 def query(page) -> dict:
-    return dict(parse_qsl(urlsplit(page.url).query))
+    return url_query(page)
 
 
 def wait_value(page, name, value):

@@ -21,7 +21,7 @@ import pytest
 from enginelab import page as pg
 from enginelab.figures import REGISTRY
 
-from .harness import DIST, Guard, Site, _build_module, readouts, wait_ready
+from .harness import DIST, Guard, Site, _build_module, readouts, url_search, wait_ready
 
 READOUT = re.compile(r'data-readout="([^"]+)"[^>]*?data-value="([^"]*)"')
 
@@ -45,7 +45,7 @@ def same_numbers(got: dict, want: dict, what: str):
 
 
 def live_query(frame) -> str:
-    return urlsplit(frame.url).query
+    return url_search(frame)
 
 
 FIGURES = [

@@ -451,7 +451,11 @@ def _spec_block(data) -> Raw:
         [
             el("h2", f"Speculative decoding with {sp['draft']}"),
             el("ul", [el("li", t) for t in items]),
-            el("figure", [chart.responsive(_spec_chart(sp), _spec_chart(sp, narrow=True))], class_="chart-wrap"),
+            el(
+                "figure",
+                [chart.responsive(lambda: _spec_chart(sp), lambda: _spec_chart(sp, narrow=True))],
+                class_="chart-wrap",
+            ),
             findings.flags_list(sp["flags"]),
         ],
         class_="advisor-spec",

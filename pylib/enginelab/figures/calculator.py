@@ -445,7 +445,7 @@ def _bar_chart(data, narrow: bool = False) -> Raw:
 
 def _bar_charts(data) -> Raw:
     """The bars, wide and re-laid out for a phone (the page shows one: chart.responsive)."""
-    return chart.responsive(_bar_chart(data), _bar_chart(data, narrow=True))
+    return chart.responsive(lambda: _bar_chart(data), lambda: _bar_chart(data, narrow=True))
 
 
 def _readout(name: str, value, text: str, label: str, unit: str = "", how: str = "") -> Raw:
@@ -559,7 +559,12 @@ def _readouts(data, defer: bool = False) -> Raw:
             how=how.get("cpu_share", ""),
         ),
     ]
-    return el("dl", items, class_="readouts" + ("" if fits else " readouts-fail"))
+    return el(
+        "dl",
+        items,
+        class_="readouts" + ("" if fits else " readouts-fail"),
+        data_deferred="explain" if defer else None,  # its "how is this computed?" boxes come after
+    )
 
 
 def _speed(kind: str, data, how: dict) -> Raw:

@@ -366,7 +366,7 @@ def presets() -> list:
 
 
 def _presets() -> Raw:
-    return chart.presets(SPEC, presets(), label="Presets")
+    return chart.presets_once(SPEC, presets, label="Presets")
 
 
 def _table(data: DecodeCurveData) -> Raw:
@@ -417,7 +417,7 @@ def render(data: DecodeCurveData) -> str:
         return el("div", parts, class_="decode-curve", data_state="error")
     parts += [
         _readouts(data),
-        el("figure", chart.responsive(_chart(data), _chart(data, narrow=True)), class_="chart-wrap"),
+        el("figure", chart.responsive(lambda: _chart(data), lambda: _chart(data, narrow=True)), class_="chart-wrap"),
         chart.course_profile_note(),
         _table(data),
     ]

@@ -710,7 +710,7 @@ def render(data: EnginesData) -> str:
             class_="engines-count",
         )
     )
-    parts.append(el("figure", [chart.responsive(_map(data), _map_narrow(data))], class_="chart-wrap"))
+    parts.append(el("figure", [chart.responsive(lambda: _map(data), lambda: _map_narrow(data))], class_="chart-wrap"))
     parts.append(_map_table(data))
     if data.engines:
         parts.append(_comparison(data))

@@ -30,6 +30,7 @@ counters per frame, its summary as a RunSummary) and one Panel per manager, the 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import kv_managers as kvm
@@ -413,16 +414,17 @@ def _settled(state: str) -> str:
 _SETTLE = str.maketrans({"R": "r", "P": "p", "D": "d", "E": ".", "X": "."})
 
 
+def _frame_index(run: Run, step: int) -> tuple[int, bool]:
+    """(index of the frame shown at a simulation step: the last one at or before it, -1 if none; whether the
+    frame is that step's own)."""
+    i = bisect_right(run.steps, step) - 1
+    return i, i >= 0 and run.steps[i] == step
+
+
 def _frame_at(run: Run, step: int, capacity: int):
     """(index of the frame shown, cell codes, owners, exact) for one manager at a simulation step."""
     steps = run.steps
-    lo, hi, i = 0, len(steps), -1
-    while lo < hi:  # last frame with frame step <= step
-        mid = (lo + hi) // 2
-        if steps[mid] <= step:
-            i, lo = mid, mid + 1
-        else:
-            hi = mid
+    i, _ = _frame_index(run, step)
     if i < 0:
         return -1, "." * capacity, (-1,) * capacity, False
     f = run.frames[i]
@@ -819,7 +821,7 @@ def _final(name: str, data: KvData) -> Raw:
         f" at once, {s.preemptions} preemption{'s' if s.preemptions != 1 else ''}, "
         f"{s.steps} steps" + (f", {rej} rejected" if rej else "") + ".",
     ]
-    return el("p", parts, class_="kv-final")
+    return el("p", parts, class_="kv-final", id_=f"kv-final-{name}")
 
 
 def _subtitle(name: str, data: KvData) -> str:
@@ -880,7 +882,7 @@ def _panel(name: str, data: KvData) -> Raw:
         "section",
         [
             el("h2", MANAGER_NAMES[name], id_=f"kv-h-{name}"),
-            el("p", _subtitle(name, data), class_="kv-sub"),
+            el("p", _subtitle(name, data), class_="kv-sub", id_=f"kv-sub-{name}"),
             _grid(name, data),
             _tree(data) if name == "radix" else "",
             el("div", _live(name, data), id_=f"kv-live-{name}", class_="kv-live"),
@@ -927,7 +929,7 @@ def _users(data: KvData) -> Raw:
             focusable="false",
         )
         items.append(el("li", [sw, " ", f"{s} (requests {', '.join('#' + str(r) for r in rids)})"]))
-    return el("ul", items, class_="kv-legend-users", aria_label="Users (colours)")
+    return el("ul", items, class_="kv-legend-users", id_="kv-users", aria_label="Users (colours)")
 
 
 def _step_title(data: KvData) -> str:
@@ -981,7 +983,7 @@ def _table(data: KvData) -> Raw:
             row = [str(t)]
             for n in MANAGERS:
                 run = sim.runs[n]
-                i, _, _, exact = _frame_at(run, t, data.capacity)
+                i, exact = _frame_index(run, t)  # (the counters only: no cells)
                 lv = run.live[i] if i >= 0 else NO_COUNTERS
                 row += [str(lv.computed), str(lv.reused), str(lv.concurrency if exact else 0)]
             rows.append(row)
@@ -990,7 +992,7 @@ def _table(data: KvData) -> Raw:
             f"far, and requests holding cells, per step"
         )
         sim.cache[key] = data_details(
-            f"Data table (steps {sim.first_step}–{sim.last_step})", table(caption, header, rows)
+            f"Data table (steps {sim.first_step}–{sim.last_step})", table(caption, header, rows), id_="kv-table"
         )
     return sim.cache[key]
 
@@ -1008,9 +1010,35 @@ def _note(data: KvData) -> Raw:
     )
 
 
-def render(data: KvData) -> str:
+def _patch_key(data: KvData) -> str:
+    """The simulation a frame patch belongs to (data-patch-key)."""
+    return "|".join(str(k) for k in data.sim.key)
+
+
+def _patch_base(data: KvData) -> str:
+    """The skeleton (data-patch-base): the grids' size is all that fixes the figure's markup outside its parts."""
+    return f"cells-{data.capacity}"
+
+
+def _table_slot(data: KvData, defer: bool) -> Raw:
+    """The data table, or (defer) its closed box with a placeholder that deferred_html fills right after."""
+    if not defer:
+        return _table(data)
     sim = data.sim
-    key = "|".join(str(k) for k in sim.key)
+    note = el("p", "Building the table…", class_="note", data_deferred="table")
+    return data_details(f"Data table (steps {sim.first_step}–{sim.last_step})", note, id_="kv-table")
+
+
+def deferred_html(state) -> dict:
+    """{element id: inner HTML} that the glue fills in after render(..., defer=True): the data table (64 rows
+    of counters, in a closed box), which a new simulation would otherwise add to the change that asked for it."""
+    return {"kv-table": _inner(_table(compute(state)))}
+
+
+def render(data: KvData, defer: bool = False) -> str:
+    """The figure for one frame; defer: the data table as a placeholder (the browser; see deferred_html)."""
+    sim = data.sim
+    key = _patch_key(data)
     return el(
         "div",
         [
@@ -1019,12 +1047,13 @@ def render(data: KvData) -> str:
             _legend(),
             _users(data),
             _note(data),
-            _table(data),
+            _table_slot(data, defer),
         ],
         class_="fig-kv",
         id_="kv-fig",
         data_step=str(data.step),
         data_patch_key=key,
+        data_patch_base=_patch_base(data),
         data_stops=",".join(map(str, sim.stops)),  # where Back / Step / Play stop (site/assets/steps.js)
     )
 
@@ -1128,11 +1157,48 @@ def frame_patch(data: KvData) -> dict:
             if value is not None:
                 attrs[eid] = {"data-value": value}
     return {
-        "key": "|".join(str(k) for k in sim.key),
+        "key": _patch_key(data),
         "classes": {f"kv-cells-{n}": _classes_text(sim, n, data.panels[n]) for n in MANAGERS},
         "text": text,
         "html": {"kv-radix-tree": str(_tree_html(data))},
         "attrs": attrs,
+    }
+
+
+def _inner(markup) -> str:
+    """The content of one element built by el() (its start tag ends at the first '>': attributes are escaped)."""
+    s = str(markup)
+    return s[s.index(">") + 1 : s.rindex("</")]
+
+
+def base_patch(data: KvData, defer: bool = False) -> dict:
+    """Another simulation on the same grids (a new workload, policy or capacity with as many cells): every part
+    that depends on the simulation by html, the cells' classes, and the root's new data-patch-key and stops, for
+    a figure in the page with the same data-patch-base. Rewriting these parts instead of the whole figure keeps
+    the 1,000+ cells (most of the markup) in place. The result equals a full render of `data` (with the same
+    defer: tests)."""
+    sim = data.sim
+    html = {
+        "kv-caption": _inner(_caption(data)),
+        "kv-radix-tree": str(_tree_html(data)),
+        "kv-users": _inner(_users(data)),
+        "kv-table": _inner(_table_slot(data, defer)),
+    }
+    for n in MANAGERS:
+        html[f"kv-sub-{n}"] = _inner(el("p", _subtitle(n, data)))
+        html[f"kv-live-{n}"] = str(_live(n, data))
+        html[f"kv-final-{n}"] = _inner(_final(n, data))
+    return {
+        "base": _patch_base(data),
+        "classes": {f"kv-cells-{n}": _classes_text(sim, n, data.panels[n]) for n in MANAGERS},
+        "html": html,
+        "attrs": {
+            "kv-fig": {
+                "data-step": str(data.step),
+                "data-patch-key": _patch_key(data),
+                "data-stops": ",".join(map(str, sim.stops)),
+            }
+        },
     }
 
 

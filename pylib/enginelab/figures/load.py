@@ -560,7 +560,7 @@ def _chart(data: LoadData, lay: Layout = WIDE) -> Raw:
 
 def _charts(data: LoadData) -> Raw:
     """Wide, and re-laid out for a phone (the page shows one: chart.responsive)."""
-    return chart.responsive(_chart(data), _chart(data, NARROW))
+    return chart.responsive(lambda: _chart(data), lambda: _chart(data, NARROW))
 
 
 def _step_list(data: LoadData) -> Raw:
@@ -681,25 +681,22 @@ def _inner(part: Raw) -> str:
 
 def frame_patch(data: LoadData) -> dict:
     """What differs between two frames of one scenario, for the glue's applyPatch (site/assets/patch.js): the
-    inner HTML of the parts that change, the chart's title and description, and the root's attributes. Applied
-    to any frame of the same scenario it gives exactly the full render of `data` (tests/test_fig_load.py)."""
+    inner HTML of the parts that change, the chart's title and description, and the root's attributes, for the
+    layouts drawn (chart.LAYOUT: a live frame shows one). Applied to any frame of the same scenario it gives
+    exactly the full render of `data` (tests/test_fig_load.py)."""
+    html = {"load-caption": _inner(_caption(data)), "load-readouts": _inner(_readouts(data))}
+    text = {}
+    if chart.shows("wide"):
+        html |= {"load-boxes": _inner(_boxes(data)), "load-strip-now": _strip_now(data)}
+        text |= {"load-chart-title": _chart_title(data), "load-chart-desc": describe(data)}
+    if chart.shows("narrow"):
+        html |= {"load-boxes-n": _inner(_boxes(data, NARROW)), "load-strip-now-n": _strip_now(data, NARROW)}
+        text |= {"load-chart-n-title": _chart_title(data), "load-chart-n-desc": describe(data)}
+    html["load-steps"] = _inner(_step_list(data))
     return {
         "key": patch_key(data),
-        "html": {
-            "load-caption": _inner(_caption(data)),
-            "load-readouts": _inner(_readouts(data)),
-            "load-boxes": _inner(_boxes(data)),
-            "load-strip-now": _strip_now(data),
-            "load-boxes-n": _inner(_boxes(data, NARROW)),
-            "load-strip-now-n": _strip_now(data, NARROW),
-            "load-steps": _inner(_step_list(data)),
-        },
-        "text": {
-            "load-chart-title": _chart_title(data),
-            "load-chart-desc": describe(data),
-            "load-chart-n-title": _chart_title(data),
-            "load-chart-n-desc": describe(data),
-        },
+        "html": html,
+        "text": text,
         "attrs": {"load-fig": {"data-step": str(data.index), "data-lit": data.lit}},
     }
 

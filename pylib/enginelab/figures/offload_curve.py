@@ -341,7 +341,7 @@ def presets() -> list:
 
 
 def _presets() -> Raw:
-    return chart.presets(SPEC, presets(), label="Presets")
+    return chart.presets_once(SPEC, presets, label="Presets")
 
 
 def _table(data) -> Raw:
@@ -387,7 +387,7 @@ def render(data) -> str:
         )
     m = data.model
     parts += [
-        el("figure", chart.responsive(_chart(data), _chart(data, narrow=True)), class_="chart-wrap"),
+        el("figure", chart.responsive(lambda: _chart(data), lambda: _chart(data, narrow=True)), class_="chart-wrap"),
         el(
             "p",
             f"-ngl {m.n_layers} puts every block on the GPU; -ngl {m.n_layers + 1} also moves the output "

@@ -494,7 +494,7 @@ def _chart(data: PhasesData, lay: Layout = WIDE) -> Raw:
 
 def _charts(data: PhasesData) -> Raw:
     """Wide, and re-laid out for a phone (the page shows one: chart.responsive)."""
-    return chart.responsive(_chart(data), _chart(data, NARROW))
+    return chart.responsive(lambda: _chart(data), lambda: _chart(data, NARROW))
 
 
 def _stage_list(data: PhasesData) -> Raw:
@@ -623,27 +623,29 @@ def _inner(part: Raw) -> str:
 
 def frame_patch(data: PhasesData) -> dict:
     """What differs between two stages of one scenario and phase, for the glue's applyPatch
-    (site/assets/patch.js). Applied to any frame with the same key it gives exactly the full render of `data`
-    (tests/test_fig_phases.py)."""
-    return {
-        "key": patch_key(data),
-        "html": {
-            "phases-caption": _inner(_caption(data)),
-            "phases-readouts": _inner(_readouts(data)),
+    (site/assets/patch.js), for the layouts drawn (chart.LAYOUT: a live frame shows one). Applied to any frame
+    with the same key it gives exactly the full render of `data` (tests/test_fig_phases.py)."""
+    html = {"phases-caption": _inner(_caption(data)), "phases-readouts": _inner(_readouts(data))}
+    text = {}
+    if chart.shows("wide"):
+        html |= {
             "phases-devices": _inner(_boxes(data)),
             "phases-gauge": _inner(_gauge(data)),
             "phases-strip-now": _strip_now(data),
+        }
+        text |= {"phases-chart-title": _chart_title(data), "phases-chart-desc": describe(data)}
+    if chart.shows("narrow"):
+        html |= {
             "phases-devices-n": _inner(_boxes(data, NARROW)),
             "phases-gauge-n": _inner(_gauge(data, NARROW)),
             "phases-strip-now-n": _strip_now(data, NARROW),
-            "phases-steps": _inner(_stage_list(data)),
-        },
-        "text": {
-            "phases-chart-title": _chart_title(data),
-            "phases-chart-desc": describe(data),
-            "phases-chart-n-title": _chart_title(data),
-            "phases-chart-n-desc": describe(data),
-        },
+        }
+        text |= {"phases-chart-n-title": _chart_title(data), "phases-chart-n-desc": describe(data)}
+    html["phases-steps"] = _inner(_stage_list(data))
+    return {
+        "key": patch_key(data),
+        "html": html,
+        "text": text,
         "attrs": {"phases-fig": {"data-step": str(data.index), "data-lit": data.lit}},
     }
 

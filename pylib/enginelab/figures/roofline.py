@@ -463,7 +463,7 @@ def presets() -> list:
 
 
 def _presets(data: RooflineData) -> Raw:
-    return chart.presets(SPEC, presets())
+    return chart.presets_once(SPEC, presets)
 
 
 def _table(data: RooflineData) -> Raw:
@@ -515,7 +515,9 @@ def render(data: RooflineData) -> str:
         [
             _presets(data),
             _readouts(data),
-            el("figure", chart.responsive(_chart(data), _chart(data, narrow=True)), class_="chart-wrap"),
+            el(
+                "figure", chart.responsive(lambda: _chart(data), lambda: _chart(data, narrow=True)), class_="chart-wrap"
+            ),
             el(
                 "p",
                 [

@@ -673,7 +673,11 @@ def render(data: ServingPlanData) -> str:
         )
     parts.append(_readouts(data))
     parts.append(
-        el("figure", [chart.responsive(_bar(data), _bar(data, narrow=True)), _caption(data)], class_="chart-wrap")
+        el(
+            "figure",
+            [chart.responsive(lambda: _bar(data), lambda: _bar(data, narrow=True)), _caption(data)],
+            class_="chart-wrap",
+        )
     )
     log_title = "Start-up log (what the engine would print, estimated)"
     parts.append(

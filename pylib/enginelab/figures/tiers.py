@@ -481,7 +481,7 @@ def render(data: TiersData) -> str:
         "div",
         [
             readouts,
-            el("figure", [chart.responsive(_chart(data), _chart(data, NARROW))], class_="chart-wrap"),
+            el("figure", [chart.responsive(lambda: _chart(data), lambda: _chart(data, NARROW))], class_="chart-wrap"),
             note,
             _table(data),
         ],
