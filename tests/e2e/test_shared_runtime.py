@@ -108,6 +108,9 @@ def test_four_embeds_share_one_runtime_and_show_cpythons_numbers(course):
     assert sorted(modes) == ["follower", "follower", "follower", "leader"], modes
     booted = [_frame(page, i).evaluate("'boot_start' in window.enginelab_timing") for i in range(len(FIGURES))]
     assert booted.count(True) == 1, booted  # one Pyodide on the page
+    # the followers reach the leader's window (same origin on one host page) and call it directly
+    direct = [_frame(page, i).evaluate("!!(window.enginelab_runtime.direct)") for i in range(len(FIGURES))]
+    assert [d for d, m in zip(direct, modes) if m == "follower"] == [True] * 3, (direct, modes)
     for i, (fid, q) in enumerate(FIGURES):
         frame = _frame(page, i)
         same_numbers(readouts(frame), cpython_readouts(fid, q), fid)
@@ -132,8 +135,10 @@ def test_four_embeds_share_one_runtime_and_show_cpythons_numbers(course):
         sel = frame.locator("#controls select:not([disabled])").first
         options = sel.evaluate("s => [...s.options].map(o => o.value)")
         current = sel.input_value()
+        calls = frame.evaluate("window.enginelab_runtime.seq")  # requests that went over the channel
         sel.select_option(next(o for o in options if o != current))
         frame.wait_for_function(f"location.search.slice(1) !== {before!r}", timeout=30_000)
+        assert frame.evaluate("window.enginelab_runtime.seq") == calls  # the change took the direct path
         same_numbers(readouts(frame), cpython_readouts(fid, live_query(frame)), f"{fid} changed")
 
 
