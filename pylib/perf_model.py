@@ -2750,10 +2750,12 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     """What a pass of n tokens (decode: n sequences; prefill: a micro-batch of n) does that does not depend on
     the context, per side: weights read, matmul FLOPs, blocks, weights per type, experts; with_head: the output
     head too (decode; prefill runs it apart). Returns ({side: (w, f, layers, types, x, xf)}, the head's side).
-    Memoised per placement object: a decode curve or a prompt's micro-batches time one placement many times."""
-    key = (id(p), n, with_head)
+    Memoised on what it reads (the model object, quant, the layer split, --n-cpu-moe, the head's side): a decode
+    curve or a prompt's micro-batches time one placement many times, and placements that differ only in their
+    context or KV type (the calculator's changes, the course and measured placements) split the layers alike."""
+    key = (id(p.model), p.quant, p.layer_device, p.n_cpu_moe, p.output_on_gpu, n, with_head)
     hit = _STATIC_CACHE.get(key)
-    if hit is not None and hit[0] is p:
+    if hit is not None and hit[0] is p.model:
         return hit[1]
     m = p.model
     dense, experts, _other = _layer_bytes(m, p.quant)
@@ -2787,7 +2789,7 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     )
     if len(_STATIC_CACHE) >= WORK_CACHE_MAX:
         _STATIC_CACHE.clear()
-    _STATIC_CACHE[key] = (p, static)
+    _STATIC_CACHE[key] = (m, static)
     return static
 
 
