@@ -83,3 +83,20 @@ def test_no_svg_text_under_11_px_at_390_after_python(page_at, path):
     small = page.evaluate(SMALL_TEXT, MIN_PX)
     assert not small, f"{path}: {small[:6]}"
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_a_live_figure_redraws_for_its_new_width(page_at):
+    """A live frame gets only the layout it shows (enginelab.chart.LAYOUT): narrowed past 720 px it asks for the
+    phone layout, widened again the wide one, each drawn for the same state."""
+    page = page_at("figures/roofline.html?batch=8")  # not the default state: a live render, not the pre-rendered page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.wait_for_function("document.querySelector('#roofline-chart') && !document.querySelector('#roofline-chart-n')")
+    renders = int(page.evaluate("document.documentElement.dataset.renders"))
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.wait_for_function("!!document.querySelector('#roofline-chart-n')")
+    assert page.locator("#roofline-chart").count() == 0 and page.locator("#roofline-chart-n").is_visible()
+    assert int(page.evaluate("document.documentElement.dataset.renders")) == renders + 1
+    assert page.input_value("#f-batch") == "8"
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.wait_for_function("!!document.querySelector('#roofline-chart')")
+    assert page.locator("#roofline-chart-n").count() == 0 and page.locator("#roofline-chart").is_visible()
