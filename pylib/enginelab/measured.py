@@ -34,7 +34,8 @@ streamed once (at eta_bw), pp_layer_us per block and pp_expert_us per expert tou
     GPU, F16/BF16 weights (BLAS GEMMs), and quantized weights where the backend dequantizes to F16 first
         rate = pp_eff_f * f16 (the FP16 matrix rate)
     CPU: rate = n_eff * core FMA rate * pp_eff_q / pp_dq_class (/ dq_emul without int8 dot products),
-         times pp_repack for the types ggml-cpu repacks into interleaved GEMMs on that ISA in that build
+         times pp_gemm for the types ggml-cpu multiplies with a tiled GEMM on that ISA in that build (repacked
+         interleaved blocks, or llamafile's tinyBLAS)
 
 Why each parameter exists (the reasons are physics; the values are fitted):
   eta_bw       streaming kernels never reach the datasheet bandwidth: refresh, page misses, the tail of each
@@ -84,12 +85,13 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                of GPUs without int8 matrix units (V100: cuBLAS FP16 for quantized weights).
   pp_sat       the largest sustained rate the kernels reach on the biggest parts (tile shapes, launch counts,
                power limits), a soft ceiling.
-  pp_repack    CPU: ggml-cpu repacks some types at load into blocks interleaved across 4 or 8 rows and multiplies
+  pp_gemm      CPU: ggml-cpu repacks some types at load into blocks interleaved across 4 or 8 rows and multiplies
                them with GEMM kernels that reuse every activation load across those rows (CPU_REPACK: which types,
-               ISAs and builds); the plain path computes one or two dot products at a time. A repacked type's
-               matmuls run this many times faster (PR tables: x86 Q4_K 1.6-1.9x, PR #12332; Arm Q4_K 1.6-1.9x,
-               Q6_K 2.1-3.1x, Q8_0 3.5x on an M4 Max, #16739/#17494/#18888/#19360/#18096). One factor for every
-               ISA: the i8mm and dotprod builds of the same repacked GEMM run at the same speed on an M4 Max.
+               ISAs and builds), and llamafile's tinyBLAS tiles a few more the same way (CPU_TINYBLAS); the plain
+               path computes one or two dot products at a time. A tiled type's matmuls run this many times faster
+               (PR tables: x86 Q4_K 1.6-1.9x, PR #12332; Arm Q4_K 1.6-1.9x, Q6_K 2.1-3.1x, Q8_0 3.5x on an M4
+               Max, #16739/#17494/#18888/#19360/#18096; a 7950X's Q5_0 2.1x with tinyBLAS, #10010). One factor for
+               every ISA: the i8mm and dotprod builds of the same repacked GEMM run at the same speed on an M4 Max.
   pp_layer_us  per block and micro-batch: the non-matmul ops (norms, rope, softmax, copies).
   pp_expert_us an MoE micro-batch sorts its tokens by expert and runs one small GEMM per expert touched
                (mul_mat_id): a cost per expert and micro-batch.
@@ -184,7 +186,7 @@ class Params:
     pp_layer_us: float = 50.0
     pp_expert_us: float = 20.0  # prefill: per expert touched in a block, per micro-batch (MoE)
     pp_moe_eff: float = 1.0  # prefill: the routed experts' matmuls run at this share of the dense rate
-    pp_repack: float = 1.0  # CPU prefill: a repacked (interleaved) GEMM's rate over the plain vec_dot path's
+    pp_gemm: float = 1.0  # CPU prefill: a tiled GEMM's rate (repacked or tinyBLAS) over the plain vec_dot path's
     pp_dq: dict = field(
         default_factory=lambda: dict.fromkeys(CLASSES, 1.0)
     )  # per class: GPU, dequantization work relative to Q4_0's; CPU, cost of the matmul relative to pp_eff_q
@@ -252,7 +254,7 @@ PRIORS = {
     "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
-                  pp_eff_q=0.5, pp_eff_f=0.5, pp_repack=1.8,
+                  pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
                   pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
                   pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
 }  # fmt: skip
@@ -613,9 +615,29 @@ CPU_REPACK = {
 }  # fmt: skip
 
 
+# llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp) is the other tiled GEMM of ggml-cpu: it takes a quantized
+# matmul of these types when no repacked buffer holds the weights: x86 (AVX/AVX2/AVX-512) Q8_0 and Q4_0 (PR #6891,
+# May 2024), IQ4_NL (#9422, Sep 2024), Q5_0 (#10010, Oct 2024); Arm with dotprod Q8_0 and Q4_0 (#6414, Apr 2024).
+# (a Ryzen 9 7950X ran Llama 3 8B Q5_0 pp512 at 53.5 t/s in July 2024, at 111.7 in December)
+CPU_TINYBLAS = {
+    ("Q8_0", "x86"): "2024-05", ("Q4_0", "x86"): "2024-05", ("IQ4_NL", "x86"): "2024-10", ("Q5_0", "x86"): "2024-11",
+    ("Q8_0", "arm_dot"): "2024-05", ("Q4_0", "arm_dot"): "2024-05",
+}  # fmt: skip
+
+
+def cpu_tiled(ggml_type: str, device, build: str = "") -> bool:
+    """Whether ggml-cpu multiplies this type with a tiled GEMM (a repacked one, or llamafile's tinyBLAS) on this
+    CPU in a build of this month (YYYY-MM; "" = today's), rather than one or two dot products at a time."""
+    return cpu_repacked(ggml_type, device, build) or _since(CPU_TINYBLAS, ggml_type, device, build)
+
+
 def cpu_repacked(ggml_type: str, device, build: str = "") -> bool:
     """Whether ggml-cpu multiplies this type with a repacked GEMM on this CPU in a build of this month (YYYY-MM;
     "" = today's)."""
+    return _since(CPU_REPACK, ggml_type, device, build)
+
+
+def _since(table: dict, ggml_type: str, device, build: str) -> bool:
     isa = cpu_int8_isa(device)
     if is_arm_cpu(device):
         if isa == "none":
@@ -623,7 +645,7 @@ def cpu_repacked(ggml_type: str, device, build: str = "") -> bool:
         keys = ("arm_dot", "arm_i8mm") if isa == "i8mm" else ("arm_dot",)
     else:
         keys = ("x86",)
-    since = [CPU_REPACK[(ggml_type, k)] for k in keys if (ggml_type, k) in CPU_REPACK]
+    since = [table[(ggml_type, k)] for k in keys if (ggml_type, k) in table]
     return bool(since) and (not build or min(since) <= build[:7])
 
 
@@ -742,8 +764,8 @@ def class_rates(device, backend: str, prm: Params, n_threads=None) -> dict:
 def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_threads, build: str = "") -> float:
     """Seconds for `flops` of matmuls over this work's weights (time adds up per ggml type class).
 
-    CPU: each type at its class's rate, times pp_repack where ggml-cpu runs it as a repacked GEMM (cpu_repacked;
-    build: the run's month, "" = today's llama.cpp). Q4_K is a K-quant here (its repacked GEMM is pp_repack's)."""
+    CPU: each type at its class's rate, times pp_gemm where ggml-cpu runs it as a tiled GEMM (cpu_tiled; build:
+    the run's month, "" = today's llama.cpp). Q4_K is a K-quant here (its repacked GEMM is pp_gemm's)."""
     cr = class_rates(device, backend, prm, n_threads)
     total = sum(w for _t, w in work.weights_by_type)
     if backend == "cpu":
@@ -752,7 +774,7 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
         t = 0.0
         for typ, w in work.weights_by_type:
             c = "kquant" if typ == "Q4_K" else type_class(typ, backend)
-            gain = prm.pp_repack if cpu_repacked(typ, device, build) else 1.0
+            gain = prm.pp_gemm if cpu_tiled(typ, device, build) else 1.0
             t += w / total / (cr[c] * gain)
         return flops * t
     if total <= 0:
