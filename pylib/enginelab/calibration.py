@@ -451,7 +451,7 @@ def predict(s: Sample, params: dict) -> float:
         return 1.0 / t
     t = 0.0
     for _side, w, u, k, scale in s.work:
-        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale)
+        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale, build=s.date)
         t += tc + tm
     return s.tokens / t
 
@@ -465,7 +465,7 @@ FREE = {
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "soc_cpu_share", "layer_us", "step_us", "overlap",
                         "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq_emul",
                         "dq_arm.q8", "dq_arm.legacy", "dq_arm.q5", "dq_arm.kquant", "dq_arm.iquant", "dq_arm.iq3"),
-    ("cpu", "prefill"): ("pp_eff_q", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
+    ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
                          "pp_layer_us"),
 }  # fmt: skip
 # Apple and Intel GPUs all have int8 dot products (dq_emul never applies on Metal and SYCL)
@@ -480,7 +480,7 @@ BOUNDS = {  # physical limits of each parameter
     "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
     "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
-    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0),
+    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0),
 }  # fmt: skip
 # How strongly each (log) parameter is pulled toward its prior, against the data: prompt processing has few
 # modern dense runs per backend in the data, so its priors (documented in measured.PRIORS) weigh more.

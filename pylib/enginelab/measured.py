@@ -33,7 +33,9 @@ streamed once (at eta_bw), pp_layer_us per block and pp_expert_us per expert tou
         1 / rate = 1 / (pp_eff_q * mma) + pp_dq_class / (pp_eff_c * fp32),   bending into pp_sat_tflops
     GPU, F16/BF16 weights (BLAS GEMMs), and quantized weights where the backend dequantizes to F16 first
         rate = pp_eff_f * f16 (the FP16 matrix rate)
-    CPU: rate = n_eff * core FMA rate * pp_eff_q / pp_dq_class
+    CPU: rate = n_eff * core FMA rate * pp_eff_q / pp_dq_class (/ dq_emul without int8 dot products),
+         times pp_gemm for the types ggml-cpu multiplies with a tiled GEMM on that ISA in that build (repacked
+         interleaved blocks, or llamafile's tinyBLAS)
 
 Why each parameter exists (the reasons are physics; the values are fitted):
   eta_bw       streaming kernels never reach the datasheet bandwidth: refresh, page misses, the tail of each
@@ -83,6 +85,13 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                of GPUs without int8 matrix units (V100: cuBLAS FP16 for quantized weights).
   pp_sat       the largest sustained rate the kernels reach on the biggest parts (tile shapes, launch counts,
                power limits), a soft ceiling.
+  pp_gemm      CPU: ggml-cpu repacks some types at load into blocks interleaved across 4 or 8 rows and multiplies
+               them with GEMM kernels that reuse every activation load across those rows (CPU_REPACK: which types,
+               ISAs and builds), and llamafile's tinyBLAS tiles a few more the same way (CPU_TINYBLAS); the plain
+               path computes one or two dot products at a time. A tiled type's matmuls run this many times faster
+               (PR tables: x86 Q4_K 1.6-1.9x, PR #12332; Arm Q4_K 1.6-1.9x, Q6_K 2.1-3.1x, Q8_0 3.5x on an M4
+               Max, #16739/#17494/#18888/#19360/#18096; a 7950X's Q5_0 2.1x with tinyBLAS, #10010). One factor for
+               every ISA: the i8mm and dotprod builds of the same repacked GEMM run at the same speed on an M4 Max.
   pp_layer_us  per block and micro-batch: the non-matmul ops (norms, rope, softmax, copies).
   pp_expert_us an MoE micro-batch sorts its tokens by expert and runs one small GEMM per expert touched
                (mul_mat_id): a cost per expert and micro-batch.
@@ -177,6 +186,7 @@ class Params:
     pp_layer_us: float = 50.0
     pp_expert_us: float = 20.0  # prefill: per expert touched in a block, per micro-batch (MoE)
     pp_moe_eff: float = 1.0  # prefill: the routed experts' matmuls run at this share of the dense rate
+    pp_gemm: float = 1.0  # CPU prefill: a tiled GEMM's rate (repacked or tinyBLAS) over the plain vec_dot path's
     pp_dq: dict = field(
         default_factory=lambda: dict.fromkeys(CLASSES, 1.0)
     )  # per class: GPU, dequantization work relative to Q4_0's; CPU, cost of the matmul relative to pp_eff_q
@@ -244,7 +254,7 @@ PRIORS = {
     "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
-                  pp_eff_q=0.5, pp_eff_f=0.5,
+                  pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
                   pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
                   pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
 }  # fmt: skip
@@ -541,8 +551,102 @@ _NO_INT8_DOT_CPU = re.compile(
 
 
 def cpu_has_int8_dot(device) -> bool:
-    """A CPU with an int8 dot-product instruction (VNNI / Arm sdot), from its name; unknown CPUs count as modern."""
-    return not _NO_INT8_DOT_CPU.search(getattr(device, "name", "") or "")
+    """A CPU with an int8 dot-product instruction (VNNI / Arm sdot): its devices.csv int8_isa, else from its name;
+    unknown CPUs count as modern."""
+    return cpu_int8_isa(device) != "none"
+
+
+INT8_ISAS = ("none", "dotprod", "i8mm", "avx_vnni", "avx512_vnni", "amx")
+# Arm cores with the int8 matrix-multiply extension (FEAT_I8MM, mandatory from Armv8.6-A): Apple M2 and later,
+# Neoverse V1/V2/N2/V3 (Graviton 3/4, Grace), Cortex-A710/X2 and later, Qualcomm Oryon (Snapdragon X), Cix P1
+_I8MM_CPU = re.compile(
+    r"apple\s*m[2-9]|m[2-9]\s*(pro|max|ultra)?\s*\(cpu\)|graviton\s*[34]|neoverse[- ]?(v[1-3]|n2|n3)|grace|"
+    r"cortex-a7[1-2]\d|cortex-x[2-9]|oryon|snapdragon x|\bcix\b|cp8180|dimensity 9[2-4]00",
+    re.I,
+)
+
+
+def cpu_int8_isa(device) -> str:
+    """The int8 dot/matmul instructions of a CPU (INT8_ISAS): its devices.csv row's int8_isa (datasheets and the
+    Arm architecture versions, each with its source), else from its name: none for the x86 and Arm cores listed in
+    _NO_INT8_DOT_CPU, i8mm for the Arm cores of _I8MM_CPU, dotprod for other Arm cores, avx512_vnni for other x86."""
+    name = getattr(device, "name", "") or ""
+    isa = _cpu_isa_catalog().get(_name_key(name))
+    if isa in INT8_ISAS:
+        return isa
+    if _NO_INT8_DOT_CPU.search(name):
+        return "none"
+    if is_arm_cpu(device):
+        return "i8mm" if _I8MM_CPU.search(name) else "dotprod"
+    return "avx512_vnni"
+
+
+@lru_cache(maxsize=1)
+def _cpu_isa_catalog() -> dict:
+    """{name key: int8_isa} of the CPU rows of data/calibration/devices.csv."""
+    try:
+        text = get_data("enginelab", "data/calibration_devices.csv").decode("utf-8")
+    except (FileNotFoundError, OSError):
+        return {}
+    return {
+        _name_key(r["device"]): (r.get("int8_isa") or "").strip()
+        for r in csv.DictReader(io.StringIO(text))
+        if r.get("kind") == "cpu" and (r.get("int8_isa") or "").strip()
+    }
+
+
+# ggml-cpu repacks some types at load into interleaved blocks of 4 or 8 rows (the CPU_REPACK buffer, on by default)
+# and multiplies them with GEMM kernels that reuse each activation load across those rows: prompt processing runs
+# 1.5-3.5x faster than the plain vec_dot path of the same type (PR tables below). Which types, on which ISA, from
+# which build (ggml/src/ggml-cpu/repack.cpp, ggml_repack_get_optimal_repack_type; dates: the month after the PR was
+# opened, when its build reached users): (type, "x86" | "arm_dot" | "arm_i8mm"): first build month
+#   x86 (AVX2 or better): Q4_0 8x8 and IQ4_NL 8x8 (runtime repack, Nov 2024); Q4_K 8x8 (PR #12332, Mar 2025).
+#   Arm with dotprod: Q4_0 4x4 (Nov 2024), IQ4_NL 4x4 (PR #10541), Q4_K 8x4 (#17494), Q8_0 4x4 (#18096), Q5_K
+#   (#19356) and Q6_K 8x4 (#19360); with i8mm also Q4_0 4x8, Q4_K 8x8 (#16739), Q8_0 4x8 (#18096), Q5_K (#18860),
+#   Q6_K (#18888). The Q2_K 8x8 kernel (x86 AVX-512) is left out: its date is not established here.
+# On the same Apple M4 Max the i8mm and dotprod builds of the repacked Q4_K GEMM run a llama 8B pp256 at 98.4 and
+# 96.1 t/s (#16739, #17494), of Q6_K a qwen3 8B pp512 at 95.0 and 94.8 (#18888, #19360): the gain is the
+# repacked GEMM's, not the wider int8 instruction's, so i8mm counts as dotprod here.
+CPU_REPACK = {
+    ("Q4_0", "x86"): "2024-11", ("IQ4_NL", "x86"): "2024-11", ("Q4_K", "x86"): "2025-04",
+    ("Q4_0", "arm_dot"): "2024-11", ("IQ4_NL", "arm_dot"): "2024-12", ("Q4_K", "arm_dot"): "2025-12",
+    ("Q8_0", "arm_dot"): "2026-01", ("Q5_K", "arm_dot"): "2026-03", ("Q6_K", "arm_dot"): "2026-03",
+    ("Q4_K", "arm_i8mm"): "2025-11", ("Q5_K", "arm_i8mm"): "2026-02", ("Q6_K", "arm_i8mm"): "2026-02",
+}  # fmt: skip
+
+
+# llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp) is the other tiled GEMM of ggml-cpu: it takes a quantized
+# matmul of these types when no repacked buffer holds the weights: x86 (AVX/AVX2/AVX-512) Q8_0 and Q4_0 (PR #6891,
+# May 2024), IQ4_NL (#9422, Sep 2024), Q5_0 (#10010, Oct 2024); Arm with dotprod Q8_0 and Q4_0 (#6414, Apr 2024).
+# (a Ryzen 9 7950X ran Llama 3 8B Q5_0 pp512 at 53.5 t/s in July 2024, at 111.7 in December)
+CPU_TINYBLAS = {
+    ("Q8_0", "x86"): "2024-05", ("Q4_0", "x86"): "2024-05", ("IQ4_NL", "x86"): "2024-10", ("Q5_0", "x86"): "2024-11",
+    ("Q8_0", "arm_dot"): "2024-05", ("Q4_0", "arm_dot"): "2024-05",
+}  # fmt: skip
+
+
+def cpu_tiled(ggml_type: str, device, build: str = "") -> bool:
+    """Whether ggml-cpu multiplies this type with a tiled GEMM (a repacked one, or llamafile's tinyBLAS) on this
+    CPU in a build of this month (YYYY-MM; "" = today's), rather than one or two dot products at a time."""
+    return cpu_repacked(ggml_type, device, build) or _since(CPU_TINYBLAS, ggml_type, device, build)
+
+
+def cpu_repacked(ggml_type: str, device, build: str = "") -> bool:
+    """Whether ggml-cpu multiplies this type with a repacked GEMM on this CPU in a build of this month (YYYY-MM;
+    "" = today's)."""
+    return _since(CPU_REPACK, ggml_type, device, build)
+
+
+def _since(table: dict, ggml_type: str, device, build: str) -> bool:
+    isa = cpu_int8_isa(device)
+    if is_arm_cpu(device):
+        if isa == "none":
+            return False
+        keys = ("arm_dot", "arm_i8mm") if isa == "i8mm" else ("arm_dot",)
+    else:
+        keys = ("x86",)
+    since = [table[(ggml_type, k)] for k in keys if (ggml_type, k) in table]
+    return bool(since) and (not build or min(since) <= build[:7])
 
 
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
@@ -657,9 +761,22 @@ def class_rates(device, backend: str, prm: Params, n_threads=None) -> dict:
     return {c: x * v for c, x in out.items()}
 
 
-def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_threads) -> float:
-    """Seconds for `flops` of matmuls over this work's weights (time adds up per ggml type class)."""
+def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_threads, build: str = "") -> float:
+    """Seconds for `flops` of matmuls over this work's weights (time adds up per ggml type class).
+
+    CPU: each type at its class's rate, times pp_gemm where ggml-cpu runs it as a tiled GEMM (cpu_tiled; build:
+    the run's month, "" = today's llama.cpp). Q4_K is a K-quant here (its repacked GEMM is pp_gemm's)."""
+    cr = class_rates(device, backend, prm, n_threads)
     total = sum(w for _t, w in work.weights_by_type)
+    if backend == "cpu":
+        if total <= 0:
+            return flops / cr["f16"]
+        t = 0.0
+        for typ, w in work.weights_by_type:
+            c = "kquant" if typ == "Q4_K" else type_class(typ, backend)
+            gain = prm.pp_gemm if cpu_tiled(typ, device, build) else 1.0
+            t += w / total / (cr[c] * gain)
+        return flops * t
     if total <= 0:
         shares = {"f16": 1.0}
     else:
@@ -667,9 +784,6 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
         for t, w in work.weights_by_type:
             c = type_class(t, backend)
             shares[c] = shares.get(c, 0.0) + w / total
-    cr = class_rates(device, backend, prm, n_threads)
-    if backend == "cpu":
-        return flops * sum(s / cr[c] for c, s in shares.items())
     sat = prm.pp_sat_tflops * 1e12
     return flops * sum(s / soft_min(cr[c], sat) for c, s in shares.items())
 
@@ -684,16 +798,18 @@ def prefill_seconds(
     params: dict | None = None,
     offloaded: bool = False,
     scale: float | None = None,
+    build: str = "",
 ) -> tuple:
     """(compute seconds, memory seconds) of k micro-batches of u tokens, each doing `work` on one device.
 
-    offloaded: the matmuls of CPU blocks run on this GPU (op offload): no per-block graph cost here."""
+    offloaded: the matmuls of CPU blocks run on this GPU (op offload): no per-block graph cost here.
+    build: the llama.cpp build's month (YYYY-MM) where it matters (the CPU's repacked GEMMs); "" = today's."""
     prm = params_for(backend, params)
     scale = k if scale is None else scale
-    t_c = _matmul_seconds(work.flops * scale, work, device, backend, prm, n_threads)
+    t_c = _matmul_seconds(work.flops * scale, work, device, backend, prm, n_threads, build)
     xf = getattr(work, "expert_flops", 0.0)
     if xf and prm.pp_moe_eff != 1.0:  # MoE: tokens gathered per expert, short GEMMs in part-filled tiles
-        t_c += (1.0 / prm.pp_moe_eff - 1.0) * _matmul_seconds(xf * scale, work, device, backend, prm, n_threads)
+        t_c += (1.0 / prm.pp_moe_eff - 1.0) * _matmul_seconds(xf * scale, work, device, backend, prm, n_threads, build)
     if not offloaded:
         t_c += work.layers * prm.pp_layer_us * 1e-6 * k
     t_c += work.expert_calls * prm.pp_expert_us * 1e-6 * k  # MoE: one small GEMM per expert touched
