@@ -127,10 +127,22 @@ def test_bad_query_values_fall_back_then_controls_change_the_figure_and_the_url(
     )
     wait_step(page, 20)
     assert page.locator("#messages").is_hidden()
+    page.evaluate("() => { for (const r of document.querySelectorAll('#figure rect[data-i]')) r.__kept = true; }")
     page.select_option("#f-workload", "agent")
     page.wait_for_function("new URLSearchParams(location.search).get('workload') === 'agent'")
     assert page.get_attribute("#f-step", "min") == "9" and page.get_attribute("#f-step", "max") == "79"
     assert_frame(page, expected(f"?workload=agent&step={query(page).get('step', 9)}"))
+    # another simulation on as many cells: a base patch kept the cells, and once its data table is filled in
+    # (deferred) the page is the page a full render of the new state gives
+    assert page.evaluate("() => [...document.querySelectorAll('#figure rect[data-i]')].every(r => r.__kept)")
+    page.wait_for_function("!document.querySelector('#figure [data-deferred]')")
+    assert "Agent" in page.text_content("#kv-table table caption")
+    patched = page.inner_html("#figure")
+    query(page)  # the URL written
+    page.goto(page.evaluate("location.href"))
+    page.wait_for_function("document.documentElement.dataset.ready === 'true'")
+    page.wait_for_function("!document.querySelector('#figure [data-deferred]')")
+    assert page.inner_html("#figure") == patched
     page.select_option("#f-capacity", "256")
     page.wait_for_function("new URLSearchParams(location.search).get('capacity') === '256'")
     assert page.locator("#kv-cells-paged > rect").count() == 256
