@@ -139,20 +139,13 @@ def test_accessible_chart_list_and_table():
     assert html.count('aria-current="step"') == 1
 
 
-def test_render_is_pure_and_fast():
-    import statistics
-    import time
-
+def test_render_is_pure():
+    """The same state renders the same bytes, whatever was rendered between (its speed is bench.py's to time)."""
     s = state("?step=2")
-    assert load.render(load.compute(s)) == load.render(load.compute(s))
-    times = []
-    for _ in range(10):
-        for i in range(9):
-            t0 = time.perf_counter()
-            load.render(load.compute(s.replace(step=i)))
-            times.append(time.perf_counter() - t0)
-    # the median frame (a loaded CI machine has outliers); the browser re-renders every frame in full
-    assert statistics.median(times) < 0.016, f"{statistics.median(times) * 1e3:.1f} ms per frame"
+    first = load.render(load.compute(s))
+    for i in range(9):
+        load.render(load.compute(s.replace(step=i)))
+    assert load.render(load.compute(s)) == first
 
 
 @pytest.mark.parametrize(

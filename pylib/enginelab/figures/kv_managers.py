@@ -260,7 +260,8 @@ class Sim:
     cache: dict = field(default_factory=dict, compare=False, repr=False)  # built markup, reused across frames
 
 
-_SIM_CACHE: dict = {}
+_SIM_CACHE: dict = {}  # key -> Sim, the most recently used last
+SIM_CACHE_MAX = 24  # a 1,024-cell simulation keeps ~2 MB of frames: the runtime's memory stays bounded
 
 
 def workload_requests(workload: str) -> list:
@@ -306,8 +307,9 @@ def _run(run: dict) -> Run:
 def simulation(workload: str, capacity: int, policy: str) -> Sim:
     """The three runs plus what the view needs per step, computed once per key and kept."""
     key = (workload, capacity, policy)
-    hit = _SIM_CACHE.get(key)
+    hit = _SIM_CACHE.pop(key, None)
     if hit is not None:
+        _SIM_CACHE[key] = hit  # most recently used
         return hit
     kv = kvm
     reqs = workload_requests(workload)
@@ -340,6 +342,8 @@ def simulation(workload: str, capacity: int, policy: str) -> Sim:
         quiet=quiet,
     )
     _SIM_CACHE[key] = sim
+    while len(_SIM_CACHE) > SIM_CACHE_MAX:
+        del _SIM_CACHE[next(iter(_SIM_CACHE))]  # the least recently used
     return sim
 
 
