@@ -179,6 +179,12 @@ class Shared {
       const winner = [...this.claims].sort()[0];
       this.claims = null;
       if (this.leader) return;
+      // a frame of this page that already leads, found by looking (its claim or announcement may still be in
+      // the channel: a long task, such as a Pyodide start in the same process, delays messages past CLAIM_MS,
+      // and two frames would each boot a runtime). Frames of one origin share one thread, so whichever decides
+      // first marks itself (window.enginelab_lead) before any other can look.
+      const other = this.findSibling("enginelab_lead");
+      if (other) { this.control({ t: "leader", id: other.id, ready: other.ready() }); return; }
       if (winner === this.id) this.lead();
       else setTimeout(() => { if (!this.leader) this.elect(); }, 4 * CLAIM_MS); // it should have spoken by now
     }, CLAIM_MS);
@@ -187,11 +193,14 @@ class Shared {
   async lead() {
     this.setMode("leader");
     this.leader = { id: this.id, ready: false };
+    const self = this;
+    window.enginelab_lead = { build: BUILD, id: this.id, ready: () => !!(self.leading() && self.leader.ready) };
     this.announce();
     let rt;
     try {
       rt = await bootLocal(this.status);
     } catch (e) {
+      delete window.enginelab_lead;
       this.ctl.postMessage({ t: "leader", id: this.id, error: String(e.message || e) });
       this.onError(String(e.message || e));
       return;
@@ -200,7 +209,6 @@ class Shared {
     this.rt = rt;
     if (!this.leading()) return; // stepped down meanwhile
     this.leader.ready = true;
-    const self = this;
     window.enginelab_direct = {
       build: BUILD,
       id: this.id,
@@ -214,17 +222,25 @@ class Shared {
     this.flush();
   }
 
-  // the leader's direct entry point, if its window is one of our parent's frames (see the top of this file)
-  findDirect(id) {
+  // what another frame of this build among our parent's frames puts on its window under `name` (and, given
+  // id, only that frame's), or null: frames of another origin cannot be read, and are not ours
+  findSibling(name, id = null) {
     let frames;
     try { frames = window.parent.frames; } catch { return null; }
     for (let i = 0; i < frames.length; i++) {
       try {
-        const d = frames[i].enginelab_direct;
-        if (d && d.build === BUILD && d.id === id && typeof d.serve === "function") return d;
-      } catch { /* a frame of another origin: not ours */ }
+        if (frames[i] === window) continue;
+        const d = frames[i][name];
+        if (d && d.build === BUILD && d.id !== this.id && (id === null || d.id === id)) return d;
+      } catch { /* a frame of another origin */ }
     }
     return null;
+  }
+
+  // the leader's direct entry point, if its window is one of our parent's frames (see the top of this file)
+  findDirect(id) {
+    const d = this.findSibling("enginelab_direct", id);
+    return d && typeof d.serve === "function" ? d : null;
   }
 
   // a request answered in-process by the leader's runtime, or undefined (then it goes over the channel)
@@ -249,6 +265,7 @@ class Shared {
     this.ctl.postMessage({ t: "gone", id: this.id });
     this.leader = null;
     delete window.enginelab_direct;
+    delete window.enginelab_lead;
     this.setMode("own");
   }
 
@@ -280,6 +297,8 @@ class Shared {
         // step down: a runtime already up still serves this frame; one still booting is not waited for, the
         // frame follows the other leader (so a late claim never leaves two runtimes serving)
         this.setMode(this.rt ? "own" : "follower");
+        delete window.enginelab_direct;
+        delete window.enginelab_lead;
       }
       if (this.leader && this.leader.id < m.id && !this.leading()) return; // we follow the smaller: it stays
       if (!this.leader || this.leader.id !== m.id) { this.leader = { id: m.id, ready: false }; this.direct = null; }
