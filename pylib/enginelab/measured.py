@@ -18,7 +18,8 @@ Decode, one device (a GPU, or the CPU with n_threads threads):
     t = t_mem + t_cmp - overlap * min(t_mem, t_cmp)
     t_mem = sum_class bytes_class / (eta_class * bw_eff)
         GPU: bw_eff = bandwidth, or soft_min(bandwidth, bw_sat / eta_bw) on HBM parts (batch-1 kernels stall)
-        CPU: bw_eff = min(eta_bw * bandwidth, n_eff * thread_bw)  (a core's outstanding misses)
+        CPU: bw_eff = soft_min(n_eff * thread_bw, eta_bw * bandwidth) with CPU_BW_KNEE  (a core's outstanding
+             misses; the threads' sum bends into the memory controller's cap)
     t_cmp = sum_class weights_class * dq_class / vector rate  (dequantization and dot products per weight:
             the GPU's FP32 ALUs, the CPU's FMA rate of the cores in use)
 
@@ -58,7 +59,9 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                where one would do, for decode's dot products and prefill's quantized matmuls.
   overlap      how much of that work hides under the memory stream (1: fully).
   thread_bw    one core only pulls so much from DRAM (its outstanding-miss limit): bandwidth grows with
-               threads until the memory controller saturates.
+               threads until the memory controller saturates. It bends into that cap (CPU_BW_KNEE) rather than
+               meeting it at a corner: near saturation the controller's queues lengthen every miss, so each
+               thread pulls less (a Ryzen 9 7950X decodes F16 at 35, 58 and 67 GB/s on 1, 2 and 4 threads).
   smt_gain     a second hardware thread on a core adds this share of a core (shared FMA pipes and load ports).
   dq_arm       ggml-cpu has a kernel per type and ISA: Arm's NEON dot products (sdot) make the plain 4/5-bit
                blocks cheaper than x86's AVX2/AVX-512 code does, the 3-bit lattices dearer; an Arm core's dq per
@@ -508,7 +511,7 @@ def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
     if backend == "cpu":
         if is_soc_cpu(device):
             bw *= prm.soc_cpu_share
-        return min(bw, cpu_thread_share(device, n_threads, prm) * prm.thread_bw_gbs * 1e9)
+        return soft_min(cpu_thread_share(device, n_threads, prm) * prm.thread_bw_gbs * 1e9, bw, CPU_BW_KNEE)
     r = rates(device, backend)
     if prm.vendor_bw:
         bw *= prm.vendor_bw.get(r["vendor"], 1.0)
@@ -516,11 +519,15 @@ def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
 
 
 SATURATION_SHARPNESS = 6.0  # how sharply a rate bends into its ceiling (a p-norm; 6 is close to a hard minimum)
+# A CPU's threads bend into the memory controller's cap more softly (queueing: every miss waits longer as the
+# controller nears saturation). 4 follows the F16 decode of a Ryzen 9 7950X (35, 58, 67 GB/s on 1, 2, 4
+# threads: 2 x 35 is not reached, nor 2 x 27.9 GB/s in this lab's read test, which gives 33.8 on two cores);
+# 3, 4 and 6 move the held-out CPU decode median by under a point (data/calibration/README.md).
+CPU_BW_KNEE = 4.0
 
 
-def soft_min(x: float, cap: float) -> float:
+def soft_min(x: float, cap: float, p: float = SATURATION_SHARPNESS) -> float:
     """x below the ceiling `cap`, bending smoothly into it: (x^-p + cap^-p)^(-1/p)."""
-    p = SATURATION_SHARPNESS
     return (x**-p + cap**-p) ** (-1.0 / p)
 
 
