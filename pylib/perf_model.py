@@ -2616,6 +2616,7 @@ class Work:
     head_on_this: bool = False  # the output head runs here
     expert_calls: float = 0.0  # MoE: routed experts multiplied (distinct experts touched, summed over blocks)
     expert_flops: float = 0.0  # MoE: the part of flops in routed experts' matmuls (the measured profile's MoE rate)
+    moe_layers: int = 0  # MoE: blocks whose routed experts run here (each adds its router and gather kernels)
 
     @property
     def bytes(self) -> float:
@@ -2749,7 +2750,7 @@ _STATIC_CACHE: dict = {}
 def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     """What a pass of n tokens (decode: n sequences; prefill: a micro-batch of n) does that does not depend on
     the context, per side: weights read, matmul FLOPs, blocks, weights per type, experts; with_head: the output
-    head too (decode; prefill runs it apart). Returns ({side: (w, f, layers, types, x, xf)}, the head's side).
+    head too (decode; prefill runs it apart). Returns ({side: (w, f, layers, types, x, xf, moe blocks)}, the head's side).
     Memoised on what it reads (the model object, quant, the layer split, --n-cpu-moe, the head's side): a decode
     curve or a prompt's micro-batches time one placement many times, and placements that differ only in their
     context or KV type (the calculator's changes, the course and measured placements) split the layers alike."""
@@ -2761,7 +2762,7 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, head = _layer_types(m, p.quant)
     touched, routed = _moe_fraction(m, n)
-    acc = {s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0} for s in ("gpu", "cpu")}
+    acc = {s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0} for s in ("gpu", "cpu")}
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
@@ -2770,6 +2771,7 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
         ae["w"] += experts[il] * touched
         if experts[il]:
             ae["x"] += touched * m.n_expert
+            ae["mx"] += 1
         a["layers"] += 1
         for typ, (dn, en) in blocks[il].items():
             a["f"] += 2.0 * dn * n
@@ -2784,7 +2786,10 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
             acc[hd]["f"] += 2.0 * k * n
             acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + k
     static = (
-        {s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"]) for s, a in acc.items()},
+        {
+            s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"], a["mx"])
+            for s, a in acc.items()
+        },
         hd,
     )
     if len(_STATIC_CACHE) >= WORK_CACHE_MAX:
@@ -2832,8 +2837,8 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         af[dev] = per_pair * tokens * batch + rec_flops * batch * n_rec
     out = {}
     for s in ("gpu", "cpu"):
-        w, f, layers, types, x, xf = static[s]
-        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf)
+        w, f, layers, types, x, xf, mx = static[s]
+        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx)
     return out
 
 
@@ -3024,8 +3029,8 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
             af[dev] += attn_per * pairs[win]
     out = {}
     for s in ("gpu", "cpu"):
-        w, f, layers, types, x, xf = static[s]
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf)
+        w, f, layers, types, x, xf, mx = static[s]
+        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx)
     return out
 
 
@@ -3301,7 +3306,9 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
 
     def acc():
-        return {s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0} for s in sides}
+        return {
+            s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "mx": 0} for s in sides
+        }
 
     loc, spl = acc(), acc()
     shares = p.row_fractions if p.row_split else ()
@@ -3336,6 +3343,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
         if b["exp_bytes"]:
             ae["w"] += b["exp_bytes"] * touched
             ae["x"] += touched * m.n_expert
+            ae["mx"] += 1
             for typ, n in b["exp"].items():
                 add(ae, typ, n, touched, 2.0 * n * routed * tokens)
         if context is not None:  # decode: every sequence reads its KV (each kind of block its own, section 7)
@@ -3375,6 +3383,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 tuple(sorted(a["types"].items())),
                 s == head_side,
                 a["x"],
+                moe_layers=a["mx"],
             )
             for s, a in d.items()
         }

@@ -74,6 +74,36 @@ def test_moe_prefill_multiplies_routed_experts_only():
     assert blocks["gpu"].flops < 0.1 * (2 * 512 * 48 * (dense + 128 * 3 * 2048 * 768))
 
 
+def test_moe_blocks_are_counted_where_their_experts_run():
+    """Each MoE block's router/top-k/gather kernels (measured.moe_layer_us) run where its experts do."""
+    m = MODELS["qwen3-30b-a3b"]  # 48 blocks, every one an MoE block
+    on_gpu = pm._decode_work(pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49), 0, 1)
+    assert (on_gpu["gpu"].moe_layers, on_gpu["cpu"].moe_layers) == (48, 0)
+    # --n-cpu-moe 20: the experts of blocks 0-19 run on the CPU, the other 28 blocks' on the GPU
+    split = pm._decode_work(pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49, n_cpu_moe=20), 0, 1)
+    assert (split["gpu"].moe_layers, split["cpu"].moe_layers) == (28, 20)
+    # a dense model has none; nor does a prefill micro-batch count differently from decode
+    dense = pm._decode_work(pm.place(MODELS["llama-3.1-8b"], "rtx5090", "Q4_K_M", n_gpu_layers=33), 0, 1)
+    assert dense["gpu"].moe_layers == dense["cpu"].moe_layers == 0
+    assert pm._prefill_work(pm.place(m, "rtx5090", "Q4_K_M", n_gpu_layers=49), 0, 512)["gpu"].moe_layers == 48
+
+
+def test_moe_block_cost_is_per_block_not_per_expert():
+    """The measured decode time of a Work grows by exactly moe_layer_us per MoE block."""
+    from dataclasses import replace
+
+    from enginelab import measured as me
+
+    m = MODELS["qwen3-30b-a3b"]
+    p = pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49)
+    w = pm._decode_work(p, 0, 1)["gpu"]
+    dev = p.machine.gpu
+    t48 = me.decode_seconds(w, dev, "cuda")[0]
+    t0 = me.decode_seconds(replace(w, moe_layers=0), dev, "cuda")[0]
+    assert t48 - t0 == pytest.approx(48 * me.PARAMS["cuda"].moe_layer_us * 1e-6, rel=1e-9)
+    assert 5.0 <= me.PARAMS["cuda"].moe_layer_us <= 100.0  # a handful of small kernels, microseconds each
+
+
 def test_prefill_logits_for_the_last_token_only():
     m = MODELS["qwen3-30b-a3b"]
     p = pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49)

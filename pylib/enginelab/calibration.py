@@ -458,7 +458,7 @@ def predict(s: Sample, params: dict) -> float:
 
 # The parameters each fit may move (the rest keep their priors)
 FREE = {
-    ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us",
+    ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us", "moe_layer_us",
                         "overlap", "dq.legacy", "dq.kquant", "dq.iquant", "dq_emul", "hbm_layer_us"),
     ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us",
                          "pp_moe_eff", "pp_dq.kquant", "pp_dq.iquant"),
@@ -477,7 +477,7 @@ VENDOR_FREE = {
 }
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
-    "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
+    "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
     "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
     "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0),

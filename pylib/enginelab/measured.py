@@ -71,6 +71,10 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                dies near half of its 256 GB/s through their fabric links).
   expert_us    an MoE block multiplies each routed expert separately (a gather of its rows, a short mat-vec on
                a small matrix): a fixed cost per routed expert.
+  moe_layer_us an MoE block also runs kernels a dense one has not, whatever its k: the router's mat-vec, softmax
+               and top-k (argsort), the gather of the chosen weights, their normalisation, and the weighted sum of
+               the experts' outputs (llama.cpp's build_moe_ffn); at batch 1 today's mat-vec kernels take all k
+               experts in one launch (mul_mat_id), so these few kernels, not the experts, carry the fixed cost.
   hbm_layer_us on an HBM part each of those kernels first waits out the memory's longer latency (and the
                Instinct cards' slower kernel dispatch): an extra cost per block ("batch-1 behaviour of HBM parts").
   layer_us     every block is a dozen kernels (norms, rope, matmuls, attention, adds); each launch and sync
@@ -177,6 +181,7 @@ class Params:
     layer_us: float = 20.0
     hbm_layer_us: float = 10.0  # GPU with HBM: extra per block (each kernel waits out the longer first-access latency)
     expert_us: float = 3.0  # decode: per routed expert multiplied in a block (MoE)
+    moe_layer_us: float = 0.0  # decode: per MoE block, its router, top-k, gather and weighting kernels
     step_us: float = 200.0
     overlap: float = 0.5
     dq: dict = field(
@@ -222,7 +227,7 @@ PRIORS = {
     # and single-stream decode stalls near 1.2 TB/s (RTX 5090, H100); MMQ prompt processing near half the
     # int8 tensor rate on GeForce cards, bending into ~200 TFLOP/s on the biggest parts.
     "cuda": Params(eta_bw=0.9, eta_legacy=0.85, eta_q=0.8, eta_iq=0.75, bw_sat_gbs=2500.0, hbm_layer_us=10.0, layer_us=25.0,
-                   step_us=150.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
+                   step_us=150.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
                    pp_eff_q=0.45, pp_eff_c=4.5, pp_eff_f=0.5, pp_sat_tflops=250.0, pp_layer_us=30.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # AMD via HIP: the CUDA kernels ported (MFMA/WMMA or dp4a MMQ); HBM Instinct parts stall earlier. HIP builds
@@ -230,14 +235,14 @@ PRIORS = {
     # waits for its logits, about a millisecond per token
     "rocm": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1500.0, hbm_layer_us=60.0,
                    layer_us=25.0,
-                   step_us=800.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
+                   step_us=800.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
                    pp_eff_q=0.35, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=60.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # Vulkan: portable shaders; quantized matmuls dequantize into FP16 tiles for cooperative matrices. Intel's
     # Vulkan drivers run them well below the other vendors' (Mesa ANV 2-3x below Intel's Windows driver, PR
     # #14001; a B70 decodes at half its SYCL speed on the same machine)
     "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0,
-                     step_us=200.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ,
+                     step_us=200.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ,
                      pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
                      pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0},
                      dq_emul=4.0),
@@ -245,11 +250,11 @@ PRIORS = {
     # no graph replay: every kernel of every block is encoded and dispatched each token (~100 us per block: an
     # M2 Ultra decodes a 7B Q8_0 and F16 at 674 GB/s apart, with 4 ms per token left over)
     "metal": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=2000.0, layer_us=100.0,
-                    step_us=200.0, expert_us=3.0, overlap=0.5, dq=_GPU_DQ,
+                    step_us=200.0, expert_us=3.0, moe_layer_us=60.0, overlap=0.5, dq=_GPU_DQ,
                     pp_eff_q=0.8, pp_eff_c=8.0, pp_eff_f=0.75, pp_sat_tflops=60.0, pp_layer_us=30.0,
                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     "sycl": Params(eta_bw=0.75, eta_legacy=0.7, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=1000.0, layer_us=40.0,
-                   step_us=300.0, expert_us=5.0, overlap=0.5, dq=_GPU_DQ,
+                   step_us=300.0, expert_us=5.0, moe_layer_us=25.0, overlap=0.5, dq=_GPU_DQ,
                    pp_eff_q=0.2, pp_eff_c=3.0, pp_eff_f=0.2, pp_sat_tflops=60.0, pp_layer_us=50.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # CPU: bandwidth grows with threads until the memory controller saturates; dequantization and the dot
@@ -258,7 +263,7 @@ PRIORS = {
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
-                  pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
+                  pp_layer_us=100.0, pp_expert_us=5.0, moe_layer_us=10.0, pp_moe_eff=0.7,
                   pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
 }  # fmt: skip
 
@@ -707,7 +712,7 @@ def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, p
     bw_used = work.bytes / t_mem if t_mem else bw
     t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch)
     # MoE: every routed expert is a small matrix of its own (a gather, a short kernel): a cost per expert
-    t_mem += work.expert_calls * prm.expert_us * 1e-6
+    t_mem += work.expert_calls * prm.expert_us * 1e-6 + work.moe_layers * prm.moe_layer_us * 1e-6
     if backend != "cpu" and rates(device, backend)["hbm"]:  # each block's kernels wait out HBM's latency
         t_mem += work.layers * prm.hbm_layer_us * 1e-6
     # batched decode: the matmul FLOPs themselves (2 per weight per sequence) at the prefill rate
