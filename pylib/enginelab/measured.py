@@ -24,7 +24,8 @@ Decode, one device (a GPU, or the CPU with n_threads threads):
             the GPU's FP32 ALUs, the CPU's FMA rate of the cores in use)
 
 plus, per step, layer_us for every block (kernel launches and syncs; a CPU's barriers; hbm_layer_us more on an
-HBM part), step_us (sampling, graph build and launch) and expert_us per routed expert (MoE). On a CPU eta is the
+HBM part), step_us (sampling, graph build and launch), expert_us per routed expert and moe_layer_us per MoE block
+(its router and gather kernels). On a CPU eta is the
 same for every type (its cores stream what they are given) and the types differ by dq, per ggml-cpu's kernels
 (CPU_CLASS: the repacked Q4_K joins the 4-bit class, Q4_1 the fifth-bit one; dq_arm for Arm cores).
 
