@@ -50,9 +50,13 @@ def test_medians_then_paste_markdown_json_and_bad_input(page_at):
     # another machine changes the estimate
     page.select_option("#f-machine", "rtx3090")
     res2 = v.compare(MD, "llama-2-7b", "Q4_0", "rtx3090", profile="measured")
+    # the browser's libm (pow in the measured profile's soft minimums) may differ from CPython's in the last bit
     page.wait_for_function(
-        "(v) => document.querySelector(\"tr[data-paste-row='1']\")?.dataset.estimate === v",
-        arg=repr(res2["rows"][1]["estimate_tps"]),
+        """(v) => {
+            const e = Number(document.querySelector("tr[data-paste-row='1']")?.dataset.estimate);
+            return Math.abs(e - v) <= 1e-12 * Math.abs(v);
+        }""",
+        arg=res2["rows"][1]["estimate_tps"],
         timeout=30_000,
     )
 
