@@ -25,8 +25,8 @@ Decode, one device (a GPU, or the CPU with n_threads threads):
 
 plus, per step, layer_us for every block (kernel launches and syncs; a CPU's barriers; hbm_layer_us more on an
 HBM part), step_us (sampling, graph build and launch), expert_us per routed expert and moe_layer_us per MoE block
-(its router and gather kernels). On a CPU eta is the
-same for every type (its cores stream what they are given) and the types differ by dq, per ggml-cpu's kernels
+(its router and gather kernels). On a CPU eta is the same for every type (its cores stream what they are given)
+and the types differ by dq, per ggml-cpu's kernels
 (CPU_CLASS: the repacked Q4_K joins the 4-bit class, Q4_1 the fifth-bit one; dq_arm for Arm cores).
 
 Prefill, one micro-batch: matmul FLOPs at the rate of the kernels for the weights' type class, the weights
@@ -261,10 +261,10 @@ PRIORS = {
     # CPU: bandwidth grows with threads until the memory controller saturates; dequantization and the dot
     # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores
     "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5,
-                  dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, overlap=0.5,
+                  dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, moe_layer_us=10.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
-                  pp_layer_us=100.0, pp_expert_us=5.0, moe_layer_us=10.0, pp_moe_eff=0.7,
+                  pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
                   pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
 }  # fmt: skip
 
