@@ -276,16 +276,23 @@ def test_thread_model_by_hand():
         A.thread_factor(0, 8)
 
 
-def test_too_many_threads_cpu_only():
-    state = st(model="llama-3.1-8b", machine="cpu-ddr5", threads=16)
-    f = findings(state)["too_many_threads"]
-    assert f.evidence["cpu_time_factor"] == pytest.approx(1.4)
+def _threads_to_8(state, f):
+    """The finding's one change (-t 8, llama.cpp's default on the 8-core DDR5 machine) and the default -t's
+    decode step, which is the change's 'after'."""
     check_changes(state, f)
     c = f.changes[0]
     assert c.apply == {"threads": 8} and c.flags["llama.cpp"].startswith("-t 8")
     p = pm.place("llama-3.1-8b", "cpu-ddr5", "Q4_K_M", n_ctx=8192)
     d = pm.decode_step_time(p, context=2000)
     assert c.after["decode_tok_s"] == pytest.approx(d["tok_per_s"], rel=1e-12)  # the default -t is the baseline
+    return c, d
+
+
+def test_too_many_threads_cpu_only():
+    state = st(model="llama-3.1-8b", machine="cpu-ddr5", threads=16)
+    f = findings(state)["too_many_threads"]
+    assert f.evidence["cpu_time_factor"] == pytest.approx(1.4)
+    c, d = _threads_to_8(state, f)
     assert c.before["decode_tok_s"] == pytest.approx(1 / (1.4 * d["cpu_s"] + d["overhead_s"]), rel=1e-12)
 
 
@@ -295,12 +302,7 @@ def test_too_few_threads_cpu_only():
     state = st(model="llama-3.1-8b", machine="cpu-ddr5", threads=2)
     f = findings(state)["too_few_threads"]
     assert f.evidence["n_threads"] == 2 and f.evidence["perf_cores"] == 8 and f.evidence["cpu_share"] > 0.9
-    check_changes(state, f)
-    c = f.changes[0]
-    assert c.apply == {"threads": 8} and c.flags["llama.cpp"].startswith("-t 8")
-    p = pm.place("llama-3.1-8b", "cpu-ddr5", "Q4_K_M", n_ctx=8192)
-    d = pm.decode_step_time(p, context=2000)
-    assert c.after["decode_tok_s"] == pytest.approx(d["tok_per_s"], rel=1e-12)  # the default -t is the baseline
+    c, d = _threads_to_8(state, f)
     f2 = A.thread_factor(2, 8)
     assert c.before["decode_tok_s"] == pytest.approx(1 / (f2 * d["cpu_s"] + d["overhead_s"]), rel=1e-12)
     assert not {"too_few_threads", "too_many_threads"} & set(

@@ -342,14 +342,20 @@ def _name_key(name: str) -> frozenset:
 
 
 @lru_cache(maxsize=1)
-def _catalog() -> dict:
-    """{name key: (fp16, fp32, int8, vendor)} of data/calibration/devices.csv (whitepaper figures)."""
+def _device_rows() -> tuple:
+    """The rows of data/calibration/devices.csv (packaged with the wheel), read once; () without the file."""
     try:
         text = get_data("enginelab", "data/calibration_devices.csv").decode("utf-8")
     except (FileNotFoundError, OSError):
-        return {}
+        return ()
+    return tuple(csv.DictReader(io.StringIO(text)))
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict:
+    """{name key: (fp16, fp32, int8, vendor)} of data/calibration/devices.csv (whitepaper figures)."""
     out = {}
-    for r in csv.DictReader(io.StringIO(text)):
+    for r in _device_rows():
 
         def num(k, r=r):
             try:
@@ -597,13 +603,9 @@ def cpu_int8_isa(device) -> str:
 @lru_cache(maxsize=1)
 def _cpu_isa_catalog() -> dict:
     """{name key: int8_isa} of the CPU rows of data/calibration/devices.csv."""
-    try:
-        text = get_data("enginelab", "data/calibration_devices.csv").decode("utf-8")
-    except (FileNotFoundError, OSError):
-        return {}
     return {
         _name_key(r["device"]): (r.get("int8_isa") or "").strip()
-        for r in csv.DictReader(io.StringIO(text))
+        for r in _device_rows()
         if r.get("kind") == "cpu" and (r.get("int8_isa") or "").strip()
     }
 
