@@ -2617,6 +2617,7 @@ class Work:
     expert_calls: float = 0.0  # MoE: routed experts multiplied (distinct experts touched, summed over blocks)
     expert_flops: float = 0.0  # MoE: the part of flops in routed experts' matmuls (the measured profile's MoE rate)
     moe_layers: int = 0  # MoE: blocks whose routed experts run here (each adds its router and gather kernels)
+    rows_by_type: tuple = ()  # ((ggml type, matrix rows multiplied), ...): one dot product each per token
 
     @property
     def bytes(self) -> float:
@@ -2647,6 +2648,34 @@ def _layer_types(m: Model, quant) -> tuple:
             _WORK_CACHE.clear()
         _WORK_CACHE[key] = (blocks, head)
     return _WORK_CACHE[key]
+
+
+_ROWS_CACHE: dict = {}
+
+
+def _layer_rows(m: Model, quant) -> tuple:
+    """Per block: {type: (dense matrix rows, expert matrix rows)} and the head's {type: rows}; a tensor of
+    ne = (n_per_row, ...) has n_elements / n_per_row rows, each one dot product per token. Cached."""
+    key = (m, quant)
+    if key not in _ROWS_CACHE:
+        blocks = [dict() for _ in range(m.n_layers)]
+        head: dict = {}
+        plan = quantize_plan(m, quant)
+        tied = not any(r["cls"] == "output" for r in plan)
+        for r in plan:
+            ne = r.get("ne") or (r["n_elements"],)
+            if len(ne) < 2:
+                continue  # norms and biases: added, not multiplied
+            il, typ, rows = r["layer"], r["type"], r["n_elements"] / max(1, ne[0])
+            if il >= 0:
+                d, e = blocks[il].get(typ, (0, 0))
+                blocks[il][typ] = (d, e + rows) if r["cls"].endswith("_exps") else (d + rows, e)
+            elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
+                head[typ] = head.get(typ, 0) + rows
+        if len(_ROWS_CACHE) >= WORK_CACHE_MAX:
+            _ROWS_CACHE.clear()
+        _ROWS_CACHE[key] = (blocks, head)
+    return _ROWS_CACHE[key]
 
 
 def _head_bytes(p: Placement) -> float:
@@ -2761,8 +2790,12 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     m = p.model
     dense, experts, _other = _layer_bytes(m, p.quant)
     blocks, head = _layer_types(m, p.quant)
+    row_blocks, head_rows = _layer_rows(m, p.quant)
     touched, routed = _moe_fraction(m, n)
-    acc = {s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0} for s in ("gpu", "cpu")}
+    acc = {
+        s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0, "rows": {}}
+        for s in ("gpu", "cpu")
+    }
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         exp_dev = "cpu" if il < p.n_cpu_moe else dev
@@ -2779,19 +2812,27 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
             ae["xf"] += 2.0 * en * routed * n
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
+        for typ, (dr, er) in row_blocks[il].items():
+            a["rows"][typ] = a["rows"].get(typ, 0.0) + dr
+            ae["rows"][typ] = ae["rows"].get(typ, 0.0) + er * touched
     hd = "gpu" if p.output_on_gpu else "cpu"
     if with_head:
         acc[hd]["w"] += _head_bytes(p)
         for typ, k in head.items():
             acc[hd]["f"] += 2.0 * k * n
             acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + k
+        for typ, r in head_rows.items():
+            acc[hd]["rows"][typ] = acc[hd]["rows"].get(typ, 0.0) + r
     static = (
         {
-            s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"], a["mx"])
+            s: (
+                a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"], a["mx"],
+                tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)),
+            )
             for s, a in acc.items()
         },
         hd,
-    )
+    )  # fmt: skip
     if len(_STATIC_CACHE) >= WORK_CACHE_MAX:
         _STATIC_CACHE.clear()
     _STATIC_CACHE[key] = (m, static)
@@ -2837,8 +2878,8 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         af[dev] = per_pair * tokens * batch + rec_flops * batch * n_rec
     out = {}
     for s in ("gpu", "cpu"):
-        w, f, layers, types, x, xf, mx = static[s]
-        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx)
+        w, f, layers, types, x, xf, mx, rows = static[s]
+        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx, rows)
     return out
 
 
@@ -3029,8 +3070,8 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
             af[dev] += attn_per * pairs[win]
     out = {}
     for s in ("gpu", "cpu"):
-        w, f, layers, types, x, xf, mx = static[s]
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx)
+        w, f, layers, types, x, xf, mx, rows = static[s]
+        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows)
     return out
 
 
@@ -3051,9 +3092,12 @@ def _with_head(w: Work, head: Work, u: int) -> Work:
 def _head_work(p: Placement) -> tuple:
     """(side, Work) of the output head for one token: its weights read once, multiplying one vector."""
     _blocks, head = _layer_types(p.model, p.quant)
+    _row_blocks, head_rows = _layer_rows(p.model, p.quant)
     flops = sum(2.0 * n for n in head.values())
     side = "gpu" if p.output_on_gpu else "cpu"
-    return side, Work(_head_bytes(p), 0.0, flops, 0.0, 0, tuple(sorted(head.items())), True)
+    return side, Work(
+        _head_bytes(p), 0.0, flops, 0.0, 0, tuple(sorted(head.items())), True, rows_by_type=tuple(sorted(head_rows.items()))
+    )
 
 
 def prefill_steps(
@@ -3300,6 +3344,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     m = p.model
     blocks, _ = _layer_parts(m, p.quant)
     _blocks, head = _layer_types(m, p.quant)
+    row_blocks, head_rows = _layer_rows(m, p.quant)
     touched, routed = _moe_fraction(m, tokens)
     attn_per = _attention_flops_per_token_pair(m)
     rec_per = _recurrent_flops_per_token(m)
@@ -3307,7 +3352,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
 
     def acc():
         return {
-            s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "mx": 0} for s in sides
+            s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "mx": 0, "rows": {}}
+            for s in sides
         }
 
     loc, spl = acc(), acc()
@@ -3340,6 +3386,11 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             a["w"] += b["mat_bytes"]
             for typ, n in b["mat"].items():
                 add(a, typ, n, 1.0, 2.0 * n * tokens)
+        cpu_rows = loc["cpu"]["rows"]  # rows matter on the CPU only (a vec_dot call each)
+        for typ, (dr, er) in row_blocks[il].items():
+            r = (dr if a is loc["cpu"] else 0.0) + (er * touched if ae is loc["cpu"] else 0.0)
+            if r:
+                cpu_rows[typ] = cpu_rows.get(typ, 0.0) + r
         if b["exp_bytes"]:
             ae["w"] += b["exp_bytes"] * touched
             ae["x"] += touched * m.n_expert
@@ -3371,6 +3422,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             a["w"] += hb
             for typ, n in head.items():
                 add(a, typ, n, 1.0, 2.0 * n * tokens)
+            for typ, r in head_rows.items():
+                a["rows"][typ] = a["rows"].get(typ, 0.0) + r
 
     def works(d, head_side=None):
         return {
@@ -3384,6 +3437,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 s == head_side,
                 a["x"],
                 moe_layers=a["mx"],
+                rows_by_type=tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)),
             )
             for s, a in d.items()
         }

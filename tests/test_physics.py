@@ -136,3 +136,28 @@ def test_q4_k_row_fallback_is_q5_0():
     plan = _plan(MODELS["qwen2.5-0.5b"], "Q4_K_M")
     assert plan["blk.5.attn_q.weight"]["type"] == "Q5_0"
     assert plan["blk.5.attn_q.weight"]["bytes"] == 896 * 896 // 32 * 22
+
+
+# ---------------------------------------------------------------- matrix rows (a CPU vec_dot call each)
+
+
+def test_rows_multiplied_per_decode_step_on_the_cpu():
+    # Qwen2.5-0.5B: hidden 896, 14 query heads of 64 (896 rows), 2 KV heads (128 rows each for K and V),
+    # FFN 4864; per block q 896 + k 128 + v 128 + o 896 + gate 4864 + up 4864 + down 896 = 12,672 rows,
+    # x 24 blocks = 304,128, plus the tied head's 151,936 vocabulary rows = 456,064 (all Q8_0 under Q8_0)
+    m = MODELS["qwen2.5-0.5b"]
+    per_block = 896 + 128 + 128 + 896 + 4864 + 4864 + 896
+    assert per_block == 12_672
+    p = pm.place(m, "cpu-ddr5", "Q8_0", n_ctx=4096, n_gpu_layers=0)
+    assert pm._decode_work(p, 64, 1)["cpu"].rows_by_type == (("Q8_0", 24 * per_block + 151_936),)
+    # the multi-GPU path counts the CPU's rows alike: 10 of 25 layers on two GPUs = 9 blocks and the head there,
+    # 15 blocks (190,080 rows) on the CPU
+    two = pm.Machine("2x RTX 3090", (pm.RTX_3090, pm.RTX_3090), pm._ram(64, pm.DDR4_DUAL), 31.5)
+    everything = pm.place(m, two, "Q8_0", n_ctx=4096, n_gpu_layers=0)
+    assert pm._work_multi(everything, 1, 64)[0]["cpu"].rows_by_type == (("Q8_0", 456_064),)
+    some = pm.place(m, two, "Q8_0", n_ctx=4096, n_gpu_layers=10)
+    assert pm._work_multi(some, 1, 64)[0]["cpu"].rows_by_type == (("Q8_0", 15 * per_block),)
+    # a type per row set: Q4_K_M falls back to Q5_0 for the 896-wide rows (not a multiple of 256) and keeps
+    # K-quants for ffn_down (4864 = 19 x 256): the rows follow the tensors' types
+    rows = dict(pm._decode_work(pm.place(m, "cpu-ddr5", "Q4_K_M", n_ctx=4096, n_gpu_layers=0), 64, 1)["cpu"].rows_by_type)
+    assert sum(rows.values()) == 456_064 and rows.get("Q5_0", 0) > 0 and (rows.get("Q4_K", 0) + rows.get("Q6_K", 0)) > 0

@@ -310,15 +310,18 @@ def _decode_sample(p, tokens: int, head: bool = True) -> tuple:
     if not head:
         side, hw = pm._head_work(p)
         w = work[side]
-        types = dict(w.weights_by_type)
+        types, rows = dict(w.weights_by_type), dict(w.rows_by_type)
         for t, n in hw.weights_by_type:
             types[t] = max(0.0, types.get(t, 0.0) - n)
+        for t, n in hw.rows_by_type:
+            rows[t] = max(0.0, rows.get(t, 0.0) - n)
         work = dict(work)
         work[side] = replace(
             w,
             weight_bytes=max(0.0, w.weight_bytes - hw.weight_bytes),
             flops=max(0.0, w.flops - hw.flops),
             weights_by_type=tuple(sorted((t, n) for t, n in types.items() if n > 0)),
+            rows_by_type=tuple(sorted((t, n) for t, n in rows.items() if n > 0)),
         )
     return tuple((s, w) for s, w in work.items() if w.bytes or w.flops)
 
@@ -443,7 +446,7 @@ def predict(s: Sample, params: dict) -> float:
         t = 0.0
         layers = {}
         for side, w in s.work:
-            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params)[0]
+            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.date)[0]
             layers[side] = w.layers
         t += measured.step_overhead_seconds(layers, {side: s.backend for side in layers}, params=params)
         if not s.sampling:  # ppN at micro-batch 1: no token sampled, no host round trip between passes
@@ -463,7 +466,7 @@ FREE = {
     ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us",
                          "pp_moe_eff", "pp_dq.kquant", "pp_dq.iquant"),
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "soc_cpu_share", "layer_us", "step_us", "overlap",
-                        "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq_emul",
+                        "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq_emul", "dq_row",
                         "dq_arm.q8", "dq_arm.legacy", "dq_arm.q5", "dq_arm.kquant", "dq_arm.iquant", "dq_arm.iq3"),
     ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
                          "pp_layer_us"),
@@ -478,7 +481,7 @@ VENDOR_FREE = {
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
     "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
-    "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0),
+    "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
     "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0),
 }  # fmt: skip

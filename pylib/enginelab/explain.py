@@ -464,7 +464,8 @@ def _measured_boxes(scn) -> dict:
             how = (
                 f"streams at {bb.get('bw_eff_gbs', 0):,.1f} GB/s = min({prm.eta_bw:.2f} × {dev.bandwidth_gbs:,.1f} "
                 f"GB/s, {bb.get('n_threads', 1)} threads × {prm.thread_bw_gbs:.1f} GB/s); dequantization "
-                f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate, overlapping {prm.overlap:.0%}"
+                f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate (per weight by type, and "
+                f"{prm.dq_row:,.0f} FLOP per row of a type not repacked), overlapping {prm.overlap:.0%}"
             )
         else:
             how = (

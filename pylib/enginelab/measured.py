@@ -178,6 +178,7 @@ class Params:
     smt_gain: float = 0.15  # CPU: what a core's second hardware thread adds, in cores
     soc_cpu_share: float = 1.0  # CPU of an SoC (Apple M, Ryzen AI Max): the share of the unified bandwidth it reaches
     dq_arm: dict = field(default_factory=dict)  # CPU: an Arm core's dq per class, relative to an x86 core's
+    dq_row: float = 0.0  # CPU: FLOP-equivalents of one plain vec_dot call per matrix row (its set-up and reduction)
     dq_emul: float = 1.0  # GPU without an int8 dot-product instruction (Kepler, Maxwell, GP100): dq times this
     layer_us: float = 20.0
     hbm_layer_us: float = 10.0  # GPU with HBM: extra per block (each kernel waits out the longer first-access latency)
@@ -259,8 +260,10 @@ PRIORS = {
                    pp_eff_q=0.2, pp_eff_c=3.0, pp_eff_f=0.2, pp_sat_tflops=60.0, pp_layer_us=50.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # CPU: bandwidth grows with threads until the memory controller saturates; dequantization and the dot
-    # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores
-    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5,
+    # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores. dq_row: a plain vec_dot call
+    # costs ~90 cycles beyond its blocks (the call, the loop's set-up, the horizontal sum of its accumulators, a
+    # chain of shuffles and adds) on a core that does 32 FLOP a cycle: ~3,000 FLOP-equivalents per row
+    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, moe_layer_us=10.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
@@ -653,6 +656,15 @@ def cpu_repacked(ggml_type: str, device, build: str = "") -> bool:
 
 
 def _since(table: dict, ggml_type: str, device, build: str) -> bool:
+    kernels = "repack" if table is CPU_REPACK else "tinyblas"
+    return _since_named(kernels, ggml_type, getattr(device, "name", "") or "", build[:7])
+
+
+@lru_cache(maxsize=4096)
+def _since_named(kernels: str, ggml_type: str, name: str, month: str) -> bool:
+    """_since on what it reads (a CPU's name decides its ISA), cached: decode asks it per type every estimate."""
+    table = CPU_REPACK if kernels == "repack" else CPU_TINYBLAS
+    device = _Named(name)
     isa = cpu_int8_isa(device)
     if is_arm_cpu(device):
         if isa == "none":
@@ -661,11 +673,21 @@ def _since(table: dict, ggml_type: str, device, build: str) -> bool:
     else:
         keys = ("x86",)
     since = [table[(ggml_type, k)] for k in keys if (ggml_type, k) in table]
-    return bool(since) and (not build or min(since) <= build[:7])
+    return bool(since) and (not month or min(since) <= month)
 
 
-def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1) -> float:
-    """Dequantization and dot-product work of the weights streamed, at the device's vector rate."""
+@dataclass(frozen=True)
+class _Named:  # a Device as the ISA look-ups read it: by name
+    name: str
+
+
+def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1, build: str = "") -> float:
+    """Dequantization and dot-product work of the weights streamed, at the device's vector rate.
+
+    CPU: ggml-cpu multiplies a plain (not repacked) type one row at a time, a vec_dot call per row and token
+    that sets up its loop and reduces its vector accumulators to one float whatever the row's length: dq_row
+    FLOP-equivalents per row. A repacked type's GEMV (cpu_repacked, for this build) shares that over its 4-8
+    interleaved rows; it is left out. Short rows (a 0.5B model's 896) make this a fifth of the work."""
     emul = 1.0
     arm = prm.dq_arm if backend == "cpu" and prm.dq_arm and is_arm_cpu(device) else {}
     if backend == "cpu" and not cpu_has_int8_dot(device):
@@ -681,6 +703,8 @@ def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int =
         * (emul if type_class(t) != "f16" else 1.0)
         for t, w in work.weights_by_type
     )
+    if backend == "cpu" and prm.dq_row:
+        n += prm.dq_row * sum(r for t, r in work.rows_by_type if not cpu_repacked(t, device, build))
     return n * batch / _vector_rate(device, backend, prm, n_threads)
 
 
@@ -700,8 +724,12 @@ def _class_bytes(work) -> dict:
     return out
 
 
-def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, params: dict | None = None) -> tuple:
-    """(seconds, memory seconds, compute seconds, basis) of one decode pass's work on one device."""
+def decode_seconds(
+    work, device, backend: str, n_threads=None, batch: int = 1, params: dict | None = None, build: str = ""
+) -> tuple:
+    """(seconds, memory seconds, compute seconds, basis) of one decode pass's work on one device.
+
+    build: the llama.cpp build's month (YYYY-MM) where it matters (which types a CPU holds repacked); "" = today's."""
     prm = params_for(backend, params)
     # mat-vec kernels reach eta of the (saturating) bandwidth, lower for types that dequantize as they read
     bw = _bw_eff(device, backend, prm, n_threads) / prm.eta_bw
@@ -713,7 +741,7 @@ def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, p
         eta = dict.fromkeys(eta, prm.eta_bw)
     t_mem = sum(b / (eta[c] * bw) for c, b in _class_bytes(work).items())
     bw_used = work.bytes / t_mem if t_mem else bw
-    t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch)
+    t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch, build)
     # MoE: every routed expert is a small matrix of its own (a gather, a short kernel): a cost per expert
     t_mem += work.expert_calls * prm.expert_us * 1e-6 + work.moe_layers * prm.moe_layer_us * 1e-6
     if backend != "cpu" and rates(device, backend)["hbm"]:  # each block's kernels wait out HBM's latency
