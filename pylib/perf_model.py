@@ -3096,7 +3096,14 @@ def _head_work(p: Placement) -> tuple:
     flops = sum(2.0 * n for n in head.values())
     side = "gpu" if p.output_on_gpu else "cpu"
     return side, Work(
-        _head_bytes(p), 0.0, flops, 0.0, 0, tuple(sorted(head.items())), True, rows_by_type=tuple(sorted(head_rows.items()))
+        _head_bytes(p),
+        0.0,
+        flops,
+        0.0,
+        0,
+        tuple(sorted(head.items())),
+        True,
+        rows_by_type=tuple(sorted(head_rows.items())),
     )
 
 

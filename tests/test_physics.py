@@ -159,5 +159,7 @@ def test_rows_multiplied_per_decode_step_on_the_cpu():
     assert pm._work_multi(some, 1, 64)[0]["cpu"].rows_by_type == (("Q8_0", 15 * per_block),)
     # a type per row set: Q4_K_M falls back to Q5_0 for the 896-wide rows (not a multiple of 256) and keeps
     # K-quants for ffn_down (4864 = 19 x 256): the rows follow the tensors' types
-    rows = dict(pm._decode_work(pm.place(m, "cpu-ddr5", "Q4_K_M", n_ctx=4096, n_gpu_layers=0), 64, 1)["cpu"].rows_by_type)
+    rows = dict(
+        pm._decode_work(pm.place(m, "cpu-ddr5", "Q4_K_M", n_ctx=4096, n_gpu_layers=0), 64, 1)["cpu"].rows_by_type
+    )
     assert sum(rows.values()) == 456_064 and rows.get("Q5_0", 0) > 0 and (rows.get("Q4_K", 0) + rows.get("Q6_K", 0)) > 0
