@@ -12,6 +12,7 @@ const statusText = () => $("#status-text");
 
 // ---- load progress -----------------------------------------------------------------------------------
 // Python sets later steps itself; until it runs, the resources arriving tell us where we are.
+const RUNTIME_PATH = /\/(pyodide|wheels|py)\/[^/]+$/;
 const STEPS = [
   [/pyodide\.asm\.wasm$/, 1, "Compiling the Python runtime (WebAssembly)…"],
   [/python_stdlib\.zip$/, 2, "Starting Python…"],
@@ -27,6 +28,11 @@ try {
     for (const e of list.getEntries()) {
       for (const [re, step, text] of STEPS) if (re.test(new URL(e.name).pathname)) setStatus(text, step);
       if (e.responseStatus >= 400) noteFailure(e.name, e.responseStatus);  // a script, module or file of ours
+      // a runtime file the server never answered: no status, no body (Pyodide may have asked before our fetch
+      // wrapper existed, and its loader then waits forever instead of failing)
+      else if (e.responseStatus === 0 && !e.decodedBodySize && RUNTIME_PATH.test(new URL(e.name).pathname)) {
+        noteFailure(e.name, 0);
+      }
     }
   }).observe({ type: "resource", buffered: true });
 } catch (_) { /* old browser: the static message stays */ }
@@ -93,10 +99,12 @@ window.fetch = async function (input, init) {
   try {
     response = await siteFetch(input, init);
   } catch (e) {
-    if (html.dataset.ready === "false" && !(e && e.name === "AbortError")) noteFailure(url, 0);
+    // (also after an error is shown: Pyodide's own "Failed to fetch" may land first, and the re-asked files then
+    // name the one that failed)
+    if (html.dataset.ready !== "true" && !(e && e.name === "AbortError")) noteFailure(url, 0);
     throw e;
   }
-  if (!response.ok && html.dataset.ready === "false") noteFailure(response.url || url, response.status);
+  if (!response.ok && html.dataset.ready !== "true") noteFailure(response.url || url, response.status);
   return response;
 };
 
@@ -123,13 +131,27 @@ async function checkWorkerFiles() {
   await Promise.all(urls.map((u) => fetch(u, { method: "HEAD", cache: "no-store" }).then((r) => r.arrayBuffer(), () => null)));
 }
 if (html.dataset.ready === "false") checkWorkerFiles();
-window.addEventListener("error", (e) => {
-  if (html.dataset.ready === "false") setError(e.message || "A script failed to load.");
-});
+// A stray error that only says a fetch failed (Pyodide's loader aborts with one when its wasm download dies, and
+// may have fetched before the wrapper above was installed): ask for the runtime's files again (HEAD, no bodies)
+// so the one that fails is named, and show the bare words only if every file answers.
+const GENERIC_FETCH = /failed to fetch|networkerror|load failed/i;
+const SITE_ROOT = new URL("../", import.meta.url);
+function runtimeFiles() {
+  const files = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"]
+    .map((f) => `pyodide/${f}`);
+  if (html.dataset.wheel) files.push(`wheels/${html.dataset.wheel}`, "py/main.py");
+  return files.map((f) => new URL(f, SITE_ROOT));
+}
+function reportStray(text) {
+  if (html.dataset.ready !== "false") return;
+  if (failedFile || !GENERIC_FETCH.test(text)) return setError(text);
+  Promise.all(runtimeFiles().map((u) => fetch(u, { method: "HEAD", cache: "no-store" })
+    .then((r) => r.arrayBuffer(), () => null)))
+    .then(() => { if (html.dataset.ready === "false") setError(text); });
+}
+window.addEventListener("error", (e) => reportStray(e.message || "A script failed to load."));
 // (a missing module script is also noted by resource timing, with its HTTP status)
-window.addEventListener("unhandledrejection", (e) => {
-  if (html.dataset.ready === "false") setError((e.reason && e.reason.message) || String(e.reason));
-});
+window.addEventListener("unhandledrejection", (e) => reportStray((e.reason && e.reason.message) || String(e.reason)));
 // A failed <script> fetch (e.g. assets/live.js missing) fires an error event on the element only.
 document.addEventListener("error", (e) => {
   const t = e.target;
