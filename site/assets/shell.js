@@ -108,6 +108,9 @@ window.fetch = async function (input, init) {
   return response;
 };
 
+// What Pyodide fetches from its folder as it starts (pyodide.mjs, its entry module, comes first)
+const PYODIDE_FILES = ["pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
+
 // The exercises page starts Python in a worker, whose fetches this page cannot see: check its files (HEAD
 // requests, no bodies) while it boots, so a missing one is named at once instead of after a 2-minute timeout.
 async function checkWorkerFiles() {
@@ -123,9 +126,7 @@ async function checkWorkerFiles() {
   } catch (_) { return; }
   const interp = new URL(cfg.interpreter, page);  // the config's interpreter resolves against the page
   const urls = [new URL(s.getAttribute("src"), page), interp];
-  for (const f of ["pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"]) {
-    urls.push(new URL(f, interp));
-  }
+  for (const f of PYODIDE_FILES) urls.push(new URL(f, interp));
   for (const f of Object.keys(cfg.files || {})) urls.push(new URL(f, cfgUrl));  // files resolve against the config
   // (reading the empty body lets the request finish; an unread one is reported as aborted)
   await Promise.all(urls.map((u) => fetch(u, { method: "HEAD", cache: "no-store" }).then((r) => r.arrayBuffer(), () => null)));
@@ -137,8 +138,7 @@ if (html.dataset.ready === "false") checkWorkerFiles();
 const GENERIC_FETCH = /failed to fetch|networkerror|load failed/i;
 const SITE_ROOT = new URL("../", import.meta.url);
 function runtimeFiles() {
-  const files = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"]
-    .map((f) => `pyodide/${f}`);
+  const files = ["pyodide.mjs", ...PYODIDE_FILES].map((f) => `pyodide/${f}`);
   if (html.dataset.wheel) files.push(`wheels/${html.dataset.wheel}`, "py/main.py");
   return files.map((f) => new URL(f, SITE_ROOT));
 }
