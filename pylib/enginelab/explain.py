@@ -461,9 +461,10 @@ def _measured_boxes(scn) -> dict:
             )
         )
         if be == "cpu":
+            n_thr = bb.get("n_threads", 1)
             how = (
                 f"streams at {bb.get('bw_eff_gbs', 0):,.1f} GB/s = min({prm.eta_bw:.2f} × {dev.bandwidth_gbs:,.1f} "
-                f"GB/s, {bb.get('n_threads', 1)} threads × {prm.thread_bw_gbs:.1f} GB/s); dequantization "
+                f"GB/s, {n_thr} thread{'s' if n_thr != 1 else ''} × {prm.thread_bw_gbs:.1f} GB/s); dequantization "
                 f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate (per weight by type, and "
                 f"{prm.dq_row:,.0f} FLOP per row of a type not repacked), overlapping {prm.overlap:.0%}"
             )

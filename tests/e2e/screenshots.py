@@ -63,6 +63,14 @@ BAD_CONFIG = (
 )
 
 
+def _open_decode_basis(page, tmp: Path):
+    """The decode readout's "How is this computed?" box, opened (the measured profile's parameters)."""
+    box = page.locator('[data-readout="decode_tok_s"]').locator("xpath=ancestor::*[.//details][1]").locator("details")
+    box.first.evaluate("d => d.open = true")
+    page.wait_for_timeout(200)
+    box.first.scroll_into_view_if_needed()
+
+
 def _drop_bad_gguf(page, tmp: Path):
     """The own-model panel after a crafted GGUF file (a billion layers) was dropped."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -144,6 +152,14 @@ for scheme in ("light", "dark"):
                 None,
             ),  # fmt: skip
             (f"exercise-sandbox-{tag}", "exercises.html", scheme, width, _hostile_cell, None),
+            (
+                f"calculator-cpu-basis-{tag}",
+                "figures/calculator.html?machine=cpu-ddr5&model=qwen2.5-0.5b&quant=Q8_0&threads=1",
+                scheme,
+                width,
+                _open_decode_basis,
+                None,
+            ),
             (f"load-failure-calculator-{tag}", "figures/calculator.html", scheme, width, None, _fail_stdlib),
             (f"load-failure-exercises-{tag}", "exercises.html", scheme, width, None, _fail_stdlib),
             # a remote model (issue 16): a GGUF repo's header read by Range, a config-only repo, a gated one
