@@ -2630,52 +2630,46 @@ WORK_CACHE_MAX = 512  # distinct (model, quant) pairs kept
 
 def _layer_types(m: Model, quant) -> tuple:
     """Per block: {type: (dense weights, expert weights)} and the head's {type: weights}; cached."""
-    key = (m, quant)
-    if key not in _WORK_CACHE:
-        blocks = [dict() for _ in range(m.n_layers)]
-        head: dict = {}
-        tied = not any(r["cls"] == "output" for r in quantize_plan(m, quant))
-        for r in quantize_plan(m, quant):
-            il, typ, n = r["layer"], r["type"], r["n_elements"]
-            if il >= 0:
-                d, e = blocks[il].get(typ, (0, 0))
-                blocks[il][typ] = (d, e + n) if r["cls"].endswith("_exps") else (d + n, e)
-            elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
-                head[typ] = head.get(typ, 0) + n
-            elif r["cls"] != "token_embd":
-                head[typ] = head.get(typ, 0) + n  # output_norm: runs with the head
-        if len(_WORK_CACHE) >= WORK_CACHE_MAX:  # bounded, like the layer-bytes cache: a long session stays flat
-            _WORK_CACHE.clear()
-        _WORK_CACHE[key] = (blocks, head)
-    return _WORK_CACHE[key]
-
-
-_ROWS_CACHE: dict = {}
+    return _layer_plan(m, quant)[:2]
 
 
 def _layer_rows(m: Model, quant) -> tuple:
     """Per block: {type: (dense matrix rows, expert matrix rows)} and the head's {type: rows}; a tensor of
     ne = (n_per_row, ...) has n_elements / n_per_row rows, each one dot product per token. Cached."""
+    return _layer_plan(m, quant)[2:]
+
+
+def _layer_plan(m: Model, quant) -> tuple:
+    """(_layer_types, _layer_rows) from one walk of the quantize plan, cached per (model, quant)."""
     key = (m, quant)
-    if key not in _ROWS_CACHE:
+    if key not in _WORK_CACHE:
         blocks = [dict() for _ in range(m.n_layers)]
+        rows = [dict() for _ in range(m.n_layers)]
         head: dict = {}
+        head_rows: dict = {}
         plan = quantize_plan(m, quant)
         tied = not any(r["cls"] == "output" for r in plan)
         for r in plan:
-            ne = r.get("ne") or (r["n_elements"],)
-            if len(ne) < 2:
-                continue  # norms and biases: added, not multiplied
-            il, typ, rows = r["layer"], r["type"], r["n_elements"] / max(1, ne[0])
+            il, typ, n = r["layer"], r["type"], r["n_elements"]
+            ne = r.get("ne") or (n,)
+            nr = n / max(1, ne[0]) if len(ne) >= 2 else 0  # norms and biases: added, not multiplied
             if il >= 0:
+                expert = r["cls"].endswith("_exps")
                 d, e = blocks[il].get(typ, (0, 0))
-                blocks[il][typ] = (d, e + rows) if r["cls"].endswith("_exps") else (d + rows, e)
+                blocks[il][typ] = (d, e + n) if expert else (d + n, e)
+                if nr:
+                    d, e = rows[il].get(typ, (0, 0))
+                    rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
             elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
-                head[typ] = head.get(typ, 0) + rows
-        if len(_ROWS_CACHE) >= WORK_CACHE_MAX:
-            _ROWS_CACHE.clear()
-        _ROWS_CACHE[key] = (blocks, head)
-    return _ROWS_CACHE[key]
+                head[typ] = head.get(typ, 0) + n
+                if nr:
+                    head_rows[typ] = head_rows.get(typ, 0) + nr
+            elif r["cls"] != "token_embd":
+                head[typ] = head.get(typ, 0) + n  # output_norm: runs with the head
+        if len(_WORK_CACHE) >= WORK_CACHE_MAX:  # bounded, like the layer-bytes cache: a long session stays flat
+            _WORK_CACHE.clear()
+        _WORK_CACHE[key] = (blocks, head, rows, head_rows)
+    return _WORK_CACHE[key]
 
 
 def _head_bytes(p: Placement) -> float:
