@@ -2628,19 +2628,10 @@ _WORK_CACHE: dict = {}
 WORK_CACHE_MAX = 512  # distinct (model, quant) pairs kept
 
 
-def _layer_types(m: Model, quant) -> tuple:
-    """Per block: {type: (dense weights, expert weights)} and the head's {type: weights}; cached."""
-    return _layer_plan(m, quant)[:2]
-
-
-def _layer_rows(m: Model, quant) -> tuple:
-    """Per block: {type: (dense matrix rows, expert matrix rows)} and the head's {type: rows}; a tensor of
-    ne = (n_per_row, ...) has n_elements / n_per_row rows, each one dot product per token. Cached."""
-    return _layer_plan(m, quant)[2:]
-
-
 def _layer_plan(m: Model, quant) -> tuple:
-    """(_layer_types, _layer_rows) from one walk of the quantize plan, cached per (model, quant)."""
+    """(blocks, head, row_blocks, head_rows), from one walk of the quantize plan, cached per (model, quant):
+    per block {type: (dense weights, expert weights)} and the head's {type: weights}; then the same in matrix
+    rows (a tensor of ne = (n_per_row, ...) has n_elements / n_per_row rows, each one dot product per token)."""
     key = (m, quant)
     if key not in _WORK_CACHE:
         blocks = [dict() for _ in range(m.n_layers)]
@@ -2773,7 +2764,8 @@ _STATIC_CACHE: dict = {}
 def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     """What a pass of n tokens (decode: n sequences; prefill: a micro-batch of n) does that does not depend on
     the context, per side: weights read, matmul FLOPs, blocks, weights per type, experts; with_head: the output
-    head too (decode; prefill runs it apart). Returns ({side: (w, f, layers, types, x, xf, moe blocks)}, the head's side).
+    head too (decode; prefill runs it apart). Returns ({side: (w, f, layers, types, x, xf, moe blocks, rows per
+    type)}, the head's side).
     Memoised on what it reads (the model object, quant, the layer split, --n-cpu-moe, the head's side): a decode
     curve or a prompt's micro-batches time one placement many times, and placements that differ only in their
     context or KV type (the calculator's changes, the course and measured placements) split the layers alike."""
@@ -2783,8 +2775,7 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
         return hit[1]
     m = p.model
     dense, experts, _other = _layer_bytes(m, p.quant)
-    blocks, head = _layer_types(m, p.quant)
-    row_blocks, head_rows = _layer_rows(m, p.quant)
+    blocks, head, row_blocks, head_rows = _layer_plan(m, p.quant)
     touched, routed = _moe_fraction(m, n)
     acc = {
         s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0, "rows": {}}
@@ -3085,8 +3076,7 @@ def _with_head(w: Work, head: Work, u: int) -> Work:
 
 def _head_work(p: Placement) -> tuple:
     """(side, Work) of the output head for one token: its weights read once, multiplying one vector."""
-    _blocks, head = _layer_types(p.model, p.quant)
-    _row_blocks, head_rows = _layer_rows(p.model, p.quant)
+    _blocks, head, _row_blocks, head_rows = _layer_plan(p.model, p.quant)
     flops = sum(2.0 * n for n in head.values())
     side = "gpu" if p.output_on_gpu else "cpu"
     return side, Work(
@@ -3344,8 +3334,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     Sides: "gpu0", "gpu1", ..., "cpu"."""
     m = p.model
     blocks, _ = _layer_parts(m, p.quant)
-    _blocks, head = _layer_types(m, p.quant)
-    row_blocks, head_rows = _layer_rows(m, p.quant)
+    _blocks, head, row_blocks, head_rows = _layer_plan(m, p.quant)
     touched, routed = _moe_fraction(m, tokens)
     attn_per = _attention_flops_per_token_pair(m)
     rec_per = _recurrent_flops_per_token(m)
