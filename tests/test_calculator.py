@@ -142,6 +142,8 @@ def test_the_calculator_defaults_to_the_measured_profile_and_threads_move_cpu_de
         ("?model=qwen3-30b-a3b&machine=rtx3060&n_cpu_moe=20", "partial", "the experts of 20 layers (--n-cpu-moe)"),
         ("?machine=cpu-ddr5", "partial", "No GPU: all 64 layers run from system RAM"),
         ("?machine=m4max", "vram", "run from the GPU's share of unified memory"),
+        ("?machine=m4max&ngl=0", "partial", "-ngl 0: all 64 layers and the output head run from unified memory"),
+        ("?machine=rtx3090&ngl=0", "partial", "-ngl 0: all 64 layers and the output head run from system RAM"),
         ("?ngl=65&profile=course", "fails", "over by 7.1 GB"),
         ("?ngl=65", "fails", "over by 7.3 GB"),  # measured: the card's GiB less the driver's reserve
     ],

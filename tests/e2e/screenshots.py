@@ -160,6 +160,14 @@ for scheme in ("light", "dark"):
                 _open_decode_basis,
                 None,
             ),
+            (
+                f"calculator-apple-cpu-basis-{tag}",
+                "figures/calculator.html?machine=m4max&model=llama-3.1-8b&quant=Q4_K_M&ngl=0&threads=8",
+                scheme,
+                width,
+                _open_decode_basis,
+                None,
+            ),
             (f"load-failure-calculator-{tag}", "figures/calculator.html", scheme, width, None, _fail_stdlib),
             (f"load-failure-exercises-{tag}", "exercises.html", scheme, width, None, _fail_stdlib),
             # a remote model (issue 16): a GGUF repo's header read by Range, a config-only repo, a gated one

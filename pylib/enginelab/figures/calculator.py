@@ -492,6 +492,9 @@ def verdict_text(data) -> tuple[str, str]:
     cpu = "" if r.cpu_share is None else f"; {fmt.pct(r.cpu_share)} of each decode step is spent on the CPU"
     if data.machine.gpu is None:
         return "Runs on the CPU", f"No GPU: all {n} layers run from system RAM{cpu}."
+    if p.gpu_layers == 0 and not p.output_on_gpu and not p.n_cpu_moe:
+        ram = "unified memory, by the CPU cores" if data.machine.unified else "system RAM"
+        return "Runs on the CPU", f"-ngl 0: all {n} layers and the output head run from {ram}{cpu}."
     parts = [f"{in_ram} of {n} layers"] if in_ram else []
     if not p.output_on_gpu:
         parts.append("the output head")
