@@ -65,6 +65,8 @@ CONFIGS = {
     ("qwen3", "4.02"): dict(model_type="qwen3", num_hidden_layers=36, hidden_size=2560, intermediate_size=9728,
                             num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
                             tie_word_embeddings=True),  # Qwen/Qwen3-4B
+    ("qwen3", "8.19"): dict(model_type="qwen3", num_hidden_layers=36, hidden_size=4096, intermediate_size=12288,
+                            num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936),  # Qwen/Qwen3-8B
     ("qwen3moe", "30.53"): "qwen3-30b-a3b",
     ("gpt-oss", "20.91"): "gpt-oss-20b",
     ("gpt-oss", "116.83"): dict(model_type="gpt_oss", num_hidden_layers=36, hidden_size=2880, intermediate_size=2880,
@@ -88,7 +90,7 @@ LABELS = {
     ("llama", "7B"): "6.74", ("llama", "8B"): "8.03", ("llama", "13B"): "13.02", ("llama", "70B"): "70.55",
     ("llama", "3B"): "3.21", ("llama", "1B"): "1.24", ("llama", "8x7B"): "46.70",
     ("qwen2", "7B"): "7.62", ("qwen2", "14B"): "14.77", ("qwen2", "1.5B"): "1.54", ("qwen2", "0.5B"): "0.49",
-    ("qwen3", "4B"): "4.02", ("qwen3moe", "30B.A3B"): "30.53",
+    ("qwen3", "4B"): "4.02", ("qwen3", "8B"): "8.19", ("qwen3moe", "30B.A3B"): "30.53",
     ("gpt-oss", "20B"): "20.91", ("gpt-oss", "120B"): "116.83", ("gemma2", "2B"): "2.61",
 }  # fmt: skip
 # Kernel generations: runs older than these are not today's llama.cpp for that backend and test (CUDA and ROCm
@@ -190,6 +192,12 @@ class Sample:
     notes: str = ""
     load: float = 0.0  # lab runs: the 1-minute load average before the run (other jobs on the 2 vCPUs)
     bound: bool = False  # taken under load (LAB_MAX_LOAD): a lower bound on the speed, not a measurement of it
+    repack: str = ""  # CPU: the build's repacks unlike its month's release ("+Q6_K" a PR branch, "-Q4_K" none)
+
+    @property
+    def build(self) -> str:
+        """The build as measured.cpu_repacked reads it: the run's month, then any repack overrides."""
+        return f"{self.date[:7]} {self.repack}" if self.repack else self.date
 
 
 def devices() -> dict:
@@ -403,7 +411,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
             vendor = measured.rates(dev, backend).get("vendor", "") if backend in measured.GPU_BACKENDS else ""
             if (r.get("date") or "9999") < VENDOR_MIN_DATE.get((backend, kind, vendor), ""):
                 continue
-            if backend == "cpu" and (r.get("date") or "9999") < CPU_REPACKED.get(quant, ""):
+            if backend == "cpu" and kind == "prefill" and (r.get("date") or "9999") < CPU_REPACKED.get(quant, ""):
                 continue  # before runtime repacking: a different (slower) kernel for these types
             if backend == "vulkan" and _fa_on(r) and (r.get("date") or "9999") < VULKAN_FA_DATE:
                 continue  # scalar flash attention: a slow path llama-bench did not take by default
@@ -432,6 +440,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
                     notes=r.get("notes") or "",
                     load=_num(r.get("loadavg_1m")) or 0.0,
                     bound=bound,
+                    repack=(r.get("cpu_repack") or "").strip(),
                 )
             )
     return out
@@ -446,7 +455,7 @@ def predict(s: Sample, params: dict) -> float:
         t = 0.0
         layers = {}
         for side, w in s.work:
-            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.date)[0]
+            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.build)[0]
             layers[side] = w.layers
         t += measured.step_overhead_seconds(layers, {side: s.backend for side in layers}, params=params)
         if not s.sampling:  # ppN at micro-batch 1: no token sampled, no host round trip between passes
@@ -454,7 +463,7 @@ def predict(s: Sample, params: dict) -> float:
         return 1.0 / t
     t = 0.0
     for _side, w, u, k, scale in s.work:
-        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale, build=s.date)
+        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale, build=s.build)
         t += tc + tm
     return s.tokens / t
 
@@ -466,7 +475,7 @@ FREE = {
     ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us",
                          "pp_moe_eff", "pp_dq.kquant", "pp_dq.iquant"),
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "soc_cpu_share", "layer_us", "step_us", "overlap",
-                        "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq_emul", "dq_row",
+                        "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq_emul", "dq_row", "dq_repack", "apple_overlap",
                         "dq_arm.q8", "dq_arm.legacy", "dq_arm.q5", "dq_arm.kquant", "dq_arm.iquant", "dq_arm.iq3"),
     ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
                          "pp_layer_us"),
@@ -481,7 +490,7 @@ VENDOR_FREE = {
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
     "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
-    "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0),
+    "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
     "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0),
 }  # fmt: skip

@@ -59,6 +59,10 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                x86 CPUs without VNNI (before Ice Lake / Zen 4) and Arm cores without sdot: three instructions
                where one would do, for decode's dot products and prefill's quantized matmuls.
   overlap      how much of that work hides under the memory stream (1: fully).
+  apple_overlap the same for an Apple M-series CPU. Its performance cores keep far more instructions in flight
+               (a reorder window of ~600 against Zen 4's 320) behind the loads of the weight stream, so the
+               dequantization hides under it almost entirely: an M4 Max decodes llama 8B at ~205 GB/s whatever
+               the type (Q4_K_M, Q6_K; #16739/#18888), where the x86 cores' decode time grows with the type's work.
   thread_bw    one core only pulls so much from DRAM (its outstanding-miss limit): bandwidth grows with
                threads until the memory controller saturates. It bends into that cap (CPU_BW_KNEE) rather than
                meeting it at a corner: near saturation the controller's queues lengthen every miss, so each
@@ -67,6 +71,11 @@ Why each parameter exists (the reasons are physics; the values are fitted):
   dq_arm       ggml-cpu has a kernel per type and ISA: Arm's NEON dot products (sdot) make the plain 4/5-bit
                blocks cheaper than x86's AVX2/AVX-512 code does, the 3-bit lattices dearer; an Arm core's dq per
                class is x86's times this.
+  dq_repack    a repacked type's GEMV (CPU_REPACK) reads 4-8 interleaved rows against one activation load and
+               reduces them together: its work per weight, relative to the plain vec_dot of the same class. The
+               repack pull requests time the same build with and without it (an Apple M4 Max decodes llama 8B
+               Q4_K_M 10-18% and Q6_K 14% faster repacked, #16739/#17494/#18888); a repacked Q4_K costs what a
+               repacked Q4_0 does, a plain Q4_K what the other K-quants do.
   soc_cpu_share the CPU cluster of an SoC reaches only part of the unified memory's bandwidth (the fabric is
                sized for the GPU: an M-series Max CPU tops out near half of its 400 GB/s, a Ryzen AI Max's CPU
                dies near half of its 256 GB/s through their fabric links).
@@ -179,6 +188,8 @@ class Params:
     soc_cpu_share: float = 1.0  # CPU of an SoC (Apple M, Ryzen AI Max): the share of the unified bandwidth it reaches
     dq_arm: dict = field(default_factory=dict)  # CPU: an Arm core's dq per class, relative to an x86 core's
     dq_row: float = 0.0  # CPU: FLOP-equivalents of one plain vec_dot call per matrix row (its set-up and reduction)
+    apple_overlap: float = -1.0  # CPU: the overlap of an Apple M-series CPU's cores (<0: the same as overlap)
+    dq_repack: float = 1.0  # CPU: a repacked type's GEMV work per weight, relative to the plain vec_dot of its class
     dq_emul: float = 1.0  # GPU without an int8 dot-product instruction (Kepler, Maxwell, GP100): dq times this
     layer_us: float = 20.0
     hbm_layer_us: float = 10.0  # GPU with HBM: extra per block (each kernel waits out the longer first-access latency)
@@ -263,7 +274,7 @@ PRIORS = {
     # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores. dq_row: a plain vec_dot call
     # costs ~90 cycles beyond its blocks (the call, the loop's set-up, the horizontal sum of its accumulators, a
     # chain of shuffles and adds) on a core that does 32 FLOP a cycle: ~3,000 FLOP-equivalents per row
-    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
+    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, apple_overlap=0.5, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, moe_layer_us=10.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
@@ -557,6 +568,18 @@ _ARM_CPU = re.compile(
 )
 
 
+def is_apple_cpu(device) -> bool:
+    """An Apple M-series CPU ("Apple M2 Max (CPU)" in data/calibration/devices.csv, "M4 Max CPU" in the app)."""
+    return bool(re.match(r"(apple )?m[1-9]\b", getattr(device, "name", "") or "", re.I))
+
+
+def overlap_for(device, backend: str, prm: Params) -> float:
+    """The share of the smaller of a decode pass's memory and compute times that hides under the other."""
+    if backend == "cpu" and prm.apple_overlap >= 0 and is_apple_cpu(device):
+        return prm.apple_overlap
+    return prm.overlap
+
+
 def is_arm_cpu(device) -> bool:
     """An Arm CPU (NEON / SVE kernels of ggml-cpu), from its name; otherwise x86 (AVX2 / AVX-512)."""
     return bool(_ARM_CPU.search(getattr(device, "name", "") or ""))
@@ -651,7 +674,15 @@ def cpu_tiled(ggml_type: str, device, build: str = "") -> bool:
 
 def cpu_repacked(ggml_type: str, device, build: str = "") -> bool:
     """Whether ggml-cpu multiplies this type with a repacked GEMM on this CPU in a build of this month (YYYY-MM;
-    "" = today's)."""
+    "" = today's). The month may be followed by overrides of what that build repacks: "2026-01 +Q6_K" (a pull
+    request's branch, before its merge reached a release), "2025-10 -Q4_K" (a build without that repack)."""
+    if " " in build:
+        month, *marks = build.split()
+        if "+" + ggml_type in marks:
+            return True
+        if "-" + ggml_type in marks:
+            return False
+        build = month
     return _since(CPU_REPACK, ggml_type, device, build)
 
 
@@ -697,13 +728,16 @@ def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int =
         emul = prm.vendor_dq.get(rates(device, backend)["vendor"], 1.0)
     if backend != "cpu" and not rates(device, backend)["dp4a"]:
         emul *= prm.dq_emul  # ggml emulates __dp4a with byte extracts and multiply-adds
-    n = sum(
-        w
-        * prm.dq.get(type_class(t, backend), 1.0)
-        * arm.get(type_class(t, backend), 1.0)
-        * (emul if type_class(t) != "f16" else 1.0)
-        for t, w in work.weights_by_type
-    )
+    n = 0.0
+    for t, w in work.weights_by_type:
+        c = type_class(t, backend)
+        gemv = 1.0
+        if backend == "cpu":
+            packed = cpu_repacked(t, device, build)
+            if t == "Q4_K" and not packed:
+                c = "kquant"  # the plain K-quant vec_dot; repacked, its GEMV costs what Q4_0's does (CPU_CLASS)
+            gemv = prm.dq_repack if packed else 1.0
+        n += w * prm.dq.get(c, 1.0) * arm.get(c, 1.0) * gemv * (emul if c != "f16" else 1.0)
     if backend == "cpu" and prm.dq_row:
         n += prm.dq_row * sum(r for t, r in work.rows_by_type if not cpu_repacked(t, device, build))
     return n * batch / _vector_rate(device, backend, prm, n_threads)
@@ -750,7 +784,7 @@ def decode_seconds(
     # batched decode: the matmul FLOPs themselves (2 per weight per sequence) at the prefill rate
     if batch > 1:
         t_cmp = max(t_cmp, _matmul_seconds(work.flops, work, device, backend, prm, n_threads))
-    t = t_mem + t_cmp - prm.overlap * min(t_mem, t_cmp)
+    t = t_mem + t_cmp - overlap_for(device, backend, prm) * min(t_mem, t_cmp)
     basis = {"backend": backend, "bw_eff_gbs": bw_used / 1e9, "eta_bw": prm.eta_bw}
     if backend == "cpu":
         basis.update(n_threads=_threads(device, n_threads), thread_bw_gbs=prm.thread_bw_gbs)
