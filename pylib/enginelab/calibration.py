@@ -192,6 +192,7 @@ class Sample:
     notes: str = ""
     load: float = 0.0  # lab runs: the 1-minute load average before the run (other jobs on the 2 vCPUs)
     bound: bool = False  # taken under load (LAB_MAX_LOAD): a lower bound on the speed, not a measurement of it
+    driver: str = ""  # "windows": a run that names Intel's Windows GPU driver (Vulkan; the default is Linux Mesa)
     repack: str = ""  # CPU: the build's repacks unlike its month's release ("+Q6_K" a PR branch, "-Q4_K" none)
 
     @property
@@ -441,6 +442,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
                     load=_num(r.get("loadavg_1m")) or 0.0,
                     bound=bound,
                     repack=(r.get("cpu_repack") or "").strip(),
+                    driver="windows" if vendor == "intel" and _WINDOWS.search(r.get("notes") or "") else "",
                 )
             )
     return out
@@ -449,8 +451,26 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
 # ---------------------------------------------------------------------------------------------------------
 # 3. Prediction with given parameters
 # ---------------------------------------------------------------------------------------------------------
+def _on_windows(params: dict, backend: str) -> dict:
+    """The parameter table with Intel's Windows-driver values ("intel_windows") in place of Mesa's ("intel")."""
+    prm = params[backend]
+    swap = {}
+    for name in ("vendor_bw", "vendor_dq", "vendor_pp"):
+        table = getattr(prm, name)
+        if "intel_windows" in table:
+            swap[name] = {**table, "intel": table["intel_windows"]}
+    return dict(params, **{backend: replace(prm, **swap)}) if swap else params
+
+
+# a run whose notes name Windows 10/11 as its OS and no Mesa driver
+_WINDOWS = re.compile(r"^(?!.*\bmesa\b).*\bwindows 1[01]\b", re.I | re.S)
+
+
+# ---------------------------------------------------------------------------------------------------------
 def predict(s: Sample, params: dict) -> float:
     """Tokens per second the measured profile gives a sample with this parameter table."""
+    if s.driver == "windows" and s.backend in params:
+        params = _on_windows(params, s.backend)
     if s.kind == "decode":
         t = 0.0
         layers = {}
@@ -477,14 +497,14 @@ FREE = {
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "soc_cpu_share", "layer_us", "step_us", "overlap",
                         "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq_emul", "dq_row", "dq_repack", "apple_overlap",
                         "dq_arm.q8", "dq_arm.legacy", "dq_arm.q5", "dq_arm.kquant", "dq_arm.iquant", "dq_arm.iq3"),
-    ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
+    ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_gemm_arm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
                          "pp_layer_us"),
 }  # fmt: skip
 # Apple and Intel GPUs all have int8 dot products (dq_emul never applies on Metal and SYCL)
 FIXED: dict = {"metal": ("dq_emul", "hbm_layer_us"), "sycl": ("dq_emul", "hbm_layer_us")}  # no HBM Macs / Arcs
 # Vulkan runs on every vendor's driver; the other backends belong to one vendor (nothing to separate)
 VENDOR_FREE = {
-    ("vulkan", "decode"): ("vendor_bw.intel", "vendor_dq.intel"),
+    ("vulkan", "decode"): ("vendor_bw.intel", "vendor_dq.intel", "vendor_bw.intel_windows", "vendor_dq.intel_windows"),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
 }
 BOUNDS = {  # physical limits of each parameter
@@ -492,7 +512,7 @@ BOUNDS = {  # physical limits of each parameter
     "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
     "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
-    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0),
+    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0), "pp_gemm_arm": (1.0, 5.0),
 }  # fmt: skip
 # How strongly each (log) parameter is pulled toward its prior, against the data: prompt processing has few
 # modern dense runs per backend in the data, so its priors (documented in measured.PRIORS) weigh more.

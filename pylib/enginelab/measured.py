@@ -70,7 +70,8 @@ Why each parameter exists (the reasons are physics; the values are fitted):
   smt_gain     a second hardware thread on a core adds this share of a core (shared FMA pipes and load ports).
   dq_arm       ggml-cpu has a kernel per type and ISA: Arm's NEON dot products (sdot) make the plain 4/5-bit
                blocks cheaper than x86's AVX2/AVX-512 code does, the 3-bit lattices dearer; an Arm core's dq per
-               class is x86's times this.
+               class is x86's times this. (F16 is fixed, not fitted: half of x86's on a core with FP16 vector
+               arithmetic, which multiplies in FP16 lanes: ARM_F16_ARITH.)
   dq_repack    a repacked type's GEMV (CPU_REPACK) reads 4-8 interleaved rows against one activation load and
                reduces them together: its work per weight, relative to the plain vec_dot of the same class. The
                repack pull requests time the same build with and without it (an Apple M4 Max decodes llama 8B
@@ -108,7 +109,9 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                path computes one or two dot products at a time. A tiled type's matmuls run this many times faster
                (PR tables: x86 Q4_K 1.6-1.9x, PR #12332; Arm Q4_K 1.6-1.9x, Q6_K 2.1-3.1x, Q8_0 3.5x on an M4
                Max, #16739/#17494/#18888/#19360/#18096; a 7950X's Q5_0 2.1x with tinyBLAS, #10010). One factor for
-               every ISA: the i8mm and dotprod builds of the same repacked GEMM run at the same speed on an M4 Max.
+               x86 and one for Arm (pp_gemm_arm), whose plain path gains more from tiling (an M2 Ultra's IQ4_NL
+               pp256 3.0x with its repack, #10541); the i8mm and dotprod builds of the same repacked GEMM run at the
+               same speed on an M4 Max.
   pp_layer_us  per block and micro-batch: the non-matmul ops (norms, rope, softmax, copies).
   pp_expert_us an MoE micro-batch sorts its tokens by expert and runs one small GEMM per expert touched
                (mul_mat_id): a cost per expert and micro-batch.
@@ -121,7 +124,9 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                (Mesa ANV on Linux runs them 2-3x below Intel's Windows driver, PR #14001; a B70 decodes at half
                its SYCL speed on the same machine) reach this share of the bandwidth and prefill rate, and their
                dequantizing mat-vec shaders do this many times the work per weight (Q4_0 holds up, K-quants,
-               Q8_0 and the lattices fall behind); AMD's and
+               Q8_0 and the lattices fall behind). "intel" is Linux's Mesa ANV, what the app assumes;
+               "intel_windows" Intel's own Windows driver, fitted on the runs that name it (the same cards, the
+               same build, PR #14001). AMD's and
                Intel's Vulkan drivers offer llama.cpp only KHR cooperative matrices (smaller tiles) where NVIDIA's
                offer NV_cooperative_matrix2, so their prompt processing reaches a smaller share of the matrix rate.
 """
@@ -188,6 +193,7 @@ class Params:
     soc_cpu_share: float = 1.0  # CPU of an SoC (Apple M, Ryzen AI Max): the share of the unified bandwidth it reaches
     dq_arm: dict = field(default_factory=dict)  # CPU: an Arm core's dq per class, relative to an x86 core's
     dq_row: float = 0.0  # CPU: FLOP-equivalents of one plain vec_dot call per matrix row (its set-up and reduction)
+    pp_gemm_arm: float = -1.0  # CPU: pp_gemm on an Arm core (<0: the same as pp_gemm)
     apple_overlap: float = -1.0  # CPU: the overlap of an Apple M-series CPU's cores (<0: the same as overlap)
     dq_repack: float = 1.0  # CPU: a repacked type's GEMV work per weight, relative to the plain vec_dot of its class
     dq_emul: float = 1.0  # GPU without an int8 dot-product instruction (Kepler, Maxwell, GP100): dq times this
@@ -257,7 +263,7 @@ PRIORS = {
     "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0,
                      step_us=200.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ,
                      pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
-                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0},
+                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6, "intel_windows": 1.0}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0, "intel_windows": 1.0},
                      dq_emul=4.0),
     # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs on the FP32 ALUs, which also dequantize the tiles. Metal has
     # no graph replay: every kernel of every block is encoded and dispatched each token (~100 us per block: an
@@ -274,7 +280,7 @@ PRIORS = {
     # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores. dq_row: a plain vec_dot call
     # costs ~90 cycles beyond its blocks (the call, the loop's set-up, the horizontal sum of its accumulators, a
     # chain of shuffles and adds) on a core that does 32 FLOP a cycle: ~3,000 FLOP-equivalents per row
-    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, apple_overlap=0.5, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
+    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, apple_overlap=0.5, pp_gemm_arm=2.5, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, moe_layer_us=10.0, overlap=0.5,
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
@@ -573,6 +579,11 @@ def is_apple_cpu(device) -> bool:
     return bool(re.match(r"(apple )?m[1-9]\b", getattr(device, "name", "") or "", re.I))
 
 
+def pp_gemm_for(device, prm: Params) -> float:
+    """How many times faster ggml-cpu's tiled GEMMs run a type's prompt matmuls than its plain path, on this CPU."""
+    return prm.pp_gemm_arm if prm.pp_gemm_arm >= 0 and is_arm_cpu(device) else prm.pp_gemm
+
+
 def overlap_for(device, backend: str, prm: Params) -> float:
     """The share of the smaller of a decode pass's memory and compute times that hides under the other."""
     if backend == "cpu" and prm.apple_overlap >= 0 and is_apple_cpu(device):
@@ -712,6 +723,13 @@ class _Named:  # a Device as the ISA look-ups read it: by name
     name: str
 
 
+# ggml-cpu's F16 dot product on an Arm core with FP16 vector arithmetic (Armv8.2-A FEAT_FP16: every Arm core here
+# with the dot-product extension has it; the Cortex-A72/A57 have neither) multiplies and accumulates in FP16,
+# eight lanes a 128-bit FMA (vfmaq_f16, GGML_F16_EPR 8), where x86 converts each half to FP32 first (vcvtph2ps) and
+# runs the FMA on FP32 lanes: half the FLOP-equivalents of x86's per weight.
+ARM_F16_ARITH = 0.5
+
+
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1, build: str = "") -> float:
     """Dequantization and dot-product work of the weights streamed, at the device's vector rate.
 
@@ -737,6 +755,8 @@ def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int =
             if t == "Q4_K" and not packed:
                 c = "kquant"  # the plain K-quant vec_dot; repacked, its GEMV costs what Q4_0's does (CPU_CLASS)
             gemv = prm.dq_repack if packed else 1.0
+        if t == "F16" and arm and cpu_has_int8_dot(device):
+            gemv = ARM_F16_ARITH  # FP16 vector arithmetic: twice the lanes an FMA, no conversion
         n += w * prm.dq.get(c, 1.0) * arm.get(c, 1.0) * gemv * (emul if c != "f16" else 1.0)
     if backend == "cpu" and prm.dq_row:
         n += prm.dq_row * sum(r for t, r in work.rows_by_type if not cpu_repacked(t, device, build))
@@ -852,7 +872,7 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
         t = 0.0
         for typ, w in work.weights_by_type:
             c = "kquant" if typ == "Q4_K" else type_class(typ, backend)
-            gain = prm.pp_gemm if cpu_tiled(typ, device, build) else 1.0
+            gain = (pp_gemm_for(device, prm)) if cpu_tiled(typ, device, build) else 1.0
             t += w / total / (cr[c] * gain)
         return flops * t
     if total <= 0:
