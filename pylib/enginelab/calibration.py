@@ -466,7 +466,6 @@ def _on_windows(params: dict, backend: str) -> dict:
 _WINDOWS = re.compile(r"^(?!.*\bmesa\b).*\bwindows 1[01]\b", re.I | re.S)
 
 
-# ---------------------------------------------------------------------------------------------------------
 def predict(s: Sample, params: dict) -> float:
     """Tokens per second the measured profile gives a sample with this parameter table."""
     if s.driver == "windows" and s.backend in params:

@@ -749,15 +749,15 @@ def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int =
     n = 0.0
     for t, w in work.weights_by_type:
         c = type_class(t, backend)
-        gemv = 1.0
+        kernel = 1.0  # the kernel ggml-cpu runs for this type, relative to its class's plain vec_dot
         if backend == "cpu":
             packed = cpu_repacked(t, device, build)
             if t == "Q4_K" and not packed:
                 c = "kquant"  # the plain K-quant vec_dot; repacked, its GEMV costs what Q4_0's does (CPU_CLASS)
-            gemv = prm.dq_repack if packed else 1.0
+            kernel = prm.dq_repack if packed else 1.0
         if t == "F16" and arm and cpu_has_int8_dot(device):
-            gemv = ARM_F16_ARITH  # FP16 vector arithmetic: twice the lanes an FMA, no conversion
-        n += w * prm.dq.get(c, 1.0) * arm.get(c, 1.0) * gemv * (emul if c != "f16" else 1.0)
+            kernel = ARM_F16_ARITH  # FP16 vector arithmetic: twice the lanes an FMA, no conversion
+        n += w * prm.dq.get(c, 1.0) * arm.get(c, 1.0) * kernel * (emul if c != "f16" else 1.0)
     if backend == "cpu" and prm.dq_row:
         n += prm.dq_row * sum(r for t, r in work.rows_by_type if not cpu_repacked(t, device, build))
     return n * batch / _vector_rate(device, backend, prm, n_threads)
