@@ -872,7 +872,7 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
         t = 0.0
         for typ, w in work.weights_by_type:
             c = "kquant" if typ == "Q4_K" else type_class(typ, backend)
-            gain = (pp_gemm_for(device, prm)) if cpu_tiled(typ, device, build) else 1.0
+            gain = pp_gemm_for(device, prm) if cpu_tiled(typ, device, build) else 1.0
             t += w / total / (cr[c] * gain)
         return flops * t
     if total <= 0:
