@@ -378,6 +378,39 @@ def test_a_plain_q4_k_costs_a_k_quant_dot_product_and_a_repacked_one_the_gemv():
     assert dq("2025-06 -Q4_K") == pytest.approx(plain, rel=1e-9)
 
 
+def test_k_quants_with_their_high_bits_apart_cost_more_per_weight_on_a_cpu(runs):
+    """Q3_K, Q5_K and Q6_K keep each weight's high bit(s) in a second array (hmask, qh) that the CPU's vec_dot
+    masks, shifts and ORs in every 16 weights; Q2_K and Q4_K keep all bits in one. On a CPU they are two classes
+    ("khigh" and "kquant"), and a plain Q4_1 is a 4-bit block like Q4_0 (one more multiply-add per block for its
+    min). GPUs keep their own classes. The dot-product time of a billion weights of each type, by hand: weights x
+    dq[class] / the cores' rate, plus one vec_dot call per row."""
+    for typ in ("Q3_K", "Q5_K", "Q6_K"):
+        assert me.type_class(typ, "cpu") == "khigh"
+        assert me.type_class(typ, "cuda") == me.type_class(typ) == "kquant"
+    assert me.type_class("Q2_K", "cpu") == me.type_class("IQ4_XS", "cpu") == "kquant"
+    assert me.type_class("Q4_1", "cpu") == me.type_class("Q4_0", "cpu") == "legacy"
+    prm = me.PARAMS["cpu"]
+    assert prm.dq["khigh"] > prm.dq["kquant"]  # fitted: the data agree with the kernels
+    rate = me._vector_rate(ZEN4_2C, "cpu", prm, 2)
+
+    def dq(typ):
+        w = pm.Work(weight_bytes=1e9, weights_by_type=((typ, 1e9),), rows_by_type=((typ, 1e6),))
+        return me._dq_seconds(w, ZEN4_2C, "cpu", prm, 2, 1, "2025-06")
+
+    row = prm.dq_row * 1e6 / rate
+    assert dq("Q6_K") == pytest.approx(1e9 * prm.dq["khigh"] / rate + row, rel=1e-9)
+    assert dq("Q2_K") == pytest.approx(1e9 * prm.dq["kquant"] / rate + row, rel=1e-9)
+    # the M2 Max runs of one build (mainline, July 2024) on 2 and 4 threads, where its dot products bound decode:
+    # the estimate keeps the measured order of Q4_K_S against Q5_K_S and Q6_K, weight for weight
+    m2 = [s for s in runs if s.device == "Apple M2 Max (CPU)" and s.kind == "decode" and s.date == "2024-07-23"]
+    for t in (2, 4):
+        by = {s.label.split()[-1]: s for s in m2 if s.n_threads == t}
+        for hi in ("Q5_K_S", "Q6_K"):
+            meas = by["Q4_K_S"].tps / by[hi].tps
+            est = cal.predict(by["Q4_K_S"], me.PARAMS) / cal.predict(by[hi], me.PARAMS)
+            assert meas > 1.3 and est > 1.2, (t, hi, meas, est)  # one K-quant class: 1.02-1.05
+
+
 def test_repack_on_and_off_pairs_of_one_build_move_the_estimate_the_measured_way(runs):
     """The Apple M4 Max rows of the Arm repack PRs (#16739, #17494, #18888) time the same build with a type
     repacked and not: the estimate must rise with the repack, as every measured pair does (3-18 %)."""

@@ -27,7 +27,8 @@ plus, per step, layer_us for every block (kernel launches and syncs; a CPU's bar
 HBM part), step_us (sampling, graph build and launch), expert_us per routed expert and moe_layer_us per MoE block
 (its router and gather kernels). On a CPU eta is the same for every type (its cores stream what they are given)
 and the types differ by dq, per ggml-cpu's kernels
-(CPU_CLASS: the repacked Q4_K joins the 4-bit class, Q4_1 the fifth-bit one; dq_arm for Arm cores).
+(CPU_CLASS: the repacked Q4_K joins the 4-bit class; the K-quants that keep their high bits apart, Q3_K,
+Q5_K and Q6_K, cost more than Q2_K and Q4_K; dq_arm for Arm cores).
 
 Prefill, one micro-batch: matmul FLOPs at the rate of the kernels for the weights' type class, the weights
 streamed once (at eta_bw), pp_layer_us per block and pp_expert_us per expert touched:
@@ -161,13 +162,21 @@ TYPE_CLASS = {
 # f16: converted and multiplied; q8: int8 blocks, multiplied as they are; legacy: 4-bit blocks (nibbles unpacked,
 # a 16-entry table for IQ4_NL/MXFP4); q5: the fifth bit assembled from a separate mask; kquant: super-blocks with
 # sub-block scales (IQ4_XS: 4-bit table lookups in the same layout); iquant: lattice codebooks of 2-3 bits
-CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant", "iq3")
+CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant", "iq3", "khigh")
 
 
 # The CPU backend repacks Q4_0 and IQ4_NL (Nov 2024) and Q4_K (x86 AVX2/AVX-512 March 2025, PR #12332; arm64
 # late 2025) into interleaved blocks at load, multiplied by the same GEMV/GEMM kernels: Q4_K joins the 4-bit
-# class. Q4_1 keeps its plain blocks and a dot product as slow as the fifth-bit types'.
-CPU_CLASS = {"Q4_1": "q5", "Q4_K": "legacy", "IQ3_S": "iq3", "IQ3_XXS": "iq3"}
+# class (a plain Q4_K, in a build that does not repack it, stays a K-quant: _dq_seconds). Q4_1's plain vec_dot
+# is Q4_0's with one more multiply-add per block (its min): the same class.
+# The K-quants split by how their quants are stored. Q2_K and Q4_K keep each weight's bits in one array: the
+# vec_dot masks and shifts them out (ggml_vec_dot_q4_K_q8_K: an and or a shift per 16 bytes). Q3_K, Q5_K and
+# Q6_K keep the low bits in one array and the high bit(s) in another (hmask, qh): every 16 weights the kernel
+# also masks, shifts and ORs the high bits in (three more NEON/AVX2 operations per vector; Q6_K and Q3_K also
+# apply a scale per 16 weights), so they cost more per weight ("khigh"). The M2 Max runs of mainline (2024) show
+# it: with one K-quant class, Q4_K_S decoded up to 27% faster than its estimate on 2-4 threads, while Q3_K_S,
+# Q5_K_S and Q6_K ran 11-45% slower than theirs.
+CPU_CLASS = {"Q4_K": "legacy", "IQ3_S": "iq3", "IQ3_XXS": "iq3", "Q3_K": "khigh", "Q5_K": "khigh", "Q6_K": "khigh"}
 # On a CPU the 3-bit lattices (IQ3_S, IQ3_XXS: a 256/512-entry grid looked up per 4 weights, signs from a separate
 # table) cost clearly more per weight than the 2-bit ones (IQ2_XXS/XS/S/M: 8 weights per lookup): both the Zen 4 and
 # the M2 Max runs show it, 30-45 % apart at the same fit. They are a class of their own there ("iq3").
@@ -282,10 +291,10 @@ PRIORS = {
     # chain of shuffles and adds) on a core that does 32 FLOP a cycle: ~3,000 FLOP-equivalents per row
     "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, apple_overlap=0.5, pp_gemm_arm=2.5, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, moe_layer_us=10.0, overlap=0.5,
-                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0},
+                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0, "khigh": 5.0},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
                   pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
-                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
+                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5, "khigh": 1.5}),
 }  # fmt: skip
 
 TYPICAL = {"decode": (0.85, 1.15), "prefill": (0.8, 1.2)}  # before a fit: a spread of +-15/20 %
