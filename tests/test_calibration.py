@@ -380,7 +380,7 @@ def test_a_plain_q4_k_costs_a_k_quant_dot_product_and_a_repacked_one_the_gemv():
 
 def test_k_quants_with_their_high_bits_apart_cost_more_per_weight_on_a_cpu(runs):
     """Q3_K, Q5_K and Q6_K keep each weight's high bit(s) in a second array (hmask, qh) that the CPU's vec_dot
-    masks, shifts and ORs in every 16 weights; Q2_K and Q4_K keep all bits in one. On a CPU they are two classes
+    masks, shifts and ORs in every 16 weights; Q2_K and Q4_K keep all bits in one. In CPU decode they are two classes
     ("khigh" and "kquant"), and a plain Q4_1 is a 4-bit block like Q4_0 (one more multiply-add per block for its
     min). GPUs keep their own classes. The dot-product time of a billion weights of each type, by hand: weights x
     dq[class] / the cores' rate, plus one vec_dot call per row."""
@@ -400,6 +400,13 @@ def test_k_quants_with_their_high_bits_apart_cost_more_per_weight_on_a_cpu(runs)
     row = prm.dq_row * 1e6 / rate
     assert dq("Q6_K") == pytest.approx(1e9 * prm.dq["khigh"] / rate + row, rel=1e-9)
     assert dq("Q2_K") == pytest.approx(1e9 * prm.dq["kquant"] / rate + row, rel=1e-9)
+    # prompt matmuls keep one K-quant class (the prefill runs held out did not support two)
+    mm = {
+        t: me._matmul_seconds(2e12, pm.Work(weight_bytes=1e9, flops=2e12, weights_by_type=((t, 1e9),)), ZEN4_2C,
+                              "cpu", prm, 2, "2024-07")
+        for t in ("Q2_K", "Q6_K", "Q4_K")
+    }  # fmt: skip
+    assert mm["Q2_K"] == pytest.approx(mm["Q6_K"], rel=1e-12) and mm["Q2_K"] == pytest.approx(mm["Q4_K"], rel=1e-12)
     # the M2 Max runs of one build (mainline, July 2024) on 2 and 4 threads, where its dot products bound decode:
     # the estimate keeps the measured order of Q4_K_S against Q5_K_S and Q6_K, weight for weight
     m2 = [s for s in runs if s.device == "Apple M2 Max (CPU)" and s.kind == "decode" and s.date == "2024-07-23"]

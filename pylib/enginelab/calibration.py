@@ -496,7 +496,7 @@ FREE = {
     ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "soc_cpu_share", "layer_us", "step_us", "overlap",
                         "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq.khigh", "dq_emul", "dq_row", "dq_repack", "apple_overlap",
                         "dq_arm.q8", "dq_arm.legacy", "dq_arm.q5", "dq_arm.kquant", "dq_arm.iquant", "dq_arm.iq3", "dq_arm.khigh"),
-    ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_gemm_arm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3", "pp_dq.khigh",
+    ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_gemm_arm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
                          "pp_layer_us"),
 }  # fmt: skip
 # Apple and Intel GPUs all have int8 dot products (dq_emul never applies on Metal and SYCL)

@@ -27,8 +27,8 @@ plus, per step, layer_us for every block (kernel launches and syncs; a CPU's bar
 HBM part), step_us (sampling, graph build and launch), expert_us per routed expert and moe_layer_us per MoE block
 (its router and gather kernels). On a CPU eta is the same for every type (its cores stream what they are given)
 and the types differ by dq, per ggml-cpu's kernels
-(CPU_CLASS: the repacked Q4_K joins the 4-bit class; the K-quants that keep their high bits apart, Q3_K,
-Q5_K and Q6_K, cost more than Q2_K and Q4_K; dq_arm for Arm cores).
+(CPU_CLASS: the repacked Q4_K joins the 4-bit class; in decode the K-quants that keep their high bits apart,
+Q3_K, Q5_K and Q6_K, cost more than Q2_K and Q4_K; dq_arm for Arm cores).
 
 Prefill, one micro-batch: matmul FLOPs at the rate of the kernels for the weights' type class, the weights
 streamed once (at eta_bw), pp_layer_us per block and pp_expert_us per expert touched:
@@ -175,7 +175,9 @@ CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant", "iq3", "khigh")
 # also masks, shifts and ORs the high bits in (three more NEON/AVX2 operations per vector; Q6_K and Q3_K also
 # apply a scale per 16 weights), so they cost more per weight ("khigh"). The M2 Max runs of mainline (2024) show
 # it: with one K-quant class, Q4_K_S decoded up to 27% faster than its estimate on 2-4 threads, while Q3_K_S,
-# Q5_K_S and Q6_K ran 11-45% slower than theirs.
+# Q5_K_S and Q6_K ran 11-45% slower than theirs. So does this lab's Zen 4 core on one thread (2026 build, Llama
+# 3.2 1B): Q6_K, Q3_K_M and Q5_K_M at 21-24 G weights/s, the Q2_K of its Q2_K mix at about 35.
+# (Decode only: the prompt matmuls keep one K-quant class, _matmul_seconds.)
 CPU_CLASS = {"Q4_K": "legacy", "IQ3_S": "iq3", "IQ3_XXS": "iq3", "Q3_K": "khigh", "Q5_K": "khigh", "Q6_K": "khigh"}
 # On a CPU the 3-bit lattices (IQ3_S, IQ3_XXS: a 256/512-entry grid looked up per 4 weights, signs from a separate
 # table) cost clearly more per weight than the 2-bit ones (IQ2_XXS/XS/S/M: 8 weights per lookup): both the Zen 4 and
@@ -294,7 +296,7 @@ PRIORS = {
                   dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0, "khigh": 5.0},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
                   pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
-                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5, "khigh": 1.5}),
+                  pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
 }  # fmt: skip
 
 TYPICAL = {"decode": (0.85, 1.15), "prefill": (0.8, 1.2)}  # before a fit: a spread of +-15/20 %
@@ -872,7 +874,9 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
     """Seconds for `flops` of matmuls over this work's weights (time adds up per ggml type class).
 
     CPU: each type at its class's rate, times pp_gemm where ggml-cpu runs it as a tiled GEMM (cpu_tiled; build:
-    the run's month, "" = today's llama.cpp). Q4_K is a K-quant here (its repacked GEMM is pp_gemm's)."""
+    the run's month, "" = today's llama.cpp). Q4_K is a K-quant here (its repacked GEMM is pp_gemm's), and so are
+    Q3_K, Q5_K and Q6_K: decode's split of the K-quants (CPU_CLASS) is left out of the prompt matmuls, where the
+    published runs held out did not support it (from the priors 17.5% with it, 15.5% without)."""
     cr = class_rates(device, backend, prm, n_threads)
     total = sum(w for _t, w in work.weights_by_type)
     if backend == "cpu":
@@ -880,7 +884,9 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
             return flops / cr["f16"]
         t = 0.0
         for typ, w in work.weights_by_type:
-            c = "kquant" if typ == "Q4_K" else type_class(typ, backend)
+            c = type_class(typ, backend)
+            if typ == "Q4_K" or c == "khigh":
+                c = "kquant"  # one K-quant class for prompt matmuls: held out, the prefill runs did not carry two
             gain = pp_gemm_for(device, prm) if cpu_tiled(typ, device, build) else 1.0
             t += w / total / (cr[c] * gain)
         return flops * t
