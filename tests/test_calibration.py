@@ -492,3 +492,35 @@ def test_tiled_gemms_gain_pp_gemm_on_x86_and_pp_gemm_arm_on_arm():
         tiled = me._matmul_seconds(w.flops, w, dev, "cpu", prm, 2, build)
         plain = me._matmul_seconds(w.flops, w, dev, "cpu", prm, 2, f"{build} -{typ}")
         assert plain / tiled == pytest.approx(gain, rel=1e-9), dev.name
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "?machine=m4max&model=llama-3.1-8b&quant=Q4_K_M&ngl=0&threads=8",  # an SoC's CPU: its share of the bandwidth
+        "?machine=cpu-ddr5&model=llama-3.1-8b&quant=Q4_K_M&threads=2",  # two desktop cores: the threads set the pace
+    ],
+)
+def test_the_cpu_decode_box_states_a_bandwidth_its_own_figures_give(query):
+    """The calculator's "how is this computed?" box for CPU decode names the threads, the per-thread bandwidth,
+    the cap (eta x the CPU's share x the bandwidth) and how they combine; recomputing from the printed figures gives
+    the printed bandwidth (to their rounding)."""
+    import html
+    import re
+
+    from enginelab import explain
+    from enginelab.figures import calculator
+
+    state, _ = calculator.SPEC.from_query(query)
+    box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
+    m = re.search(
+        r"streams at ([\d,.]+) GB/s: (\d+) threads? × ([\d.]+) GB/s bending into the cap ([\d.]+) × "
+        r"(?:([\d.]+) \(the CPU's share\) × )?([\d,.]+) GB/s \(the soft minimum of the two, \(a\^-(\d+) \+ b\^-\d+\)",
+        box,
+    )
+    assert m, box
+    shown, n, tbw, eta, share, bw, p = m.groups()
+    cap = float(eta) * float(share or 1.0) * float(bw.replace(",", ""))
+    again = me.soft_min(int(n) * float(tbw), cap, float(p))
+    assert again == pytest.approx(float(shown.replace(",", "")), rel=0.01)
+    assert (share is not None) == ("m4max" in query)
