@@ -161,7 +161,8 @@ TYPE_CLASS = {
 }  # fmt: skip
 # f16: converted and multiplied; q8: int8 blocks, multiplied as they are; legacy: 4-bit blocks (nibbles unpacked,
 # a 16-entry table for IQ4_NL/MXFP4); q5: the fifth bit assembled from a separate mask; kquant: super-blocks with
-# sub-block scales (IQ4_XS: 4-bit table lookups in the same layout); iquant: lattice codebooks of 2-3 bits
+# sub-block scales (IQ4_XS: 4-bit table lookups in the same layout); iquant: lattice codebooks of 2-3 bits; on a CPU
+# also iq3 (the 3-bit lattices) and khigh (the K-quants whose high bits sit in a second array): CPU_CLASS below
 CLASSES = ("f16", "q8", "legacy", "q5", "kquant", "iquant", "iq3", "khigh")
 
 
