@@ -1706,16 +1706,20 @@ MACHINES: dict[str, Machine] = {
 GPUS: dict[str, Device] = {k: m.gpu for k, m in MACHINES.items() if m.gpu is not None and not m.unified}
 
 
+def side_device(machine: Machine, side: str):
+    """The Device that runs `side` ("gpu", "gpu0", "gpu1", ... or "cpu") of a machine (None: no such GPU)."""
+    if side.startswith("gpu"):
+        gpus = machine.gpus
+        i = int(side[3:]) if len(side) > 3 else 0
+        return gpus[i] if i < len(gpus) else None
+    return machine.ram
+
+
 def device_backend(machine: Machine, side: str) -> str:
     """The llama.cpp backend that runs `side` ("gpu", "gpu0", "gpu1", ... or "cpu") of a machine: the Device's
     own backend, else cpu for the host, metal for Apple's unified GPU, cuda for a discrete GPU. "gpu" is the
     first GPU."""
-    if side.startswith("gpu"):
-        gpus = machine.gpus
-        i = int(side[3:]) if len(side) > 3 else 0
-        dev = gpus[i] if i < len(gpus) else None
-    else:
-        dev = machine.ram
+    dev = side_device(machine, side)
     if dev is not None and dev.backend:
         return dev.backend
     if not side.startswith("gpu"):
@@ -2938,9 +2942,11 @@ def decode_step_time(
     res["seq_tok_per_s"] = 1.0 / res["total_s"]
     res["cpu_share"] = res["cpu_s"] / res["total_s"]
     if profile == "measured":
-        main = device_backend(machine, "gpu" if work["gpu"].bytes > work["cpu"].bytes else "cpu")
+        side = "gpu" if work["gpu"].bytes > work["cpu"].bytes else "cpu"
+        main = device_backend(machine, side)
         res["backend"] = main
-        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], main, "decode")
+        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], main, "decode", side_device(machine, side))
+        res["range_vendor"] = _measured.range_basis(main, "decode", side_device(machine, side))
     return res
 
 
@@ -3029,7 +3035,9 @@ def prefill_time(
             ("gpu", "cpu"), key=lambda s: parts.get(s, 0.0) + (parts.get("gpu_offload", 0.0) if s == "gpu" else 0)
         )
         res["backend"] = device_backend(machine, heavy)
-        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "prefill")
+        dev = side_device(machine, heavy)
+        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "prefill", dev)
+        res["range_vendor"] = _measured.range_basis(res["backend"], "prefill", dev)
     return res
 
 
@@ -3523,7 +3531,9 @@ def _decode_step_time_multi(p: Placement, context: int, batch: int, profile: str
     if profile == "measured":
         heavy = max(devices, key=lambda e: e["bytes"])["side"]
         res["backend"] = device_backend(mc, heavy)
-        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "decode")
+        dev = side_device(mc, heavy)
+        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "decode", dev)
+        res["range_vendor"] = _measured.range_basis(res["backend"], "decode", dev)
     return res
 
 

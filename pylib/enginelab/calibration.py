@@ -745,6 +745,28 @@ def loo_linear(
     return out
 
 
+# A vendor's runs on a backend several vendors share (Vulkan) get a typical range of their own when there are
+# this many, on this many devices: Intel's Vulkan drivers and kernel paths spread far wider than the others'
+VENDOR_RANGE_MIN = (8, 3)
+
+
+def vendor_ranges(errs: list, backend: str, kind: str) -> dict:
+    """{"<kind>.<vendor>": [20th, 80th percentile of measured / estimated]} of the held-out errors of each vendor
+    that shares a backend with others and has enough runs (VENDOR_RANGE_MIN); {} otherwise."""
+    by: dict = {}
+    for s, e in errs:
+        if backend in measured.GPU_BACKENDS and not s.bound:
+            by.setdefault(measured.rates(s.dev, backend)["vendor"], []).append((s, e))
+    if len(by) < 2:
+        return {}
+    out = {}
+    for vendor, group in sorted(by.items()):
+        sm = summary(group)
+        if sm["n"] >= VENDOR_RANGE_MIN[0] and sm["devices"] >= VENDOR_RANGE_MIN[1]:
+            out[f"{kind}.{vendor}"] = [round(sm["range"][0], 3), round(sm["range"][1], 3)]
+    return out
+
+
 def summary(errs: list) -> dict:
     """Median and 90th percentile of |error|, the count, and the 20th-80th percentile of measured/estimated."""
     if not errs:

@@ -434,6 +434,17 @@ def basis_text(backend: str, kind: str) -> str:
     return f"{backend_name(backend)}, fitted on {b['runs']} llama-bench runs of {b['devices']} devices{err}"
 
 
+VENDOR_NAMES = {"intel": "Intel", "amd": "AMD", "nvidia": "NVIDIA", "apple": "Apple"}
+
+
+def _vendor_runs(res: dict) -> str:
+    """' of Intel GPUs on Vulkan' where the typical range is that vendor's own (measured.range_basis), else ''."""
+    v = res.get("range_vendor") or ""
+    if not v:
+        return ""
+    return f" of {VENDOR_NAMES.get(v, v)} GPUs on {backend_name(res.get('backend', ''))}"
+
+
 def _range_text(rng) -> str:
     return f"most runs {fmt.rate(rng[0])}–{fmt.rate(rng[1])} tok/s" if rng else ""
 
@@ -491,8 +502,8 @@ def _measured_boxes(scn) -> dict:
         "+ step_us;  tok/s = 1 / t_token",
         inputs,
         "t_token = " + _sum(terms, fmt.seconds(d["total_s"])) + f" → {fmt.rate(d['tok_per_s'])} tok/s",
-        f"Typical spread: {_range_text(d.get('range_tok_s'))} (the 20th–80th percentile of published runs "
-        "around the profile's estimates, held out one device at a time).",
+        f"Typical spread: {_range_text(d.get('range_tok_s'))} (the 20th–80th percentile of published runs"
+        f"{_vendor_runs(d)} around the profile's estimates, held out one device at a time).",
     )
     pre_inputs = [
         ("Profile", "measured: " + basis_text(f.get("backend", backend), "prefill")),
@@ -518,7 +529,8 @@ def _measured_boxes(scn) -> dict:
         pre_inputs,
         _sum([(fmt.seconds(t), kind) for kind, t in parts], fmt.seconds(f["total_s"]))
         + f" → {fmt.rate(f['tok_per_s'])} tok/s",
-        f"Typical spread: {_range_text(f.get('range_tok_s'))}.",
+        f"Typical spread: {_range_text(f.get('range_tok_s'))}"
+        + (f" (published runs{_vendor_runs(f)}, held out one device at a time)." if f.get("range_vendor") else "."),
     )
     return out
 

@@ -938,11 +938,23 @@ def pcie_seconds(n_bytes: float, link_bytes_per_s: float, params: dict | None = 
 # ---------------------------------------------------------------------------------------------------------
 # The spread of published runs around an estimate
 # ---------------------------------------------------------------------------------------------------------
-def typical_range(value: float, backend: str, kind: str) -> tuple:
+def typical_range(value: float, backend: str, kind: str, device=None) -> tuple:
     """(low, high): where most published runs fall around an estimate of `value`, from the leave-one-device-
-    out residuals of this backend's fit (the 20th and 80th percentiles of measured / estimated)."""
-    lo, hi = RANGES.get(backend, {}).get(kind, TYPICAL[kind])
+    out residuals of this backend's fit (the 20th and 80th percentiles of measured / estimated). With the device,
+    a GPU vendor whose runs on a shared backend spread apart from the others' (Intel on Vulkan) gets its own."""
+    table = RANGES.get(backend, {})
+    lo, hi = table.get(kind, TYPICAL[kind])
+    if device is not None and backend in GPU_BACKENDS:
+        lo, hi = table.get(f"{kind}.{rates(device, backend)['vendor']}", (lo, hi))
     return value * lo, value * hi
+
+
+def range_basis(backend: str, kind: str, device=None) -> str:
+    """Whose runs the typical range of typical_range comes from: "" for the backend's, else the vendor's."""
+    if device is None or backend not in GPU_BACKENDS:
+        return ""
+    vendor = rates(device, backend)["vendor"]
+    return vendor if f"{kind}.{vendor}" in RANGES.get(backend, {}) else ""
 
 
 def basis_summary(backend: str, kind: str) -> dict:
