@@ -2943,10 +2943,10 @@ def decode_step_time(
     res["cpu_share"] = res["cpu_s"] / res["total_s"]
     if profile == "measured":
         side = "gpu" if work["gpu"].bytes > work["cpu"].bytes else "cpu"
-        main = device_backend(machine, side)
+        main, dev = device_backend(machine, side), side_device(machine, side)
         res["backend"] = main
-        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], main, "decode", side_device(machine, side))
-        res["range_vendor"] = _measured.range_basis(main, "decode", side_device(machine, side))
+        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], main, "decode", dev)
+        res["range_vendor"] = _measured.range_basis(main, "decode", dev)
     return res
 
 

@@ -753,9 +753,11 @@ VENDOR_RANGE_MIN = (8, 3)
 def vendor_ranges(errs: list, backend: str, kind: str) -> dict:
     """{"<kind>.<vendor>": [20th, 80th percentile of measured / estimated]} of the held-out errors of each vendor
     that shares a backend with others and has enough runs (VENDOR_RANGE_MIN); {} otherwise."""
+    if backend not in measured.GPU_BACKENDS:
+        return {}
     by: dict = {}
     for s, e in errs:
-        if backend in measured.GPU_BACKENDS and not s.bound:
+        if not s.bound:
             by.setdefault(measured.rates(s.dev, backend)["vendor"], []).append((s, e))
     if len(by) < 2:
         return {}
