@@ -942,10 +942,8 @@ def typical_range(value: float, backend: str, kind: str, device=None) -> tuple:
     """(low, high): where most published runs fall around an estimate of `value`, from the leave-one-device-
     out residuals of this backend's fit (the 20th and 80th percentiles of measured / estimated). With the device,
     a GPU vendor whose runs on a shared backend spread apart from the others' (Intel on Vulkan) gets its own."""
-    table = RANGES.get(backend, {})
-    lo, hi = table.get(kind, TYPICAL[kind])
-    if device is not None and backend in GPU_BACKENDS:
-        lo, hi = table.get(f"{kind}.{rates(device, backend)['vendor']}", (lo, hi))
+    vendor = range_basis(backend, kind, device)
+    lo, hi = RANGES.get(backend, {}).get(f"{kind}.{vendor}" if vendor else kind, TYPICAL[kind])
     return value * lo, value * hi
 
 
