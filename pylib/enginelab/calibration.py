@@ -192,7 +192,7 @@ class Sample:
     notes: str = ""
     load: float = 0.0  # lab runs: the 1-minute load average before the run (other jobs on the 2 vCPUs)
     bound: bool = False  # taken under load (LAB_MAX_LOAD): a lower bound on the speed, not a measurement of it
-    driver: str = ""  # "windows": a run that names Intel's Windows GPU driver (Vulkan; the default is Linux Mesa)
+    driver: str = ""  # Intel on Vulkan: "windows" (Intel's Windows driver), "mesa24" (Mesa 24); "" today's Mesa
     repack: str = ""  # CPU: the build's repacks unlike its month's release ("+Q6_K" a PR branch, "-Q4_K" none)
 
     @property
@@ -442,7 +442,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
                     load=_num(r.get("loadavg_1m")) or 0.0,
                     bound=bound,
                     repack=(r.get("cpu_repack") or "").strip(),
-                    driver="windows" if vendor == "intel" and _WINDOWS.search(r.get("notes") or "") else "",
+                    driver=_intel_driver(r.get("notes") or "") if vendor == "intel" and backend == "vulkan" else "",
                 )
             )
     return out
@@ -451,25 +451,36 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
 # ---------------------------------------------------------------------------------------------------------
 # 3. Prediction with given parameters
 # ---------------------------------------------------------------------------------------------------------
-def _on_windows(params: dict, backend: str) -> dict:
-    """The parameter table with Intel's Windows-driver values ("intel_windows") in place of Mesa's ("intel")."""
+def _on_driver(params: dict, backend: str, driver: str) -> dict:
+    """The parameter table with an Intel driver's values ("intel_windows", "intel_mesa24") in place of today's
+    Mesa's ("intel")."""
     prm = params[backend]
     swap = {}
     for name in ("vendor_bw", "vendor_dq", "vendor_pp"):
         table = getattr(prm, name)
-        if "intel_windows" in table:
-            swap[name] = {**table, "intel": table["intel_windows"]}
+        if "intel_" + driver in table:
+            swap[name] = {**table, "intel": table["intel_" + driver]}
     return dict(params, **{backend: replace(prm, **swap)}) if swap else params
 
 
 # a run whose notes name Windows 10/11 as its OS and no Mesa driver
 _WINDOWS = re.compile(r"^(?!.*\bmesa\b).*\bwindows 1[01]\b", re.I | re.S)
+# Mesa 24's ANV (2024 to mid-2025): PR #14001 timed it 2.5-3.1x below Intel's Windows driver on the same cards and
+# build; an Arc Pro B70 on a 2026 Mesa streams Q4_0 at 55% of its bandwidth, as the Windows driver does
+_MESA24 = re.compile(r"\bmesa\s*24\.", re.I)
+
+
+def _intel_driver(notes: str) -> str:
+    """The Intel GPU driver a Vulkan run names: "windows", "mesa24", or "" (a current Mesa, what the app assumes)."""
+    if _WINDOWS.search(notes):
+        return "windows"
+    return "mesa24" if _MESA24.search(notes) else ""
 
 
 def predict(s: Sample, params: dict) -> float:
     """Tokens per second the measured profile gives a sample with this parameter table."""
-    if s.driver == "windows" and s.backend in params:
-        params = _on_windows(params, s.backend)
+    if s.driver and s.backend in params:
+        params = _on_driver(params, s.backend, s.driver)
     if s.kind == "decode":
         t = 0.0
         layers = {}
@@ -503,7 +514,13 @@ FREE = {
 FIXED: dict = {"metal": ("dq_emul", "hbm_layer_us"), "sycl": ("dq_emul", "hbm_layer_us")}  # no HBM Macs / Arcs
 # Vulkan runs on every vendor's driver; the other backends belong to one vendor (nothing to separate)
 VENDOR_FREE = {
-    ("vulkan", "decode"): ("vendor_bw.intel", "vendor_dq.intel", "vendor_bw.intel_windows", "vendor_dq.intel_windows"),
+    ("vulkan", "decode"): (
+        "vendor_bw.intel",
+        "vendor_dq.intel",
+        "vendor_bw.intel_windows",
+        "vendor_dq.intel_windows",
+        "vendor_bw.intel_mesa24",
+    ),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
 }
 BOUNDS = {  # physical limits of each parameter

@@ -122,12 +122,14 @@ Why each parameter exists (the reasons are physics; the values are fitted):
   pcie_eff     op offload's weight copies reach this share of the PCIe link (pinned host memory).
   vendor_bw/vendor_pp/vendor_dq
                a vendor's driver stack on a backend it does not own: llama.cpp's Vulkan shaders on Intel GPUs
-               (Mesa ANV on Linux runs them 2-3x below Intel's Windows driver, PR #14001; a B70 decodes at half
+               (Mesa 24's ANV ran them 2-3x below Intel's Windows driver, PR #14001; a B70 decodes at half
                its SYCL speed on the same machine) reach this share of the bandwidth and prefill rate, and their
                dequantizing mat-vec shaders do this many times the work per weight (Q4_0 holds up, K-quants,
-               Q8_0 and the lattices fall behind). "intel" is Linux's Mesa ANV, what the app assumes;
-               "intel_windows" Intel's own Windows driver, fitted on the runs that name it (the same cards, the
-               same build, PR #14001). AMD's and
+               Q8_0 and the lattices fall behind). "intel" is Linux's Mesa ANV (Mesa 25 on), what the app
+               assumes; "intel_windows" Intel's own Windows driver, fitted on the runs that name it (the same
+               cards, the same build, PR #14001); "intel_mesa24" Mesa 24's ANV, which that PR timed 2.5-3.1x below
+               the Windows driver (prior 1/2.8 of it), fitted on the runs that name Mesa 24 so that they do not
+               drag today's Mesa down (a B70 on a 2026 Mesa decodes Q4_0 at 55% of its bandwidth). AMD's and
                Intel's Vulkan drivers offer llama.cpp only KHR cooperative matrices (smaller tiles) where NVIDIA's
                offer NV_cooperative_matrix2, so their prompt processing reaches a smaller share of the matrix rate.
 """
@@ -275,7 +277,7 @@ PRIORS = {
     "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0,
                      step_us=200.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ,
                      pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
-                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6, "intel_windows": 1.0}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0, "intel_windows": 1.0},
+                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6, "intel_windows": 1.0, "intel_mesa24": 0.35}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0, "intel_windows": 1.0},
                      dq_emul=4.0),
     # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs on the FP32 ALUs, which also dequantize the tiles. Metal has
     # no graph replay: every kernel of every block is encoded and dispatched each token (~100 us per block: an
