@@ -564,4 +564,3 @@ def test_the_cpu_decode_box_states_a_bandwidth_its_own_figures_give(query):
     again = me.soft_min(int(n) * float(tbw), cap, float(p))
     assert again == pytest.approx(float(shown.replace(",", "")), rel=0.01)
     assert (share is not None) == ("m4max" in query)
-
