@@ -55,8 +55,9 @@ def _pp(p, **kw):
 KNOWN_OVER_GATE = {
     ("cpu", "decode"): "published CPU runs are 35% one Apple M2 Max (2024 builds) and 25% one Ryzen 9 7950X; held "
     "out, each is predicted from the others, this lab's 2-core guest and three more Apple CPUs (M4 Max, M4 Pro, "
-    "M1 Max) whose CPU fabric reaches a different share of the SoC's bandwidth in each generation (~120 GB/s on an "
-    "M2 Max, ~185 on an M4 Pro, ~205 on an M4 Max): held-out median ~11% (from the priors ~12.5%), the M4 Pro ~40%",
+    "M1 Max) whose CPU fabric reaches a different share of the SoC's bandwidth in each generation (~110-115 GB/s on "
+    "an M2 Max, as its owner measured, ~185 on an M4 Pro, ~205 on an M4 Max, neither sourced): held-out median ~10.7% "
+    "(from the priors ~11.9%), the M4 Pro ~40%",
 }
 STRICT = {("cpu", "decode")}  # clearly over the gate: the test reports when it passes
 GATED = [(b, k) for b in me.BACKENDS for k in ("decode", "prefill") if b != "sycl"]  # SYCL: one device
@@ -564,3 +565,50 @@ def test_the_cpu_decode_box_states_a_bandwidth_its_own_figures_give(query):
     again = me.soft_min(int(n) * float(tbw), cap, float(p))
     assert again == pytest.approx(float(shown.replace(",", "")), rel=0.01)
     assert (share is not None) == ("m4max" in query)
+
+
+def test_an_soc_cpu_with_a_measured_read_bandwidth_is_capped_by_it():
+    """devices.csv cpu_read_gbs: the M2 Max's owner measured its CPU cores at 110-115 GB/s at most, of the SoC's
+    400 GB/s. That figure over READ_TEST_SHARE stands in for share x bandwidth (as the lab's read test does for its
+    guest): by hand, eta x 112.5 / 0.8, bent with the threads' sum; an M4 Max without one keeps its share."""
+    prm = me.PARAMS["cpu"]
+    m2 = cal.devices()["Apple M2 Max (CPU)"]
+    m4 = pm.Device("Apple M4 Max (CPU)", 128, 546, 1.68, cores=12, backend="cpu")
+    assert me.cpu_read_gbs(m2) == 112.5 and me.cpu_read_gbs(m4) == 0.0
+    assert me.cpu_bandwidth(m2, prm) == pytest.approx(112.5 / 0.8)
+    assert me.cpu_bandwidth(m4, prm) == pytest.approx(546 * prm.soc_cpu_share)
+    w = pm.Work(weight_bytes=7e9, flops=14e9, weights_by_type=(("F16", 3.5e9),))
+    for t in (2, 8):
+        threads = me.cpu_thread_share(m2, t, prm) * prm.thread_bw_gbs
+        by_hand = (threads**-me.CPU_BW_KNEE + (prm.eta_bw * 112.5 / 0.8) ** -me.CPU_BW_KNEE) ** (-1 / me.CPU_BW_KNEE)
+        basis = me.decode_seconds(w, m2, "cpu", t)[3]
+        assert basis["bw_eff_gbs"] == pytest.approx(by_hand, rel=1e-6)
+    assert (
+        basis["bw_eff_gbs"] < prm.eta_bw * 112.5 / 0.8 < 0.5 * 400
+    )  # 8 threads: under the measured cap, far under the SoC
+
+
+def test_the_cpu_decode_box_names_a_measured_cpu_bandwidth(monkeypatch):
+    """Where a CPU has a measured read bandwidth, the box's cap says so, and its figures still give the bandwidth."""
+    import html
+    import re
+
+    from enginelab import explain, scenario
+    from enginelab.figures import calculator
+
+    query = "?machine=m4max&model=llama-3.1-8b&quant=Q4_K_M&ngl=0&threads=8"
+    monkeypatch.setattr(me, "cpu_read_gbs", lambda d: 150.0 if "M4 Max" in (d.name or "") else 0.0)
+    scenario._CACHE.clear()
+    state, _ = calculator.SPEC.from_query(query)
+    box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
+    scenario._CACHE.clear()
+    m = re.search(
+        r"streams at ([\d,.]+) GB/s: (\d+) threads? × ([\d.]+) GB/s bending into the cap ([\d.]+) × ([\d.]+) GB/s "
+        r"\(its CPU cores' measured read bandwidth\) / ([\d.]+) \(the soft minimum of the two, \(a\^-(\d+)",
+        box,
+    )
+    assert m, box
+    shown, n, tbw, eta, read, share, p = m.groups()
+    assert float(read) == 150.0 and float(share) == me.READ_TEST_SHARE
+    again = me.soft_min(int(n) * float(tbw), float(eta) * float(read) / float(share), float(p))
+    assert again == pytest.approx(float(shown.replace(",", "")), rel=0.01)

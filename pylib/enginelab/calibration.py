@@ -233,11 +233,9 @@ LAB_DEVICE = "AMD EPYC (lab: 2 vCPU Zen 4 KVM guest)"
 ZEN4_FLOP_PER_CLOCK = 32  # FP32 per core per clock: two 256-bit FMA pipes (AVX-512 issues as 2 x 256) x 8 x 2
 
 
-# A read-bandwidth test reaches about this share of a platform's bandwidth (what eta_bw is fitted to on machines
-# whose datasheet figure is known: 0.81 for the CPUs in data/calibration): the lab guest has no datasheet figure
-# of its own (it shares an EPYC's memory controllers with other guests), so its measured all-core read bandwidth
-# divided by this stands in for one.
-READ_TEST_SHARE = 0.8
+# The lab guest has no datasheet figure of its own (it shares an EPYC's memory controllers with other guests), so
+# its measured all-core read bandwidth over measured.READ_TEST_SHARE stands in for one.
+READ_TEST_SHARE = measured.READ_TEST_SHARE
 
 
 def lab_device():

@@ -473,13 +473,20 @@ def _measured_boxes(scn) -> dict:
         )
         if be == "cpu":
             n_thr = bb.get("n_threads", 1)
-            # an SoC's CPU cores reach only their share of the unified memory's bandwidth
-            soc = f"{prm.soc_cpu_share:.2f} (the CPU's share) × " if me.is_soc_cpu(dev) else ""
+            # an SoC's CPU cores reach only their share of the unified memory's bandwidth (or what a source
+            # measured them to reach)
+            read = me.cpu_read_gbs(dev)
+            if read:
+                cap = f"{read:,.1f} GB/s (its CPU cores' measured read bandwidth) / {me.READ_TEST_SHARE:g}"
+            elif me.is_soc_cpu(dev):
+                cap = f"{prm.soc_cpu_share:.2f} (the CPU's share) × {dev.bandwidth_gbs:,.1f} GB/s"
+            else:
+                cap = f"{dev.bandwidth_gbs:,.1f} GB/s"
             knee = f"{me.CPU_BW_KNEE:g}"
             how = (
                 f"streams at {bb.get('bw_eff_gbs', 0):,.1f} GB/s: {n_thr} thread{'s' if n_thr != 1 else ''} × "
                 f"{prm.thread_bw_gbs:.1f} GB/s "
-                f"bending into the cap {prm.eta_bw:.2f} × {soc}{dev.bandwidth_gbs:,.1f} GB/s (the soft minimum of the two, "
+                f"bending into the cap {prm.eta_bw:.2f} × {cap} (the soft minimum of the two, "
                 f"(a^-{knee} + b^-{knee})^(-1/{knee}): near saturation every thread pulls less); dequantization "
                 f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate (per weight by type, and "
                 f"{prm.dq_row:,.0f} FLOP per row of a type not repacked; a repacked type's GEMV {prm.dq_repack:.2f}× the "

@@ -80,7 +80,9 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                repacked Q4_0 does, a plain Q4_K what the other K-quants do.
   soc_cpu_share the CPU cluster of an SoC reaches only part of the unified memory's bandwidth (the fabric is
                sized for the GPU: an M-series Max CPU tops out near half of its 400 GB/s, a Ryzen AI Max's CPU
-               dies near half of its 256 GB/s through their fabric links).
+               dies near half of its 256 GB/s through their fabric links). Where a source states what a chip's
+               CPU cores reach (devices.csv cpu_read_gbs: the M2 Max's owner measured 110-115 GB/s at most), that
+               figure stands in for share x bandwidth, as the lab's own read test does (cpu_bandwidth).
   expert_us    an MoE block multiplies each routed expert separately (a gather of its rows, a short mat-vec on
                a small matrix): a fixed cost per routed expert.
   moe_layer_us an MoE block also runs kernels a dense one has not, whatever its k: the router's mat-vec, softmax
@@ -552,12 +554,44 @@ def is_soc_cpu(device) -> bool:
     return bool(_SOC_CPU.search(getattr(device, "name", "") or ""))
 
 
+# A read-bandwidth test reaches about this share of a platform's bandwidth (what eta_bw is fitted to on machines
+# whose datasheet figure is known: 0.81 for the CPUs in data/calibration): a CPU whose read bandwidth was measured
+# (this lab's guest, an SoC's CPU cores) stands in its measurement over this for a datasheet figure.
+READ_TEST_SHARE = 0.8
+
+
+def cpu_read_gbs(device) -> float:
+    """The read bandwidth a source measured an SoC's CPU cores to reach (devices.csv cpu_read_gbs), GB/s; 0 unknown."""
+    return _cpu_read_catalog().get(_name_key(getattr(device, "name", "") or ""), 0.0)
+
+
+@lru_cache(maxsize=1)
+def _cpu_read_catalog() -> dict:
+    out = {}
+    for r in _device_rows():
+        try:
+            v = float(r.get("cpu_read_gbs") or "")
+        except ValueError:
+            continue
+        if r.get("kind") == "cpu" and math.isfinite(v) and v > 0:
+            out[_name_key(r["device"])] = v
+    return out
+
+
+def cpu_bandwidth(device, prm: Params) -> float:
+    """The bandwidth a CPU's cores can pull at most, GB/s, before eta_bw: an SoC's CPU cores' measured read
+    bandwidth over READ_TEST_SHARE where a source gives one, else their share of the SoC's, else the platform's."""
+    read = cpu_read_gbs(device)
+    if read:
+        return read / READ_TEST_SHARE
+    return device.bandwidth_gbs * (prm.soc_cpu_share if is_soc_cpu(device) else 1.0)
+
+
 def _bw_eff(device, backend: str, prm: Params, n_threads) -> float:
-    bw = prm.eta_bw * device.bandwidth_gbs * 1e9
     if backend == "cpu":
-        if is_soc_cpu(device):
-            bw *= prm.soc_cpu_share
-        return soft_min(cpu_thread_share(device, n_threads, prm) * prm.thread_bw_gbs * 1e9, bw, CPU_BW_KNEE)
+        cap = prm.eta_bw * cpu_bandwidth(device, prm) * 1e9
+        return soft_min(cpu_thread_share(device, n_threads, prm) * prm.thread_bw_gbs * 1e9, cap, CPU_BW_KNEE)
+    bw = prm.eta_bw * device.bandwidth_gbs * 1e9
     r = rates(device, backend)
     if prm.vendor_bw:
         bw *= prm.vendor_bw.get(r["vendor"], 1.0)
