@@ -535,6 +535,33 @@ def test_tiled_gemms_gain_pp_gemm_on_x86_and_pp_gemm_arm_on_arm():
         assert plain / tiled == pytest.approx(gain, rel=1e-9), dev.name
 
 
+def _cpu_box_checks_out(query: str, cap_text: str, cap_of) -> tuple:
+    """The calculator's "how is this computed?" box for CPU decode at this URL state: find the threads, the
+    per-thread bandwidth, eta, the cap (cap_text: a regex whose groups cap_of turns into GB/s before eta) and the
+    knee, and check that they give the printed bandwidth (to their rounding). Returns the cap's groups."""
+    import html
+    import re
+
+    from enginelab import explain, scenario
+    from enginelab.figures import calculator
+
+    scenario._CACHE.clear()  # a test may have patched what the Scenario reads
+    state, _ = calculator.SPEC.from_query(query)
+    box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
+    scenario._CACHE.clear()
+    m = re.search(
+        r"streams at ([\d,.]+) GB/s: (\d+) threads? × ([\d.]+) GB/s bending into the cap ([\d.]+) × "
+        + cap_text
+        + r" \(the soft minimum of the two, \(a\^-(\d+) \+ b\^-\d+\)",
+        box,
+    )
+    assert m, box
+    shown, n, tbw, eta, *cap, p = m.groups()
+    again = me.soft_min(int(n) * float(tbw), float(eta) * cap_of(*cap), float(p))
+    assert again == pytest.approx(float(shown.replace(",", "")), rel=0.01)
+    return tuple(cap)
+
+
 @pytest.mark.parametrize(
     "query",
     [
@@ -546,24 +573,11 @@ def test_the_cpu_decode_box_states_a_bandwidth_its_own_figures_give(query):
     """The calculator's "how is this computed?" box for CPU decode names the threads, the per-thread bandwidth,
     the cap (eta x the CPU's share x the bandwidth) and how they combine; recomputing from the printed figures gives
     the printed bandwidth (to their rounding)."""
-    import html
-    import re
-
-    from enginelab import explain
-    from enginelab.figures import calculator
-
-    state, _ = calculator.SPEC.from_query(query)
-    box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
-    m = re.search(
-        r"streams at ([\d,.]+) GB/s: (\d+) threads? × ([\d.]+) GB/s bending into the cap ([\d.]+) × "
-        r"(?:([\d.]+) \(the CPU's share\) × )?([\d,.]+) GB/s \(the soft minimum of the two, \(a\^-(\d+) \+ b\^-\d+\)",
-        box,
+    share, _bw = _cpu_box_checks_out(
+        query,
+        r"(?:([\d.]+) \(the CPU's share\) × )?([\d,.]+) GB/s",
+        lambda share, bw: float(share or 1.0) * float(bw.replace(",", "")),
     )
-    assert m, box
-    shown, n, tbw, eta, share, bw, p = m.groups()
-    cap = float(eta) * float(share or 1.0) * float(bw.replace(",", ""))
-    again = me.soft_min(int(n) * float(tbw), cap, float(p))
-    assert again == pytest.approx(float(shown.replace(",", "")), rel=0.01)
     assert (share is not None) == ("m4max" in query)
 
 
@@ -590,25 +604,10 @@ def test_an_soc_cpu_with_a_measured_read_bandwidth_is_capped_by_it():
 
 def test_the_cpu_decode_box_names_a_measured_cpu_bandwidth(monkeypatch):
     """Where a CPU has a measured read bandwidth, the box's cap says so, and its figures still give the bandwidth."""
-    import html
-    import re
-
-    from enginelab import explain, scenario
-    from enginelab.figures import calculator
-
-    query = "?machine=m4max&model=llama-3.1-8b&quant=Q4_K_M&ngl=0&threads=8"
     monkeypatch.setattr(me, "cpu_read_gbs", lambda d: 150.0 if "M4 Max" in (d.name or "") else 0.0)
-    scenario._CACHE.clear()
-    state, _ = calculator.SPEC.from_query(query)
-    box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
-    scenario._CACHE.clear()
-    m = re.search(
-        r"streams at ([\d,.]+) GB/s: (\d+) threads? × ([\d.]+) GB/s bending into the cap ([\d.]+) × ([\d.]+) GB/s "
-        r"\(its CPU cores' measured read bandwidth\) / ([\d.]+) \(the soft minimum of the two, \(a\^-(\d+)",
-        box,
+    read, share = _cpu_box_checks_out(
+        "?machine=m4max&model=llama-3.1-8b&quant=Q4_K_M&ngl=0&threads=8",
+        r"([\d.]+) GB/s \(its CPU cores' measured read bandwidth\) / ([\d.]+)",
+        lambda read, share: float(read) / float(share),
     )
-    assert m, box
-    shown, n, tbw, eta, read, share, p = m.groups()
     assert float(read) == 150.0 and float(share) == me.READ_TEST_SHARE
-    again = me.soft_min(int(n) * float(tbw), float(eta) * float(read) / float(share), float(p))
-    assert again == pytest.approx(float(shown.replace(",", "")), rel=0.01)
