@@ -562,20 +562,14 @@ READ_TEST_SHARE = 0.8
 
 def cpu_read_gbs(device) -> float:
     """The read bandwidth a source measured an SoC's CPU cores to reach (devices.csv cpu_read_gbs), GB/s; 0 unknown."""
-    return _cpu_read_catalog().get(_name_key(getattr(device, "name", "") or ""), 0.0)
-
-
-@lru_cache(maxsize=1)
-def _cpu_read_catalog() -> dict:
-    out = {}
-    for r in _device_rows():
-        try:
-            v = float(r.get("cpu_read_gbs") or "")
-        except ValueError:
-            continue
-        if r.get("kind") == "cpu" and math.isfinite(v) and v > 0:
-            out[_name_key(r["device"])] = v
-    return out
+    text = _cpu_column("cpu_read_gbs").get(_name_key(getattr(device, "name", "") or ""))
+    if not text:
+        return 0.0
+    try:
+        v = float(text)
+    except ValueError:
+        return 0.0
+    return v if math.isfinite(v) and v > 0 else 0.0
 
 
 def cpu_bandwidth(device, prm: Params) -> float:
@@ -675,7 +669,7 @@ def cpu_int8_isa(device) -> str:
     Arm architecture versions, each with its source), else from its name: none for the x86 and Arm cores listed in
     _NO_INT8_DOT_CPU, i8mm for the Arm cores of _I8MM_CPU, dotprod for other Arm cores, avx512_vnni for other x86."""
     name = getattr(device, "name", "") or ""
-    isa = _cpu_isa_catalog().get(_name_key(name))
+    isa = _cpu_column("int8_isa").get(_name_key(name))
     if isa in INT8_ISAS:
         return isa
     if _NO_INT8_DOT_CPU.search(name):
@@ -685,13 +679,13 @@ def cpu_int8_isa(device) -> str:
     return "avx512_vnni"
 
 
-@lru_cache(maxsize=1)
-def _cpu_isa_catalog() -> dict:
-    """{name key: int8_isa} of the CPU rows of data/calibration/devices.csv."""
+@lru_cache(maxsize=8)
+def _cpu_column(column: str) -> dict:
+    """{name key: value} of one column of the CPU rows of data/calibration/devices.csv, where it is filled."""
     return {
-        _name_key(r["device"]): (r.get("int8_isa") or "").strip()
+        _name_key(r["device"]): (r.get(column) or "").strip()
         for r in _device_rows()
-        if r.get("kind") == "cpu" and (r.get("int8_isa") or "").strip()
+        if r.get("kind") == "cpu" and (r.get(column) or "").strip()
     }
 
 
