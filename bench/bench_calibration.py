@@ -71,9 +71,23 @@ def run(scale: float = 1.0) -> dict:
                 "loo_p90": held.get("p90"),
             }
     result["targets"] = targets(held_out)
+    result["gate_cpu_seconds"] = gate_seconds(samples)
     result["seconds"] = time.perf_counter() - t0
     result["iterations"] = iterations
     return result
+
+
+def gate_seconds(samples: list) -> float:
+    """CPU seconds of the unit test's gate: the linearised leave-one-device-out of every gated backend and kind from
+    the committed fit (tests/test_calibration.py held_out, 12 refining steps). A speed figure, printed, not tested."""
+    t0 = time.process_time()
+    for backend in measured.BACKENDS:
+        if backend == "sycl":
+            continue
+        fitted = measured.FIT.get("params", {}).get(backend, {})
+        for kind in ("decode", "prefill"):
+            cal.loo_linear(samples, backend, kind, fitted, base=fitted, refine=12)
+    return time.process_time() - t0
 
 
 # Issue 13's targets for runs the project has not seen, here on the held-out predictions of the runs it has:
@@ -146,6 +160,7 @@ def main(argv=None) -> int:
     res = run(ap.parse_args(argv).scale)
     print(table(res))
     print(f"({res['seconds']:.0f} s, {res['iterations']} iterations per fit)")
+    print(f"the unit test's gate (linearised leave-one-device-out, every backend): {res['gate_cpu_seconds']:.0f} CPU s")
     return 0
 
 

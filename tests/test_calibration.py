@@ -51,15 +51,11 @@ def _pp(p, **kw):
 # ---------------------------------------------------------------------------------------------------------
 # The gate
 # ---------------------------------------------------------------------------------------------------------
-# Known shortfalls, each an open item of issue 13 (strict: the test reports when one starts passing).
-KNOWN_OVER_GATE = {
-    ("cpu", "decode"): "published CPU runs are 35% one Apple M2 Max (2024 builds) and 25% one Ryzen 9 7950X; held "
-    "out, each is predicted from the others, this lab's 2-core guest and three more Apple CPUs (M4 Max, M4 Pro, "
-    "M1 Max) whose CPU fabric reaches a different share of the SoC's bandwidth in each generation (~110-115 GB/s on "
-    "an M2 Max, as its owner measured, ~185 on an M4 Pro, ~205 on an M4 Max, neither sourced): held-out median ~10.7% "
-    "(from the priors ~11.9%), the M4 Pro ~40%",
-}
-STRICT = {("cpu", "decode")}  # clearly over the gate: the test reports when it passes
+# Known shortfalls, each an open item of issue 13 (strict: the test reports when one starts passing). None now:
+# CPU decode, the last, met the gate once each K-quant's vec_dot cost followed its kernel's cycles on the family of
+# cores it runs on (measured.VEC_DOT_CYCLES; held out 9.7% linearised, 10.3% from the priors).
+KNOWN_OVER_GATE: dict = {}
+STRICT: set = set()  # clearly over the gate: the test reports when it passes
 GATED = [(b, k) for b in me.BACKENDS for k in ("decode", "prefill") if b != "sycl"]  # SYCL: one device
 
 
@@ -120,10 +116,6 @@ def test_this_two_core_machine_held_out_at_one_thread(held_out, kind):
     """The same at one thread (-t 1), where dequantization bounds decode most: held out, decode ~4%, prompt ~8%."""
     med = _lab_held_out(kind, 1)
     assert med <= LAB_TARGETS[kind], f"{kind} at -t 1: held-out median {med:.1%} > {LAB_TARGETS[kind]:.0%}"
-
-
-def test_the_gate_runs_in_well_under_a_minute(held_out):
-    assert sum(t for _m, _p, t in held_out.values()) < 30  # CPU seconds
 
 
 def test_the_committed_fit_records_held_out_errors_within_the_gate():
@@ -433,8 +425,9 @@ def test_k_quants_with_their_high_bits_apart_cost_more_per_weight_on_a_cpu(runs)
         return me._dq_seconds(w, ZEN4_2C, "cpu", prm, 2, 1, "2025-06")
 
     row = prm.dq_row * 1e6 / rate
-    assert dq("Q6_K") == pytest.approx(1e9 * prm.dq["khigh"] / rate + row, rel=1e-9)
-    assert dq("Q2_K") == pytest.approx(1e9 * prm.dq["kquant"] / rate + row, rel=1e-9)
+    zen = me.VEC_DOT_CYCLES["amd"]  # each type's kernel cycles against its class's reference type (Q5_K, Q4_K)
+    assert dq("Q6_K") == pytest.approx(1e9 * prm.dq["khigh"] * zen["Q6_K"] / zen["Q5_K"] / rate + row, rel=1e-9)
+    assert dq("Q2_K") == pytest.approx(1e9 * prm.dq["kquant"] * zen["Q2_K"] / zen["Q4_K"] / rate + row, rel=1e-9)
     # prompt matmuls keep one K-quant class (the prefill runs held out did not support two)
     mm = {
         t: me._matmul_seconds(2e12, pm.Work(weight_bytes=1e9, flops=2e12, weights_by_type=((t, 1e9),)), ZEN4_2C,
@@ -451,6 +444,59 @@ def test_k_quants_with_their_high_bits_apart_cost_more_per_weight_on_a_cpu(runs)
             meas = by["Q4_K_S"].tps / by[hi].tps
             est = cal.predict(by["Q4_K_S"], me.PARAMS) / cal.predict(by[hi], me.PARAMS)
             assert meas > 1.3 and est > 1.2, (t, hi, meas, est)  # one K-quant class: 1.02-1.05
+
+
+def test_a_plain_vec_dot_costs_its_kernels_cycles_on_its_family_of_cores(runs):
+    """ggml-cpu's plain vec_dot of one K-quant is not as dear on every core: NEON's Q2_K costs ~1.6x its Q4_K on an
+    Apple core (llvm-mca of ggml-cpu-quants.c), AVX2's ~1.1x on a Zen core; AVX2's IQ4_XS ~1.8x its Q4_K, NEON's on an
+    Apple core about the same. By hand, the dot-product time of a billion weights:
+    weights x dq[class] (x dq_arm[class] on Arm) x cycles[type] / cycles[class reference] / the cores' rate, plus
+    one vec_dot call per row. A repacked type keeps its GEMV (dq_repack), and GPUs their own classes."""
+    assert me.cpu_core_family(pm.Device("Apple M2 Max (CPU)", 96, 400, 1.05, cores=8, backend="cpu")) == "apple"
+    assert me.cpu_core_family(pm.Device("Cix CP8180", 64, 96, 0.39, cores=12, backend="cpu")) == "arm"
+    assert me.cpu_core_family(pm.Device("Core i5-9500", 128, 42.7, 0.75, cores=6, backend="cpu")) == "intel"
+    assert me.cpu_core_family(pm.Device("Intel N100", 16, 38.4, 0.22, cores=4, backend="cpu")) == "intel"
+    assert me.cpu_core_family(ZEN4_2C) == me.cpu_core_family(pm.Device("My CPU", 64, 80, 1.0, backend="cpu")) == "amd"
+    prm = me.PARAMS["cpu"]
+    m2 = pm.Device("Apple M2 Max (CPU)", 96, 400, 1.05, cores=8, backend="cpu")
+    apple, zen = me.VEC_DOT_CYCLES["apple"], me.VEC_DOT_CYCLES["amd"]
+
+    def dq(dev, typ, build="2024-07"):
+        w = pm.Work(weight_bytes=1e9, weights_by_type=((typ, 1e9),), rows_by_type=((typ, 1e6),))
+        return me._dq_seconds(w, dev, "cpu", prm, 2, 1, build) - prm.dq_row * 1e6 / me._vector_rate(dev, "cpu", prm, 2)
+
+    for dev, table, arm in ((m2, apple, prm.dq_arm["kquant"]), (ZEN4_2C, zen, 1.0)):
+        rate = me._vector_rate(dev, "cpu", prm, 2)
+        for typ in ("Q2_K", "Q4_K", "IQ4_XS"):
+            by_hand = 1e9 * prm.dq["kquant"] * arm * table[typ] / table["Q4_K"] / rate
+            assert dq(dev, typ) == pytest.approx(by_hand, rel=1e-9), (dev.name, typ)
+    assert dq(m2, "Q2_K") / dq(m2, "Q4_K") == pytest.approx(apple["Q2_K"] / apple["Q4_K"])
+    assert apple["Q2_K"] / apple["Q4_K"] > 1.5
+    assert dq(ZEN4_2C, "Q2_K") / dq(ZEN4_2C, "Q4_K") < 1.15
+    assert dq(ZEN4_2C, "IQ4_XS") / dq(ZEN4_2C, "Q4_K") > 1.7 > dq(m2, "IQ4_XS") / dq(m2, "Q4_K")
+    # the high-bit K-quants against Q5_K, by hand
+    rate = me._vector_rate(m2, "cpu", prm, 2)
+    by_hand = 1e9 * prm.dq["khigh"] * prm.dq_arm["khigh"] * apple["Q3_K"] / apple["Q5_K"] / rate
+    assert dq(m2, "Q3_K") == pytest.approx(by_hand, rel=1e-9)
+    # repacked (x86 Q4_K from April 2025): the GEMV of the 4-bit class, not the plain kernel's cycles
+    rate = me._vector_rate(ZEN4_2C, "cpu", prm, 2)
+    w = pm.Work(weight_bytes=1e9, weights_by_type=(("Q4_K", 1e9),), rows_by_type=(("Q4_K", 1e6),))
+    repacked = me._dq_seconds(w, ZEN4_2C, "cpu", prm, 2, 1, "2025-06")  # no vec_dot call per row either
+    assert repacked == pytest.approx(1e9 * prm.dq["legacy"] * prm.dq_repack / rate, rel=1e-9)
+    cuda = pm.Device("RTX 4090", 24, 1008, 165, backend="cuda")
+    w2, w4 = (pm.Work(weight_bytes=1e9, weights_by_type=((t, 1e9),)) for t in ("Q2_K", "Q4_K"))
+    assert me._dq_seconds(w2, cuda, "cuda", me.PARAMS["cuda"], None) == me._dq_seconds(
+        w4, cuda, "cuda", me.PARAMS["cuda"], None
+    )
+    # the M2 Max's mainline runs of July 2024 on 4 and 8 threads: Q2_K_S decodes barely faster than Q4_K_S though
+    # it streams 36% fewer bytes (its NEON kernel is dearer); the estimate keeps that within 15%, where one cost for
+    # both gave Q2_K_S a 30-40% lead
+    m2runs = [s for s in runs if s.device == "Apple M2 Max (CPU)" and s.kind == "decode" and s.date == "2024-07-23"]
+    for t in (4, 8):
+        by = {s.label.split()[-1]: s for s in m2runs if s.n_threads == t}
+        meas = by["Q2_K_S"].tps / by["Q4_K_S"].tps
+        est = cal.predict(by["Q2_K_S"], me.PARAMS) / cal.predict(by["Q4_K_S"], me.PARAMS)
+        assert abs(est / meas - 1) < 0.15, (t, meas, est)
 
 
 def test_repack_on_and_off_pairs_of_one_build_move_the_estimate_the_measured_way(runs):

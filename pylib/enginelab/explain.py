@@ -488,7 +488,8 @@ def _measured_boxes(scn) -> dict:
                 f"{prm.thread_bw_gbs:.1f} GB/s "
                 f"bending into the cap {prm.eta_bw:.2f} × {cap} (the soft minimum of the two, "
                 f"(a^-{knee} + b^-{knee})^(-1/{knee}): near saturation every thread pulls less); dequantization "
-                f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate (per weight by type, and "
+                f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate (per weight by type class, a K-quant scaled by its kernel's cycles on "
+                f"{me.cpu_core_family(dev)} cores, and "
                 f"{prm.dq_row:,.0f} FLOP per row of a type not repacked; a repacked type's GEMV {prm.dq_repack:.2f}× the "
                 f"work per weight), overlapping {me.overlap_for(dev, be, prm):.0%}"
             )

@@ -28,7 +28,9 @@ HBM part), step_us (sampling, graph build and launch), expert_us per routed expe
 (its router and gather kernels). On a CPU eta is the same for every type (its cores stream what they are given)
 and the types differ by dq, per ggml-cpu's kernels
 (CPU_CLASS: the repacked Q4_K joins the 4-bit class; in decode the K-quants that keep their high bits apart,
-Q3_K, Q5_K and Q6_K, cost more than Q2_K and Q4_K; dq_arm for Arm cores).
+Q3_K, Q5_K and Q6_K, cost more than Q2_K and Q4_K; dq_arm for Arm cores; within a class, each K-quant's plain
+vec_dot costs what its kernel's cycles on that family of cores give relative to the class's reference type:
+VEC_DOT_CYCLES, constants of ggml-cpu's code, not fitted).
 
 Prefill, one micro-batch: matmul FLOPs at the rate of the kernels for the weights' type class, the weights
 streamed once (at eta_bw), pp_layer_us per block and pp_expert_us per expert touched:
@@ -295,10 +297,13 @@ PRIORS = {
     # CPU: bandwidth grows with threads until the memory controller saturates; dequantization and the dot
     # products (FLOP-equivalents at the cores' FMA rate) bound decode on few cores. dq_row: a plain vec_dot call
     # costs ~90 cycles beyond its blocks (the call, the loop's set-up, the horizontal sum of its accumulators, a
-    # chain of shuffles and adds) on a core that does 32 FLOP a cycle: ~3,000 FLOP-equivalents per row
-    "cpu": Params(eta_bw=0.75, thread_bw_gbs=20.0, apple_overlap=0.5, pp_gemm_arm=2.5, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
+    # chain of shuffles and adds) on a core that does 32 FLOP a cycle: ~3,000 FLOP-equivalents per row. dq.kquant and
+    # dq.khigh: the cycles of their reference kernels on a Zen core (VEC_DOT_CYCLES, Q4_K 18.3 and Q5_K 29.4 per 256
+    # weights) at its 32 FLOP a cycle. thread_bw_gbs: what one of this lab's Zen 4 cores reads alone (27.9 GB/s,
+    # data/lab/machine.json memory_read_bandwidth)
+    "cpu": Params(eta_bw=0.75, thread_bw_gbs=28.0, apple_overlap=0.5, pp_gemm_arm=2.5, smt_gain=0.15, soc_cpu_share=0.5, dq_emul=2.5, dq_row=3000.0,
                   dq_arm=dict.fromkeys(CLASSES, 1.0), layer_us=15.0, step_us=300.0, moe_layer_us=10.0, overlap=0.5,
-                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 4.0, "iquant": 8.0, "iq3": 10.0, "khigh": 5.0},
+                  dq={"f16": 2.0, "q8": 3.0, "legacy": 3.0, "q5": 5.0, "kquant": 2.3, "iquant": 8.0, "iq3": 10.0, "khigh": 3.7},
                   pp_eff_q=0.5, pp_eff_f=0.5, pp_gemm=1.8,
                   pp_layer_us=100.0, pp_expert_us=5.0, pp_moe_eff=0.7,
                   pp_dq={"f16": 1.0, "q8": 1.0, "legacy": 1.0, "q5": 1.5, "kquant": 1.4, "iquant": 3.0, "iq3": 3.5}),
@@ -772,6 +777,49 @@ class _Named:  # a Device as the ISA look-ups read it: by name
 ARM_F16_ARITH = 0.5
 
 
+# The K-quants' plain vec_dot kernels differ per type, and not alike on every core: what a type costs relative to its
+# class's reference type (VEC_DOT_REF) follows each ISA's kernel in ggml-cpu and each core's ports. The throughput
+# of one main-loop iteration (256 weights, one super-block) of ggml_vec_dot_<type>_q8_K, in cycles, as llvm-mca
+# (LLVM 14) gives it for gcc 12 -O3 output of ggml-cpu-quants.c (ggml-org/llama.cpp, February 2025; the loops are
+# fully unrolled, one basic block each): the AVX2 path (-march=x86-64-v3) on the znver3 model for AMD cores (Zen 4
+# issues these 256-bit operations as Zen 3 does) and on the skylake model for Intel's; the NEON path
+# (-march=armv8.2-a+dotprod) on the apple-m1 model for Apple's cores and on neoverse-n1 (= cortex-a76) for other Arm
+# cores. NEON's Q2_K costs 1.4-1.6x its Q4_K where AVX2's costs 0.8-1.1x; AVX2's IQ4_XS 1.5-1.8x its Q4_K, NEON's
+# on an Apple core about the same. These are constants of the kernels, not fitted: the fit keeps one dq per class.
+VEC_DOT_CYCLES = {
+    "amd": {"Q2_K": 20.1, "Q3_K": 31.1, "Q4_K": 18.3, "Q5_K": 29.4, "Q6_K": 35.1, "IQ4_XS": 32.8},
+    "intel": {"Q2_K": 22.2, "Q3_K": 40.2, "Q4_K": 29.1, "Q5_K": 36.9, "Q6_K": 36.2, "IQ4_XS": 43.6},
+    "apple": {"Q2_K": 51.2, "Q3_K": 71.2, "Q4_K": 31.7, "Q5_K": 52.7, "Q6_K": 63.2, "IQ4_XS": 32.7},
+    "arm": {"Q2_K": 80.2, "Q3_K": 97.2, "Q4_K": 58.2, "Q5_K": 83.2, "Q6_K": 105.2, "IQ4_XS": 77.2},
+}
+VEC_DOT_REF = {"kquant": "Q4_K", "khigh": "Q5_K"}
+_INTEL_CPU = re.compile(
+    r"\bintel\b|\bcore\s+(i[3579]|ultra|m[3-7])\b|xeon|celeron|pentium|\bn[1-3]\d{2}\b|\bi[3579]-\d", re.I
+)
+
+
+def cpu_core_family(device) -> str:
+    """Which VEC_DOT_CYCLES table a CPU's cores follow, from its name: apple, arm, intel or amd (any other x86)."""
+    return _core_family_named(getattr(device, "name", "") or "")
+
+
+@lru_cache(maxsize=1024)
+def _core_family_named(name: str) -> str:  # cached: decode asks it per type every estimate
+    device = _Named(name)
+    if is_arm_cpu(device):
+        return "apple" if is_apple_cpu(device) else "arm"
+    return "intel" if _INTEL_CPU.search(name) else "amd"
+
+
+def _vec_dot_share(ggml_type: str, cls: str, device) -> float:
+    """A plain (not repacked) type's vec_dot cost relative to its class's reference type on this CPU's cores."""
+    ref = VEC_DOT_REF.get(cls)
+    table = VEC_DOT_CYCLES[cpu_core_family(device)]
+    if not ref or ggml_type not in table:
+        return 1.0
+    return table[ggml_type] / table[ref]
+
+
 def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int = 1, build: str = "") -> float:
     """Dequantization and dot-product work of the weights streamed, at the device's vector rate.
 
@@ -796,7 +844,7 @@ def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int =
             packed = cpu_repacked(t, device, build)
             if t == "Q4_K" and not packed:
                 c = "kquant"  # the plain K-quant vec_dot; repacked, its GEMV costs what Q4_0's does (CPU_CLASS)
-            kernel = prm.dq_repack if packed else 1.0
+            kernel = prm.dq_repack if packed else _vec_dot_share(t, c, device)
         if t == "F16" and arm and cpu_has_int8_dot(device):
             kernel = ARM_F16_ARITH  # FP16 vector arithmetic: twice the lanes an FMA, no conversion
         n += w * prm.dq.get(c, 1.0) * arm.get(c, 1.0) * kernel * (emul if c != "f16" else 1.0)
