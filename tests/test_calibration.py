@@ -625,6 +625,18 @@ def test_the_cpu_decode_box_states_a_bandwidth_its_own_figures_give(query):
         lambda share, bw: float(share or 1.0) * float(bw.replace(",", "")),
     )
     assert (share is not None) == ("m4max" in query)
+    # the K-quants' kernel costs follow the cores' family (measured.VEC_DOT_CYCLES), and the box names it: an
+    # M4 Max's are Apple cores; the generic desktop CPU (no vendor in its name) counts as AMD's
+    import html
+
+    from enginelab import explain, scenario
+    from enginelab.figures import calculator
+
+    scenario._CACHE.clear()
+    state, _ = calculator.SPEC.from_query(query)
+    box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
+    expected = "Apple" if "m4max" in query else "AMD"
+    assert f"a K-quant scaled by its kernel's cycles on {expected} cores" in box, box
 
 
 def test_an_soc_cpu_with_a_measured_read_bandwidth_is_capped_by_it():

@@ -20,6 +20,9 @@ from .svg import Raw, el
 
 NAMES = ("verdict", "n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share")
 
+# measured.cpu_core_family, as the explanation names it
+_CORE_FAMILY = {"apple": "Apple", "arm": "Arm", "intel": "Intel", "amd": "AMD"}
+
 
 def _box(name: str, formula: str, inputs: list, result: str, note: str = "") -> Raw:
     rows = [el("div", [el("dt", k), el("dd", v)], class_="explain-input") for k, v in inputs]
@@ -489,7 +492,7 @@ def _measured_boxes(scn) -> dict:
                 f"bending into the cap {prm.eta_bw:.2f} × {cap} (the soft minimum of the two, "
                 f"(a^-{knee} + b^-{knee})^(-1/{knee}): near saturation every thread pulls less); dequantization "
                 f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate (per weight by type class, a K-quant scaled by its kernel's cycles on "
-                f"{me.cpu_core_family(dev)} cores, and "
+                f"{_CORE_FAMILY[me.cpu_core_family(dev)]} cores, and "
                 f"{prm.dq_row:,.0f} FLOP per row of a type not repacked; a repacked type's GEMV {prm.dq_repack:.2f}× the "
                 f"work per weight), overlapping {me.overlap_for(dev, be, prm):.0%}"
             )
