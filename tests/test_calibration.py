@@ -581,12 +581,9 @@ def test_tiled_gemms_gain_pp_gemm_on_x86_and_pp_gemm_arm_on_arm():
         assert plain / tiled == pytest.approx(gain, rel=1e-9), dev.name
 
 
-def _cpu_box_checks_out(query: str, cap_text: str, cap_of) -> tuple:
-    """The calculator's "how is this computed?" box for CPU decode at this URL state: find the threads, the
-    per-thread bandwidth, eta, the cap (cap_text: a regex whose groups cap_of turns into GB/s before eta) and the
-    knee, and check that they give the printed bandwidth (to their rounding). Returns the cap's groups."""
+def _decode_box(query: str) -> str:
+    """The calculator's "how is this computed?" box for decode at this URL state, as text."""
     import html
-    import re
 
     from enginelab import explain, scenario
     from enginelab.figures import calculator
@@ -595,6 +592,16 @@ def _cpu_box_checks_out(query: str, cap_text: str, cap_of) -> tuple:
     state, _ = calculator.SPEC.from_query(query)
     box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
     scenario._CACHE.clear()
+    return box
+
+
+def _cpu_box_checks_out(query: str, cap_text: str, cap_of) -> tuple:
+    """The calculator's "how is this computed?" box for CPU decode at this URL state: find the threads, the
+    per-thread bandwidth, eta, the cap (cap_text: a regex whose groups cap_of turns into GB/s before eta) and the
+    knee, and check that they give the printed bandwidth (to their rounding). Returns the cap's groups."""
+    import re
+
+    box = _decode_box(query)
     m = re.search(
         r"streams at ([\d,.]+) GB/s: (\d+) threads? × ([\d.]+) GB/s bending into the cap ([\d.]+) × "
         + cap_text
@@ -627,14 +634,7 @@ def test_the_cpu_decode_box_states_a_bandwidth_its_own_figures_give(query):
     assert (share is not None) == ("m4max" in query)
     # the K-quants' kernel costs follow the cores' family (measured.VEC_DOT_CYCLES), and the box names it: an
     # M4 Max's are Apple cores; the generic desktop CPU (no vendor in its name) counts as AMD's
-    import html
-
-    from enginelab import explain, scenario
-    from enginelab.figures import calculator
-
-    scenario._CACHE.clear()
-    state, _ = calculator.SPEC.from_query(query)
-    box = html.unescape(explain.explain(calculator.compute(state))["decode_tok_s"])
+    box = _decode_box(query)
     expected = "Apple" if "m4max" in query else "AMD"
     assert f"a K-quant scaled by its kernel's cycles on {expected} cores" in box, box
 
