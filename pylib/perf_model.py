@@ -2622,6 +2622,7 @@ class Work:
     expert_flops: float = 0.0  # MoE: the part of flops in routed experts' matmuls (the measured profile's MoE rate)
     moe_layers: int = 0  # MoE: blocks whose routed experts run here (each adds its router and gather kernels)
     rows_by_type: tuple = ()  # ((ggml type, matrix rows multiplied), ...): one dot product each per token
+    expert_weights_by_type: tuple = ()  # MoE: the part of weights_by_type in routed experts (MUL_MAT_ID kernels)
 
     @property
     def bytes(self) -> float:
@@ -2769,7 +2770,7 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     """What a pass of n tokens (decode: n sequences; prefill: a micro-batch of n) does that does not depend on
     the context, per side: weights read, matmul FLOPs, blocks, weights per type, experts; with_head: the output
     head too (decode; prefill runs it apart). Returns ({side: (w, f, layers, types, x, xf, moe blocks, rows per
-    type)}, the head's side).
+    type, the routed experts' weights per type)}, the head's side).
     Memoised on what it reads (the model object, quant, the layer split, --n-cpu-moe, the head's side): a decode
     curve or a prompt's micro-batches time one placement many times, and placements that differ only in their
     context or KV type (the calculator's changes, the course and measured placements) split the layers alike."""
@@ -2782,7 +2783,7 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     blocks, head, row_blocks, head_rows = _layer_plan(m, p.quant)
     touched, routed = _moe_fraction(m, n)
     acc = {
-        s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0, "rows": {}}
+        s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0, "rows": {}, "et": {}}
         for s in ("gpu", "cpu")
     }
     for il in range(m.n_layers):
@@ -2801,6 +2802,8 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
             ae["xf"] += 2.0 * en * routed * n
             a["types"][typ] = a["types"].get(typ, 0.0) + dn
             ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
+            if en:
+                ae["et"][typ] = ae["et"].get(typ, 0.0) + en * touched
         for typ, (dr, er) in row_blocks[il].items():
             a["rows"][typ] = a["rows"].get(typ, 0.0) + dr
             ae["rows"][typ] = ae["rows"].get(typ, 0.0) + er * touched
@@ -2816,7 +2819,7 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
         {
             s: (
                 a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"], a["mx"],
-                tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)),
+                tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)), tuple(sorted(a["et"].items())),
             )
             for s, a in acc.items()
         },
@@ -2867,8 +2870,8 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         af[dev] = per_pair * tokens * batch + rec_flops * batch * n_rec
     out = {}
     for s in ("gpu", "cpu"):
-        w, f, layers, types, x, xf, mx, rows = static[s]
-        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx, rows)
+        w, f, layers, types, x, xf, mx, rows, et = static[s]
+        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx, rows, et)
     return out
 
 
@@ -3063,8 +3066,8 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
             af[dev] += attn_per * pairs[win]
     out = {}
     for s in ("gpu", "cpu"):
-        w, f, layers, types, x, xf, mx, rows = static[s]
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows)
+        w, f, layers, types, x, xf, mx, rows, et = static[s]
+        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et)
     return out
 
 
@@ -3350,7 +3353,18 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
 
     def acc():
         return {
-            s: {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "types": {}, "x": 0.0, "mx": 0, "rows": {}}
+            s: {
+                "w": 0.0,
+                "kv": 0.0,
+                "f": 0.0,
+                "af": 0.0,
+                "layers": 0,
+                "types": {},
+                "x": 0.0,
+                "mx": 0,
+                "rows": {},
+                "et": {},
+            }
             for s in sides
         }
 
@@ -3395,6 +3409,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             ae["mx"] += 1
             for typ, n in b["exp"].items():
                 add(ae, typ, n, touched, 2.0 * n * routed * tokens)
+                ae["et"][typ] = ae["et"].get(typ, 0.0) + n * touched
         if context is not None:  # decode: every sequence reads its KV (each kind of block its own, section 7)
             a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * tokens
             a["af"] += decode_attention_flops(m, il, context) * tokens
@@ -3436,6 +3451,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 a["x"],
                 moe_layers=a["mx"],
                 rows_by_type=tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)),
+                expert_weights_by_type=tuple(sorted((t, n) for t, n in a["et"].items() if n > 0)),
             )
             for s, a in d.items()
         }
