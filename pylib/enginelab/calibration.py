@@ -197,8 +197,9 @@ class Sample:
 
     @property
     def build(self) -> str:
-        """The build as measured.cpu_repacked reads it: the run's month, then any repack overrides."""
-        return f"{self.date[:7]} {self.repack}" if self.repack else self.date
+        """The build as measured.cpu_repacked and sycl_reordered read it: the run's date, then any overrides of
+        what that build repacks or reorders."""
+        return f"{self.date} {self.repack}" if self.repack else self.date
 
 
 def devices() -> dict:
@@ -439,7 +440,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
                     notes=r.get("notes") or "",
                     load=_num(r.get("loadavg_1m")) or 0.0,
                     bound=bound,
-                    repack=(r.get("cpu_repack") or "").strip(),
+                    repack=(r.get("cpu_repack") or _SYCL_OPT.get((r.get("sycl_opt") or "").strip(), "")).strip(),
                     driver=_intel_driver(r.get("notes") or "") if vendor == "intel" and backend == "vulkan" else "",
                 )
             )
@@ -466,6 +467,11 @@ _WINDOWS = re.compile(r"^(?!.*\bmesa\b).*\bwindows 1[01]\b", re.I | re.S)
 # Mesa 24's ANV (2024 to mid-2025): PR #14001 timed it 2.5-3.1x below Intel's Windows driver on the same cards and
 # build; an Arc Pro B70 on a 2026 Mesa streams Q4_0 at 55% of its bandwidth, as the Windows driver does
 _MESA24 = re.compile(r"\bmesa\s*24\.", re.I)
+
+
+# a SYCL run's GGML_SYCL_DISABLE_OPT as its sycl_opt column states it: reorder turned on ("1") or off ("0"); as
+# measured.sycl_reordered reads it after the run's date
+_SYCL_OPT = {"1": "+opt", "0": "-opt"}
 
 
 def _intel_driver(notes: str) -> str:
@@ -510,7 +516,8 @@ FREE = {
 }  # fmt: skip
 # Apple and Intel GPUs all have int8 dot products (dq_emul never applies on Metal and SYCL)
 FIXED: dict = {"metal": ("dq_emul", "hbm_layer_us"), "sycl": ("dq_emul", "hbm_layer_us")}  # no HBM Macs / Arcs
-# Vulkan runs on every vendor's driver; the other backends belong to one vendor (nothing to separate)
+# Vulkan runs on every vendor's driver; the other backends belong to one vendor (nothing to separate). SYCL has a
+# parameter of its own: the bandwidth share of the types without a reordered kernel
 VENDOR_FREE = {
     ("vulkan", "decode"): (
         "vendor_bw.intel",
@@ -520,11 +527,12 @@ VENDOR_FREE = {
         "vendor_bw.intel_mesa24",
     ),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
+    ("sycl", "decode"): ("sycl_plain",),  # not a vendor's: SYCL's own kernels (measured.SYCL_REORDER)
 }
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
     "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
-    "overlap": (0.0, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
+    "overlap": (0.0, 1.0), "sycl_plain": (0.1, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
     "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0), "pp_gemm_arm": (1.0, 5.0),
 }  # fmt: skip

@@ -502,6 +502,11 @@ def _measured_boxes(scn) -> dict:
                 f"(η {prm.eta_bw:.2f} F16, {prm.eta_legacy:.2f} Q8_0/Q4_0, {prm.eta_q:.2f} K-quants, "
                 f"{prm.eta_iq:.2f} IQ; batch-1 ceiling {prm.bw_sat_gbs:,.0f} GB/s)"
             )
+            if be == "sycl":  # ggml-sycl's reordered kernels: the types it has none for stream slower
+                how += (
+                    f"; a type without a reordered SYCL kernel (IQ types, MXFP4, Q4_1, Q5_0) streams at "
+                    f"{prm.sycl_plain:.2f}× that"
+                )
         inputs.append((f"{label} time", f"{fmt.seconds(d[side + '_s'])}: {how}"))
         terms.append((fmt.seconds(d[side + "_s"]), label))
     inputs.append(("Per-step overhead", f"{fmt.seconds(d['overhead_s'])} (kernel launches per block, the step itself)"))

@@ -124,6 +124,12 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                gathered and scattered, in part-filled tiles: the routed experts' FLOPs run at this share of the
                dense rate (an RTX 4090 runs gpt-oss-20b's prompt at about half its dense FLOP rate).
   pcie_eff     op offload's weight copies reach this share of the PCIe link (pinned host memory).
+  sycl_plain   SYCL: ggml-sycl rewrites a weight it has a "reordered" mat-vec kernel for (SYCL_REORDER) at its
+               first use, the block scales apart from the quants, so the kernel's loads coalesce; a type without
+               one streams its interleaved blocks as stored and reaches this share of the bandwidth the reordered
+               kernels reach. The pull requests that added a reordered kernel time it against the plain one on the
+               same card: Q8_0 on an Arc Pro B70 4.88 -> 15.24 t/s (21% -> 66% of its bandwidth, #21527), IQ3_XXS
+               on a B60 7.67 -> 14.94 (#29107), Q2_K 1.54-1.90x (#26336): prior 0.45.
   vendor_bw/vendor_pp/vendor_dq
                a vendor's driver stack on a backend it does not own: llama.cpp's Vulkan shaders on Intel GPUs
                (Mesa 24's ANV ran them 2-3x below Intel's Windows driver, PR #14001; a B70 decodes at half
@@ -241,6 +247,7 @@ class Params:
     vendor_bw: dict = field(default_factory=dict)
     vendor_pp: dict = field(default_factory=dict)
     vendor_dq: dict = field(default_factory=dict)  # and the per-weight dequantization work of its mat-vec shaders
+    sycl_plain: float = 1.0  # SYCL: the bandwidth share of a type without a reordered mat-vec kernel (SYCL_REORDER)
 
     def with_values(self, values: dict) -> Params:
         """A copy with some values replaced; dict-valued ones by key ("dq.kquant": 4.0)."""
@@ -290,7 +297,8 @@ PRIORS = {
                     step_us=200.0, expert_us=3.0, moe_layer_us=60.0, overlap=0.5, dq=_GPU_DQ,
                     pp_eff_q=0.8, pp_eff_c=8.0, pp_eff_f=0.75, pp_sat_tflops=60.0, pp_layer_us=30.0,
                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
-    "sycl": Params(eta_bw=0.75, eta_legacy=0.7, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=1000.0, layer_us=40.0,
+    # SYCL: Intel's oneAPI backend; a type without a reordered mat-vec kernel streams at sycl_plain of the rest
+    "sycl": Params(eta_bw=0.75, eta_legacy=0.7, eta_q=0.65, eta_iq=0.55, bw_sat_gbs=1000.0, layer_us=40.0, sycl_plain=0.45,
                    step_us=300.0, expert_us=5.0, moe_layer_us=25.0, overlap=0.5, dq=_GPU_DQ,
                    pp_eff_q=0.2, pp_eff_c=3.0, pp_eff_f=0.2, pp_sat_tflops=60.0, pp_layer_us=50.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
@@ -856,6 +864,58 @@ def _dq_seconds(work, device, backend: str, prm: Params, n_threads, batch: int =
 # ---------------------------------------------------------------------------------------------------------
 # Decode
 # ---------------------------------------------------------------------------------------------------------
+# ggml-sycl's reordered mat-vec kernels (ggml-sycl.cpp: ggml_sycl_supports_reorder_mmvq/_dmmv, opt_for_reorder): a
+# weight of these types is rewritten at its first batch-1 use, its quants in one array and its block scales in
+# another, so that a work-item's loads coalesce (sycl_plain). The day each kernel landed on master (ggml-org/ggml's
+# sync commits keep the llama.cpp author dates): Q4_0 DMMV #12035 (MMVQ #12858 2025-05-09), Q4_K #13109, Q6_K
+# #13885, Q8_0 #21527, Q5_K #22152, Q3_K #23725, Q1_0 #24721, Q2_K (DMMV) #25064. The routed experts' MUL_MAT_ID
+# took reordered Q4_K/Q5_K/Q6_K with #24452. IQ types, MXFP4, Q4_1 and Q5_0/Q5_1 have none (ggml, 2026-08-21).
+# The reorder ran only with GGML_SYCL_DISABLE_OPT=0 until #13973 turned it on by default and #14504 (2025-07-03)
+# fixed that switch for Intel GPUs.
+SYCL_REORDER = {
+    "Q4_0": "2025-02-24", "Q4_K": "2025-05-15", "Q6_K": "2025-06-09", "Q8_0": "2026-04-07", "Q5_K": "2026-05-08",
+    "Q3_K": "2026-06-01", "Q1_0": "2026-06-18", "Q2_K": "2026-07-12",
+}  # fmt: skip
+SYCL_REORDER_MOE = {"Q4_K": "2026-06-16", "Q5_K": "2026-06-16", "Q6_K": "2026-06-16"}
+SYCL_REORDER_DEFAULT = "2025-07-03"
+
+
+def sycl_reordered(ggml_type: str, build: str = "", expert: bool = False) -> bool:
+    """Whether ggml-sycl multiplies this type (a routed expert's, if expert) at batch 1 with a reordered kernel in a
+    build of this day (YYYY-MM-DD, or YYYY-MM: then a kernel of that month counts; "" = today's). The date may be
+    followed by "+opt" (the run set GGML_SYCL_DISABLE_OPT=0 before the reorder was the default) or "-opt" (the
+    reorder turned off)."""
+    day, *marks = (build or "").split() or [""]
+    since = (SYCL_REORDER_MOE if expert else SYCL_REORDER).get(ggml_type)
+    if since is None or "-opt" in marks:
+        return False
+    if "+opt" not in marks:
+        since = max(since, SYCL_REORDER_DEFAULT)
+    n = min(len(day), 10)
+    return day[:n] >= since[:n]
+
+
+def _sycl_plain_bytes(work, build: str = "") -> dict:
+    """Bytes per type class (as _class_bytes counts them) of the quantized weights ggml-sycl multiplies without a
+    reordered kernel in this build (F16/F32 weights have no blocks to reorder)."""
+    experts = dict(getattr(work, "expert_weights_by_type", ()) or ())
+    out: dict = {}
+    total = 0.0
+    for t, w in work.weights_by_type:
+        g = GGML_TYPES.get(t)
+        per = g.bpw / 8.0 if g else 2.0
+        total += w * per
+        c = type_class(t)
+        if c == "f16":
+            continue
+        e = min(experts.get(t, 0.0), w)
+        plain = (0.0 if sycl_reordered(t, build) else w - e) + (0.0 if sycl_reordered(t, build, True) else e)
+        if plain > 0:
+            out[c] = out.get(c, 0.0) + plain * per
+    scale = work.weight_bytes / max(1.0, total)
+    return {c: b * scale for c, b in out.items()}
+
+
 def _class_bytes(work) -> dict:
     """Bytes streamed per type class (weights), plus the KV cache as f16."""
     out = {"kv": work.kv_bytes}
@@ -885,6 +945,8 @@ def decode_seconds(
     if backend == "cpu":  # the cores' streaming share is the same for every type; dq carries the difference
         eta = dict.fromkeys(eta, prm.eta_bw)
     t_mem = sum(b / (eta[c] * bw) for c, b in _class_bytes(work).items())
+    if backend == "sycl" and prm.sycl_plain != 1.0:  # the types without a reordered kernel stream slower
+        t_mem += sum(b / (eta[c] * bw) for c, b in _sycl_plain_bytes(work, build).items()) * (1 / prm.sycl_plain - 1)
     bw_used = work.bytes / t_mem if t_mem else bw
     t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch, build)
     # MoE: every routed expert is a small matrix of its own (a gather, a short kernel): a cost per expert
