@@ -123,6 +123,10 @@ def targets(held_out: dict) -> dict:
     out = {}
     for name, what, med, p90 in TARGETS:
         out[name] = {**cal.summary(pools[name]), "what": what, "median_target": med, "p90_target": p90}
+        by: dict = {}
+        for s, e in pools[name]:
+            by.setdefault(s.backend, []).append((s, e))
+        out[name]["by_backend"] = {b: cal.summary(errs) for b, errs in sorted(by.items())}
     return out
 
 
@@ -154,6 +158,13 @@ def table(res: dict) -> str:
                 f"  {name:24s} {t['n']:4d} runs {t['devices']:3d} devices | median {t['median']:5.1%} "
                 f"p90 {t['p90']:5.1%} | target {goal}"
             )
+            if len(t.get("by_backend", {})) > 1:  # what each backend brings to the pool
+                lines.append(
+                    "    "
+                    + "; ".join(
+                        f"{b} {x['n']} runs {x['median']:.1%} (p90 {x['p90']:.1%})" for b, x in t["by_backend"].items()
+                    )
+                )
     return "\n".join(lines)
 
 

@@ -214,6 +214,34 @@ def _secs(text: str) -> float:
     return float(v.replace(",", "")) * _SECONDS[unit]
 
 
+def test_a_sycl_gpus_decode_box_names_the_share_of_types_without_a_reordered_kernel():
+    """A library Device on SYCL (the app's machines have none): the measured decode box says what a type without a
+    reordered ggml-sycl kernel streams at (measured.sycl_plain); a CUDA box does not."""
+    import html
+    from dataclasses import replace
+
+    from enginelab import measured as me
+
+    d = calc.compute(calc.SPEC.from_query("?profile=measured&model=llama-3.1-8b")[0])
+    assert d.profile == "measured" and "reordered SYCL kernel" not in html.unescape(explain.explain(d)["decode_tok_s"])
+    arc = pm.Device("Intel Arc B580", 12, 456, 116.5, backend="sycl")
+    mc = pm.Machine("Arc B580 host", arc, d.machine.ram, 16.0)
+    p = pm.place(d.model, mc, "Q4_K_M", profile="measured")
+    scn = replace(
+        d,
+        machine=mc,
+        placement=p,
+        decode=pm.decode_step_time(p, context=d.decode["context"], profile="measured"),
+        prefill=pm.prefill_time(p, n_tokens=d.prefill["n_tokens"], profile="measured"),
+    )
+    box = html.unescape(explain.explain(scn)["decode_tok_s"])
+    assert html.unescape(explain.basis_text("sycl", "decode")) in box  # the basis: SYCL's fit, its runs and devices
+    assert (
+        f"without a reordered SYCL kernel (IQ types, MXFP4, Q4_1, Q5_0) streams at {me.PARAMS['sycl'].sycl_plain:.2f}×"
+        in box
+    )
+
+
 @pytest.mark.parametrize("q", ["", "?machine=cpu-ddr5", "?model=llama-3.1-8b&machine=rtx4090", "?machine=m4max"])
 def test_explain_results_add_up_to_the_readout(q):
     d = calc.compute(calc.SPEC.from_query(q)[0])
