@@ -53,14 +53,16 @@ def _pp(p, **kw):
 # ---------------------------------------------------------------------------------------------------------
 # Known shortfalls, each an open item of issue 13 (strict: the test reports when one starts passing). CPU decode met
 # the gate once each K-quant's vec_dot cost followed its kernel's cycles (measured.VEC_DOT_CYCLES). SYCL has had
-# four devices since stop 26 (an Arc Pro B70, B580, A770 and a Lunar Lake iGPU) and misses on both kinds.
+# four devices since stop 26 (an Arc Pro B70, B580, A770 and a Lunar Lake iGPU). Its decode sits on the gate (which
+# types have a reordered kernel, measured.SYCL_REORDER): held out 9.2% linearised (this test), 10.4% from the priors
+# (measured_params.json): not strict. Its prompt processing misses clearly.
 KNOWN_OVER_GATE: dict = {
-    ("sycl", "decode"): "18 runs on 4 Intel GPUs: held out ~15%; the A770's plain-kernel runs (May 2025) are 60% "
-    "slower than the B580's predict, the B70's 70B Q2_K and gpt-oss 30-60% slower than its 8B runs",
+    ("sycl", "decode"): "18 runs on 4 Intel GPUs: held out 9.2% linearised but 10.4% from the priors; the A770's "
+    "plain-kernel runs (May 2025) stream at 20% of its bandwidth, the B580's at 35%",
     ("sycl", "prefill"): "22 runs on 4 Intel GPUs: held out ~60%; the B580's 2025 pp512 runs more than twice a "
     "2026 B70's per FLOP (builds with and without SYCL_F16 / oneDNN are not told apart by the sources)",
 }
-STRICT: set = {("sycl", "decode"), ("sycl", "prefill")}  # clearly over the gate: the test reports when it passes
+STRICT: set = {("sycl", "prefill")}  # clearly over the gate: the test reports when it passes
 GATED = [(b, k) for b in me.BACKENDS for k in ("decode", "prefill")]
 
 
@@ -405,6 +407,8 @@ def test_sycl_reorders_the_types_it_has_kernels_for_from_the_day_they_landed():
     assert not r("Q4_0", "2025-05-20") and r("Q4_0", "2025-05-20 +opt") and r("Q4_0", "2025-07-03")
     assert not r("Q4_K", "2025-05-10 +opt") and r("Q4_K", "2025-05-16 +opt")  # #13109 landed 2025-05-15
     assert not r("Q4_K", "2026-07-09 -opt")
+    assert r("Q4_K", "2025-04-25 +opt +Q4_K") and not r("Q6_K", "2025-04-25 +opt +Q4_K")  # #13109's own branch
+    assert cal._sycl_opt("1 +Q4_K") == "+opt +Q4_K" and cal._sycl_opt("0") == "-opt" and cal._sycl_opt("") == ""
     assert not any(r(t) for t in ("IQ3_S", "IQ2_XXS", "MXFP4", "Q4_1", "Q5_0", "IQ4_XS"))
     assert not r("Q4_K", "2026-05-06", expert=True) and r("Q4_K", "2026-06-16", expert=True)
     assert not r("Q8_0", expert=True)

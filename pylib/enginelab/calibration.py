@@ -440,7 +440,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
                     notes=r.get("notes") or "",
                     load=_num(r.get("loadavg_1m")) or 0.0,
                     bound=bound,
-                    repack=(r.get("cpu_repack") or _SYCL_OPT.get((r.get("sycl_opt") or "").strip(), "")).strip(),
+                    repack=(r.get("cpu_repack") or _sycl_opt(r.get("sycl_opt") or "")).strip(),
                     driver=_intel_driver(r.get("notes") or "") if vendor == "intel" and backend == "vulkan" else "",
                 )
             )
@@ -469,9 +469,15 @@ _WINDOWS = re.compile(r"^(?!.*\bmesa\b).*\bwindows 1[01]\b", re.I | re.S)
 _MESA24 = re.compile(r"\bmesa\s*24\.", re.I)
 
 
-# a SYCL run's GGML_SYCL_DISABLE_OPT as its sycl_opt column states it: reorder turned on ("1") or off ("0"); as
-# measured.sycl_reordered reads it after the run's date
+# a SYCL run's GGML_SYCL_DISABLE_OPT as its sycl_opt column states it: reorder turned on ("1") or off ("0"), then
+# any type a pull request's branch reordered before its merge ("1 +Q4_K"); as measured.sycl_reordered reads it after
+# the run's date
 _SYCL_OPT = {"1": "+opt", "0": "-opt"}
+
+
+def _sycl_opt(value: str) -> str:
+    first, *rest = value.split() or [""]
+    return " ".join([_SYCL_OPT.get(first, "")] + [t for t in rest if t.startswith("+")]).strip()
 
 
 def _intel_driver(notes: str) -> str:

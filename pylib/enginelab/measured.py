@@ -884,11 +884,13 @@ def sycl_reordered(ggml_type: str, build: str = "", expert: bool = False) -> boo
     """Whether ggml-sycl multiplies this type (a routed expert's, if expert) at batch 1 with a reordered kernel in a
     build of this day (YYYY-MM-DD, or YYYY-MM: then a kernel of that month counts; "" = today's). The date may be
     followed by "+opt" (the run set GGML_SYCL_DISABLE_OPT=0 before the reorder was the default) or "-opt" (the
-    reorder turned off)."""
+    reorder turned off), and by "+Q4_K" (a pull request's branch with that type's kernel, before its merge)."""
     day, *marks = (build or "").split() or [""]
     since = (SYCL_REORDER_MOE if expert else SYCL_REORDER).get(ggml_type)
     if since is None or "-opt" in marks:
         return False
+    if not expert and "+" + ggml_type in marks:
+        return True
     if "+opt" not in marks:
         since = max(since, SYCL_REORDER_DEFAULT)
     n = min(len(day), 10)
