@@ -440,7 +440,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
                     notes=r.get("notes") or "",
                     load=_num(r.get("loadavg_1m")) or 0.0,
                     bound=bound,
-                    repack=(r.get("cpu_repack") or _sycl_opt(r.get("sycl_opt") or "")).strip(),
+                    repack=(r.get("cpu_repack") or _sycl_build(r.get("sycl_build") or "")).strip(),
                     driver=_intel_driver(r.get("notes") or "") if vendor == "intel" and backend == "vulkan" else "",
                 )
             )
@@ -469,15 +469,15 @@ _WINDOWS = re.compile(r"^(?!.*\bmesa\b).*\bwindows 1[01]\b", re.I | re.S)
 _MESA24 = re.compile(r"\bmesa\s*24\.", re.I)
 
 
-# a SYCL run's GGML_SYCL_DISABLE_OPT as its sycl_opt column states it: reorder turned on ("1") or off ("0"), then
-# any type a pull request's branch reordered before its merge ("1 +Q4_K"); as measured.sycl_reordered reads it after
-# the run's date
-_SYCL_OPT = {"1": "+opt", "0": "-opt"}
+# What a SYCL run's build did unlike the default the model assumes (its sycl_build column), as
+# measured.sycl_reordered and sycl_f16_build read it after the run's date: "+opt" / "-opt" (GGML_SYCL_DISABLE_OPT=0 /
+# 1), "+Q4_K" (a pull request's branch with that type's reordered kernel before its merge), "-f16" (built without
+# GGML_SYCL_F16). Anything else is dropped.
+_SYCL_MARK = re.compile(r"[+-]opt|\+[A-Z][A-Z0-9_]*|-f16")
 
 
-def _sycl_opt(value: str) -> str:
-    first, *rest = value.split() or [""]
-    return " ".join([_SYCL_OPT.get(first, "")] + [t for t in rest if t.startswith("+")]).strip()
+def _sycl_build(value: str) -> str:
+    return " ".join(t for t in value.split() if _SYCL_MARK.fullmatch(t))
 
 
 def _intel_driver(notes: str) -> str:
@@ -534,11 +534,12 @@ VENDOR_FREE = {
     ),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
     ("sycl", "decode"): ("sycl_plain",),  # not a vendor's: SYCL's own kernels (measured.SYCL_REORDER)
+    ("sycl", "prefill"): ("pp_eff_v",),  # and its FP32 builds' SGEMMs (measured.sycl_f16_build)
 }
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
     "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
-    "overlap": (0.0, 1.0), "sycl_plain": (0.1, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
+    "overlap": (0.0, 1.0), "sycl_plain": (0.1, 1.0), "pp_eff_v": (0.05, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
     "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0), "pp_gemm_arm": (1.0, 5.0),
 }  # fmt: skip

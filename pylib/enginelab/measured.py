@@ -124,6 +124,10 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                gathered and scattered, in part-filled tiles: the routed experts' FLOPs run at this share of the
                dense rate (an RTX 4090 runs gpt-oss-20b's prompt at about half its dense FLOP rate).
   pcie_eff     op offload's weight copies reach this share of the PCIe link (pinned host memory).
+  pp_eff_v     an FP32 build of the SYCL backend (GGML_SYCL_F16 off, "-f16" in a run's build) runs every prompt
+               matmul as an FP32 SGEMM on the vector ALUs, at this share of their rate, where an FP16 build converts
+               to half and reaches the XMX units (sycl_f16_build). Prior 0.75: what Metal's GEMMs, which also run
+               on a GPU's FP32 ALUs, reach (its pp_eff_q, fitted 0.74).
   sycl_plain   SYCL: ggml-sycl rewrites a weight it has a "reordered" mat-vec kernel for (SYCL_REORDER) at its
                first use, the block scales apart from the quants, so the kernel's loads coalesce; a type without
                one streams its interleaved blocks as stored and reaches this share of the bandwidth the reordered
@@ -247,6 +251,7 @@ class Params:
     vendor_bw: dict = field(default_factory=dict)
     vendor_pp: dict = field(default_factory=dict)
     vendor_dq: dict = field(default_factory=dict)  # and the per-weight dequantization work of its mat-vec shaders
+    pp_eff_v: float = 0.75  # SYCL, an FP32 build: the share of the FP32 ALUs' rate its SGEMMs reach
     sycl_plain: float = 1.0  # SYCL: the bandwidth share of a type without a reordered mat-vec kernel (SYCL_REORDER)
 
     def with_values(self, values: dict) -> Params:
@@ -897,6 +902,14 @@ def sycl_reordered(ggml_type: str, build: str = "", expert: bool = False) -> boo
     return day[:n] >= since[:n]
 
 
+def sycl_f16_build(build: str = "") -> bool:
+    """Whether a SYCL build multiplies prompt matmuls in FP16 on the XMX matrix units (GGML_SYCL_F16=ON: weights
+    converted to half, a oneDNN/oneMKL half GEMM; what llama.cpp's CI, its Docker image's FP16 option and the common
+    toolboxes build) or, marked "-f16" in the build string, in FP32 on the vector ALUs (the CMake default and the FP32
+    build llama.cpp's SYCL guide recommends: ggml_sycl_op_mul_mat_sycl converts to float and calls an SGEMM)."""
+    return "-f16" not in (build or "").split()
+
+
 def _sycl_plain_bytes(work, build: str = "") -> dict:
     """Bytes per type class (as _class_bytes counts them) of the quantized weights ggml-sycl multiplies without a
     reordered kernel in this build (F16/F32 weights have no blocks to reorder)."""
@@ -1021,6 +1034,8 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm: Params, n_thr
     Q3_K, Q5_K and Q6_K: decode's split of the K-quants (CPU_CLASS) is left out of the prompt matmuls, where the
     published runs held out did not support it (from the priors 17.5% with it, 15.5% without)."""
     cr = class_rates(device, backend, prm, n_threads)
+    if backend == "sycl" and not sycl_f16_build(build):  # an FP32 build: every matmul an SGEMM on the vector ALUs
+        cr = dict.fromkeys(cr, prm.pp_eff_v * rates(device, backend)["fp32"])
     total = sum(w for _t, w in work.weights_by_type)
     if backend == "cpu":
         if total <= 0:
