@@ -913,34 +913,32 @@ def sycl_f16_build(build: str = "") -> bool:
 def _sycl_plain_bytes(work, build: str = "") -> dict:
     """Bytes per type class (as _class_bytes counts them) of the quantized weights ggml-sycl multiplies without a
     reordered kernel in this build (F16/F32 weights have no blocks to reorder)."""
-    experts = dict(getattr(work, "expert_weights_by_type", ()) or ())
+    experts = dict(work.expert_weights_by_type)
     out: dict = {}
-    total = 0.0
-    for t, w in work.weights_by_type:
-        g = GGML_TYPES.get(t)
-        per = g.bpw / 8.0 if g else 2.0
-        total += w * per
+    for (t, w), b in zip(work.weights_by_type, _type_bytes(work)):
         c = type_class(t)
-        if c == "f16":
+        if c == "f16" or w <= 0:
             continue
         e = min(experts.get(t, 0.0), w)
         plain = (0.0 if sycl_reordered(t, build) else w - e) + (0.0 if sycl_reordered(t, build, True) else e)
         if plain > 0:
-            out[c] = out.get(c, 0.0) + plain * per
-    scale = work.weight_bytes / max(1.0, total)
-    return {c: b * scale for c, b in out.items()}
+            out[c] = out.get(c, 0.0) + b * plain / w
+    return out
+
+
+def _type_bytes(work) -> list:
+    """Bytes streamed per entry of work.weights_by_type: each type's bits per weight, scaled so that they add up to
+    the weights' bytes as perf_model counted them (rows padded to whole blocks)."""
+    raw = [w * (GGML_TYPES[t].bpw / 8.0 if t in GGML_TYPES else 2.0) for t, w in work.weights_by_type]
+    scale = work.weight_bytes / max(1.0, sum(raw))
+    return [b * scale for b in raw]
 
 
 def _class_bytes(work) -> dict:
     """Bytes streamed per type class (weights), plus the KV cache as f16."""
     out = {"kv": work.kv_bytes}
-    for t, w in work.weights_by_type:
-        g = GGML_TYPES.get(t)
-        out[type_class(t)] = out.get(type_class(t), 0.0) + w * (g.bpw / 8.0 if g else 2.0)
-    scale = work.weight_bytes / max(1.0, sum(v for k, v in out.items() if k != "kv"))
-    for k in CLASSES:  # the weights' bytes as perf_model counted them (rows padded to whole blocks)
-        if k in out:
-            out[k] *= scale
+    for (t, _w), b in zip(work.weights_by_type, _type_bytes(work)):
+        out[type_class(t)] = out.get(type_class(t), 0.0) + b
     return out
 
 
