@@ -3352,21 +3352,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
 
     def acc():
-        return {
-            s: {
-                "w": 0.0,
-                "kv": 0.0,
-                "f": 0.0,
-                "af": 0.0,
-                "layers": 0,
-                "types": {},
-                "x": 0.0,
-                "mx": 0,
-                "rows": {},
-                "et": {},
-            }
-            for s in sides
-        }
+        zero = {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "x": 0.0, "mx": 0}
+        return {s: {**zero, "types": {}, "rows": {}, "et": {}} for s in sides}
 
     loc, spl = acc(), acc()
     shares = p.row_fractions if p.row_split else ()
