@@ -2881,6 +2881,12 @@ def _device_for(p: Placement, side: str) -> Device:
     return p.machine.ram
 
 
+def _logits_bytes(p: Placement, machine: Machine) -> float:
+    """Bytes of one token's logits (n_vocab F32 values) that cross the PCIe link back to the host after each decode
+    pass (measured profile): none when the output head runs on the CPU or the GPU shares the host's memory."""
+    return 4.0 * p.model.vocab_size if p.output_on_gpu and not machine.unified else 0.0
+
+
 def decode_step_time(
     placement: Placement, machine=None, context: int = 0, batch: int = 1, profile=None, n_threads=None
 ) -> dict:
@@ -2936,7 +2942,11 @@ def decode_step_time(
         overhead = DECODE_OVERHEAD_S
     else:
         overhead = _measured.step_overhead_seconds(
-            {s: work[s].layers for s in work}, {s: device_backend(machine, s) for s in work}, p.output_on_gpu
+            {s: work[s].layers for s in work},
+            {s: device_backend(machine, s) for s in work},
+            p.output_on_gpu,
+            logits_bytes=_logits_bytes(p, machine),
+            link_bytes_per_s=machine.pcie,
         )
         res["basis"] = basis
     res["overhead_s"] = overhead
@@ -3524,7 +3534,13 @@ def _decode_step_time_multi(p: Placement, context: int, batch: int, profile: str
         overhead = DECODE_OVERHEAD_S
     else:
         layers = {e["side"]: e["layers"] for e in devices}
-        overhead = _measured.step_overhead_seconds(layers, {s: device_backend(mc, s) for s in layers}, p.output_on_gpu)
+        overhead = _measured.step_overhead_seconds(
+            layers,
+            {s: device_backend(mc, s) for s in layers},
+            p.output_on_gpu,
+            logits_bytes=_logits_bytes(p, mc),
+            link_bytes_per_s=mc.pcie,
+        )
         res["basis"] = basis
     res["overhead_s"] = overhead
     res["total_s"] = res["gpu_s"] + res["cpu_s"] + res["link_s"] + overhead

@@ -240,6 +240,32 @@ def test_a_sycl_gpus_decode_box_names_the_share_of_types_without_a_reordered_ker
         f"without a reordered SYCL kernel (IQ types, MXFP4, Q4_1, Q5_0) streams at {me.PARAMS['sycl'].sycl_plain:.2f}×"
         in box
     )
+    assert "float mat-vec shader" not in box and "logits copied back over PCIe" in box
+
+
+def test_an_intel_gpus_vulkan_decode_box_names_the_float_legacy_shader_and_an_nvidia_box_does_not():
+    """On Vulkan, Intel GPUs keep Q4_0 and Q5_1 on the float mat-vec shader (measured.vendor_legacy): the decode box
+    says how much faster those stream; the same box for an NVIDIA card on Vulkan does not."""
+    import html
+    from dataclasses import replace
+
+    from enginelab import measured as me
+
+    d = calc.compute(calc.SPEC.from_query("?profile=measured&model=llama-3.1-8b")[0])
+    f = me.PARAMS["vulkan"].vendor_legacy["intel"]
+    for name, bw, expect in (("Intel Arc B580", 456, True), ("GeForce RTX 4070", 504, False)):
+        gpu = pm.Device(name, 12, bw, 116.5, backend="vulkan")
+        mc = pm.Machine(name + " host", gpu, d.machine.ram, 16.0)
+        p = pm.place(d.model, mc, "Q4_0", profile="measured")
+        scn = replace(
+            d,
+            machine=mc,
+            placement=p,
+            decode=pm.decode_step_time(p, context=d.decode["context"], profile="measured"),
+            prefill=pm.prefill_time(p, n_tokens=d.prefill["n_tokens"], profile="measured"),
+        )
+        box = html.unescape(explain.explain(scn)["decode_tok_s"])
+        assert (f"on this vendor's float mat-vec shader, stream at {f:.2f}× that" in box) is expect, name
 
 
 @pytest.mark.parametrize("q", ["", "?machine=cpu-ddr5", "?model=llama-3.1-8b&machine=rtx4090", "?machine=m4max"])

@@ -217,14 +217,16 @@ def test_two_zen4_cores_are_bound_by_dequantization_not_bandwidth_for_k_quants()
 
 def test_gpu_decode_is_bandwidth_bound_with_a_per_block_cost():
     """eta, layer_us, step_us: a faster memory decodes faster, but never by more than the bandwidth ratio; the
-    per-step overhead grows with the blocks."""
+    per-step overhead grows with the blocks, and holds the copy of the token's logits (n_vocab F32 values) over
+    the machine's PCIe 4.0 x16 link."""
     slow = pm.Device("RTX 3060", 12, 360, 25.6, backend="cuda")
     fast = pm.Device("RTX 3090", 24, 936, 71.0, backend="cuda")
     a, b = _tg(_gpu_place(slow)), _tg(_gpu_place(fast))
     assert a < b < a * 936 / 360
     d = pm.decode_step_time(_gpu_place(fast), context=64, profile="measured")
     prm = me.PARAMS["cuda"]
-    assert d["overhead_s"] == pytest.approx((32 * prm.layer_us + prm.step_us) * 1e-6)
+    logits = 4 * _model().vocab_size / (prm.pcie_eff * 31.5e9)
+    assert d["overhead_s"] == pytest.approx((32 * prm.layer_us + prm.step_us) * 1e-6 + logits)
 
 
 def test_hbm_parts_stall_at_batch_one_and_gddr_parts_do_not():
@@ -444,6 +446,94 @@ def test_on_sycl_a_type_without_a_reordered_kernel_streams_at_sycl_plain():
     assert me.decode_seconds(q8, arc, "vulkan", build="2026-03-01") == me.decode_seconds(
         q8, arc, "vulkan", build="2026-05-01"
     )
+
+
+def test_intel_vulkan_keeps_q4_0_on_the_float_shader_and_the_legacy_quants_until_mmvq_took_them():
+    """ggml_vk_should_use_mmvq on Intel: Q4_0 and Q5_1 never take the integer-dot shader; Q4_1, Q5_0 and Q8_0 do
+    from #14903 (2025-09-01) on; K-quants, MXFP4, the lattices and F16 never run on the float legacy shader."""
+    f = me.vulkan_float_legacy
+    assert f("Q4_0") and f("Q5_1") and f("Q4_0", "2024-06-01") and f("Q5_1", "2026-08")
+    assert f("Q8_0", "2025-08-31") and not f("Q8_0", "2025-09-01") and not f("Q8_0")
+    assert f("Q4_1", "2025-08") and not f("Q5_0", "2025-09") and f("Q5_0", "2025-06-02 +x")
+    assert not any(f(t, "2024-01-01") for t in ("Q4_K", "Q6_K", "MXFP4", "IQ4_XS", "IQ2_XXS", "F16", "BF16"))
+
+
+def test_on_intel_vulkan_q4_0_streams_at_vendor_legacy_times_the_other_types_share():
+    """By hand on an Arc Pro B70 under Vulkan (Mesa): a gigabyte of Q4_0 takes bytes / (eta_legacy x bandwidth x
+    vendor_bw x vendor_legacy); a gigabyte of Q8_0 today (MMVQ) the same without vendor_legacy, and before #14903 with
+    it. The same card on SYCL, and an NVIDIA card on Vulkan, stream Q4_0 as any legacy type."""
+    b70 = pm.Device("Intel Arc Pro B70", 32, 608, 183.5, backend="vulkan")
+    prm = me.PARAMS["vulkan"]
+    f = prm.vendor_legacy["intel"]
+    assert 1.0 < f <= 4.0
+    bw = 608e9 * prm.vendor_bw["intel"]
+    q4 = pm.Work(weight_bytes=1e9, weights_by_type=(("Q4_0", 1e9 / (4.5 / 8)),))
+    q8 = pm.Work(weight_bytes=1e9, weights_by_type=(("Q8_0", 1e9 / 1.0625),))
+    assert me.decode_seconds(q4, b70, "vulkan")[1] == pytest.approx(1e9 / (prm.eta_legacy * bw * f), rel=1e-9)
+    assert me.decode_seconds(q8, b70, "vulkan")[1] == pytest.approx(1e9 / (prm.eta_legacy * bw), rel=1e-9)
+    assert me.decode_seconds(q8, b70, "vulkan", build="2025-06-01")[1] == pytest.approx(
+        1e9 / (prm.eta_legacy * bw * f), rel=1e-9
+    )
+    half = pm.Work(weight_bytes=1e9, weights_by_type=(("Q4_0", 5e8 / (4.5 / 8)), ("Q8_0", 5e8 / 1.0625)))
+    assert me.decode_seconds(half, b70, "vulkan")[1] == pytest.approx(
+        5e8 / (prm.eta_legacy * bw * f) + 5e8 / (prm.eta_legacy * bw), rel=1e-9
+    )
+    sycl = pm.Device("Intel Arc Pro B70", 32, 608, 183.5, backend="sycl")
+    p_s = me.PARAMS["sycl"]
+    assert me.decode_seconds(q4, sycl, "sycl")[1] == pytest.approx(
+        1e9 / (p_s.eta_legacy * me._bw_eff(sycl, "sycl", p_s, None) / p_s.eta_bw), rel=1e-9
+    )
+    rtx = pm.Device("GeForce RTX 4090", 24, 1008, 165.2, backend="vulkan")
+    assert me.decode_seconds(q4, rtx, "vulkan")[1] == pytest.approx(1e9 / (prm.eta_legacy * 1008e9), rel=1e-9)
+
+
+def test_a_run_names_its_host_and_a_pi_waits_for_its_logits_on_one_pcie_2_lane(runs):
+    """A discrete GPU hands each token's logits (n_vocab F32 values) back to the host over its link. Behind a
+    Raspberry Pi 500+ (one PCIe 2.0 lane, 0.5 GB/s) Llama 3.2 3B's 128,256 logits (513,024 bytes) take, by hand,
+    513,024 / (pcie_eff x 0.5e9) s; on a desktop's PCIe 4.0 x16, 31.5 GB/s. An integrated GPU copies nothing, nor
+    does a ppN pass at micro-batch 1 that computes no logits on most passes."""
+    assert me.host_of("Llama-3.2-3B-Instruct-Q4_K_M; host Raspberry Pi 500+ (PCIe via adapter)") in me.HOST_LINKS
+    assert me.host_of("host Raspberry Pi CM5 (PCIe x1 adapter)") == me.host_of("host Raspberry Pi 5; tg128")
+    assert me.host_of("RADV POLARIS10; host SiFive HiFive Premier P550 (RISC-V)") == "SiFive HiFive Premier P550"
+    assert me.host_of("Intel Arc Pro B70 32GB, i9-14900K host, Ubuntu 26.04") == ""
+    (b580,) = [
+        s for s in runs if s.device == "Intel Arc B580" and s.kind == "decode" and s.label.startswith("llama 3B")
+    ]
+    assert b580.host == "Raspberry Pi 5 (BCM2712)" and b580.logits_bytes == 4 * 128256
+    eff = me.PARAMS["cuda"].pcie_eff
+    extra = 513024 / (eff * 0.5e9) - 513024 / (eff * 31.5e9)
+    assert 1 / cal.predict(b580, me.PARAMS) - 1 / cal.predict(replace(b580, host=""), me.PARAMS) == pytest.approx(
+        extra, rel=1e-9
+    )
+    assert 1.0e-3 < extra < 1.6e-3
+    for s in runs:
+        if s.kind == "decode" and s.device in ("Intel Arc 140V (Lunar Lake iGPU)", "Radeon 8060S (Ryzen AI Max+ 395)"):
+            assert s.logits_bytes == 0.0
+    assert all(s.logits_bytes == 0.0 for s in runs if s.backend in ("cpu", "metal"))
+    ub1 = [s for s in runs if s.kind == "decode" and not s.sampling and s.logits_bytes]
+    assert ub1 and all(cal.predict(s, me.PARAMS) == cal.predict(replace(s, host="x"), me.PARAMS) for s in ub1)
+
+
+def test_the_measured_decode_charges_the_logits_copy_over_the_machines_pcie_link():
+    """perf_model, measured profile: the same card on a one-lane PCIe 2.0 link (0.5 GB/s) and on PCIe 4.0 x16 (31.5
+    GB/s) differs per token by Llama 3.1 8B's logits (128,256 x 4 bytes) over the two links; the course profile,
+    and a head left on the CPU, do not care."""
+    gpu = pm.Device("GeForce RTX 4090", 24, 1008, 165.2, backend="cuda")
+    eff = me.PARAMS["cuda"].pcie_eff
+    model = pm.MODELS["llama-3.1-8b"]
+
+    def step(pcie, profile, ngl=99):
+        mc = pm.Machine("box", gpu, pm.DDR5_DUAL, pcie)
+        return pm.decode_step_time(
+            pm.place(model, mc, "Q4_K_M", n_ctx=4096, n_gpu_layers=ngl), context=64, profile=profile
+        )["total_s"]
+
+    assert model.vocab_size == 128256
+    assert step(0.5, "measured") - step(31.5, "measured") == pytest.approx(
+        4 * 128256 * (1 / (eff * 0.5e9) - 1 / (eff * 31.5e9)), rel=1e-9
+    )
+    assert step(0.5, "course") == step(31.5, "course")
+    assert step(0.5, "measured", ngl=32) == pytest.approx(step(31.5, "measured", ngl=32), rel=1e-12)
 
 
 def test_the_fitted_sycl_reorder_gain_stays_within_what_the_pull_requests_measured(runs):

@@ -194,6 +194,8 @@ class Sample:
     bound: bool = False  # taken under load (LAB_MAX_LOAD): a lower bound on the speed, not a measurement of it
     driver: str = ""  # Intel on Vulkan: "windows" (Intel's Windows driver), "mesa24" (Mesa 24); "" today's Mesa
     repack: str = ""  # CPU: the build's repacks unlike its month's release ("+Q6_K" a PR branch, "-Q4_K" none)
+    logits_bytes: float = 0.0  # a discrete GPU's run: each token's logits (n_vocab F32) copied back to the host
+    host: str = ""  # a host on a narrow PCIe link (measured.HOST_LINKS), from the notes; "" a desktop's x16 slot
 
     @property
     def build(self) -> str:
@@ -300,13 +302,16 @@ def _lab_rows() -> list:
     return out
 
 
+LINK_GBS = 31.5  # a run's GPU link when its notes name no narrower host: PCIe 4.0 x16, one way
+
+
 def _placement(model, dev: pm.Device, backend: str, quant: str):
     """The whole model on one device (llama-bench -ngl 99, or a CPU run)."""
     d = replace(dev, backend=backend)
     if backend == "cpu":
         mc = pm.Machine(dev.name, None, d, 0.0)
         return pm.place(model, mc, quant, n_ctx=4096, n_gpu_layers=0)
-    mc = pm.Machine(dev.name, d, pm.DDR5_DUAL, 31.5, unified=backend == "metal")
+    mc = pm.Machine(dev.name, d, pm.DDR5_DUAL, LINK_GBS, unified=backend == "metal")
     return pm.place(model, mc, quant, n_ctx=4096, n_gpu_layers=model.n_layers + 1)
 
 
@@ -354,6 +359,7 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
     The lab runs taken under load (LAB_MAX_LOAD) come as Samples with bound=True (lower bounds: a fit only keeps
     its estimate from falling below them, and no error statistic counts them); bounds=False leaves them out."""
     devs = devices()
+    discrete = {r.get("device", "") for r in _csv("calibration_devices.csv") if r.get("kind") == "discrete_gpu"}
     out = []
     runs = _csv("calibration_runs.csv") + _csv("calibration_pr_tables.csv") + _csv("calibration_extra_runs.csv")
     if include_lab:
@@ -442,6 +448,8 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
                     bound=bound,
                     repack=(r.get("cpu_repack") or _sycl_build(r.get("sycl_build") or "")).strip(),
                     driver=_intel_driver(r.get("notes") or "") if vendor == "intel" and backend == "vulkan" else "",
+                    logits_bytes=4.0 * model.vocab_size if dev.name in discrete and backend != "cpu" else 0.0,
+                    host=measured.host_of(r.get("notes") or ""),
                 )
             )
     return out
@@ -497,7 +505,10 @@ def predict(s: Sample, params: dict) -> float:
         for side, w in s.work:
             t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.build)[0]
             layers[side] = w.layers
-        t += measured.step_overhead_seconds(layers, {side: s.backend for side in layers}, params=params)
+        link = measured.HOST_LINKS.get(s.host, LINK_GBS) * 1e9
+        t += measured.step_overhead_seconds(
+            layers, {side: s.backend for side in layers}, True, params, s.logits_bytes if s.sampling else 0.0, link
+        )
         if not s.sampling:  # ppN at micro-batch 1: no token sampled, no host round trip between passes
             t -= measured.params_for(s.backend, params).step_us * 1e-6
         return 1.0 / t
@@ -531,6 +542,7 @@ VENDOR_FREE = {
         "vendor_bw.intel_windows",
         "vendor_dq.intel_windows",
         "vendor_bw.intel_mesa24",
+        "vendor_legacy.intel",
     ),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
     ("sycl", "decode"): ("sycl_plain",),  # not a vendor's: SYCL's own kernels (measured.SYCL_REORDER)
@@ -553,6 +565,8 @@ def _bound(name: str) -> tuple:
         return (0.05, 100.0)
     if name.startswith("vendor_dq"):
         return (0.2, 50.0)
+    if name.startswith("vendor_legacy"):  # at most what brings the vendor to the others' share, and some
+        return (0.3, 4.0)
     if name.startswith("vendor_"):
         return (0.05, 2.0)
     return BOUNDS[name]

@@ -507,15 +507,24 @@ def _measured_boxes(scn) -> dict:
                     f"; a type without a reordered SYCL kernel (IQ types, MXFP4, Q4_1, Q5_0) streams at "
                     f"{prm.sycl_plain:.2f}× that"
                 )
+            legacy = prm.vendor_legacy.get(me.rates(dev, be)["vendor"], 1.0) if be == "vulkan" else 1.0
+            if legacy != 1.0:  # Intel keeps Q4_0 and Q5_1 on the float mat-vec shader (measured.vendor_legacy)
+                how += f"; Q4_0 and Q5_1, on this vendor's float mat-vec shader, stream at {legacy:.2f}× that"
         inputs.append((f"{label} time", f"{fmt.seconds(d[side + '_s'])}: {how}"))
         terms.append((fmt.seconds(d[side + "_s"]), label))
-    inputs.append(("Per-step overhead", f"{fmt.seconds(d['overhead_s'])} (kernel launches per block, the step itself)"))
+    inputs.append(
+        (
+            "Per-step overhead",
+            f"{fmt.seconds(d['overhead_s'])} (kernel launches per block, the step itself, and the token's logits "
+            "copied back over PCIe when a discrete GPU runs the output head)",
+        )
+    )
     terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
     out["decode_tok_s"] = out.get("decode_tok_s") or _box(
         "decode_tok_s",
         "t_token = Σ_devices Σ_type-class bytes / (η_class × bw) [+ experts × expert_us + MoE blocks × moe_layer_us] "
         "+ layers × layer_us "
-        "+ step_us;  tok/s = 1 / t_token",
+        "+ step_us [+ n_vocab × 4 B / PCIe];  tok/s = 1 / t_token",
         inputs,
         "t_token = " + _sum(terms, fmt.seconds(d["total_s"])) + f" → {fmt.rate(d['tok_per_s'])} tok/s",
         f"Typical spread: {_range_text(d.get('range_tok_s'))} (the 20th–80th percentile of published runs"

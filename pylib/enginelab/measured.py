@@ -25,7 +25,8 @@ Decode, one device (a GPU, or the CPU with n_threads threads):
 
 plus, per step, layer_us for every block (kernel launches and syncs; a CPU's barriers; hbm_layer_us more on an
 HBM part), step_us (sampling, graph build and launch), expert_us per routed expert and moe_layer_us per MoE block
-(its router and gather kernels). On a CPU eta is the same for every type (its cores stream what they are given)
+(its router and gather kernels), and the copy of the token's logits back to the host over a discrete GPU's PCIe
+link (step_overhead_seconds; HOST_LINKS for the single-board hosts some runs use). On a CPU eta is the same for every type (its cores stream what they are given)
 and the types differ by dq, per ggml-cpu's kernels
 (CPU_CLASS: the repacked Q4_K joins the 4-bit class; in decode the K-quants that keep their high bits apart,
 Q3_K, Q5_K and Q6_K, cost more than Q2_K and Q4_K; dq_arm for Arm cores; within a class, each K-quant's plain
@@ -146,6 +147,13 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                drag today's Mesa down (a B70 on a 2026 Mesa decodes Q4_0 at 55% of its bandwidth). AMD's and
                Intel's Vulkan drivers offer llama.cpp only KHR cooperative matrices (smaller tiles) where NVIDIA's
                offer NV_cooperative_matrix2, so their prompt processing reaches a smaller share of the matrix rate.
+  vendor_legacy on Intel GPUs ggml-vulkan keeps Q4_0 and Q5_1 on the float mat-vec shader, which dequantizes its
+               simple blocks as it reads them, two rows a workgroup (VULKAN_FLOAT_LEGACY), while the K-quants, Q8_0
+               and MXFP4 go through the q8_1 integer-dot shader (MMVQ) since late 2025 and the lattices through
+               their table-lookup shaders. That shader streams this many times the bandwidth share (vendor_bw) of
+               the vendor's others: the code keeps it for Q4_0 because it measured faster ("from tests on A770
+               Linux"), and an Arc Pro B70 on a 2026 Mesa streams Q4_0 at 55% of its bandwidth where its Q4_K and
+               Q5_K reach 32-34% (prior 1.5).
 """
 
 from __future__ import annotations
@@ -253,6 +261,8 @@ class Params:
     vendor_dq: dict = field(default_factory=dict)  # and the per-weight dequantization work of its mat-vec shaders
     pp_eff_v: float = 0.75  # SYCL, an FP32 build: the share of the FP32 ALUs' rate its SGEMMs reach
     sycl_plain: float = 1.0  # SYCL: the bandwidth share of a type without a reordered mat-vec kernel (SYCL_REORDER)
+    # Vulkan, per vendor: the legacy quants' float mat-vec shader's bandwidth share over the vendor's other shaders'
+    vendor_legacy: dict = field(default_factory=dict)
 
     def with_values(self, values: dict) -> Params:
         """A copy with some values replaced; dict-valued ones by key ("dq.kquant": 4.0)."""
@@ -293,7 +303,7 @@ PRIORS = {
     "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0,
                      step_us=200.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ,
                      pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
-                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6, "intel_windows": 1.0, "intel_mesa24": 0.35}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0, "intel_windows": 1.0},
+                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6, "intel_windows": 1.0, "intel_mesa24": 0.35}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0, "intel_windows": 1.0}, vendor_legacy={"intel": 1.5},
                      dq_emul=4.0),
     # Apple: unified LPDDR5/5X; simdgroup-matrix GEMMs on the FP32 ALUs, which also dequantize the tiles. Metal has
     # no graph replay: every kernel of every block is encoded and dispatched each token (~100 us per block: an
@@ -926,6 +936,33 @@ def _sycl_plain_bytes(work, build: str = "") -> dict:
     return out
 
 
+# ggml-vulkan's batch-1 mat-vec on Intel GPUs (ggml_vk_should_use_mmvq; data/calibration/vulkan_intel_mmvq.md): Q4_0
+# and Q5_1 always take the float shader that dequantizes as it reads (two rows per workgroup on Intel, rm_stdq), never
+# the q8_1 integer-dot one (MMVQ): "from tests on A770 Linux" it is faster for them. The other legacy quants took it
+# until MMVQ covered them (#14903, 2025-09-01); the K-quants, MXFP4 and the lattices never run on it.
+VULKAN_FLOAT_LEGACY = {"Q4_0": "", "Q5_1": "", "Q4_1": "2025-09-01", "Q5_0": "2025-09-01", "Q8_0": "2025-09-01"}
+
+
+def vulkan_float_legacy(ggml_type: str, build: str = "") -> bool:
+    """Whether ggml-vulkan multiplies this type at batch 1 on an Intel GPU (Mesa's ANV) with the float legacy-quant
+    mat-vec shader in a build of this day (YYYY-MM-DD or YYYY-MM; "" = today's)."""
+    if ggml_type not in VULKAN_FLOAT_LEGACY:
+        return False
+    until = VULKAN_FLOAT_LEGACY[ggml_type]
+    day = (build or "").split()[0] if (build or "").split() else ""
+    n = min(len(day), 10)
+    return not until or (n > 0 and day[:n] < until[:n])
+
+
+def _vulkan_float_legacy_bytes(work, build: str = "") -> dict:
+    """Bytes per type class (as _class_bytes counts them) of the weights vulkan_float_legacy holds for."""
+    out: dict = {}
+    for (t, _w), b in zip(work.weights_by_type, _type_bytes(work)):
+        if vulkan_float_legacy(t, build):
+            out[type_class(t)] = out.get(type_class(t), 0.0) + b
+    return out
+
+
 def _type_bytes(work) -> list:
     """Bytes streamed per entry of work.weights_by_type: each type's bits per weight, scaled so that they add up to
     the weights' bytes as perf_model counted them (rows padded to whole blocks)."""
@@ -960,6 +997,10 @@ def decode_seconds(
     t_mem = sum(b / (eta[c] * bw) for c, b in _class_bytes(work).items())
     if backend == "sycl" and prm.sycl_plain != 1.0:  # the types without a reordered kernel stream slower
         t_mem += sum(b / (eta[c] * bw) for c, b in _sycl_plain_bytes(work, build).items()) * (1 / prm.sycl_plain - 1)
+    if backend == "vulkan" and prm.vendor_legacy:  # a vendor whose float legacy-quant shader outruns its others
+        f = prm.vendor_legacy.get(rates(device, backend)["vendor"], 1.0)
+        if f != 1.0:
+            t_mem += sum(b / (eta[c] * bw) for c, b in _vulkan_float_legacy_bytes(work, build).items()) * (1 / f - 1)
     bw_used = work.bytes / t_mem if t_mem else bw
     t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch, build)
     # MoE: every routed expert is a small matrix of its own (a gather, a short kernel): a cost per expert
@@ -979,11 +1020,22 @@ def decode_seconds(
 
 
 def step_overhead_seconds(
-    layers: dict, backends: dict, output_on_gpu: bool = False, params: dict | None = None
+    layers: dict,
+    backends: dict,
+    output_on_gpu: bool = False,
+    params: dict | None = None,
+    logits_bytes: float = 0.0,
+    link_bytes_per_s: float = 0.0,
 ) -> float:
     """Per decode step: every block's launch/sync cost on its device's backend, plus the step cost of the
-    backend that runs most of the graph (and a device switch where layers are split)."""
+    backend that runs most of the graph (and a device switch where layers are split), plus, when the output head
+    runs on a discrete GPU, the copy of the token's logits (logits_bytes: n_vocab F32 values) back to the host over
+    its link (link_bytes_per_s: the machine's PCIe bandwidth). On a desktop's x16 link that is tens of
+    microseconds; a GPU on one PCIe 2.0 lane (a Raspberry Pi 5's, HOST_LINKS) waits over a millisecond for a
+    128k vocabulary's half a megabyte."""
     t = 0.0
+    if output_on_gpu and logits_bytes > 0 and link_bytes_per_s > 0:
+        t += pcie_seconds(logits_bytes, link_bytes_per_s, params)
     main = max(layers, key=lambda s: layers[s]) if layers else "cpu"
     for side, n in layers.items():
         if n:
@@ -995,6 +1047,27 @@ def step_overhead_seconds(
 
 
 SWITCH_US = 30.0  # a hand-over between devices in one pass: a host sync and a small activation copy
+
+# Hosts that hold a GPU on a narrower link than a desktop's x16 slot, as the published runs name them, and that
+# link's one-way bandwidth in GB/s (raw rate after line coding). A Raspberry Pi 5 (and the Pi 500+ and Compute
+# Module 5, the same BCM2712) has one external PCIe 2.0 lane: 5 GT/s with 8b/10b coding, 0.5 GB/s (Raspberry Pi 5
+# product brief; PCIe 3.0 speed is an unsupported option, and no run here says it was set). The SiFive HiFive
+# Premier P550 (ESWIN EIC7700X) has one PCIe 3.0 x4 slot: 8 GT/s x 4 lanes with 128b/130b coding, 3.94 GB/s.
+HOST_LINKS = {"Raspberry Pi 5 (BCM2712)": 0.5, "SiFive HiFive Premier P550": 3.94}
+_HOST_NAMES = (
+    (re.compile(r"\b(raspberry\s+)?pi\s*(5|500\+?)\b|\bcm5\b|compute\s+module\s+5", re.I), "Raspberry Pi 5 (BCM2712)"),
+    (re.compile(r"\bp550\b|hifive\s+premier", re.I), "SiFive HiFive Premier P550"),
+)
+
+
+def host_of(text: str) -> str:
+    """The HOST_LINKS host a run's notes name ("host Raspberry Pi 500+", "host SiFive HiFive Premier P550"), or ""
+    (a desktop or server: a PCIe x16 slot)."""
+    m = re.search(r"\bhost\b[^;,)]*|\bpi\s*500\+?[^;,)]*", text or "", re.I)
+    for pattern, name in _HOST_NAMES:
+        if m and pattern.search(m.group(0)):
+            return name
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------------------
