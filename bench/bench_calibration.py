@@ -127,6 +127,10 @@ def targets(held_out: dict) -> dict:
         for s, e in pools[name]:
             by.setdefault(s.backend, []).append((s, e))
         out[name]["by_backend"] = {b: cal.summary(errs) for b, errs in sorted(by.items())}
+        hosts = {"desktop or server host": [(s, e) for s, e in pools[name] if not s.host]}
+        hosts["single-board host (measured.HOST_LINKS)"] = [(s, e) for s, e in pools[name] if s.host]
+        if name.startswith("decode, discrete") and hosts["single-board host (measured.HOST_LINKS)"]:
+            out[name]["by_host"] = {h: cal.summary(errs) for h, errs in hosts.items()}
     return out
 
 
@@ -165,6 +169,8 @@ def table(res: dict) -> str:
                         f"{b} {x['n']} runs {x['median']:.1%} (p90 {x['p90']:.1%})" for b, x in t["by_backend"].items()
                     )
                 )
+            for h, x in t.get("by_host", {}).items():  # GPUs behind a Raspberry Pi or a RISC-V board apart
+                lines.append(f"    {h}: {x['n']} runs, median {x['median']:.1%}, p90 {x['p90']:.1%}")
     return "\n".join(lines)
 
 

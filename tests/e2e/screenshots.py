@@ -161,6 +161,14 @@ for scheme in ("light", "dark"):
                 None,
             ),
             (
+                f"calculator-gpu-basis-{tag}",
+                "figures/calculator.html?machine=rtx4090&model=llama-3.1-8b&quant=Q4_K_M",
+                scheme,
+                width,
+                _open_decode_basis,
+                None,
+            ),
+            (
                 f"calculator-apple-cpu-basis-{tag}",
                 "figures/calculator.html?machine=m4max&model=llama-3.1-8b&quant=Q4_K_M&ngl=0&threads=8",
                 scheme,
