@@ -268,6 +268,33 @@ def test_an_intel_gpus_vulkan_decode_box_names_the_float_legacy_shader_and_an_nv
         assert (f"on this vendor's float mat-vec shader, stream at {f:.2f}× that" in box) is expect, name
 
 
+def test_a_pascal_gpus_cuda_decode_box_says_it_has_no_cuda_graphs():
+    """ggml-cuda replays no graphs on a Pascal GPU (measured.cuda_graphs): the decode box names the per-block launch
+    cost; an Ampere card's box does not."""
+    import html
+    from dataclasses import replace
+
+    from enginelab import measured as me
+
+    d = calc.compute(calc.SPEC.from_query("?profile=measured&model=llama-3.1-8b")[0])
+    us = me.PARAMS["cuda"].nograph_layer_us
+    for name, expect in (("GeForce GTX 1080 Ti", True), ("GeForce RTX 3090", False)):
+        gpu = pm.Device(name, 11, 484, 11.3, backend="cuda")
+        mc = pm.Machine(name + " host", gpu, d.machine.ram, 16.0)
+        p = pm.place(d.model, mc, "Q4_0", profile="measured")
+        scn = replace(
+            d,
+            machine=mc,
+            placement=p,
+            decode=pm.decode_step_time(p, context=d.decode["context"], profile="measured"),
+            prefill=pm.prefill_time(p, n_tokens=d.prefill["n_tokens"], profile="measured"),
+        )
+        box = html.unescape(explain.explain(scn)["decode_tok_s"])
+        assert (
+            f"no CUDA graphs on this GPU: every kernel launched by the host, {us:.0f} µs more per block" in box
+        ) is (expect), name
+
+
 @pytest.mark.parametrize("q", ["", "?machine=cpu-ddr5", "?model=llama-3.1-8b&machine=rtx4090", "?machine=m4max"])
 def test_explain_results_add_up_to_the_readout(q):
     d = calc.compute(calc.SPEC.from_query(q)[0])

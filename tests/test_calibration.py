@@ -536,6 +536,34 @@ def test_the_measured_decode_charges_the_logits_copy_over_the_machines_pcie_link
     assert step(0.5, "measured", ngl=32) == pytest.approx(step(31.5, "measured", ngl=32), rel=1e-12)
 
 
+def test_ggml_cuda_replays_graphs_on_ampere_and_on_volta_and_turing_only_since_july_2026():
+    """ggml_cuda_graph_set_enabled: CUDA graphs for compute capability 8.0 and newer, 7.0 and newer from #25749
+    (2026-07-16); Pascal and older never. A GTX 16xx is Turing without tensor cores."""
+    g = me.cuda_graphs
+    dev = lambda n: pm.Device(n, 8, 300, 10)  # noqa: E731
+    assert g(dev("GeForce RTX 3090"), "2024-10") and g(dev("RTX A6000"), "2025-09-01") and g(dev("H100 SXM"))
+    assert not g(dev("Quadro RTX 6000"), "2025-09-14") and g(dev("Quadro RTX 6000"), "2026-07-16")
+    assert not g(dev("Tesla V100 PCIe 32GB"), "2026-07-15") and g(dev("Tesla V100 PCIe 32GB"), "2026-09")
+    assert not g(dev("GeForce GTX 1660 SUPER"), "2026-01") and g(dev("Tesla T4"))  # "" = today's build
+    assert not any(g(dev(n)) for n in ("GeForce GTX 1080 Ti", "Tesla P40", "Tesla M40", "Tesla K80", "Quadro P5000"))
+
+
+def test_without_cuda_graphs_every_block_pays_nograph_layer_us():
+    """By hand: a Quadro RTX 6000's decode of a 32-block model takes 32 x nograph_layer_us longer in a 2025 build (no
+    graphs on Turing) than in a build after #25749; an RTX A6000's does not change; nor does the Quadro's on Vulkan."""
+    prm = me.PARAMS["cuda"]
+    assert 5.0 <= prm.nograph_layer_us <= 200.0
+    work = pm.Work(weight_bytes=3.8e9, layers=32, weights_by_type=(("Q4_0", 3.8e9 / (4.5 / 8)),))
+    quadro = pm.Device("Quadro RTX 6000", 24, 672, 130.5, backend="cuda")
+    old = me.decode_seconds(work, quadro, "cuda", build="2025-09-14")[1]
+    new = me.decode_seconds(work, quadro, "cuda", build="2026-08-01")[1]
+    assert old - new == pytest.approx(32 * prm.nograph_layer_us * 1e-6, rel=1e-9)
+    a6000 = pm.Device("RTX A6000", 48, 768, 154.8, backend="cuda")
+    assert me.decode_seconds(work, a6000, "cuda", build="2025-09-01") == me.decode_seconds(work, a6000, "cuda")
+    vk = replace(quadro, backend="vulkan")
+    assert me.decode_seconds(work, vk, "vulkan", build="2025-09-14") == me.decode_seconds(work, vk, "vulkan")
+
+
 def test_the_fitted_sycl_reorder_gain_stays_within_what_the_pull_requests_measured(runs):
     """PR #14504 timed one Arc B580 on one day with the reorder off (master: #13973's switch had left it off) and on
     (its branch): llama 7B Q4_0 at 41.6 and 73.4 t/s. The fitted sycl_plain must give that pair a gain inside the

@@ -507,6 +507,8 @@ def _measured_boxes(scn) -> dict:
                     f"; a type without a reordered SYCL kernel (IQ types, MXFP4, Q4_1, Q5_0) streams at "
                     f"{prm.sycl_plain:.2f}× that"
                 )
+            if be == "cuda" and not me.cuda_graphs(dev) and prm.nograph_layer_us:
+                how += f"; no CUDA graphs on this GPU: every kernel launched by the host, {prm.nograph_layer_us:.0f} µs more per block"
             legacy = prm.vendor_legacy.get(me.rates(dev, be)["vendor"], 1.0) if be == "vulkan" else 1.0
             if legacy != 1.0:  # Intel keeps Q4_0 and Q5_1 on the float mat-vec shader (measured.vendor_legacy)
                 how += f"; Q4_0 and Q5_1, on this vendor's float mat-vec shader, stream at {legacy:.2f}× that"

@@ -92,6 +92,12 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                and top-k (argsort), the gather of the chosen weights, their normalisation, and the weighted sum of
                the experts' outputs (llama.cpp's build_moe_ffn); at batch 1 today's mat-vec kernels take all k
                experts in one launch (mul_mat_id), so these few kernels, not the experts, carry the fixed cost.
+  nograph_layer_us
+               ggml-cuda records a decode step's kernels as a CUDA graph once and replays it, one launch a token, but
+               only on the GPUs it enables graphs for (cuda_graphs: Ampere and newer; Volta and Turing since July
+               2026). On the others the host launches each of a block's dozen kernels every token, a few microseconds
+               apiece: this much more per block (prior 20 us; in September 2025 a Quadro RTX 6000 decoded a 7B Q4_0
+               at 103 t/s, an RTX A6000 with 14% more bandwidth at 139: 35% faster).
   hbm_layer_us on an HBM part each of those kernels first waits out the memory's longer latency (and the
                Instinct cards' slower kernel dispatch): an extra cost per block ("batch-1 behaviour of HBM parts").
   layer_us     every block is a dozen kernels (norms, rope, matmuls, attention, adds); each launch and sync
@@ -263,6 +269,7 @@ class Params:
     sycl_plain: float = 1.0  # SYCL: the bandwidth share of a type without a reordered mat-vec kernel (SYCL_REORDER)
     # Vulkan, per vendor: the legacy quants' float mat-vec shader's bandwidth share over the vendor's other shaders'
     vendor_legacy: dict = field(default_factory=dict)
+    nograph_layer_us: float = 0.0  # CUDA: per block, when ggml-cuda launches each kernel from the host (cuda_graphs)
 
     def with_values(self, values: dict) -> Params:
         """A copy with some values replaced; dict-valued ones by key ("dq.kquant": 4.0)."""
@@ -285,7 +292,7 @@ PRIORS = {
     # NVIDIA: mat-vec kernels with CUDA graphs reach ~90% of GDDR bandwidth on F16, less on quantized types,
     # and single-stream decode stalls near 1.2 TB/s (RTX 5090, H100); MMQ prompt processing near half the
     # int8 tensor rate on GeForce cards, bending into ~200 TFLOP/s on the biggest parts.
-    "cuda": Params(eta_bw=0.9, eta_legacy=0.85, eta_q=0.8, eta_iq=0.75, bw_sat_gbs=2500.0, hbm_layer_us=10.0, layer_us=25.0,
+    "cuda": Params(eta_bw=0.9, eta_legacy=0.85, eta_q=0.8, eta_iq=0.75, bw_sat_gbs=2500.0, hbm_layer_us=10.0, layer_us=25.0, nograph_layer_us=20.0,
                    step_us=150.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
                    pp_eff_q=0.45, pp_eff_c=4.5, pp_eff_f=0.5, pp_sat_tflops=250.0, pp_layer_us=30.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
@@ -963,6 +970,24 @@ def _vulkan_float_legacy_bytes(work, build: str = "") -> dict:
     return out
 
 
+# ggml-cuda captures a token's graph once and replays it (CUDA graphs), but only on GPUs it enables them for
+# (ggml_cuda_graph_set_enabled): compute capability 8.0 (Ampere) and newer until #25749 (2026-07-16, "Enable CUDA
+# graphs on volta+turing"), 7.0 (Volta) and newer since. On the others the host launches every kernel of every token.
+CUDA_GRAPHS_VOLTA = "2026-07-16"
+_TURING_GTX = re.compile(r"\bgtx\s*16\d\d", re.I)  # Turing without tensor cores (compute capability 7.5)
+
+
+def cuda_graphs(device, build: str = "") -> bool:
+    """Whether ggml-cuda replays a decode step's graph on this GPU in a build of this day (YYYY-MM(-DD); "" =
+    today's): Ampere and newer always, Volta and Turing from CUDA_GRAPHS_VOLTA, Pascal and older never."""
+    name = getattr(device, "name", "") or ""
+    if _VOLTA.search(name) or _TURING.search(name) or _TURING_GTX.search(name):
+        day = (build or "").split()[0] if (build or "").split() else ""
+        n = min(len(day), 10)
+        return day[:n] >= CUDA_GRAPHS_VOLTA[:n]
+    return not _NO_TENSOR_NV.search(name)
+
+
 def _type_bytes(work) -> list:
     """Bytes streamed per entry of work.weights_by_type: each type's bits per weight, scaled so that they add up to
     the weights' bytes as perf_model counted them (rows padded to whole blocks)."""
@@ -1007,6 +1032,8 @@ def decode_seconds(
     t_mem += work.expert_calls * prm.expert_us * 1e-6 + work.moe_layers * prm.moe_layer_us * 1e-6
     if backend != "cpu" and rates(device, backend)["hbm"]:  # each block's kernels wait out HBM's latency
         t_mem += work.layers * prm.hbm_layer_us * 1e-6
+    if backend == "cuda" and not cuda_graphs(device, build):  # no graph replay: every kernel launched by the host
+        t_mem += work.layers * prm.nograph_layer_us * 1e-6
     # batched decode: the matmul FLOPs themselves (2 per weight per sequence) at the prefill rate
     if batch > 1:
         t_cmp = max(t_cmp, _matmul_seconds(work.flops, work, device, backend, prm, n_threads))
