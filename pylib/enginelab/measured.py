@@ -902,6 +902,14 @@ SYCL_REORDER_MOE = {"Q4_K": "2026-06-16", "Q5_K": "2026-06-16", "Q6_K": "2026-06
 SYCL_REORDER_DEFAULT = "2025-07-03"
 
 
+def _built_since(build: str, since: str) -> bool:
+    """Whether a build of this day (the first word of `build`: YYYY-MM-DD, or YYYY-MM, which counts a change of that
+    month; "" = today's) has a change that landed on the day `since`."""
+    day = (build or "").split()[0] if (build or "").split() else ""
+    n = min(len(day), 10)
+    return day[:n] >= since[:n]
+
+
 def sycl_reordered(ggml_type: str, build: str = "", expert: bool = False) -> bool:
     """Whether ggml-sycl multiplies this type (a routed expert's, if expert) at batch 1 with a reordered kernel in a
     build of this day (YYYY-MM-DD, or YYYY-MM: then a kernel of that month counts; "" = today's). The date may be
@@ -915,8 +923,7 @@ def sycl_reordered(ggml_type: str, build: str = "", expert: bool = False) -> boo
         return True
     if "+opt" not in marks:
         since = max(since, SYCL_REORDER_DEFAULT)
-    n = min(len(day), 10)
-    return day[:n] >= since[:n]
+    return _built_since(day, since)
 
 
 def sycl_f16_build(build: str = "") -> bool:
@@ -956,9 +963,7 @@ def vulkan_float_legacy(ggml_type: str, build: str = "") -> bool:
     if ggml_type not in VULKAN_FLOAT_LEGACY:
         return False
     until = VULKAN_FLOAT_LEGACY[ggml_type]
-    day = (build or "").split()[0] if (build or "").split() else ""
-    n = min(len(day), 10)
-    return not until or (n > 0 and day[:n] < until[:n])
+    return not until or not _built_since(build, until)
 
 
 def _vulkan_float_legacy_bytes(work, build: str = "") -> dict:
@@ -982,9 +987,7 @@ def cuda_graphs(device, build: str = "") -> bool:
     today's): Ampere and newer always, Volta and Turing from CUDA_GRAPHS_VOLTA, Pascal and older never."""
     name = getattr(device, "name", "") or ""
     if _VOLTA.search(name) or _TURING.search(name) or _TURING_GTX.search(name):
-        day = (build or "").split()[0] if (build or "").split() else ""
-        n = min(len(day), 10)
-        return day[:n] >= CUDA_GRAPHS_VOLTA[:n]
+        return _built_since(build, CUDA_GRAPHS_VOLTA)
     return not _NO_TENSOR_NV.search(name)
 
 
