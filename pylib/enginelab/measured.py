@@ -26,8 +26,8 @@ Decode, one device (a GPU, or the CPU with n_threads threads):
 plus, per step, layer_us for every block (kernel launches and syncs; a CPU's barriers; hbm_layer_us more on an
 HBM part), step_us (sampling, graph build and launch), expert_us per routed expert and moe_layer_us per MoE block
 (its router and gather kernels), and the copy of the token's logits back to the host over a discrete GPU's PCIe
-link (step_overhead_seconds; HOST_LINKS for the single-board hosts some runs use). On a CPU eta is the same for every type (its cores stream what they are given)
-and the types differ by dq, per ggml-cpu's kernels
+link (step_overhead_seconds; HOST_LINKS for the single-board hosts some runs use). On a CPU eta is the same for
+every type (its cores stream what they are given) and the types differ by dq, per ggml-cpu's kernels
 (CPU_CLASS: the repacked Q4_K joins the 4-bit class; in decode the K-quants that keep their high bits apart,
 Q3_K, Q5_K and Q6_K, cost more than Q2_K and Q4_K; dq_arm for Arm cores; within a class, each K-quant's plain
 vec_dot costs what its kernel's cycles on that family of cores give relative to the class's reference type:
