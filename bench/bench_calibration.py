@@ -127,10 +127,13 @@ def targets(held_out: dict) -> dict:
         for s, e in pools[name]:
             by.setdefault(s.backend, []).append((s, e))
         out[name]["by_backend"] = {b: cal.summary(errs) for b, errs in sorted(by.items())}
-        hosts = {"desktop or server host": [(s, e) for s, e in pools[name] if not s.host]}
-        hosts["single-board host (measured.HOST_LINKS)"] = [(s, e) for s, e in pools[name] if s.host]
-        if name.startswith("decode, discrete") and hosts["single-board host (measured.HOST_LINKS)"]:
-            out[name]["by_host"] = {h: cal.summary(errs) for h, errs in hosts.items()}
+        sbc = [(s, e) for s, e in pools[name] if s.host]  # GPUs behind a single-board host (measured.HOST_LINKS)
+        if name.startswith("decode, discrete") and sbc:
+            desktop = [(s, e) for s, e in pools[name] if not s.host]
+            out[name]["by_host"] = {
+                "desktop or server host": cal.summary(desktop),
+                "single-board host (measured.HOST_LINKS)": cal.summary(sbc),
+            }
     return out
 
 
