@@ -896,3 +896,24 @@ def test_the_cpu_decode_box_names_a_measured_cpu_bandwidth(monkeypatch):
         lambda read, share: float(read) / float(share),
     )
     assert float(read) == 150.0 and float(share) == me.READ_TEST_SHARE
+
+
+def test_vulkan_builds_before_the_sync_rewrite_barrier_after_every_node():
+    """#15489 (2025-08-23) let a node wait only on the nodes it reads; before it every node ended in a full barrier."""
+    s = me.vulkan_node_sync
+    assert s("2025-03-17") and s("2025-08-21") and s("2025-07")
+    assert not s("2025-08-23") and not s("2025-08") and not s("2025-12-11") and not s("")  # "" = today's build
+
+
+def test_an_old_vulkan_build_pays_sync_layer_us_per_block():
+    """By hand: an RTX 5090's Vulkan decode of a 32-block model takes 32 x sync_layer_us longer in a build of
+    2025-08-21 than in one of 2025-09-01; its CUDA decode of the same work does not change with those dates."""
+    prm = me.PARAMS["vulkan"]
+    assert 1.0 <= prm.sync_layer_us <= 200.0
+    work = pm.Work(weight_bytes=3.8e9, layers=32, weights_by_type=(("Q4_0", 3.8e9 / (4.5 / 8)),))
+    vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
+    old = me.decode_seconds(work, vk, "vulkan", build="2025-08-21")[1]
+    new = me.decode_seconds(work, vk, "vulkan", build="2025-09-01")[1]
+    assert old - new == pytest.approx(32 * prm.sync_layer_us * 1e-6, rel=1e-9)
+    cu = replace(vk, backend="cuda")
+    assert me.decode_seconds(work, cu, "cuda", build="2025-08-21") == me.decode_seconds(work, cu, "cuda", build="2025-09-01")

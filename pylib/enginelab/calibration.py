@@ -543,6 +543,7 @@ VENDOR_FREE = {
         "vendor_dq.intel_windows",
         "vendor_bw.intel_mesa24",
         "vendor_legacy.intel",
+        "sync_layer_us",
     ),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
     ("cuda", "decode"): ("nograph_layer_us",),  # not a vendor's: ggml-cuda's graphs (measured.cuda_graphs)
@@ -552,7 +553,7 @@ VENDOR_FREE = {
 BOUNDS = {  # physical limits of each parameter
     "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
     "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
-    "overlap": (0.0, 1.0), "sycl_plain": (0.1, 1.0), "nograph_layer_us": (0.1, 1000.0), "pp_eff_v": (0.05, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
+    "overlap": (0.0, 1.0), "sycl_plain": (0.1, 1.0), "nograph_layer_us": (0.1, 1000.0), "sync_layer_us": (0.1, 1000.0), "pp_eff_v": (0.05, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
     "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
     "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0), "pp_gemm_arm": (1.0, 5.0),
 }  # fmt: skip

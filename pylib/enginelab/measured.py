@@ -98,6 +98,16 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                2026). On the others the host launches each of a block's dozen kernels every token, a few microseconds
                apiece: this much more per block (prior 20 us; in September 2025 a Quadro RTX 6000 decoded a 7B Q4_0
                at 103 t/s, an RTX A6000 with 14% more bandwidth at 139: 35% faster).
+  sync_layer_us
+               ggml-vulkan records a token's graph into command buffers. Until #15489 (2025-08-23) it ended every
+               node with a full pipeline barrier, so each of a block's ~20 dispatches waited for the one before it to
+               drain the GPU; since then a node waits only for the nodes it reads, and #15850 (2025-09-08) sorts the
+               graph so that independent ones (Q, K and V) run together. A build from before pays this much more per
+               block (vulkan_node_sync). Prior 20 us: ~20 barriers of about a microsecond each. The runs barely size
+               it (fits from priors of 5 and 60 us stay at their priors: among the old builds an RTX 4070 is
+               already modelled slow while an RTX 5090, a 3090 and a 2070 are modelled fast); it is there so that
+               the 2025 builds do not teach the fit a per-block cost today's builds no longer pay. It never applies
+               to the app's estimates, which are for today's build.
   hbm_layer_us on an HBM part each of those kernels first waits out the memory's longer latency (and the
                Instinct cards' slower kernel dispatch): an extra cost per block ("batch-1 behaviour of HBM parts").
   layer_us     every block is a dozen kernels (norms, rope, matmuls, attention, adds); each launch and sync
@@ -270,6 +280,7 @@ class Params:
     # Vulkan, per vendor: the legacy quants' float mat-vec shader's bandwidth share over the vendor's other shaders'
     vendor_legacy: dict = field(default_factory=dict)
     nograph_layer_us: float = 0.0  # CUDA: per block, when ggml-cuda launches each kernel from the host (cuda_graphs)
+    sync_layer_us: float = 0.0  # Vulkan: per block, in builds that put a full barrier after every node (vulkan_node_sync)
 
     def with_values(self, values: dict) -> Params:
         """A copy with some values replaced; dict-valued ones by key ("dq.kquant": 4.0)."""
@@ -307,7 +318,7 @@ PRIORS = {
     # Vulkan: portable shaders; quantized matmuls dequantize into FP16 tiles for cooperative matrices. Intel's
     # Vulkan drivers run them well below the other vendors' (Mesa ANV 2-3x below Intel's Windows driver, PR
     # #14001; a B70 decodes at half its SYCL speed on the same machine)
-    "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0,
+    "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0, sync_layer_us=20.0,
                      step_us=200.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ,
                      pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
                      pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6, "intel_windows": 1.0, "intel_mesa24": 0.35}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0, "intel_windows": 1.0}, vendor_legacy={"intel": 1.5},
@@ -991,6 +1002,15 @@ def cuda_graphs(device, build: str = "") -> bool:
     return not _NO_TENSOR_NV.search(name)
 
 
+VULKAN_NODE_SYNC = "2025-08-23"
+
+
+def vulkan_node_sync(build: str = "") -> bool:
+    """Whether a ggml-vulkan build of this day (YYYY-MM-DD or YYYY-MM; "" = today's) puts a full pipeline barrier
+    after every node of the graph (before #15489, 2025-08-23)."""
+    return not _built_since(build, VULKAN_NODE_SYNC)
+
+
 def _type_bytes(work) -> list:
     """Bytes streamed per entry of work.weights_by_type: each type's bits per weight, scaled so that they add up to
     the weights' bytes as perf_model counted them (rows padded to whole blocks)."""
@@ -1037,6 +1057,8 @@ def decode_seconds(
         t_mem += work.layers * prm.hbm_layer_us * 1e-6
     if backend == "cuda" and not cuda_graphs(device, build):  # no graph replay: every kernel launched by the host
         t_mem += work.layers * prm.nograph_layer_us * 1e-6
+    if backend == "vulkan" and prm.sync_layer_us and vulkan_node_sync(build):
+        t_mem += work.layers * prm.sync_layer_us * 1e-6
     # batched decode: the matmul FLOPs themselves (2 per weight per sequence) at the prefill rate
     if batch > 1:
         t_cmp = max(t_cmp, _matmul_seconds(work.flops, work, device, backend, prm, n_threads))
