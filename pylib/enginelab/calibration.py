@@ -543,7 +543,7 @@ VENDOR_FREE = {
         "vendor_dq.intel_windows",
         "vendor_bw.intel_mesa24",
         "vendor_legacy.intel",
-        "sync_layer_us",
+        "sync_layer_us",  # not a vendor's: the 2025 builds' barriers after every node (measured.vulkan_node_sync)
     ),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
     ("cuda", "decode"): ("nograph_layer_us",),  # not a vendor's: ggml-cuda's graphs (measured.cuda_graphs)
