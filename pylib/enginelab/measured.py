@@ -280,7 +280,7 @@ class Params:
     # Vulkan, per vendor: the legacy quants' float mat-vec shader's bandwidth share over the vendor's other shaders'
     vendor_legacy: dict = field(default_factory=dict)
     nograph_layer_us: float = 0.0  # CUDA: per block, when ggml-cuda launches each kernel from the host (cuda_graphs)
-    sync_layer_us: float = 0.0  # Vulkan: per block, in builds that put a full barrier after every node (vulkan_node_sync)
+    sync_layer_us: float = 0.0  # Vulkan: per block, in builds with a barrier after every node (vulkan_node_sync)
 
     def with_values(self, values: dict) -> Params:
         """A copy with some values replaced; dict-valued ones by key ("dq.kquant": 4.0)."""
