@@ -86,8 +86,11 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                dies near half of its 256 GB/s through their fabric links). Where a source states what a chip's
                CPU cores reach (devices.csv cpu_read_gbs: the M2 Max's owner measured 110-115 GB/s at most), that
                figure stands in for share x bandwidth, as the lab's own read test does (cpu_bandwidth).
-  expert_us    an MoE block multiplies each routed expert separately (a gather of its rows, a short mat-vec on
-               a small matrix): a fixed cost per routed expert.
+  expert_us    each routed expert is a small matrix (Qwen3-30B-A3B's are 768 x 2048): its rows fill few of the
+               GPU's units and its loads end in a tail, a fixed cost per routed expert. At batch 1 the k experts of a
+               block share one mul_mat_id launch on CUDA, ROCm and Vulkan; ggml-sycl looped over them from the host
+               (copying the router's choice back and waiting for it) until its fused kernel, #21920 (2026-04-22).
+               The runs hardly size it: every backend's fit stays near its prior.
   moe_layer_us an MoE block also runs kernels a dense one has not, whatever its k: the router's mat-vec, softmax
                and top-k (argsort), the gather of the chosen weights, their normalisation, and the weighted sum of
                the experts' outputs (llama.cpp's build_moe_ffn); at batch 1 today's mat-vec kernels take all k
