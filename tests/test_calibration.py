@@ -548,16 +548,23 @@ def test_ggml_cuda_replays_graphs_on_ampere_and_on_volta_and_turing_only_since_j
     assert not any(g(dev(n)) for n in ("GeForce GTX 1080 Ti", "Tesla P40", "Tesla M40", "Tesla K80", "Quadro P5000"))
 
 
+# a 7B-class Q4_0 decode's work: 3.8 GB of weights in 32 blocks (the build-dependent per-block costs' tests)
+_Q4_0_32_BLOCKS = pm.Work(weight_bytes=3.8e9, layers=32, weights_by_type=(("Q4_0", 3.8e9 / (4.5 / 8)),))
+
+
+def _t_mem(work, device, backend: str, build: str) -> float:
+    return me.decode_seconds(work, device, backend, build=build)[1]
+
+
 def test_without_cuda_graphs_every_block_pays_nograph_layer_us():
     """By hand: a Quadro RTX 6000's decode of a 32-block model takes 32 x nograph_layer_us longer in a 2025 build (no
     graphs on Turing) than in a build after #25749; an RTX A6000's does not change; nor does the Quadro's on Vulkan."""
     prm = me.PARAMS["cuda"]
     assert 5.0 <= prm.nograph_layer_us <= 200.0
-    work = pm.Work(weight_bytes=3.8e9, layers=32, weights_by_type=(("Q4_0", 3.8e9 / (4.5 / 8)),))
+    work = _Q4_0_32_BLOCKS
     quadro = pm.Device("Quadro RTX 6000", 24, 672, 130.5, backend="cuda")
-    old = me.decode_seconds(work, quadro, "cuda", build="2025-09-14")[1]
-    new = me.decode_seconds(work, quadro, "cuda", build="2026-08-01")[1]
-    assert old - new == pytest.approx(32 * prm.nograph_layer_us * 1e-6, rel=1e-9)
+    extra = _t_mem(work, quadro, "cuda", "2025-09-14") - _t_mem(work, quadro, "cuda", "2026-08-01")
+    assert extra == pytest.approx(32 * prm.nograph_layer_us * 1e-6, rel=1e-9)
     a6000 = pm.Device("RTX A6000", 48, 768, 154.8, backend="cuda")
     assert me.decode_seconds(work, a6000, "cuda", build="2025-09-01") == me.decode_seconds(work, a6000, "cuda")
     vk = replace(quadro, backend="vulkan")
@@ -910,11 +917,10 @@ def test_an_old_vulkan_build_pays_sync_layer_us_per_block():
     2025-08-21 than in one of 2025-09-01; its CUDA decode of the same work does not change with those dates."""
     prm = me.PARAMS["vulkan"]
     assert 1.0 <= prm.sync_layer_us <= 200.0
-    work = pm.Work(weight_bytes=3.8e9, layers=32, weights_by_type=(("Q4_0", 3.8e9 / (4.5 / 8)),))
+    work = _Q4_0_32_BLOCKS
     vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
-    old = me.decode_seconds(work, vk, "vulkan", build="2025-08-21")[1]
-    new = me.decode_seconds(work, vk, "vulkan", build="2025-09-01")[1]
-    assert old - new == pytest.approx(32 * prm.sync_layer_us * 1e-6, rel=1e-9)
+    extra = _t_mem(work, vk, "vulkan", "2025-08-21") - _t_mem(work, vk, "vulkan", "2025-09-01")
+    assert extra == pytest.approx(32 * prm.sync_layer_us * 1e-6, rel=1e-9)
     cu = replace(vk, backend="cuda")
     before, after = (me.decode_seconds(work, cu, "cuda", build=b) for b in ("2025-08-21", "2025-09-01"))
     assert before == after
