@@ -905,6 +905,27 @@ def test_the_cpu_decode_box_names_a_measured_cpu_bandwidth(monkeypatch):
     assert float(read) == 150.0 and float(share) == me.READ_TEST_SHARE
 
 
+def test_rocm_builds_replay_graphs_only_since_hip_graphs_became_the_default():
+    """GGML_HIP_GRAPHS was off by default until #22254 (2026-04-23); a month counts the change of that month."""
+    h = me.hip_graphs
+    assert not h("2025-12-17") and not h("2026-04-22") and not h("2026-03")
+    assert h("2026-04-23") and h("2026-04") and h("2026-07") and h("")  # "" = today's build
+
+
+def test_a_rocm_build_without_graphs_pays_nograph_layer_us_per_block():
+    """By hand: a Radeon AI PRO R9700's ROCm decode of a 32-block model takes 32 x nograph_layer_us longer in a
+    build of 2025-12-17 (kernels launched by the host) than in one of 2026-05-01 (a HIP graph replayed); the same
+    card's Vulkan decode does not change between those dates."""
+    prm = me.PARAMS["rocm"]
+    assert 5.0 <= prm.nograph_layer_us <= 200.0
+    work = _Q4_0_32_BLOCKS
+    r9700 = pm.Device("Radeon AI PRO R9700", 32, 640, 191.0, backend="rocm")
+    extra = _t_mem(work, r9700, "rocm", "2025-12-17") - _t_mem(work, r9700, "rocm", "2026-05-01")
+    assert extra == pytest.approx(32 * prm.nograph_layer_us * 1e-6, rel=1e-9)
+    vk = replace(r9700, backend="vulkan")
+    assert _t_mem(work, vk, "vulkan", "2025-12-17") == _t_mem(work, vk, "vulkan", "2026-05-01")
+
+
 def test_vulkan_builds_before_the_sync_rewrite_barrier_after_every_node():
     """#15489 (2025-08-23) let a node wait only on the nodes it reads; before it every node ended in a full barrier."""
     s = me.vulkan_node_sync

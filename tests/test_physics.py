@@ -89,7 +89,8 @@ def test_moe_blocks_are_counted_where_their_experts_run():
 
 
 def test_moe_block_cost_is_per_block_not_per_expert():
-    """The measured decode time of a Work grows by exactly moe_layer_us per MoE block."""
+    """The measured decode time of a Work grows by exactly moe_layer_us per MoE block (in a build from before the
+    experts' sum was fused, whose expert kernels follow expert_calls alone)."""
     from dataclasses import replace
 
     from enginelab import measured as me
@@ -98,10 +99,32 @@ def test_moe_block_cost_is_per_block_not_per_expert():
     p = pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49)
     w = pm._decode_work(p, 0, 1)["gpu"]
     dev = p.machine.gpu
-    t48 = me.decode_seconds(w, dev, "cuda")[0]
-    t0 = me.decode_seconds(replace(w, moe_layers=0), dev, "cuda")[0]
+    t48 = me.decode_seconds(w, dev, "cuda", build="2025-06")[0]
+    t0 = me.decode_seconds(replace(w, moe_layers=0), dev, "cuda", build="2025-06")[0]
     assert t48 - t0 == pytest.approx(48 * me.PARAMS["cuda"].moe_layer_us * 1e-6, rel=1e-9)
     assert 5.0 <= me.PARAMS["cuda"].moe_layer_us <= 100.0  # a handful of small kernels, microseconds each
+
+
+def test_a_fused_build_sums_a_blocks_experts_in_one_kernel():
+    """build_moe_ffn sums the k experts' outputs with k - 1 adds; Metal, Vulkan and CUDA/ROCm fuse them from the
+    day in FUSED_EXPERT_ADDS, ggml-sycl never. By hand: Qwen3-30B-A3B (48 MoE blocks, k = 8) on an RTX 5090's
+    Vulkan pays 48 x 8 expert kernels in a build of 2025-08-10 and 48 in one of 2025-08-20 (both before #15489, so
+    the barriers are the same): 336 x expert_us less. On SYCL the dates change nothing."""
+    from enginelab import measured as me
+
+    f = me.fused_expert_adds
+    assert not f("vulkan", "2025-08-15") and f("vulkan", "2025-08-16") and f("vulkan", "")
+    assert not f("cuda", "2025-08-28") and f("cuda", "2025-09") and f("rocm", "2025-08-29")
+    assert not f("metal", "2025-07-17") and f("metal", "2025-07-18")
+    assert not f("sycl", "") and not f("cpu", "")
+    m = MODELS["qwen3-30b-a3b"]
+    w = pm._decode_work(pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49), 0, 1)["gpu"]
+    assert (w.moe_layers, w.expert_calls) == (48, 48 * 8)
+    assert (me.expert_kernels(w, "vulkan", "2025-08-10"), me.expert_kernels(w, "vulkan", "2025-08-20")) == (384, 48)
+    vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
+    old, new = (me.decode_seconds(w, vk, "vulkan", build=b)[1] for b in ("2025-08-10", "2025-08-20"))
+    assert old - new == pytest.approx(336 * me.PARAMS["vulkan"].expert_us * 1e-6, rel=1e-9)
+    assert me.expert_kernels(w, "sycl", "") == me.expert_kernels(w, "sycl", "2025-01") == 384
 
 
 def test_prefill_logits_for_the_last_token_only():

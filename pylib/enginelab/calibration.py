@@ -547,6 +547,7 @@ VENDOR_FREE = {
     ),
     ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
     ("cuda", "decode"): ("nograph_layer_us",),  # not a vendor's: ggml-cuda's graphs (measured.cuda_graphs)
+    ("rocm", "decode"): ("nograph_layer_us",),  # the same code's graphs under HIP (measured.hip_graphs)
     ("sycl", "decode"): ("sycl_plain",),  # not a vendor's: SYCL's own kernels (measured.SYCL_REORDER)
     ("sycl", "prefill"): ("pp_eff_v",),  # and its FP32 builds' SGEMMs (measured.sycl_f16_build)
 }

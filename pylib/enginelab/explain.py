@@ -524,7 +524,7 @@ def _measured_boxes(scn) -> dict:
     terms.append((fmt.seconds(d["overhead_s"]), "overhead"))
     out["decode_tok_s"] = out.get("decode_tok_s") or _box(
         "decode_tok_s",
-        "t_token = Σ_devices Σ_type-class bytes / (η_class × bw) [+ experts × expert_us + MoE blocks × moe_layer_us] "
+        "t_token = Σ_devices Σ_type-class bytes / (η_class × bw) [+ expert kernels × expert_us + MoE blocks × moe_layer_us] "
         "+ layers × layer_us "
         "+ step_us [+ n_vocab × 4 B / PCIe];  tok/s = 1 / t_token",
         inputs,

@@ -86,11 +86,17 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                dies near half of its 256 GB/s through their fabric links). Where a source states what a chip's
                CPU cores reach (devices.csv cpu_read_gbs: the M2 Max's owner measured 110-115 GB/s at most), that
                figure stands in for share x bandwidth, as the lab's own read test does (cpu_bandwidth).
-  expert_us    each routed expert is a small matrix (Qwen3-30B-A3B's are 768 x 2048): its rows fill few of the
-               GPU's units and its loads end in a tail, a fixed cost per routed expert. At batch 1 the k experts of a
-               block share one mul_mat_id launch on CUDA, ROCm and Vulkan; ggml-sycl looped over them from the host
-               (copying the router's choice back and waiting for it) until its fused kernel, #21920 (2026-04-22).
-               The runs hardly size it: every backend's fit stays near its prior.
+  expert_us    a short kernel per routed expert. At batch 1 the k experts of a block share one mul_mat_id launch
+               on CUDA, ROCm and Vulkan, but build_moe_ffn sums their outputs with k - 1 adds, a kernel each, and
+               ggml-sycl looped over the experts from the host (copying the router's choice back and waiting for
+               it) until its fused kernel, #21920 (2026-04-22). Metal (July 2025), Vulkan and CUDA/ROCm (August
+               2025) fuse the adds into one kernel (fused_expert_adds): a build since then pays expert_us once per
+               MoE block, whatever its k. Held out, that moved an RTX 5090's late-2025 Vulkan decode of
+               Qwen3-30B-A3B (k = 8) from 29-31% slow to about 11%. The one direct measure is CUDA's: #15631 took an
+               RTX 4090's batch-1 Qwen3-30B-A3B from 194.2 to 205.9 t/s (0.29 ms a token over 48 blocks of 7 adds,
+               with an add-rms_norm fusion in the same change), so at most 0.9 us an add: the GPU backends' prior
+               is 1 us, a small kernel's dispatch. The runs hardly size it otherwise (the fits stay at the prior);
+               SYCL's prior stays 5 us, its host loop waits for each expert.
   moe_layer_us an MoE block also runs kernels a dense one has not, whatever its k: the router's mat-vec, softmax
                and top-k (argsort), the gather of the chosen weights, their normalisation, and the weighted sum of
                the experts' outputs (llama.cpp's build_moe_ffn); at batch 1 today's mat-vec kernels take all k
@@ -100,7 +106,11 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                only on the GPUs it enables graphs for (cuda_graphs: Ampere and newer; Volta and Turing since July
                2026). On the others the host launches each of a block's dozen kernels every token, a few microseconds
                apiece: this much more per block (prior 20 us; in September 2025 a Quadro RTX 6000 decoded a 7B Q4_0
-               at 103 t/s, an RTX A6000 with 14% more bandwidth at 139: 35% faster).
+               at 103 t/s, an RTX A6000 with 14% more bandwidth at 139: 35% faster). A ROCm build compiles the same
+               graph code only with GGML_HIP_GRAPHS, off by default until April 2026 (hip_graphs), so every earlier
+               ROCm run launched each kernel from the host. ROCm's prior is 40 us (a HIP launch costs more than a
+               CUDA one); fits of its runs from priors of 10, 20, 40 and 80 us end at 12, 26, 42 and 54 us, so the
+               runs pull it up, and held out by device ROCm's decode median falls from 10% to about 6%.
   sync_layer_us
                ggml-vulkan records a token's graph into command buffers. Until #15489 (2025-08-23) it ended every
                node with a full pipeline barrier, so each of a block's ~20 dispatches waited for the one before it to
@@ -254,7 +264,7 @@ class Params:
     dq_emul: float = 1.0  # GPU without an int8 dot-product instruction (Kepler, Maxwell, GP100): dq times this
     layer_us: float = 20.0
     hbm_layer_us: float = 10.0  # GPU with HBM: extra per block (each kernel waits out the longer first-access latency)
-    expert_us: float = 3.0  # decode: per routed expert multiplied in a block (MoE)
+    expert_us: float = 3.0  # decode: per routed expert (MoE), or per block where their sum is fused (expert_kernels)
     moe_layer_us: float = 0.0  # decode: per MoE block, its router, top-k, gather and weighting kernels
     step_us: float = 200.0
     overlap: float = 0.5
@@ -282,7 +292,7 @@ class Params:
     sycl_plain: float = 1.0  # SYCL: the bandwidth share of a type without a reordered mat-vec kernel (SYCL_REORDER)
     # Vulkan, per vendor: the legacy quants' float mat-vec shader's bandwidth share over the vendor's other shaders'
     vendor_legacy: dict = field(default_factory=dict)
-    nograph_layer_us: float = 0.0  # CUDA: per block, when ggml-cuda launches each kernel from the host (cuda_graphs)
+    nograph_layer_us: float = 0.0  # CUDA/ROCm: per block, kernels launched from the host (cuda_graphs, hip_graphs)
     sync_layer_us: float = 0.0  # Vulkan: per block, in builds with a barrier after every node (vulkan_node_sync)
 
     def with_values(self, values: dict) -> Params:
@@ -307,22 +317,22 @@ PRIORS = {
     # and single-stream decode stalls near 1.2 TB/s (RTX 5090, H100); MMQ prompt processing near half the
     # int8 tensor rate on GeForce cards, bending into ~200 TFLOP/s on the biggest parts.
     "cuda": Params(eta_bw=0.9, eta_legacy=0.85, eta_q=0.8, eta_iq=0.75, bw_sat_gbs=2500.0, hbm_layer_us=10.0, layer_us=25.0, nograph_layer_us=20.0,
-                   step_us=150.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
+                   step_us=150.0, expert_us=1.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
                    pp_eff_q=0.45, pp_eff_c=4.5, pp_eff_f=0.5, pp_sat_tflops=250.0, pp_layer_us=30.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # AMD via HIP: the CUDA kernels ported (MFMA/WMMA or dp4a MMQ); HBM Instinct parts stall earlier. HIP builds
     # do not replay graphs (GGML_HIP_GRAPHS is off by default): the host launches every kernel of every token and
     # waits for its logits, about a millisecond per token
     "rocm": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1500.0, hbm_layer_us=60.0,
-                   layer_us=25.0,
-                   step_us=800.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
+                   layer_us=25.0, nograph_layer_us=40.0,
+                   step_us=800.0, expert_us=1.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
                    pp_eff_q=0.35, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=60.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # Vulkan: portable shaders; quantized matmuls dequantize into FP16 tiles for cooperative matrices. Intel's
     # Vulkan drivers run them well below the other vendors' (Mesa ANV 2-3x below Intel's Windows driver, PR
     # #14001; a B70 decodes at half its SYCL speed on the same machine)
     "vulkan": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1200.0, layer_us=30.0, sync_layer_us=20.0,
-                     step_us=200.0, expert_us=3.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ,
+                     step_us=200.0, expert_us=1.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ,
                      pp_eff_q=0.3, pp_eff_c=3.0, pp_eff_f=0.3, pp_sat_tflops=150.0, pp_layer_us=40.0,
                      pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ, vendor_bw={"intel": 0.6, "intel_windows": 1.0, "intel_mesa24": 0.35}, vendor_pp={"intel": 0.5, "amd": 0.7}, vendor_dq={"intel": 2.0, "intel_windows": 1.0}, vendor_legacy={"intel": 1.5},
                      dq_emul=4.0),
@@ -330,7 +340,7 @@ PRIORS = {
     # no graph replay: every kernel of every block is encoded and dispatched each token (~100 us per block: an
     # M2 Ultra decodes a 7B Q8_0 and F16 at 674 GB/s apart, with 4 ms per token left over)
     "metal": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=2000.0, layer_us=100.0,
-                    step_us=200.0, expert_us=3.0, moe_layer_us=60.0, overlap=0.5, dq=_GPU_DQ,
+                    step_us=200.0, expert_us=1.0, moe_layer_us=60.0, overlap=0.5, dq=_GPU_DQ,
                     pp_eff_q=0.8, pp_eff_c=8.0, pp_eff_f=0.75, pp_sat_tflops=60.0, pp_layer_us=30.0,
                     pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # SYCL: Intel's oneAPI backend; a type without a reordered mat-vec kernel streams at sycl_plain of the rest
@@ -912,6 +922,28 @@ SYCL_REORDER = {
     "Q4_0": "2025-02-24", "Q4_K": "2025-05-15", "Q6_K": "2025-06-09", "Q8_0": "2026-04-07", "Q5_K": "2026-05-08",
     "Q3_K": "2026-06-01", "Q1_0": "2026-06-18", "Q2_K": "2026-07-12",
 }  # fmt: skip
+# The day each backend began to sum an MoE block's routed experts in one kernel. llama.cpp's build_moe_ffn adds the
+# k experts' outputs with a chain of k - 1 ggml_add nodes, their views ordered before the adds so that the adds sit
+# side by side in the graph; a backend that fuses consecutive adds (up to 8 on CUDA and Metal, 9 on Vulkan) runs
+# the chain as one kernel: Metal #14596, Vulkan #15252, CUDA #15631 (ROCm builds the same code). ggml-sycl does not
+# fuse adds.
+FUSED_EXPERT_ADDS = {"metal": "2025-07-18", "vulkan": "2025-08-16", "cuda": "2025-08-29", "rocm": "2025-08-29"}
+
+
+def fused_expert_adds(backend: str, build: str = "") -> bool:
+    """Whether a build of this day (YYYY-MM-DD or YYYY-MM; "" = today's) sums an MoE block's routed experts in one
+    fused kernel on this backend (FUSED_EXPERT_ADDS) rather than with one add per expert."""
+    since = FUSED_EXPERT_ADDS.get(backend)
+    return since is not None and _built_since(build, since)
+
+
+def expert_kernels(work, backend: str, build: str = "") -> float:
+    """The small per-expert kernels of a pass's MoE blocks, each costing expert_us: one per routed expert
+    multiplied (work.expert_calls: the k - 1 adds of the sum, and on ggml-sycl before #21920 the host's loop over
+    the experts), or, where the backend fuses the sum (fused_expert_adds), one per MoE block."""
+    return work.moe_layers if fused_expert_adds(backend, build) else work.expert_calls
+
+
 SYCL_REORDER_MOE = {"Q4_K": "2026-06-16", "Q5_K": "2026-06-16", "Q6_K": "2026-06-16"}
 SYCL_REORDER_DEFAULT = "2025-07-03"
 
@@ -1005,6 +1037,16 @@ def cuda_graphs(device, build: str = "") -> bool:
     return not _NO_TENSOR_NV.search(name)
 
 
+HIP_GRAPHS = "2026-04-23"
+
+
+def hip_graphs(build: str = "") -> bool:
+    """Whether a ROCm build of this day (YYYY-MM(-DD); "" = today's) replays a decode step's graph: ggml-cuda's graph
+    code compiles for HIP only with GGML_HIP_GRAPHS, which was off by default ("experimental, slow") until #22254
+    (2026-04-23) turned it on."""
+    return _built_since(build, HIP_GRAPHS)
+
+
 VULKAN_NODE_SYNC = "2025-08-23"
 
 
@@ -1054,12 +1096,13 @@ def decode_seconds(
             t_mem += sum(b / (eta[c] * bw) for c, b in _vulkan_float_legacy_bytes(work, build).items()) * (1 / f - 1)
     bw_used = work.bytes / t_mem if t_mem else bw
     t_cmp = _dq_seconds(work, device, backend, prm, n_threads, batch, build)
-    # MoE: every routed expert is a small matrix of its own (a gather, a short kernel): a cost per expert
-    t_mem += work.expert_calls * prm.expert_us * 1e-6 + work.moe_layers * prm.moe_layer_us * 1e-6
+    # MoE: a short kernel per routed expert (or one per block where the sum of the experts is fused), and the
+    # router's kernels per block
+    t_mem += expert_kernels(work, backend, build) * prm.expert_us * 1e-6 + work.moe_layers * prm.moe_layer_us * 1e-6
     if backend != "cpu" and rates(device, backend)["hbm"]:  # each block's kernels wait out HBM's latency
         t_mem += work.layers * prm.hbm_layer_us * 1e-6
-    if backend == "cuda" and not cuda_graphs(device, build):  # no graph replay: every kernel launched by the host
-        t_mem += work.layers * prm.nograph_layer_us * 1e-6
+    if (backend == "cuda" and not cuda_graphs(device, build)) or (backend == "rocm" and not hip_graphs(build)):
+        t_mem += work.layers * prm.nograph_layer_us * 1e-6  # no graph replay: every kernel launched by the host
     if backend == "vulkan" and prm.sync_layer_us and vulkan_node_sync(build):
         t_mem += work.layers * prm.sync_layer_us * 1e-6
     # batched decode: the matmul FLOPs themselves (2 per weight per sequence) at the prefill rate
