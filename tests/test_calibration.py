@@ -556,16 +556,21 @@ def _t_mem(work, device, backend: str, build: str) -> float:
     return me.decode_seconds(work, device, backend, build=build)[1]
 
 
+def _extra_of_old_build(device, backend: str, old: str, new: str) -> float:
+    """How much longer the 32-block Q4_0 decode takes on `device` in a build of day `old` than in one of `new`."""
+    return _t_mem(_Q4_0_32_BLOCKS, device, backend, old) - _t_mem(_Q4_0_32_BLOCKS, device, backend, new)
+
+
 def test_without_cuda_graphs_every_block_pays_nograph_layer_us():
     """By hand: a Quadro RTX 6000's decode of a 32-block model takes 32 x nograph_layer_us longer in a 2025 build (no
     graphs on Turing) than in a build after #25749; an RTX A6000's does not change; nor does the Quadro's on Vulkan."""
     prm = me.PARAMS["cuda"]
     assert 5.0 <= prm.nograph_layer_us <= 200.0
-    work = _Q4_0_32_BLOCKS
     quadro = pm.Device("Quadro RTX 6000", 24, 672, 130.5, backend="cuda")
-    extra = _t_mem(work, quadro, "cuda", "2025-09-14") - _t_mem(work, quadro, "cuda", "2026-08-01")
+    extra = _extra_of_old_build(quadro, "cuda", "2025-09-14", "2026-08-01")
     assert extra == pytest.approx(32 * prm.nograph_layer_us * 1e-6, rel=1e-9)
     a6000 = pm.Device("RTX A6000", 48, 768, 154.8, backend="cuda")
+    work = _Q4_0_32_BLOCKS
     assert me.decode_seconds(work, a6000, "cuda", build="2025-09-01") == me.decode_seconds(work, a6000, "cuda")
     vk = replace(quadro, backend="vulkan")
     assert me.decode_seconds(work, vk, "vulkan", build="2025-09-14") == me.decode_seconds(work, vk, "vulkan")
@@ -918,12 +923,12 @@ def test_a_rocm_build_without_graphs_pays_nograph_layer_us_per_block():
     card's Vulkan decode does not change between those dates."""
     prm = me.PARAMS["rocm"]
     assert 5.0 <= prm.nograph_layer_us <= 200.0
-    work = _Q4_0_32_BLOCKS
     r9700 = pm.Device("Radeon AI PRO R9700", 32, 640, 191.0, backend="rocm")
-    extra = _t_mem(work, r9700, "rocm", "2025-12-17") - _t_mem(work, r9700, "rocm", "2026-05-01")
+    extra = _extra_of_old_build(r9700, "rocm", "2025-12-17", "2026-05-01")
     assert extra == pytest.approx(32 * prm.nograph_layer_us * 1e-6, rel=1e-9)
     vk = replace(r9700, backend="vulkan")
-    assert _t_mem(work, vk, "vulkan", "2025-12-17") == _t_mem(work, vk, "vulkan", "2026-05-01")
+    before, after = (me.decode_seconds(_Q4_0_32_BLOCKS, vk, "vulkan", build=b) for b in ("2025-12-17", "2026-05-01"))
+    assert before == after
 
 
 def test_vulkan_builds_before_the_sync_rewrite_barrier_after_every_node():
@@ -938,10 +943,9 @@ def test_an_old_vulkan_build_pays_sync_layer_us_per_block():
     2025-08-21 than in one of 2025-09-01; its CUDA decode of the same work does not change with those dates."""
     prm = me.PARAMS["vulkan"]
     assert 1.0 <= prm.sync_layer_us <= 200.0
-    work = _Q4_0_32_BLOCKS
     vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
-    extra = _t_mem(work, vk, "vulkan", "2025-08-21") - _t_mem(work, vk, "vulkan", "2025-09-01")
+    extra = _extra_of_old_build(vk, "vulkan", "2025-08-21", "2025-09-01")
     assert extra == pytest.approx(32 * prm.sync_layer_us * 1e-6, rel=1e-9)
     cu = replace(vk, backend="cuda")
-    before, after = (me.decode_seconds(work, cu, "cuda", build=b) for b in ("2025-08-21", "2025-09-01"))
+    before, after = (me.decode_seconds(_Q4_0_32_BLOCKS, cu, "cuda", build=b) for b in ("2025-08-21", "2025-09-01"))
     assert before == after

@@ -92,7 +92,7 @@ Why each parameter exists (the reasons are physics; the values are fitted):
                it) until its fused kernel, #21920 (2026-04-22). Metal (July 2025), Vulkan and CUDA/ROCm (August
                2025) fuse the adds into one kernel (fused_expert_adds): a build since then pays expert_us once per
                MoE block, whatever its k. Held out, that moved an RTX 5090's late-2025 Vulkan decode of
-               Qwen3-30B-A3B (k = 8) from 29-31% slow to about 11%. The one direct measure is CUDA's: #15631 took an
+               Qwen3-30B-A3B (k = 8) from 29-31% slow to 8%. The one direct measure is CUDA's: #15631 took an
                RTX 4090's batch-1 Qwen3-30B-A3B from 194.2 to 205.9 t/s (0.29 ms a token over 48 blocks of 7 adds,
                with an add-rms_norm fusion in the same change), so at most 0.9 us an add: the GPU backends' prior
                is 1 us, a small kernel's dispatch. The runs hardly size it otherwise (the fits stay at the prior);
@@ -321,8 +321,8 @@ PRIORS = {
                    pp_eff_q=0.45, pp_eff_c=4.5, pp_eff_f=0.5, pp_sat_tflops=250.0, pp_layer_us=30.0,
                    pp_expert_us=5.0, pp_moe_eff=0.6, pp_dq=_GPU_PP_DQ),
     # AMD via HIP: the CUDA kernels ported (MFMA/WMMA or dp4a MMQ); HBM Instinct parts stall earlier. HIP builds
-    # do not replay graphs (GGML_HIP_GRAPHS is off by default): the host launches every kernel of every token and
-    # waits for its logits, about a millisecond per token
+    # before April 2026 replay no graphs (GGML_HIP_GRAPHS was off by default, hip_graphs): the host launches every
+    # kernel of every token (nograph_layer_us per block) and waits for its logits
     "rocm": Params(eta_bw=0.85, eta_legacy=0.8, eta_q=0.75, eta_iq=0.65, bw_sat_gbs=1500.0, hbm_layer_us=60.0,
                    layer_us=25.0, nograph_layer_us=40.0,
                    step_us=800.0, expert_us=1.0, moe_layer_us=20.0, overlap=0.5, dq=_GPU_DQ, dq_emul=4.0,
@@ -922,28 +922,6 @@ SYCL_REORDER = {
     "Q4_0": "2025-02-24", "Q4_K": "2025-05-15", "Q6_K": "2025-06-09", "Q8_0": "2026-04-07", "Q5_K": "2026-05-08",
     "Q3_K": "2026-06-01", "Q1_0": "2026-06-18", "Q2_K": "2026-07-12",
 }  # fmt: skip
-# The day each backend began to sum an MoE block's routed experts in one kernel. llama.cpp's build_moe_ffn adds the
-# k experts' outputs with a chain of k - 1 ggml_add nodes, their views ordered before the adds so that the adds sit
-# side by side in the graph; a backend that fuses consecutive adds (up to 8 on CUDA and Metal, 9 on Vulkan) runs
-# the chain as one kernel: Metal #14596, Vulkan #15252, CUDA #15631 (ROCm builds the same code). ggml-sycl does not
-# fuse adds.
-FUSED_EXPERT_ADDS = {"metal": "2025-07-18", "vulkan": "2025-08-16", "cuda": "2025-08-29", "rocm": "2025-08-29"}
-
-
-def fused_expert_adds(backend: str, build: str = "") -> bool:
-    """Whether a build of this day (YYYY-MM-DD or YYYY-MM; "" = today's) sums an MoE block's routed experts in one
-    fused kernel on this backend (FUSED_EXPERT_ADDS) rather than with one add per expert."""
-    since = FUSED_EXPERT_ADDS.get(backend)
-    return since is not None and _built_since(build, since)
-
-
-def expert_kernels(work, backend: str, build: str = "") -> float:
-    """The small per-expert kernels of a pass's MoE blocks, each costing expert_us: one per routed expert
-    multiplied (work.expert_calls: the k - 1 adds of the sum, and on ggml-sycl before #21920 the host's loop over
-    the experts), or, where the backend fuses the sum (fused_expert_adds), one per MoE block."""
-    return work.moe_layers if fused_expert_adds(backend, build) else work.expert_calls
-
-
 SYCL_REORDER_MOE = {"Q4_K": "2026-06-16", "Q5_K": "2026-06-16", "Q6_K": "2026-06-16"}
 SYCL_REORDER_DEFAULT = "2025-07-03"
 
@@ -1054,6 +1032,28 @@ def vulkan_node_sync(build: str = "") -> bool:
     """Whether a ggml-vulkan build of this day (YYYY-MM-DD or YYYY-MM; "" = today's) puts a full pipeline barrier
     after every node of the graph (before #15489, 2025-08-23)."""
     return not _built_since(build, VULKAN_NODE_SYNC)
+
+
+# The day each backend began to sum an MoE block's routed experts in one kernel. llama.cpp's build_moe_ffn adds the
+# k experts' outputs with a chain of k - 1 ggml_add nodes, their views ordered before the adds so that the adds sit
+# side by side in the graph; a backend that fuses consecutive adds (up to 8 on CUDA and Metal, 9 on Vulkan) runs
+# the chain as one kernel: Metal #14596, Vulkan #15252, CUDA #15631 (ROCm builds the same code). ggml-sycl does not
+# fuse adds.
+FUSED_EXPERT_ADDS = {"metal": "2025-07-18", "vulkan": "2025-08-16", "cuda": "2025-08-29", "rocm": "2025-08-29"}
+
+
+def fused_expert_adds(backend: str, build: str = "") -> bool:
+    """Whether a build of this day (YYYY-MM-DD or YYYY-MM; "" = today's) sums an MoE block's routed experts in one
+    fused kernel on this backend (FUSED_EXPERT_ADDS) rather than with one add per expert."""
+    since = FUSED_EXPERT_ADDS.get(backend)
+    return since is not None and _built_since(build, since)
+
+
+def expert_kernels(work, backend: str, build: str = "") -> float:
+    """The small per-expert kernels of a pass's MoE blocks, each costing expert_us: one per routed expert
+    multiplied (work.expert_calls: the k - 1 adds of the sum, and on ggml-sycl before #21920 the host's loop over
+    the experts), or, where the backend fuses the sum (fused_expert_adds), one per MoE block."""
+    return work.moe_layers if fused_expert_adds(backend, build) else work.expert_calls
 
 
 def _type_bytes(work) -> list:
