@@ -561,6 +561,15 @@ def _extra_of_old_build(device, backend: str, old: str, new: str) -> float:
     return _t_mem(_Q4_0_32_BLOCKS, device, backend, old) - _t_mem(_Q4_0_32_BLOCKS, device, backend, new)
 
 
+def _assert_old_build_pays_per_block(device, backend: str, us: float, old: str, new: str, other: str) -> None:
+    """The 32-block decode takes 32 x `us` longer in the `old` build on `backend`, and not a second longer on the
+    same card's `other` backend."""
+    assert _extra_of_old_build(device, backend, old, new) == pytest.approx(32 * us * 1e-6, rel=1e-9)
+    dev = replace(device, backend=other)
+    before, after = (me.decode_seconds(_Q4_0_32_BLOCKS, dev, other, build=b) for b in (old, new))
+    assert before == after
+
+
 def test_without_cuda_graphs_every_block_pays_nograph_layer_us():
     """By hand: a Quadro RTX 6000's decode of a 32-block model takes 32 x nograph_layer_us longer in a 2025 build (no
     graphs on Turing) than in a build after #25749; an RTX A6000's does not change; nor does the Quadro's on Vulkan."""
@@ -924,11 +933,7 @@ def test_a_rocm_build_without_graphs_pays_nograph_layer_us_per_block():
     prm = me.PARAMS["rocm"]
     assert 5.0 <= prm.nograph_layer_us <= 200.0
     r9700 = pm.Device("Radeon AI PRO R9700", 32, 640, 191.0, backend="rocm")
-    extra = _extra_of_old_build(r9700, "rocm", "2025-12-17", "2026-05-01")
-    assert extra == pytest.approx(32 * prm.nograph_layer_us * 1e-6, rel=1e-9)
-    vk = replace(r9700, backend="vulkan")
-    before, after = (me.decode_seconds(_Q4_0_32_BLOCKS, vk, "vulkan", build=b) for b in ("2025-12-17", "2026-05-01"))
-    assert before == after
+    _assert_old_build_pays_per_block(r9700, "rocm", prm.nograph_layer_us, "2025-12-17", "2026-05-01", "vulkan")
 
 
 def test_vulkan_builds_before_the_sync_rewrite_barrier_after_every_node():
@@ -944,8 +949,4 @@ def test_an_old_vulkan_build_pays_sync_layer_us_per_block():
     prm = me.PARAMS["vulkan"]
     assert 1.0 <= prm.sync_layer_us <= 200.0
     vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
-    extra = _extra_of_old_build(vk, "vulkan", "2025-08-21", "2025-09-01")
-    assert extra == pytest.approx(32 * prm.sync_layer_us * 1e-6, rel=1e-9)
-    cu = replace(vk, backend="cuda")
-    before, after = (me.decode_seconds(_Q4_0_32_BLOCKS, cu, "cuda", build=b) for b in ("2025-08-21", "2025-09-01"))
-    assert before == after
+    _assert_old_build_pays_per_block(vk, "vulkan", prm.sync_layer_us, "2025-08-21", "2025-09-01", "cuda")
