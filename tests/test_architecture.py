@@ -23,6 +23,13 @@ BELOW_COURSE = (
     "enginelab.engine_io",
     "enginelab.gguf_header",
     "enginelab.measured",
+    "enginelab.measured.builds",
+    "enginelab.measured.classes",
+    "enginelab.measured.devices",
+    "enginelab.measured.features",
+    "enginelab.measured.params",
+    "enginelab.measured.physics",
+    "enginelab.measured.ranges",
 )
 
 

@@ -909,7 +909,7 @@ def test_an_soc_cpu_with_a_measured_read_bandwidth_is_capped_by_it():
 
 def test_the_cpu_decode_box_names_a_measured_cpu_bandwidth(monkeypatch):
     """Where a CPU has a measured read bandwidth, the box's cap says so, and its figures still give the bandwidth."""
-    monkeypatch.setattr(me, "cpu_read_gbs", lambda d: 150.0 if "M4 Max" in (d.name or "") else 0.0)
+    monkeypatch.setattr(me.physics, "cpu_read_gbs", lambda d: 150.0 if "M4 Max" in (d.name or "") else 0.0)
     read, share = _cpu_box_checks_out(
         "?machine=m4max&model=llama-3.1-8b&quant=Q4_K_M&ngl=0&threads=8",
         r"([\d.]+) GB/s \(its CPU cores' measured read bandwidth\) / ([\d.]+)",
