@@ -399,7 +399,7 @@ def test_a_build_string_can_say_what_it_repacked_beyond_its_month():
 
 
 def test_sycl_reorders_the_types_it_has_kernels_for_from_the_day_they_landed():
-    """ggml-sycl's reordered mat-vec kernels, per type, from the day each landed (SYCL_REORDER), but by default only
+    """ggml-sycl's reordered mat-vec kernels, per type, from the day each landed (the sycl_reorder rows of data/llama_cpp_changes.csv), but by default only
     from July 2025 (#13973/#14504; before that with GGML_SYCL_DISABLE_OPT=0, "+opt"); a routed expert's Q4_K only
     from #24452 (June 2026); the IQ types and MXFP4 never."""
     r = me.sycl_reordered

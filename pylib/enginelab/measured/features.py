@@ -34,7 +34,7 @@ TODAY = frozenset(
 )  # fmt: skip
 
 
-def features(build=None) -> frozenset:
+def feature_set(build=None) -> frozenset:
     """A build's feature set: a set as it is; "" or None, TODAY; a build string, builds.features_at's."""
     if not build:
         return TODAY
@@ -53,14 +53,14 @@ def features(build=None) -> frozenset:
 # wider instruction's). A build may force a repack on ("cpu_repack:cpu:<type> any": a pull request's branch).
 def cpu_repacked(ggml_type: str, device, build=None) -> bool:
     """Whether ggml-cpu multiplies this type with a repacked GEMV/GEMM on this CPU in this build."""
-    f = features(build)
+    f = feature_set(build)
     return f"cpu_repack:cpu:{ggml_type} any" in f or _on_isa("cpu_repack", ggml_type, device, f)
 
 
 def cpu_tiled(ggml_type: str, device, build=None) -> bool:
     """Whether ggml-cpu multiplies this type with a tiled GEMM (repacked, or tinyBLAS) on this CPU in this build,
     rather than one or two dot products at a time."""
-    f = features(build)
+    f = feature_set(build)
     return cpu_repacked(ggml_type, device, f) or _on_isa("cpu_tinyblas", ggml_type, device, f)
 
 
@@ -76,13 +76,13 @@ def _on_isa_named(kernels: str, ggml_type: str, name: str, f: frozenset) -> bool
 # --- GPU backends ----------------------------------------------------------------------------------------------------
 def sycl_reordered(ggml_type: str, build=None, expert: bool = False) -> bool:
     """Whether ggml-sycl multiplies this type (a routed expert's, if expert) at batch 1 with a reordered kernel."""
-    return f"{'sycl_reorder_moe' if expert else 'sycl_reorder'}:sycl:{ggml_type}" in features(build)
+    return f"{'sycl_reorder_moe' if expert else 'sycl_reorder'}:sycl:{ggml_type}" in feature_set(build)
 
 
 def sycl_f16_build(build=None) -> bool:
     """Whether a SYCL build multiplies prompt matmuls in FP16 on the XMX units (GGML_SYCL_F16=ON, what llama.cpp's CI
     and Docker image build) rather than in FP32 on the vector ALUs (marked "-f16" in a run's build)."""
-    return "sycl_f16" in features(build)
+    return "sycl_f16" in feature_set(build)
 
 
 # ggml-vulkan's batch-1 mat-vec on Intel GPUs (ggml_vk_should_use_mmvq; data/calibration/vulkan_intel_mmvq.md): these
@@ -93,30 +93,30 @@ VULKAN_FLOAT_LEGACY_TYPES = ("Q4_0", "Q5_1", "Q4_1", "Q5_0", "Q8_0")
 
 def vulkan_float_legacy(ggml_type: str, build=None) -> bool:
     """Whether ggml-vulkan multiplies this type at batch 1 on an Intel GPU with the float legacy-quant shader."""
-    return ggml_type in VULKAN_FLOAT_LEGACY_TYPES and f"vulkan_mmvq:vulkan:{ggml_type}" not in features(build)
+    return ggml_type in VULKAN_FLOAT_LEGACY_TYPES and f"vulkan_mmvq:vulkan:{ggml_type}" not in feature_set(build)
 
 
 def cuda_graphs(device, build=None) -> bool:
     """Whether ggml-cuda replays a decode step's graph on this GPU: Ampere and newer always, Volta and Turing where
     the build has cuda_graphs:cuda:volta_turing, Pascal and older never."""
     arch = cuda_graph_arch(device)
-    return arch == "ampere" or (arch == "volta_turing" and "cuda_graphs:cuda:volta_turing" in features(build))
+    return arch == "ampere" or (arch == "volta_turing" and "cuda_graphs:cuda:volta_turing" in feature_set(build))
 
 
 def hip_graphs(build=None) -> bool:
     """Whether a ROCm build replays a decode step's graph (GGML_HIP_GRAPHS on: hip_graphs:rocm)."""
-    return "hip_graphs:rocm" in features(build)
+    return "hip_graphs:rocm" in feature_set(build)
 
 
 def vulkan_node_sync(build=None) -> bool:
     """Whether a ggml-vulkan build puts a full pipeline barrier after every node (no vulkan_node_deps:vulkan)."""
-    return "vulkan_node_deps:vulkan" not in features(build)
+    return "vulkan_node_deps:vulkan" not in feature_set(build)
 
 
 def fused_expert_adds(backend: str, build=None) -> bool:
     """Whether a build sums an MoE block's routed experts in one fused kernel on this backend (build_moe_ffn adds the
     k experts' outputs with k - 1 consecutive adds, which Metal, Vulkan and CUDA/ROCm fuse; ggml-sycl does not)."""
-    return f"fused_expert_adds:{backend}" in features(build)
+    return f"fused_expert_adds:{backend}" in feature_set(build)
 
 
 def expert_kernels(work, backend: str, build=None) -> float:

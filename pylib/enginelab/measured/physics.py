@@ -43,7 +43,7 @@ from .features import (
     cpu_tiled,
     cuda_graphs,
     expert_kernels,
-    features,
+    feature_set,
     hip_graphs,
     sycl_f16_build,
     sycl_reordered,
@@ -147,7 +147,7 @@ def _dq_seconds(work, device, backend: str, prm, n_threads, batch: int = 1, buil
     CPU: a plain (not repacked) type is multiplied a row at a time, a vec_dot call per row and token that sets up its
     loop and reduces its accumulators whatever the row's length: dq_row FLOP-equivalents per row. A repacked type's
     GEMV (cpu_repacked) shares that over its 4-8 interleaved rows; it is left out."""
-    f = features(build)
+    f = feature_set(build)
     emul = 1.0
     arm = prm.dq_arm if backend == "cpu" and prm.dq_arm and is_arm_cpu(device) else {}
     if backend == "cpu" and not cpu_has_int8_dot(device):
@@ -195,7 +195,7 @@ def _class_bytes(work) -> dict:
 def _sycl_plain_bytes(work, build=None) -> dict:
     """Bytes per type class of the quantized weights ggml-sycl multiplies without a reordered kernel in this build
     (F16/F32 weights have no blocks to reorder)."""
-    f = features(build)
+    f = feature_set(build)
     experts = dict(work.expert_weights_by_type)
     out: dict = {}
     for (t, w), b in zip(work.weights_by_type, _type_bytes(work)):
@@ -211,7 +211,7 @@ def _sycl_plain_bytes(work, build=None) -> dict:
 
 def _vulkan_float_legacy_bytes(work, build=None) -> dict:
     """Bytes per type class of the weights ggml-vulkan streams with its float legacy-quant shader on Intel GPUs."""
-    f = features(build)
+    f = feature_set(build)
     out: dict = {}
     for (t, _w), b in zip(work.weights_by_type, _type_bytes(work)):
         if vulkan_float_legacy(t, f):
@@ -245,7 +245,7 @@ DECODE_ROWS = tuple(r for r in DECODE_ROWS if r.per in _MOE_COUNTS) + tuple(
 
 def decode_terms(work, device, backend: str, prm, build=None) -> tuple:
     """(name, count, value, seconds) of every row counted per kernel or block whose condition holds here."""
-    f = features(build)
+    f = feature_set(build)
     out = []
     for r in DECODE_ROWS:
         if CONDITIONS[r.applies](device, backend, f):
@@ -261,7 +261,7 @@ def decode_seconds(work, device, backend: str, n_threads=None, batch: int = 1, p
     """(seconds, memory seconds, compute seconds, basis) of one decode pass's work on one device. basis["terms"]:
     the active rows, (name, count or bytes, value, seconds), the explanation's list."""
     prm = params_for(backend, params)
-    f = features(build)
+    f = feature_set(build)
     terms = []
     # mat-vec kernels reach eta of the (saturating) bandwidth, lower for types that dequantize as they read
     bw = _bw_eff(device, backend, prm, n_threads) / prm.eta_bw
@@ -373,7 +373,7 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, bu
 
     CPU: each type at its class's rate, times pp_gemm where ggml-cpu runs it as a tiled GEMM (cpu_tiled). The prompt
     matmuls keep one K-quant class (Q4_K and the khigh types count as kquant)."""
-    f = features(build)
+    f = feature_set(build)
     cr = class_rates(device, backend, prm, n_threads)
     if backend == "sycl" and not sycl_f16_build(f):  # an FP32 build: every matmul an SGEMM on the vector ALUs
         cr = dict.fromkeys(cr, prm.pp_eff_v * rates(device, backend)["fp32"])
@@ -416,7 +416,7 @@ def prefill_seconds(
 
     offloaded: the matmuls of CPU blocks run on this GPU (op offload): no per-block graph cost here."""
     prm = params_for(backend, params)
-    f = features(build)
+    f = feature_set(build)
     scale = k if scale is None else scale
     t_c = _matmul_seconds(work.flops * scale, work, device, backend, prm, n_threads, f)
     xf = getattr(work, "expert_flops", 0.0)
