@@ -29,6 +29,7 @@ from pkgutil import get_data
 import perf_model as pm
 
 from . import measured
+from .measured.builds import features_at
 
 # ---------------------------------------------------------------------------------------------------------
 # 1. The models the runs used (Hugging Face config.json values)
@@ -202,6 +203,11 @@ class Sample:
         """The build as measured.cpu_repacked and sycl_reordered read it: the run's date, then any overrides of
         what that build repacks or reorders."""
         return f"{self.date} {self.repack}" if self.repack else self.date
+
+    @property
+    def features(self) -> frozenset:
+        """The run's build as the llama.cpp changes it has (data/llama_cpp_changes.csv), what measured reads."""
+        return features_at(self.build)
 
 
 def devices() -> dict:
@@ -503,7 +509,7 @@ def predict(s: Sample, params: dict) -> float:
         t = 0.0
         layers = {}
         for side, w in s.work:
-            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.build)[0]
+            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.features)[0]
             layers[side] = w.layers
         link = measured.HOST_LINKS.get(s.host, LINK_GBS) * 1e9
         t += measured.step_overhead_seconds(
@@ -514,7 +520,7 @@ def predict(s: Sample, params: dict) -> float:
         return 1.0 / t
     t = 0.0
     for _side, w, u, k, scale in s.work:
-        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale, build=s.build)
+        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale, build=s.features)
         t += tc + tm
     return s.tokens / t
 
