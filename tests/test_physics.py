@@ -287,3 +287,20 @@ def test_decode_time_is_the_sum_of_its_active_rows():
             assert seconds == pytest.approx(count * value * 1e-6) and value == getattr(prm, n)
         if not graphs:
             assert terms["nograph_layer_us"][1] == 32
+
+
+def test_prefill_adds_its_active_rows_per_micro_batch():
+    """By hand: 32 blocks and 64 expert calls over k = 3 micro-batches cost 3 x (32 pp_layer_us + 64 pp_expert_us);
+    an offloaded pass (only the CPU blocks' matmuls run on the GPU) has no per-block row."""
+    from enginelab import measured as me
+
+    prm = me.PARAMS["cuda"]
+    w = pm.Work(weight_bytes=4e9, flops=8e9, layers=32, expert_calls=64, weights_by_type=(("Q4_0", 7e9),))
+    terms = {t[0]: t for t in me.prefill_terms(w, prm, 3)}
+    assert terms["pp_layer_us"][3] == pytest.approx(32 * prm.pp_layer_us * 1e-6 * 3)
+    assert terms["pp_expert_us"][3] == pytest.approx(64 * prm.pp_expert_us * 1e-6 * 3)
+    assert [t[0] for t in me.prefill_terms(w, prm, 3, offloaded=True)] == ["pp_expert_us"]
+    dev = pm.Device("GeForce RTX 3090", 24, 936, 71.0, backend="cuda")
+    t_on, _ = me.prefill_seconds(w, dev, "cuda", 512, 3)
+    t_off, _ = me.prefill_seconds(w, dev, "cuda", 512, 3, offloaded=True)
+    assert t_on - t_off == pytest.approx(terms["pp_layer_us"][3], rel=1e-9)

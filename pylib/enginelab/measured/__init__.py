@@ -93,6 +93,7 @@ from .physics import (
     pcie_seconds,
     pp_gemm_for,
     prefill_seconds,
+    prefill_terms,
     soft_min,
     step_overhead_seconds,
 )
@@ -168,6 +169,7 @@ __all__ = [
     "pcie_seconds",
     "pp_gemm_for",
     "prefill_seconds",
+    "prefill_terms",
     "range_basis",
     "rates",
     "soft_min",

@@ -400,6 +400,25 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, bu
     return flops * sum(s / soft_min(cr[c], sat) for c, s in shares.items())
 
 
+# prefill's rows counted per block or expert call, each micro-batch (an offloaded pass runs only the CPU blocks' matmuls)
+PREFILL_COUNTS = {
+    "block x micro-batch": lambda work: work.layers,
+    "expert call x micro-batch": lambda w: w.expert_calls,
+}
+PREFILL_CONDITIONS = {"always": lambda offloaded: True, "not offloaded": lambda offloaded: not offloaded}
+PREFILL_ROWS = tuple(r for r in TABLE if r.per in PREFILL_COUNTS and r.applies in PREFILL_CONDITIONS)
+
+
+def prefill_terms(work, prm, k: int, offloaded: bool = False) -> tuple:
+    """(name, count per micro-batch, value, seconds over k micro-batches) of prefill's active counted rows."""
+    out = []
+    for r in PREFILL_ROWS:
+        if PREFILL_CONDITIONS[r.applies](offloaded):
+            n, v = PREFILL_COUNTS[r.per](work), getattr(prm, r.name)
+            out.append((r.name, n, v, n * v * 1e-6 * k))
+    return tuple(out)
+
+
 def prefill_seconds(
     work,
     device,
@@ -422,9 +441,8 @@ def prefill_seconds(
     xf = getattr(work, "expert_flops", 0.0)
     if xf and prm.pp_moe_eff != 1.0:  # MoE: tokens gathered per expert, short GEMMs in part-filled tiles
         t_c += (1.0 / prm.pp_moe_eff - 1.0) * _matmul_seconds(xf * scale, work, device, backend, prm, n_threads, f)
-    if not offloaded:  # pp_layer_us: per block and micro-batch
-        t_c += work.layers * prm.pp_layer_us * 1e-6 * k
-    t_c += work.expert_calls * prm.pp_expert_us * 1e-6 * k  # pp_expert_us: per expert touched and micro-batch
+    for _name, _n, _v, seconds in prefill_terms(work, prm, k, offloaded):
+        t_c += seconds
     t_m = 0.0 if offloaded else work.weight_bytes * k / _bw_eff(device, backend, prm, n_threads)
     return t_c, t_m
 
