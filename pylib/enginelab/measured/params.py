@@ -4,7 +4,7 @@ the fit's free parameters and bounds, and the explain box's sentences all derive
 A row says what the parameter is (unit), what it is counted per (a block, a routed expert's kernel, a step, a share
 of the bytes or of a rate), when it applies (a device property or a build feature, as enginelab.measured.physics
 tests it), its physical prior per backend, its fit bounds and the fits that may move it, and why it exists. Where a
-prior's figure rests on a measurement, data/calibration/README.md ("The parameters") gives it.
+prior's figure rests on a measurement, data/calibration/README.md ("The measured profile's parameters: reasons and evidence") gives it.
 
     t_token = memory time (bytes / (eta x bandwidth)) + dequantization time - overlap
               + sum over the rows counted per block, expert kernel or MoE block whose condition holds: count x value
