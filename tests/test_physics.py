@@ -304,3 +304,25 @@ def test_prefill_adds_its_active_rows_per_micro_batch():
     t_on, _ = me.prefill_seconds(w, dev, "cuda", 512, 3)
     t_off, _ = me.prefill_seconds(w, dev, "cuda", 512, 3, offloaded=True)
     assert t_on - t_off == pytest.approx(terms["pp_layer_us"][3], rel=1e-9)
+
+
+def test_a_builds_missing_changes_and_what_each_costs():
+    """By hand from the table: a Vulkan build of 2025-08-20 has the fused expert adds (2025-08-16) but neither the node
+    dependencies (#15489, 2025-08-23) nor the integer-dot shader for Q4_1, Q5_0 and Q8_0 on Intel (#14903,
+    2025-09-01). On an RTX 5090 decoding Qwen3-30B-A3B (48 blocks) only the first costs anything: 48 x sync_layer_us
+    more per pass."""
+    from enginelab import measured as me
+    from enginelab.measured import builds
+
+    lacks = [(r["feature"], r["applies_to"], r["pr"]) for r in builds.missing("2025-08-20", "vulkan")]
+    assert lacks == [("vulkan_node_deps", "", "15489")] + [
+        ("vulkan_mmvq", t, "14903") for t in ("Q4_1", "Q5_0", "Q8_0")
+    ]
+    assert builds.missing("", "") == ()  # today's build lacks nothing
+    m = MODELS["qwen3-30b-a3b"]
+    w = pm._decode_work(pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49), 0, 1)["gpu"]
+    vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
+    t_today = me.decode_seconds(w, vk, "vulkan")[0]
+    ((row, share),) = builds.decode_effects(w, vk, "vulkan", "2025-08-20")
+    assert row["pr"] == "15489"
+    assert share * t_today == pytest.approx(48 * me.PARAMS["vulkan"].sync_layer_us * 1e-6, rel=1e-9)
