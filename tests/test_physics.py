@@ -326,3 +326,16 @@ def test_a_builds_missing_changes_and_what_each_costs():
     ((row, share),) = builds.decode_effects(w, vk, "vulkan", "2025-08-20")
     assert row["pr"] == "15489"
     assert share * t_today == pytest.approx(48 * me.PARAMS["vulkan"].sync_layer_us * 1e-6, rel=1e-9)
+
+
+def test_a_cpus_devices_csv_isa_decides_arm_or_x86_before_its_name(monkeypatch):
+    """devices.csv's int8_isa names an Arm extension (dotprod, i8mm) or an x86 one (VNNI, AMX); where it does, it
+    decides, whatever the name says; a CPU without a row (or with "none") falls back to its name."""
+    from enginelab.measured import devices
+
+    rows = {devices._name_key("Foo 9000"): "i8mm", devices._name_key("Apple Bar"): "avx512_vnni"}
+    monkeypatch.setattr(devices, "_cpu_column", lambda column: rows if column == "int8_isa" else {})
+    assert devices.is_arm_cpu(devices._Named("Foo 9000")) and not devices.is_arm_cpu(devices._Named("Apple Bar"))
+    assert devices.is_arm_cpu(devices._Named("Apple M3 (CPU)")) and not devices.is_arm_cpu(
+        devices._Named("Ryzen 5 7600")
+    )

@@ -241,8 +241,15 @@ def is_apple_cpu(device) -> bool:
 
 
 def is_arm_cpu(device) -> bool:
-    """An Arm CPU (NEON / SVE kernels of ggml-cpu), from its name; otherwise x86 (AVX2 / AVX-512)."""
-    return bool(_ARM_CPU.search(getattr(device, "name", "") or ""))
+    """An Arm CPU (NEON / SVE kernels of ggml-cpu); otherwise x86 (AVX2 / AVX-512). Its devices.csv int8_isa decides
+    where it names an Arm or an x86 extension; else its name."""
+    name = getattr(device, "name", "") or ""
+    isa = _cpu_column("int8_isa").get(_name_key(name))
+    if isa in ("dotprod", "i8mm"):
+        return True
+    if isa in ("avx_vnni", "avx512_vnni", "amx"):
+        return False
+    return bool(_ARM_CPU.search(name))
 
 
 # x86 cores without an int8 dot-product instruction (VNNI, AVX-512 or AVX-VNNI): Intel before Ice Lake / Tiger Lake
