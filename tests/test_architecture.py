@@ -26,6 +26,7 @@ BELOW_COURSE = (
     "enginelab.measured.builds",
     "enginelab.measured.classes",
     "enginelab.measured.devices",
+    "enginelab.measured.effects",
     "enginelab.measured.features",
     "enginelab.measured.params",
     "enginelab.measured.physics",

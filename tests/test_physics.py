@@ -312,7 +312,7 @@ def test_a_builds_missing_changes_and_what_each_costs():
     2025-09-01). On an RTX 5090 decoding Qwen3-30B-A3B (48 blocks) only the first costs anything: 48 x sync_layer_us
     more per pass."""
     from enginelab import measured as me
-    from enginelab.measured import builds
+    from enginelab.measured import builds, effects
 
     lacks = [(r["feature"], r["applies_to"], r["pr"]) for r in builds.missing("2025-08-20", "vulkan")]
     assert lacks == [("vulkan_node_deps", "", "15489")] + [
@@ -323,7 +323,7 @@ def test_a_builds_missing_changes_and_what_each_costs():
     w = pm._decode_work(pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49), 0, 1)["gpu"]
     vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
     t_today = me.decode_seconds(w, vk, "vulkan")[0]
-    ((row, share),) = builds.decode_effects(w, vk, "vulkan", "2025-08-20")
+    ((row, share),) = effects.decode_effects(w, vk, "vulkan", "2025-08-20")
     assert row["pr"] == "15489"
     assert share * t_today == pytest.approx(48 * me.PARAMS["vulkan"].sync_layer_us * 1e-6, rel=1e-9)
 

@@ -9,6 +9,7 @@ with a few physical parameters per backend (not per device), fitted on published
     devices    the devices' taxonomy: vendor, architecture, rates, a CPU's ISA and core family, a host's link
     features   which of llama.cpp's changes a build has (today's: every one), as predicates
     builds     a published run's build (date, marks) as its feature set, from data/llama_cpp_changes.csv
+    effects    what a build lacks against today's, and what each missing change costs
     ranges     the spread of published runs around an estimate
 """
 
