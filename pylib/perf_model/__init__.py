@@ -103,10 +103,7 @@ from .devices import (  # noqa: F401
     Device,
     Interconnect,
     Machine,
-    _device_capacity,
-    _gpu_capacity,
     _ram,
-    _ram_capacity,
     device_backend,
     get_machine,
     side_device,
@@ -193,6 +190,12 @@ from .placement import (  # noqa: F401
     compute_buffer_bytes,
     place,
 )
+from .profiles import (  # noqa: F401
+    PROFILE_OBJECTS,
+    CourseProfile,
+    MeasuredProfile,
+    get_profile,
+)
 from .ridge import (  # noqa: F401
     _bpw,
     quant_bpw,
@@ -217,16 +220,12 @@ from .sizes import (  # noqa: F401
     weight_bytes,
 )
 from .timing import (  # noqa: F401
-    ETA_PCIE,
+    _NO_WORK,
     PREFILL_GROUP_MAX,
     _check_threads,
-    _decode_side_seconds,
-    _decode_step_time_multi,
-    _device_for,
     _logits_bytes,
-    _prefill_device_seconds,
-    _prefill_steps_multi,
-    _side_device,
+    _side_seconds,
+    _sides,
     _step,
     decode_step_time,
     prefill_steps,
@@ -235,6 +234,7 @@ from .timing import (  # noqa: F401
 from .units import (  # noqa: F401
     DECODE_OVERHEAD_S,
     ETA_DECODE,
+    ETA_PCIE,
     ETA_PREFILL,
     GB,
     PROFILES,

@@ -9,7 +9,7 @@ from enginelab import measured as _measured  # the measured profile's parameters
 from enginelab.checks import brief, check_bool, check_int, check_number, check_text
 
 from .models import MAX_TEXT_CHARS
-from .units import GB, GiB, MiB, _check
+from .units import GB, GiB, _check
 
 # Checked when made, like a Model: positive, finite figures (bounds far above any real device, so a typo or a
 # hostile URL cannot make a time infinite, zero or negative).
@@ -353,29 +353,5 @@ def get_machine(machine) -> Machine:
 # What the driver, the CUDA/ROCm context and a desktop hold before llama.cpp asks for free memory, MiB.
 # Seen in real logs: an RTX 4090 D reports 24563 MiB total and 23042 MiB free (ollama issue #8923, Linux);
 # an RTX 5060 Ti 16 GB, 15055 MiB free of about 16310 (lmstudio-bug-tracker issue #1360, Windows): 1.2-1.5 GiB.
-# The measured profile subtracts this from the card's GiB; the course profile keeps the module's decimal GB.
+# The measured profile subtracts this from the card's GiB (profiles.py); the course profile keeps decimal GB.
 DRIVER_RESERVE_MIB = 1300
-
-
-def _gpu_capacity(machine: Machine, profile: str = "course") -> float:
-    """Bytes llama.cpp may use on the GPU (0 without one)."""
-    if machine.gpu is None:
-        return 0.0
-    if profile == "measured":
-        if machine.unified:  # macOS's recommendedMaxWorkingSetSize: a share of the real GiB
-            return machine.gpu.mem_gib_bytes * machine.gpu_share
-        return max(0.0, machine.gpu.mem_gib_bytes - DRIVER_RESERVE_MIB * MiB)
-    if machine.unified:
-        return machine.gpu.mem_bytes * machine.gpu_share
-    return machine.gpu.mem_bytes
-
-
-def _ram_capacity(machine: Machine, profile: str = "course") -> float:
-    return machine.ram.mem_gib_bytes if profile == "measured" else machine.ram.mem_bytes
-
-
-def _device_capacity(dev: Device, profile: str) -> float:
-    """What llama.cpp finds free on one discrete GPU (course: decimal GB; measured: GiB less the driver)."""
-    if profile == "measured":
-        return max(0.0, dev.mem_gib_bytes - DRIVER_RESERVE_MIB * MiB)
-    return dev.mem_bytes

@@ -9,10 +9,11 @@ from enginelab.engine_io import FIT_TARGET_MIB, N_UBATCH_DEFAULT
 from enginelab.ggml import check_quant
 
 from .catalog import get_model
-from .devices import MAX_DEVICE_GB, Machine, _device_capacity, _gpu_capacity, _ram_capacity, device_backend, get_machine
+from .devices import MAX_DEVICE_GB, Machine, device_backend, get_machine
 from .kv import MAX_SEQ, _kv_layers_bytes, _kv_type
 from .models import MAX_CONTEXT, MAX_NGL, Model
 from .multigpu import ROW_SPLIT_BACKENDS, SPLIT_MODES, _multi_compute_bytes, check_split, layer_devices, split_points
+from .profiles import PROFILE_OBJECTS
 from .sizes import _layer_bytes, _layer_matrix_bytes
 from .units import GB, MiB, _check, _check_profile
 
@@ -318,8 +319,9 @@ def place(
     out_bytes = sum(v for k, v in other.items() if k != "token_embd")
     embd = other.get("token_embd", 0)
     tied = "output" not in other
-    cap_gpu = _gpu_capacity(machine, profile)
-    cap_cpu = _ram_capacity(machine, profile)
+    prof = PROFILE_OBJECTS[profile]
+    cap_gpu = prof.gpu_capacity(machine)
+    cap_cpu = prof.ram_capacity(machine)
     margin = fit_target_mib * MiB if machine.gpu is not None else 0.0
 
     def build(ngl: int) -> Placement:
@@ -467,8 +469,9 @@ def _place_multi(
     gpus = machine.gpus
     ng = len(gpus)
     active = (mg,) if sm == "none" else tuple(range(ng))
-    caps = [_device_capacity(d, profile) for d in gpus]
-    cap_cpu = _ram_capacity(machine, profile)
+    prof = PROFILE_OBJECTS[profile]
+    caps = [prof.device_capacity(d) for d in gpus]
+    cap_cpu = prof.ram_capacity(machine)
     margin = fit_target_mib * MiB
     dense, experts, other = _layer_bytes(model, quant)
     matrix = _layer_matrix_bytes(model, quant)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from enginelab import measured as _measured  # the measured profile's parameters
 from enginelab.checks import brief, check_bool, is_int
 from enginelab.engine_io import N_BATCH_DEFAULT, N_UBATCH_DEFAULT, OP_OFFLOAD_MIN_BATCH
 
-from .devices import Device, Machine, device_backend, get_machine, side_device
+from .devices import Machine, device_backend, get_machine, side_device
 from .models import MAX_BATCH, MAX_CONTEXT
 from .multigpu import _gpu_side, link_seconds
 from .placement import Placement
-from .units import DECODE_OVERHEAD_S, ETA_DECODE, ETA_PREFILL, _check, _check_profile
+from .profiles import get_profile
+from .units import _check, _check_profile
 from .work import Work, _decode_work, _head_work, _link_traffic, _prefill_work, _with_head, _work_multi
 
 # Both profiles time the same work: what each device moves and computes in one
@@ -54,16 +54,37 @@ from .work import Work, _decode_work, _head_work, _link_traffic, _prefill_work, 
 # device's peaks; measured: enginelab.measured per backend); the link costs are the same in both.
 
 
-def _device_for(p: Placement, side: str) -> Device:
-    if side == "gpu":
-        return p.machine.gpu
-    return p.machine.ram
+_NO_WORK = Work()
 
 
 def _logits_bytes(p: Placement, machine: Machine) -> float:
     """Bytes of one token's logits (n_vocab F32 values) that cross the PCIe link back to the host after each decode
     pass (measured profile): none when the output head runs on the CPU or the GPU shares the host's memory."""
     return 4.0 * p.model.vocab_size if p.output_on_gpu and not machine.unified else 0.0
+
+
+def _sides(p: Placement, tokens: int, context: int | None, start: int = 0, with_head: bool = True) -> tuple:
+    """(local, split): per side ("gpu" and "cpu" on a machine with one GPU; "gpu0", "gpu1", ... and "cpu" on
+    several) the Work each device does on its own, and the row-split matrices' share it runs at the same time
+    as the other GPUs. context None: a prefill micro-batch of `tokens` tokens after `start`."""
+    if p.machine.multi_gpu:
+        return _work_multi(p, tokens, context, start=start, with_head=with_head)
+    if context is not None:
+        return _decode_work(p, context, tokens), {}
+    work = _prefill_work(p, start, tokens)
+    if with_head:
+        head_side, head_work = _head_work(p)
+        work = dict(work)
+        work[head_side] = _with_head(work[head_side], head_work, tokens)
+    return work, {}
+
+
+def _side_seconds(prof, p: Placement, machine: Machine, side: str, w: Work, n_threads, batch: int) -> tuple:
+    """(seconds, memory seconds, compute seconds, basis) of one device's decode work."""
+    if w.bytes == 0 and w.flops == 0:
+        return 0.0, 0.0, 0.0, None
+    dev = side_device(p.machine, side)
+    return prof.decode_seconds(w, dev, device_backend(machine, side), n_threads, batch)
 
 
 def decode_step_time(
@@ -78,8 +99,8 @@ def decode_step_time(
     Returns gpu_s, cpu_s, overhead_s, total_s, tok_per_s (all sequences), per-device bytes and FLOPs,
     whether each device is memory- or compute-bound, and for the measured profile `range_tok_s`
     (the typical spread of published runs around the estimate) and `basis` (the parameters used).
-    On a machine with several GPUs (timing.py's 'Several GPUs') the gpu_* numbers are over all GPUs, total_s also holds
-    link_s (the hops or synchronisations over the GPU link), and `devices` breaks the step down per device."""
+    On a machine with several GPUs the gpu_* numbers are over all GPUs, total_s also holds link_s (the hops
+    or synchronisations over the GPU link), and `devices` breaks the step down per device."""
     p = placement
     if not (isinstance(p, Placement)):
         _check(False, "placement", f"must be a Placement (from place()), got {brief(p)}")
@@ -89,56 +110,67 @@ def decode_step_time(
     if not (is_int(batch) and 1 <= batch <= MAX_BATCH):
         _check(False, "batch", f"must be an integer from 1 to {MAX_BATCH:,}, got {brief(batch)}")
     context, batch = int(context), int(batch)
-    profile = _check_profile(profile, p)
+    prof = get_profile(profile, p)
     n_threads = _check_threads(n_threads)
-    if p.machine.multi_gpu:
-        return _decode_step_time_multi(p, context, batch, profile, n_threads)
-    work = _decode_work(p, context, batch)
-    res = {"context": context, "batch": batch, "profile": profile}
-    basis = {}
-    for side in ("gpu", "cpu"):
-        w = work[side]
-        if w.bytes == 0 and w.flops == 0:
-            t_mem = t_cmp = t = 0.0
-        elif profile == "course":
-            dev = _device_for(p, side)
-            t_mem = w.bytes / (ETA_DECODE * dev.bandwidth)
-            t_cmp = w.flops / (ETA_PREFILL * dev.flops)
-            t = max(t_mem, t_cmp)
+    multi = p.machine.multi_gpu
+    local, split = _sides(p, batch, context)
+    res = {"context": context, "batch": batch, "profile": prof.name}
+    devices, basis = [], {}
+    gpu_local = gpu_split = 0.0
+    g = dict(bytes=0.0, weight_bytes=0.0, kv_bytes=0.0, flops=0.0, mem_s=0.0, compute_s=0.0)
+    for side, wl in local.items():
+        ws = split.get(side, _NO_WORK)
+        t_l, m_l, c_l, b_l = _side_seconds(prof, p, machine, side, wl, n_threads, batch)
+        t_s, m_s, c_s, b_s = _side_seconds(prof, p, machine, side, ws, n_threads, batch)
+        if b_l or b_s:
+            basis[side] = b_l or b_s
+        entry = {
+            "side": side,
+            "name": getattr(side_device(p.machine, side), "name", ""),
+            "bytes": wl.bytes + ws.bytes,
+            "weight_bytes": wl.weight_bytes + ws.weight_bytes,
+            "kv_bytes": wl.kv_bytes + ws.kv_bytes,
+            "flops": wl.flops + ws.flops,
+            "layers": wl.layers,
+            "mem_s": m_l + m_s,
+            "compute_s": c_l + c_s,
+            "busy_s": t_l + t_s,  # this device's own time for the pass
+            "parallel_s": t_s,  # of which row-split matrices, run at the same time as the other GPUs
+        }
+        entry["bound"] = "compute" if entry["compute_s"] > entry["mem_s"] else "memory"
+        devices.append(entry)
+        if side == "cpu":
+            for k in g:
+                res["cpu_" + k] = entry[k]
+            res["cpu_s"] = entry["busy_s"]
+            res["cpu_bound"] = entry["bound"]
         else:
-            dev = _device_for(p, side)
-            backend = device_backend(machine, side)
-            t, t_mem, t_cmp, basis[side] = _measured.decode_seconds(w, dev, backend, n_threads, batch)
-        res[side + "_bytes"] = w.bytes
-        res[side + "_weight_bytes"] = w.weight_bytes
-        res[side + "_kv_bytes"] = w.kv_bytes
-        res[side + "_flops"] = w.flops
-        res[side + "_mem_s"] = t_mem
-        res[side + "_compute_s"] = t_cmp
-        res[side + "_s"] = t
-        res[side + "_bound"] = "compute" if t_cmp > t_mem else "memory"
-    if profile == "course":
-        overhead = DECODE_OVERHEAD_S
-    else:
-        overhead = _measured.step_overhead_seconds(
-            {s: work[s].layers for s in work},
-            {s: device_backend(machine, s) for s in work},
-            p.output_on_gpu,
-            logits_bytes=_logits_bytes(p, machine),
-            link_bytes_per_s=machine.pcie,
-        )
-        res["basis"] = basis
+            gpu_local += t_l
+            gpu_split = max(gpu_split, t_s)
+            for k in g:
+                g[k] += entry[k]
+    res.update({"gpu_" + k: v for k, v in g.items()})
+    res["gpu_s"] = gpu_local + gpu_split
+    res["gpu_bound"] = "compute" if g["compute_s"] > g["mem_s"] else "memory"
+    traffic = _link_traffic(p, batch) if multi else {"transfers": 0}
+    link_s = link_seconds(p.machine, traffic["bytes"], traffic["transfers"]) if traffic["transfers"] else 0.0
+    if multi:
+        res.update(split_mode=p.split_mode, link=traffic, link_s=link_s, devices=devices)
+    layers = {e["side"]: e["layers"] for e in devices}
+    overhead = prof.step_overhead_seconds(
+        layers,
+        {s: device_backend(machine, s) for s in layers},
+        p.output_on_gpu,
+        _logits_bytes(p, machine),
+        machine.pcie,
+    )
     res["overhead_s"] = overhead
-    res["total_s"] = res["gpu_s"] + res["cpu_s"] + overhead
+    res["total_s"] = res["gpu_s"] + res["cpu_s"] + link_s + overhead
     res["tok_per_s"] = batch / res["total_s"]
     res["seq_tok_per_s"] = 1.0 / res["total_s"]
     res["cpu_share"] = res["cpu_s"] / res["total_s"]
-    if profile == "measured":
-        side = "gpu" if work["gpu"].bytes > work["cpu"].bytes else "cpu"
-        main, dev = device_backend(machine, side), side_device(machine, side)
-        res["backend"] = main
-        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], main, "decode", dev)
-        res["range_vendor"] = _measured.range_basis(main, "decode", dev)
+    heavy = max(devices, key=lambda e: e["bytes"])["side"]
+    prof.annotate(res, "decode", device_backend(machine, heavy), side_device(machine, heavy), basis)
     return res
 
 
@@ -172,9 +204,6 @@ def _check_threads(n_threads):
 #     ETA_PCIE of the link; the measured profile charges it for every micro-batch
 #     (ggml's scheduler copies the weights each time the graph runs);
 #   * without a GPU the CPU does all of it at its own (much lower) FLOP/s.
-# Fitted to the module's prefill column (0.924-0.935 reproduces it): the share of the PCIe link the weight
-# copies of op offload reach.
-ETA_PCIE = 0.93
 PREFILL_GROUP_MAX = 64  # more micro-batches than this are timed in groups (the steps list stays short)
 
 
@@ -222,14 +251,8 @@ def prefill_time(
         "steps": steps,
         "profile": profile,
     }
-    if profile == "measured":
-        heavy = max(
-            ("gpu", "cpu"), key=lambda s: parts.get(s, 0.0) + (parts.get("gpu_offload", 0.0) if s == "gpu" else 0)
-        )
-        res["backend"] = device_backend(machine, heavy)
-        dev = side_device(machine, heavy)
-        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "prefill", dev)
-        res["range_vendor"] = _measured.range_basis(res["backend"], "prefill", dev)
+    heavy = max(("gpu", "cpu"), key=lambda s: parts.get(s, 0.0) + (parts.get("gpu_offload", 0.0) if s == "gpu" else 0))
+    get_profile(profile).annotate(res, "prefill", device_backend(machine, heavy), side_device(machine, heavy))
     return res
 
 
@@ -246,77 +269,93 @@ def prefill_steps(
 
     Each step: kind ('gpu', 'cpu', 'gpu_offload', 'pcie'), ubatch index, tokens, n_ubatches, bytes,
     flops, time_s.  Past PREFILL_GROUP_MAX micro-batches, consecutive ones are timed together (a step's
-    n_ubatches says how many), so a million-token prompt costs no more to time than a short one."""
+    n_ubatches says how many), so a million-token prompt costs no more to time than a short one.
+    On a machine with several GPUs a device's step also names its "gpu" index, the row-split matrices are
+    one step run in parallel ('gpu' with "parallel": each GPU's seconds), and the link has its own ('link')."""
     if not (isinstance(p, Placement)):
         _check(False, "p", f"must be a Placement (from place()), got {brief(p)}")
     for arg, v in (("n_tokens", n_tokens), ("n_ubatch", n_ubatch), ("n_batch", n_batch)):
         if not (is_int(v) and 1 <= v <= MAX_CONTEXT):
             _check(False, arg, f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(v)}")
     check_bool(op_offload, "op_offload")
-    profile = _check_profile(profile, p)
-    if p.machine.multi_gpu:
-        return _prefill_steps_multi(p, n_tokens, n_ubatch, n_batch, op_offload, profile, n_threads)
+    prof = get_profile(profile, p)
     mc = p.machine
+    multi = mc.multi_gpu
     steps = []
     n_ub = -(-n_tokens // n_ubatch)
     group = max(1, -(-n_ub // PREFILL_GROUP_MAX))
-    has_gpu = mc.gpu is not None and p.gpu_layers + (1 if p.output_on_gpu else 0) > 0
+    if multi:
+        first = next((i for i in range(len(mc.gpus)) if p.per_gpu[i].total > 0), 0)
+        offload_side, has_gpu = _gpu_side(first), p.gpu_total > 0
+    else:
+        offload_side = "gpu"
+        has_gpu = mc.gpu is not None and p.gpu_layers + (1 if p.output_on_gpu else 0) > 0
     head_side, head_work = _head_work(p)
-    i = 0
-    start = 0
+    if multi:
+        head_side = "cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)
+    i = start = 0
     while start < n_tokens:
-        # `group` micro-batches of n_ubatch tokens (the last group may be shorter), timed at their middle
+        # `group` micro-batches of n_ubatch tokens (the last group may be shorter), timed at their middle:
+        # each micro-batch sees its own prefix; the middle one stands for all
         k = min(group, -(-(n_tokens - start) // n_ubatch))
         toks = min(k * n_ubatch, n_tokens - start)
         u = min(n_ubatch, toks)
-        # the group's attention: each micro-batch sees its own prefix; the middle one stands for all
         mid = start + (toks - u) // 2
-        work = _prefill_work(p, mid, u)
-        if profile == "course":
-            # The course profile keeps the module's simplification: logits for every prompt token, the head's
-            # weights streamed with each micro-batch. Its fitted constants (RTX 3060 / 4060 Ti FP16, ETA_PCIE)
-            # were fitted under it, and no values of them reproduce the module's four prefill numbers once the
-            # head runs for the last token only (the 32B partial offload then reaches at most 329 tok/s
-            # against the module's 342). The measured profile computes the last token's logits only.
-            work = dict(work)
-            work[head_side] = _with_head(work[head_side], head_work, u)
+        local, split = _sides(p, u, None, start=mid, with_head=prof.head_every_ubatch)
         scale = toks / u
         # op offload needs a discrete GPU behind a PCIe link (unified memory has no copy to make:
         # the CPU blocks simply run on the CPU)
         offload = op_offload and has_gpu and not mc.unified and mc.pcie > 0 and u >= OP_OFFLOAD_MIN_BATCH
-        for side in ("gpu", "cpu"):
-            w = work[side]
+        for side, w in local.items():
             flops = w.flops * scale
             if flops == 0:
                 continue
             if side == "cpu" and offload:
                 # op offload: the CPU blocks' weights cross PCIe, then the GPU does their arithmetic
-                if profile == "course":
-                    n_copies = sum(1 for j in range(k) if (start + j * n_ubatch) % n_batch == 0)
-                    t_x = w.weight_bytes * n_copies / (ETA_PCIE * mc.pcie)
-                else:
-                    n_copies = k
-                    t_x = _measured.pcie_seconds(w.weight_bytes * k, mc.pcie)
+                n_copies = prof.weight_copies(start, k, n_ubatch, n_batch)
                 if n_copies:
+                    t_x = prof.pcie_seconds(w.weight_bytes, n_copies, mc.pcie)
                     steps.append(_step("pcie", i, toks, k, w.weight_bytes * n_copies, 0.0, t_x, "PCIe"))
-                dev = mc.gpu
-                if profile == "course":
-                    t = flops / (ETA_PREFILL * dev.flops)
-                else:
-                    t = _measured.prefill_seconds(
-                        w, dev, device_backend(mc, "gpu"), u, k, None, offloaded=True, scale=scale
-                    )[0]
+                dev = side_device(mc, offload_side)
+                t = prof.offloaded_seconds(w, dev, device_backend(mc, offload_side), u, k, scale)
                 steps.append(_step("gpu_offload", i, toks, k, 0.0, flops, t, dev.name))
                 continue
-            dev = _device_for(p, side)
-            t_c, t_m = _prefill_device_seconds(w, dev, mc, side, u, k, scale, profile, n_threads)
-            steps.append(_step(side, i, toks, k, w.weight_bytes * k, flops, t_c + t_m, dev.name, t_c, t_m))
-        if profile != "course" and start + toks >= n_tokens:
-            # the sequence's last token: the output head computes its logits (one token: never offloaded)
-            dev = _device_for(p, head_side)
+            dev = side_device(mc, side)
+            t_c, t_m = prof.prefill_seconds(w, dev, device_backend(mc, side), u, k, n_threads, scale)
+            s = _step(side[:3], i, toks, k, w.weight_bytes * k, flops, t_c + t_m, dev.name, t_c, t_m)
+            if multi and side != "cpu":
+                s["gpu"] = int(side[3:])
+            steps.append(s)
+        if split:
+            per = {}
+            fl = by = 0.0
+            for side, w in split.items():
+                if w.flops == 0:
+                    continue
+                t_c, t_m = prof.prefill_seconds(
+                    w, side_device(mc, side), device_backend(mc, side), u, k, n_threads, scale
+                )
+                per[int(side[3:])] = t_c + t_m
+                fl += w.flops * scale
+                by += w.weight_bytes * k
+            if per:
+                s = _step("gpu", i, toks, k, by, fl, max(per.values()), "GPUs in parallel (row split)")
+                s["parallel"] = per
+                steps.append(s)
+        if multi:
+            traffic = _link_traffic(p, u)
+            if traffic["transfers"]:
+                t = k * link_seconds(mc, traffic["bytes"], traffic["transfers"])
+                s = _step("link", i, toks, k, traffic["bytes"] * k, 0.0, t, mc.link.name or mc.link.kind)
+                s["transfers"] = traffic["transfers"] * k
+                steps.append(s)
+        if not prof.head_every_ubatch and start + toks >= n_tokens:
+            # the sequence's last token: the output head computes its logits (one token: never offloaded;
+            # a row split spreads them too, timed here on the output's GPU)
+            dev = side_device(mc, head_side)
             w = head_work
-            t_c, t_m = _prefill_device_seconds(w, dev, mc, head_side, 1, 1, 1.0, profile, n_threads)
-            s = _step(head_side, i + k - 1, 1, 0, w.weight_bytes, w.flops, t_c + t_m, dev.name, t_c, t_m)
+            t_c, t_m = prof.prefill_seconds(w, dev, device_backend(mc, head_side), 1, 1, n_threads, 1.0)
+            s = _step(head_side[:3], i + k - 1, 1, 0, w.weight_bytes, w.flops, t_c + t_m, dev.name, t_c, t_m)
             s["head"] = True
             steps.append(s)
         start += toks
@@ -338,197 +377,3 @@ def _step(kind, i, toks, k, byts, flops, t, device, t_c=None, t_m=None) -> dict:
     if t_c is not None:
         s["compute_s"], s["mem_s"] = t_c, t_m
     return s
-
-
-def _prefill_device_seconds(
-    w: Work, dev: Device, mc: Machine, side: str, u: int, k: int, scale: float, profile: str, n_threads
-) -> tuple:
-    """(compute seconds, memory seconds) of k micro-batches of u tokens doing `w` each on `dev` (their FLOPs
-    are `scale` times w's: the last micro-batch of a group may be shorter)."""
-    if profile == "course":
-        return w.flops * scale / (ETA_PREFILL * dev.flops), w.weight_bytes * k / (ETA_PREFILL * dev.bandwidth)
-    return _measured.prefill_seconds(w, dev, device_backend(mc, side), u, k, n_threads, scale=scale)
-
-
-def _side_device(p: Placement, side: str) -> Device:
-    return p.machine.ram if side == "cpu" else p.machine.gpus[int(side[3:])]
-
-
-def _decode_side_seconds(p: Placement, side: str, w: Work, profile: str, n_threads, batch: int) -> tuple:
-    """(seconds, memory seconds, compute seconds, basis) of one device's decode work."""
-    if w.bytes == 0 and w.flops == 0:
-        return 0.0, 0.0, 0.0, None
-    dev = _side_device(p, side)
-    if profile == "course":
-        t_mem = w.bytes / (ETA_DECODE * dev.bandwidth)
-        t_cmp = w.flops / (ETA_PREFILL * dev.flops)
-        return max(t_mem, t_cmp), t_mem, t_cmp, None
-    return _measured.decode_seconds(w, dev, device_backend(p.machine, side), n_threads, batch)
-
-
-def _decode_step_time_multi(p: Placement, context: int, batch: int, profile: str, n_threads) -> dict:
-    """decode_step_time on a machine with several GPUs (see timing.py's 'Several GPUs'); the result has the single-GPU keys
-    (gpu_* summed over the GPUs) plus `devices` (one entry per GPU and the CPU), `link_s` and `link`."""
-    mc = p.machine
-    local, split = _work_multi(p, batch, context)
-    res = {"context": context, "batch": batch, "profile": profile, "split_mode": p.split_mode}
-    devices, basis = [], {}
-    gpu_local = gpu_split = 0.0
-    tot = {"gpu": dict(bytes=0.0, w=0.0, kv=0.0, f=0.0, mem=0.0, cmp=0.0), "cpu": None}
-    for side in local:
-        wl, ws = local[side], split[side]
-        t_l, m_l, c_l, b_l = _decode_side_seconds(p, side, wl, profile, n_threads, batch)
-        t_s, m_s, c_s, b_s = _decode_side_seconds(p, side, ws, profile, n_threads, batch)
-        if b_l or b_s:
-            basis[side] = b_l or b_s
-        entry = {
-            "side": side,
-            "name": _side_device(p, side).name,
-            "bytes": wl.bytes + ws.bytes,
-            "weight_bytes": wl.weight_bytes + ws.weight_bytes,
-            "kv_bytes": wl.kv_bytes + ws.kv_bytes,
-            "flops": wl.flops + ws.flops,
-            "layers": wl.layers,
-            "mem_s": m_l + m_s,
-            "compute_s": c_l + c_s,
-            "busy_s": t_l + t_s,  # this device's own time for the pass
-            "parallel_s": t_s,  # of which row-split matrices, run at the same time as the other GPUs
-        }
-        entry["bound"] = "compute" if entry["compute_s"] > entry["mem_s"] else "memory"
-        devices.append(entry)
-        if side == "cpu":
-            for k in ("bytes", "weight_bytes", "kv_bytes", "flops", "mem_s", "compute_s"):
-                res["cpu_" + k] = entry[k]
-            res["cpu_s"] = entry["busy_s"]
-            res["cpu_bound"] = entry["bound"]
-        else:
-            gpu_local += t_l
-            gpu_split = max(gpu_split, t_s)
-            for k, v in (("bytes", "bytes"), ("w", "weight_bytes"), ("kv", "kv_bytes"), ("f", "flops")):
-                tot["gpu"][k] += entry[v]
-            tot["gpu"]["mem"] += entry["mem_s"]
-            tot["gpu"]["cmp"] += entry["compute_s"]
-    g = tot["gpu"]
-    res.update(
-        gpu_bytes=g["bytes"],
-        gpu_weight_bytes=g["w"],
-        gpu_kv_bytes=g["kv"],
-        gpu_flops=g["f"],
-        gpu_mem_s=g["mem"],
-        gpu_compute_s=g["cmp"],
-        gpu_s=gpu_local + gpu_split,
-        gpu_bound="compute" if g["cmp"] > g["mem"] else "memory",
-    )
-    traffic = _link_traffic(p, batch)
-    res["link"] = traffic
-    res["link_s"] = link_seconds(mc, traffic["bytes"], traffic["transfers"]) if traffic["transfers"] else 0.0
-    res["devices"] = devices
-    if profile == "course":
-        overhead = DECODE_OVERHEAD_S
-    else:
-        layers = {e["side"]: e["layers"] for e in devices}
-        overhead = _measured.step_overhead_seconds(
-            layers,
-            {s: device_backend(mc, s) for s in layers},
-            p.output_on_gpu,
-            logits_bytes=_logits_bytes(p, mc),
-            link_bytes_per_s=mc.pcie,
-        )
-        res["basis"] = basis
-    res["overhead_s"] = overhead
-    res["total_s"] = res["gpu_s"] + res["cpu_s"] + res["link_s"] + overhead
-    res["tok_per_s"] = batch / res["total_s"]
-    res["seq_tok_per_s"] = 1.0 / res["total_s"]
-    res["cpu_share"] = res["cpu_s"] / res["total_s"]
-    if profile == "measured":
-        heavy = max(devices, key=lambda e: e["bytes"])["side"]
-        res["backend"] = device_backend(mc, heavy)
-        dev = side_device(mc, heavy)
-        res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], res["backend"], "decode", dev)
-        res["range_vendor"] = _measured.range_basis(res["backend"], "decode", dev)
-    return res
-
-
-def _prefill_steps_multi(
-    p: Placement, n_tokens: int, n_ubatch: int, n_batch: int, op_offload: bool, profile: str, n_threads
-) -> list:
-    """prefill_steps on a machine with several GPUs: per micro-batch group, one step per device (kind 'gpu'
-    with its "gpu" index, or 'cpu'), the row-split matrices as one step run in parallel ('gpu', "parallel"
-    with each GPU's seconds), op offload ('pcie', 'gpu_offload' on the first GPU) and the link ('link')."""
-    mc = p.machine
-    steps = []
-    n_ub = -(-n_tokens // n_ubatch)
-    group = max(1, -(-n_ub // PREFILL_GROUP_MAX))
-    first = next((i for i in range(len(mc.gpus)) if p.per_gpu[i].total > 0), 0)
-    head_side = "cpu" if p.output_gpu is None else _gpu_side(p.output_gpu)
-    i = start = 0
-    while start < n_tokens:
-        k = min(group, -(-(n_tokens - start) // n_ubatch))
-        toks = min(k * n_ubatch, n_tokens - start)
-        u = min(n_ubatch, toks)
-        mid = start + (toks - u) // 2
-        # the course profile runs the head for every token of the micro-batch (see prefill_steps)
-        local, split = _work_multi(p, u, None, start=mid, with_head=profile == "course")
-        scale = toks / u
-        offload = op_offload and p.gpu_total > 0 and mc.pcie > 0 and u >= OP_OFFLOAD_MIN_BATCH
-        for side, w in local.items():
-            flops = w.flops * scale
-            if flops == 0:
-                continue
-            if side == "cpu" and offload:
-                if profile == "course":
-                    n_copies = sum(1 for j in range(k) if (start + j * n_ubatch) % n_batch == 0)
-                    t_x = w.weight_bytes * n_copies / (ETA_PCIE * mc.pcie)
-                else:
-                    n_copies = k
-                    t_x = _measured.pcie_seconds(w.weight_bytes * k, mc.pcie)
-                if n_copies:
-                    steps.append(_step("pcie", i, toks, k, w.weight_bytes * n_copies, 0.0, t_x, "PCIe"))
-                dev = mc.gpus[first]
-                if profile == "course":
-                    t = flops / (ETA_PREFILL * dev.flops)
-                else:
-                    t = _measured.prefill_seconds(
-                        w, dev, device_backend(mc, _gpu_side(first)), u, k, None, offloaded=True, scale=scale
-                    )[0]
-                steps.append(_step("gpu_offload", i, toks, k, 0.0, flops, t, dev.name))
-                continue
-            dev = _side_device(p, side)
-            t_c, t_m = _prefill_device_seconds(w, dev, mc, side, u, k, scale, profile, n_threads)
-            s = _step(side[:3], i, toks, k, w.weight_bytes * k, flops, t_c + t_m, dev.name, t_c, t_m)
-            if side != "cpu":
-                s["gpu"] = int(side[3:])
-            steps.append(s)
-        if p.row_split:
-            per = {}
-            fl = by = 0.0
-            for side, w in split.items():
-                if w.flops == 0:
-                    continue
-                t_c, t_m = _prefill_device_seconds(w, _side_device(p, side), mc, side, u, k, scale, profile, n_threads)
-                per[int(side[3:])] = t_c + t_m
-                fl += w.flops * scale
-                by += w.weight_bytes * k
-            if per:
-                s = _step("gpu", i, toks, k, by, fl, max(per.values()), "GPUs in parallel (row split)")
-                s["parallel"] = per
-                steps.append(s)
-        traffic = _link_traffic(p, u)
-        if traffic["transfers"]:
-            t = k * link_seconds(mc, traffic["bytes"], traffic["transfers"])
-            s = _step("link", i, toks, k, traffic["bytes"] * k, 0.0, t, mc.link.name or mc.link.kind)
-            s["transfers"] = traffic["transfers"] * k
-            steps.append(s)
-        if profile != "course" and start + toks >= n_tokens:
-            # the last token's logits (a row split spreads them too; timed here on the output's GPU)
-            _side, head_work = _head_work(p)
-            dev = _side_device(p, head_side)
-            t_c, t_m = _prefill_device_seconds(head_work, dev, mc, head_side, 1, 1, 1.0, profile, n_threads)
-            s = _step(
-                head_side[:3], i + k - 1, 1, 0, head_work.weight_bytes, head_work.flops, t_c + t_m, dev.name, t_c, t_m
-            )
-            s["head"] = True
-            steps.append(s)
-        start += toks
-        i += k
-    return steps

@@ -14,6 +14,9 @@ ETA_PREFILL = 0.5  # the module's assumption: fraction of peak FP16 tensor FLOP/
 # Fitted to the module's printed decode numbers (50.4-50.8 us reproduces every digit): a fixed cost per
 # decode step, in seconds.  Not a measurement; the measured profile replaces it with a per-backend cost.
 DECODE_OVERHEAD_S = 50.5e-6
+# Fitted to the module's prefill column (0.924-0.935 reproduces it): the share of the PCIe link the weight
+# copies of op offload reach.
+ETA_PCIE = 0.93
 
 
 def _check(cond: bool, arg: str, msg: str) -> None:
