@@ -10,11 +10,12 @@ module's listings work as they are. The package, bottom up (each module imports 
     catalog     MODELS: the models the course and the app pick from, get_model
     sizes       quantize_plan, weight_bytes, effective_bpw, file_bytes; per-layer byte tables
     kv          the KV cache and the recurrent state as llama.cpp allocates them
-    devices     Device, Machine, Interconnect, the machine catalog, what a device can hold
+    devices     Device, Machine, Interconnect, the machine catalog
+    profiles    the course and measured profiles: one interface, each its own rules and memory counts
     multigpu    several GPUs: -sm/-ts/-mg, split points, layer devices, link costs
     placement   place(): -ngl, --fit, --n-cpu-moe, on one GPU or several
     work        what each device reads and computes in a decode step or a prefill micro-batch
-    timing      decode_step_time, prefill_time, prefill_steps, in the course or the measured profile
+    timing      decode_step_time, prefill_time, prefill_steps: one loop over the devices, one GPU or several
     ridge       the roofline and the ridge batch
 
 Fitted to the module, not measured
