@@ -480,27 +480,14 @@ def _static(data: LoadData, name: str, build):
 
 
 def _segments(data: LoadData, lay: Layout = WIDE) -> Raw:
-    steps, total = data.steps, data.total_s or 1.0
-    span = lay.width - 16
+    """A segment per step on the timeline, coloured by the tier it touches."""
+    segs = [chart.step_segment(s, f"seg-t seg-{s.tier}") for s in data.steps]
     sy = lay.strip_y(len(data.tiers))
-    segs = []
-    for s in steps:
-        if s.seconds <= 0:
-            continue
-        xa = 8 + span * (s.elapsed_s - s.seconds) / total
-        w = span * s.seconds / total
-        segs.append(
-            el(
-                "rect",
-                el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
-                x=xa,
-                y=sy,
-                width=max(w, 0.6),
-                height=STRIP_H,
-                class_=f"seg-t seg-{s.tier}",
-            )
+    return join(
+        chart.stacked_bar(
+            segs, x0=8, y=sy, height=STRIP_H, span=lay.width - 16, total=data.total_s or 1.0, min_width=0.6
         )
-    return join(segs)
+    )
 
 
 def _strip(data: LoadData, lay: Layout = WIDE) -> Raw:

@@ -410,26 +410,12 @@ def _static(data: PhasesData, name: str, build):
 
 
 def _segments(data: PhasesData, lay: Layout = WIDE) -> Raw:
-    steps, total = data.steps, data.trace_total_s or 1.0
-    span = lay.gx1 - GX0
-    segs = []
-    for s in steps:
-        if s.seconds <= 0:
-            continue
-        xa = GX0 + span * (s.elapsed_s - s.seconds) / total
-        w = span * s.seconds / total
-        segs.append(
-            el(
-                "rect",
-                el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
-                x=xa,
-                y=STRIP_Y,
-                width=max(w, 0.8),
-                height=STRIP_H,
-                class_=f"seg-t seg-{box_of(s)}",
-            )
-        )
-    return join(segs)
+    """A segment per stage on the timeline, coloured by the device that works."""
+    segs = [chart.step_segment(s, f"seg-t seg-{box_of(s)}") for s in data.steps]
+    total = data.trace_total_s or 1.0
+    return join(
+        chart.stacked_bar(segs, x0=GX0, y=STRIP_Y, height=STRIP_H, span=lay.gx1 - GX0, total=total, min_width=0.8)
+    )
 
 
 def _strip(data: PhasesData, lay: Layout = WIDE) -> Raw:
