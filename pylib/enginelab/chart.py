@@ -437,3 +437,32 @@ def edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
     if cx < x0 + 80:
         return el("text", text, x=x0, y=y, class_="strip-elapsed")
     return el("text", text, x=cx, y=y, class_="strip-elapsed", text_anchor="middle")
+
+
+def step_list(rows, current: int, *, label: str, id_: str) -> Raw:
+    """The step-throughs' list of steps (load, phases): rows [(what, detail, cls)], one <li> each, numbered from 1;
+    the row at index `current` is "now" (aria-current="step"), those before it "done", the rest "todo"; `cls` is
+    added to the row's classes (e.g. "step-tier-vram")."""
+    items = []
+    for j, (what, detail, cls) in enumerate(rows):
+        status = "now" if j == current else ("done" if j < current else "todo")
+        items.append(
+            el(
+                "li",
+                [
+                    el("span", str(j + 1), class_="step-num"),
+                    el("span", what, class_="step-what"),
+                    el("span", detail, class_="step-detail"),
+                ],
+                class_=f"step step-{status} {cls}",
+                aria_current="step" if status == "now" else None,
+            )
+        )
+    return el("ol", items, class_="step-list", aria_label=label, id_=id_)
+
+
+def inner(markup) -> str:
+    """The content of one element built by el() (its start tag ends at the first '>': attributes are escaped):
+    what a frame patch writes into the element already in the page."""
+    s = str(markup)
+    return s[s.index(">") + 1 : s.rindex("</")]

@@ -807,7 +807,7 @@ def _table_slot(data: KvData, defer: bool) -> Raw:
 def deferred_html(state) -> dict:
     """{element id: inner HTML} that the glue fills in after render(..., defer=True): the data table (64 rows
     of counters, in a closed box), which a new simulation would otherwise add to the change that asked for it."""
-    return {"kv-table": _inner(_table(compute(state)))}
+    return {"kv-table": chart.inner(_table(compute(state)))}
 
 
 def render(data: KvData, defer: bool = False) -> str:
@@ -940,12 +940,6 @@ def frame_patch(data: KvData) -> dict:
     }
 
 
-def _inner(markup) -> str:
-    """The content of one element built by el() (its start tag ends at the first '>': attributes are escaped)."""
-    s = str(markup)
-    return s[s.index(">") + 1 : s.rindex("</")]
-
-
 def base_patch(data: KvData, defer: bool = False) -> dict:
     """Another simulation on the same grids (a new workload, policy or capacity with as many cells): every part
     that depends on the simulation by html, the cells' classes, and the root's new data-patch-key and stops, for
@@ -954,15 +948,15 @@ def base_patch(data: KvData, defer: bool = False) -> dict:
     defer: tests)."""
     sim = data.sim
     html = {
-        "kv-caption": _inner(_caption(data)),
+        "kv-caption": chart.inner(_caption(data)),
         "kv-radix-tree": str(_tree_html(data)),
-        "kv-users": _inner(_users(data)),
-        "kv-table": _inner(_table_slot(data, defer)),
+        "kv-users": chart.inner(_users(data)),
+        "kv-table": chart.inner(_table_slot(data, defer)),
     }
     for n in MANAGERS:
-        html[f"kv-sub-{n}"] = _inner(el("p", _subtitle(n, data)))
+        html[f"kv-sub-{n}"] = chart.inner(el("p", _subtitle(n, data)))
         html[f"kv-live-{n}"] = str(_live(n, data))
-        html[f"kv-final-{n}"] = _inner(_final(n, data))
+        html[f"kv-final-{n}"] = chart.inner(_final(n, data))
     return {
         "base": _patch_base(data),
         "classes": {f"kv-cells-{n}": _classes_text(sim, n, data.panels[n]) for n in MANAGERS},
