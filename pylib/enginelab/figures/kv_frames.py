@@ -123,7 +123,7 @@ NO_COUNTERS = Counters(computed=0, reused=0, preemptions=0, concurrency=0, peak=
 
 class Frames:
     """A run's frames as typed Frames, each made the first time it is read: a new simulation shows one frame, and
-    turning every frame's cells and events into objects up front was a fifth of its cost."""
+    typing every frame's cells and events up front would add about a fifth to its cost."""
 
     __slots__ = ("_raw", "_done")
 
