@@ -669,21 +669,23 @@ def _panel(name: str, data: KvData) -> Raw:
     )
 
 
+def _swatch(cls: str) -> Raw:
+    """One grid cell drawn on its own, 14 px: a legend's key."""
+    return el(
+        "svg",
+        el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
+        xmlns="http://www.w3.org/2000/svg",
+        viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
+        width=14,
+        height=14,
+        class_="chart kv-grid kv-swatch",
+        aria_hidden="true",
+        focusable="false",
+    )
+
+
 def _legend() -> Raw:
-    items = []
-    for cls, label in LEGEND:
-        sw = el(
-            "svg",
-            el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
-            xmlns="http://www.w3.org/2000/svg",
-            viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
-            width=14,
-            height=14,
-            class_="chart kv-grid kv-swatch",
-            aria_hidden="true",
-            focusable="false",
-        )
-        items.append(el("li", [sw, " ", label]))
+    items = [el("li", [_swatch(cls), " ", label]) for cls, label in LEGEND]
     return el("div", el("ul", items, class_="kv-legend-codes"), class_="kv-legend", aria_label="Legend")
 
 
@@ -692,18 +694,12 @@ def _users(data: KvData) -> Raw:
     items = []
     for i, s in enumerate(sim.sessions):
         rids = [rid for rid, ses in sim.session_of.items() if ses == s]
-        sw = el(
-            "svg",
-            el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=f"k-prefill h{i % N_HUES}"),
-            xmlns="http://www.w3.org/2000/svg",
-            viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
-            width=14,
-            height=14,
-            class_="chart kv-grid kv-swatch",
-            aria_hidden="true",
-            focusable="false",
+        items.append(
+            el(
+                "li",
+                [_swatch(f"k-prefill h{i % N_HUES}"), " ", f"{s} (requests {', '.join('#' + str(r) for r in rids)})"],
+            )
         )
-        items.append(el("li", [sw, " ", f"{s} (requests {', '.join('#' + str(r) for r in rids)})"]))
     return el("ul", items, class_="kv-legend-users", id_="kv-users", aria_label="Users (colours)")
 
 
