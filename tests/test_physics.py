@@ -339,3 +339,21 @@ def test_a_cpus_devices_csv_isa_decides_arm_or_x86_before_its_name(monkeypatch):
     assert devices.is_arm_cpu(devices._Named("Apple M3 (CPU)")) and not devices.is_arm_cpu(
         devices._Named("Ryzen 5 7600")
     )
+
+
+def test_the_explanation_reads_the_computations_terms_and_recomputes_no_condition():
+    """explain.py takes from enginelab.measured only the fitted values, the fit's summary, the table's sentences and
+    two constants of the formulas it prints; which rows applied (graphs, HBM, a vendor's shader, an SoC's cap, the
+    overlap) it reads from the estimate's basis and terms."""
+    import ast
+    from pathlib import Path
+
+    from enginelab import explain
+
+    tree = ast.parse(Path(explain.__file__).read_text())
+    used = {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "me"
+    }
+    assert used <= {"params_for", "basis_summary", "explain_sentence", "READ_TEST_SHARE", "CPU_BW_KNEE"}, used
