@@ -114,9 +114,7 @@ TABLE = (
         "int8 dot products emulated with byte extracts and multiply-adds", fixed_on=("metal", "sycl")),
     Row("dq_emul_kepler", "ratio", "weight", "a Kepler GPU (compute capability 3.x), on top of dq_emul",
         1.0, {"cuda": 1.8}, None, {},
-        "the emulated __dp4a's four 32-bit integer multiply-adds run at a sixth of Kepler's FP32 rate",
-        explain={"cuda": "Kepler multiplies integers at a sixth of its FP32 rate: the emulated dot products cost "
-                         "{value:.1f}× more"}),
+        "the emulated __dp4a's four 32-bit integer multiply-adds run at a sixth of Kepler's FP32 rate"),
     Row("hbm_layer_us", "µs", "block", "hbm",
         10.0, {"rocm": 60.0}, (0.1, 1000.0), {"gpu.decode": None},
         "on HBM each kernel first waits out the memory's longer latency", fixed_on=("metal", "sycl")),
