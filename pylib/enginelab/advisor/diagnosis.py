@@ -315,10 +315,10 @@ def diagnose_sysmem_spill(s: Setup, o: Outcome) -> Finding | None:
         return None
     gpu = s.machine.gpus[0]
     # the same -ngl on this card with room for all of it: the speed the spill takes away
-    room = replace(gpu, mem_gb=gpu.mem_gb + p.overflow_bytes / 1e9 + 2.0 * pm.DRIVER_RESERVE_MIB / 1024)
     try:
+        room = replace(gpu, mem_gb=gpu.mem_gb + p.overflow_bytes / 1e9 + 2.0 * pm.DRIVER_RESERVE_MIB / 1024)
         roomy = evaluate(s.changed(machine=replace(s.machine, gpu=room)), prefill=False)
-    except ValueError:
+    except ValueError:  # a card as large as that is beyond the catalog's bounds: no estimate to give
         return None
     if not roomy.fits or not roomy.decode_tok_s or s.machine.pcie_gbs <= 0:
         return None
