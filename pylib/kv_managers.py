@@ -463,6 +463,19 @@ class SlotManager:
         self.cells.set((cell,), _DECODE, live.rid)
         return []
 
+    def decode_many(self, live: _Live, n: int) -> None:
+        """decode() for the last n tokens of live.tokens at once (a time-based simulation applies a reply's
+        tokens in bulk; the cells were reserved at admission)."""
+        slot = self._by_rid[live.rid]
+        k = self._stream(slot)
+        free = self._free[k]
+        cells = free[len(free) - n :][::-1]
+        del free[len(free) - n :]
+        self.reserved[k] -= n
+        slot.tokens.extend(live.tokens[len(live.tokens) - n :])
+        slot.cells.extend(cells)
+        self.cells.set(cells, _DECODE, live.rid)
+
     def finish(self, live: _Live, step: int) -> None:
         slot = self._by_rid.pop(live.rid)
         self.reserved[self._stream(slot)] -= live.remaining
@@ -987,6 +1000,18 @@ class RadixManager:
         rec[0].append(cell)
         self.cells.set((cell,), _DECODE, live.rid)
         return []
+
+    def decode_many(self, live: _Live, n: int) -> None:
+        """decode() for the last n tokens of live.tokens at once (reserved at admission)."""
+        rec = self._req[live.rid]
+        take = min(n, len(self._free))
+        cells = self._free[len(self._free) - take :][::-1]
+        del self._free[len(self._free) - take :]
+        if take < n:
+            cells.extend(self._alloc(n - take))
+        self.reserved -= n
+        rec[0].extend(cells)
+        self.cells.set(cells, _DECODE, live.rid)
 
     def finish(self, live: _Live, step: int) -> None:
         """cache_finished_req: insert prompt + reply, free duplicate cells, unlock the path."""

@@ -1,0 +1,206 @@
+"""One forward pass over a mixed batch: decode sequences at their own contexts plus prefill chunk tokens.
+
+A serving engine's scheduler step runs every running sequence's next token and, beside them, chunks of the
+prompts it is prefilling, in one forward pass. What that pass costs:
+
+  * weights: read once per pass, whatever the batch (an MoE block reads the experts its tokens touch:
+    E * (1 - (1 - k/E)^T) distinct experts for T tokens, perf_model._moe_fraction);
+  * KV: each decode sequence reads its own cache at its own context (perf_model.decode_kv_read_bytes);
+    a prefill chunk of u tokens starting at position s reads its prefix and its own u tokens once;
+  * matmul FLOPs: 2 per weight per token (T = decode sequences + chunk tokens); attention FLOPs: per
+    query-key pair (decode: its context; a chunk: u*s + u(u+1)/2, causal);
+  * the output head: one row of logits per decode sequence, one per chunk that ends its prompt.
+
+Timing, per profile:
+  course    the module's roofline: max(bytes / (ETA_DECODE x bandwidth), FLOPs / (ETA_PREFILL x FLOP/s))
+            + DECODE_OVERHEAD_S, per device, as decode_step_time does.
+  measured  llama.cpp's kernels switch from mat-vec to mat-mat above 8 columns (MMVQ_MAX_BATCH_SIZE = 8 in
+            ggml-cuda/mmvq.cuh, ne11_mm_min = 8 in ggml-metal/ggml-metal-ops.cpp, mul_mat_vec_max_cols = 8
+            in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE 8 in ggml-sycl): up to 8 tokens the pass is timed as a
+            decode pass (enginelab.measured.decode_seconds: the weights streamed once, a dot product per
+            weight row and token), above 8 as a prompt micro-batch (measured.prefill_seconds: MMQ/GEMM
+            tiles at the prefill rate, plus the weights streamed, plus the KV the pass reads) times
+            mm_small(T), the mat-mat kernels' small-batch penalty (one parameter per backend, fitted on
+            published llama-batched-bench and micro-batch runs: tiles of 64+ columns part filled).
+  engine    "vllm" / "sglang": decode-only batches run a captured CUDA graph padded up to the next capture
+            size (vLLM's default cudagraph_capture_sizes [1, 2, 4] + range(8, 256, 8) + range(256, max + 1,
+            16), max = min(2 x max_num_seqs, 512), vllm/config/compilation.py; SGLang's cuda_graph_bs is
+            the same ladder), and their GEMMs do not take llama.cpp's mat-vec path.
+"""
+
+from __future__ import annotations
+
+import perf_model as pm
+from enginelab import measured, serving_plan
+from enginelab.checks import brief, check_bool, is_int
+from enginelab.checks import check as _check
+
+# llama.cpp: the largest number of columns (tokens) a mat-vec kernel takes (all GPU backends agree on 8)
+MMV_MAX_COLS = 8
+ENGINES = ("llama.cpp", "vllm", "sglang")
+
+# The mat-mat kernels' penalty at small batches: t_compute x (1 + MM_SMALL[backend] x 64 / T) for T > 8
+# tokens (MMQ's tiles are 64-128 columns wide; a part-filled tile costs as much as a full one). Fitted in
+# tests/test_serving_step.py's data (data/serving/batched_bench.csv); 0 where no batched run was read.
+BATCH_PARAMS = {
+    "cuda": (0.05, 0.5),
+    "rocm": (0.05, 0.5),
+    "vulkan": (0.05, 0.5),
+    "metal": (0.05, 0.5),
+    "sycl": (0.05, 0.5),
+}
+
+
+def padded_batch(n: int, sizes: list) -> int:
+    """The captured size a decode batch of n runs at (n itself past the largest: eager mode)."""
+    for s in sizes:
+        if s >= n:
+            return s
+    return n
+
+
+def _check_inputs(p, contexts, chunks):
+    if not isinstance(p, pm.Placement):
+        _check(False, "placement", f"must be a Placement (from place()), got {brief(p)}")
+    if not isinstance(contexts, (list, tuple, range)):
+        _check(False, "contexts", f"must be a list of decode contexts, got {brief(contexts)}")
+    if not isinstance(chunks, (list, tuple)):
+        _check(False, "chunks", f"must be a list of (start, tokens, last) prefill chunks, got {brief(chunks)}")
+    for c in contexts:
+        if not (is_int(c) and 0 <= c <= pm.MAX_CONTEXT):
+            _check(False, "contexts", f"each must be an integer from 0 to {pm.MAX_CONTEXT:,}, got {brief(c)}")
+    for ch in chunks:
+        ok = isinstance(ch, (list, tuple)) and len(ch) == 3
+        ok = ok and is_int(ch[0]) and is_int(ch[1]) and 0 <= ch[0] <= pm.MAX_CONTEXT and 1 <= ch[1] <= pm.MAX_CONTEXT
+        if not ok:
+            _check(False, "chunks", f"each must be (start >= 0, tokens >= 1, last), got {brief(ch)}")
+        check_bool(ch[2], "chunks")
+    if not contexts and not chunks:
+        _check(False, "contexts", "a step needs at least one decode sequence or prefill chunk")
+
+
+def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
+    """({side: perf_model.Work}, tokens, logits rows) of one pass: `contexts` are the decode sequences'
+    KV lengths, `chunks` the prefill chunks as (start, tokens, last): last = the chunk ends its prompt.
+    same_tokens: every decode sequence feeds the same token (llama-batched-bench does), so an MoE block's
+    router picks the same experts for all of them: the weights of one token's experts are read, not
+    E * (1 - (1 - k/E)^B) experts' worth."""
+    _check_inputs(p, contexts, chunks)
+    m = p.model
+    n_tok = len(contexts) + sum(c[1] for c in chunks)
+    n_logits = len(contexts) + sum(1 for c in chunks if c[2])
+    static, _hd = pm._blocks_static(p, n_tok, False)
+    if same_tokens and m.is_moe and not chunks:
+        one = pm._blocks_static(p, 1, False)[0]
+        static = {
+            s: (one[s][0], static[s][1], static[s][2], one[s][3], one[s][4], static[s][5], static[s][6],
+                one[s][7], one[s][8])
+            for s in static
+        }  # fmt: skip
+    per_tok, per_pair, rec_bytes, rec_flops, kinds = pm._kv_plan(m, p.kv_type)
+    counts = pm._kind_counts(p, kinds)
+    win = m.sliding_window
+    # tokens of KV read and query-key pairs, for full and windowed blocks; recurrent: per sequence
+    full_read = sum(contexts) + sum(s + u for s, u, _ in chunks)
+    win_read = sum(min(c, win) for c in contexts) + sum(min(s + u, win) for s, u, _ in chunks) if win else 0
+    full_pairs = sum(contexts) + sum(pm._causal_pairs_window(0, s, s + u) for s, u, _ in chunks)
+    win_pairs = (
+        sum(min(c, win) for c in contexts) + sum(pm._causal_pairs_window(win, s, s + u) for s, u, _ in chunks)
+        if win
+        else 0
+    )
+    n_seq = len(contexts) + len(chunks)
+    head_side, head = pm._head_work(p)
+    out = {}
+    for side in ("gpu", "cpu"):
+        w, f, layers, types, x, xf, mx, rows, et = static[side]
+        n_full, n_window, n_rec = counts[side]
+        kv = per_tok * (full_read * n_full + win_read * n_window) + rec_bytes * n_seq * n_rec
+        af = per_pair * (full_pairs * n_full + win_pairs * n_window) + rec_flops * n_tok * n_rec
+        work = pm.Work(w, kv, f + af, af, layers, types, False, x, xf, mx, rows, et)
+        if side == head_side and n_logits:
+            types_h = dict(work.weights_by_type)
+            for t, n in head.weights_by_type:
+                types_h[t] = types_h.get(t, 0.0) + n
+            rows_h = dict(work.rows_by_type)
+            for t, r in head.rows_by_type:
+                rows_h[t] = rows_h.get(t, 0.0) + r
+            work = pm.Work(
+                work.weight_bytes + head.weight_bytes, kv, work.flops + head.flops * n_logits, af, layers,
+                tuple(sorted(types_h.items())), True, x, xf, mx, tuple(sorted(rows_h.items())), et,
+            )  # fmt: skip
+        out[side] = work
+    return out, n_tok, n_logits
+
+
+def _side_seconds(p, side, w, n_tok, n_logits, profile, engine, n_threads, params=None) -> float:
+    if w.bytes == 0 and w.flops == 0:
+        return 0.0
+    dev = pm._device_for(p, side)
+    if profile == "course":
+        return max(w.bytes / (pm.ETA_DECODE * dev.bandwidth), w.flops / (pm.ETA_PREFILL * dev.flops))
+    backend = pm.device_backend(p.machine, side)
+    mv_col, mm_small = (params or BATCH_PARAMS).get(backend, (0.0, 0.0))
+    t, t_mem, _t_cmp, _basis = measured.decode_seconds(w, dev, backend, n_threads, min(n_tok, MMV_MAX_COLS))
+    if n_tok == 1 or backend == "cpu":
+        return t
+    if engine == "llama.cpp" and n_tok <= MMV_MAX_COLS:
+        # mat-vec with several columns: each extra column costs mv_col of the weights' streaming time
+        return t + mv_col * (n_tok - 1) * (t_mem - w.kv_bytes / max(1.0, w.bytes) * t_mem)
+    # mat-mat (MMQ / GEMM tiles): the matmul FLOPs at the prefill rate, part-filled tiles at small T
+    prm = measured.params_for(backend)
+    t_c = measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads)
+    t_c = t_c * (1.0 + mm_small * 64.0 / n_tok) + w.layers * prm.pp_layer_us * 1e-6
+    return max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - measured.overlap_for(dev, backend, prm))
+
+
+def batched_step(
+    placement,
+    contexts=(),
+    chunks=(),
+    profile=None,
+    engine: str = "llama.cpp",
+    n_threads=None,
+    max_num_seqs: int = 256,
+    same_tokens: bool = False,
+    params: dict | None = None,
+) -> dict:
+    """Time of one forward pass over decode sequences at `contexts` and prefill `chunks` ((start, tokens,
+    last) each). engine: whose kernels run it ("llama.cpp", "vllm", "sglang": CUDA-graph padding of
+    decode-only batches, max_num_seqs sets the largest captured size). Returns total_s, tokens, logits,
+    per-side seconds and the Work, and tok_per_s (decode tokens per second)."""
+    p = placement
+    if engine not in ENGINES:
+        _check(False, "engine", f"must be one of {', '.join(ENGINES)}, got {brief(engine)}")
+    profile = pm._check_profile(profile, p if isinstance(p, pm.Placement) else None)
+    n_threads = pm._check_threads(n_threads)
+    if p is not None and isinstance(p, pm.Placement) and p.machine.multi_gpu:
+        _check(False, "placement", "batched_step times one GPU (or CPU) machine; several GPUs are not modelled")
+    contexts = list(contexts) if isinstance(contexts, (list, tuple, range)) else contexts
+    padded = len(contexts) if isinstance(contexts, list) else 0
+    if engine != "llama.cpp" and not chunks and isinstance(contexts, list) and contexts:
+        padded = padded_batch(len(contexts), serving_plan.cudagraph_capture_sizes(max_num_seqs))
+        # padded rows run the weights' matmuls and read no KV (they attend to nothing)
+    work, n_tok, n_logits = step_work(p, contexts + [0] * (padded - len(contexts)), list(chunks), same_tokens)
+    res = {"tokens": n_tok, "logits": n_logits, "padded_batch": padded, "profile": profile, "engine": engine}
+    total = 0.0
+    for side in ("gpu", "cpu"):
+        t = _side_seconds(p, side, work[side], n_tok, n_logits, profile, engine, n_threads, params)
+        res[side + "_s"] = t
+        total += t
+    if profile == "course":
+        overhead = pm.DECODE_OVERHEAD_S
+    else:
+        mc = p.machine
+        overhead = measured.step_overhead_seconds(
+            {s: work[s].layers for s in work},
+            {s: pm.device_backend(mc, s) for s in work},
+            p.output_on_gpu,
+            logits_bytes=pm._logits_bytes(p, mc) * max(1, n_logits),
+            link_bytes_per_s=mc.pcie,
+        )
+    res["overhead_s"] = overhead
+    res["total_s"] = total + overhead
+    res["work"] = work
+    res["tok_per_s"] = len(contexts) / res["total_s"]
+    return res
