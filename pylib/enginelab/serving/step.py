@@ -39,16 +39,22 @@ from enginelab.checks import check as _check
 MMV_MAX_COLS = 8
 ENGINES = ("llama.cpp", "vllm", "sglang")
 
-# The mat-mat kernels' penalty at small batches: t_compute x (1 + MM_SMALL[backend] x 64 / T) for T > 8
-# tokens (MMQ's tiles are 64-128 columns wide; a part-filled tile costs as much as a full one). Fitted in
-# tests/test_serving_step.py's data (data/serving/batched_bench.csv); 0 where no batched run was read.
-BATCH_PARAMS = {
-    "cuda": (0.05, 0.5),
-    "rocm": (0.05, 0.5),
-    "vulkan": (0.05, 0.5),
-    "metal": (0.05, 0.5),
-    "sycl": (0.05, 0.5),
-}
+# MoE: the most tokens llama.cpp's MUL_MAT_ID still runs on mat-vec kernels. ggml-cuda.cu's
+# ggml_cuda_mul_mat_id takes mmvq for ne2 == 1 only in the builds the batched runs used (later builds raise it
+# to get_mmvq_mmid_max_batch); ggml-metal-ops.cpp keeps mul_mv_id below ne21_mm_id_min = 32.
+MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
+
+# Fitted on data/serving/batched_bench.csv (enginelab.serving.fit). Two shapes of llama.cpp's kernels, one value
+# for every GPU backend (the dense rows):
+#   MV_COL       mat-vec kernels with several columns (tokens): each column after the first costs this share of
+#                the weights' streaming time
+#   MM_BW        mat-mat kernels (MMQ tiles) stream the weights (1 + MM_BW) x slower than mat-vec
+# and per backend, for MoE blocks past MUL_MAT_ID's mat-vec kernel (the MoE rows): (moe_sync_us, moe_tok_us),
+# the host sync of each call and the gathered GEMMs' cost per token and block, in microseconds.
+# Backends without batched MoE runs take CUDA's values.
+MV_COL = 0.03
+MM_BW = 0.5
+BATCH_PARAMS = {"cuda": (80.0, 50.0)}
 
 
 def padded_batch(n: int, sizes: list) -> int:
@@ -133,25 +139,45 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
     return out, n_tok, n_logits
 
 
-def _side_seconds(p, side, w, n_tok, n_logits, profile, engine, n_threads, params=None) -> float:
+def _expert_share(w) -> float:
+    """The part of a pass's weight bytes in routed experts (by each type's bits per weight)."""
+    if not w.expert_weights_by_type:
+        return 0.0
+    bpw = {t: (pm.GGML_TYPES[t].bpw if t in pm.GGML_TYPES else 16.0) for t, _n in w.weights_by_type}
+    total = sum(n * bpw.get(t, 16.0) for t, n in w.weights_by_type)
+    experts = sum(n * bpw.get(t, 16.0) for t, n in w.expert_weights_by_type)
+    return experts / total if total else 0.0
+
+
+def _side_seconds(p, side, w, n_tok, profile, engine, n_threads, params=None) -> float:
     if w.bytes == 0 and w.flops == 0:
         return 0.0
     dev = pm._device_for(p, side)
     if profile == "course":
         return max(w.bytes / (pm.ETA_DECODE * dev.bandwidth), w.flops / (pm.ETA_PREFILL * dev.flops))
     backend = pm.device_backend(p.machine, side)
-    mv_col, mm_small = (params or BATCH_PARAMS).get(backend, (0.0, 0.0))
     t, t_mem, _t_cmp, _basis = measured.decode_seconds(w, dev, backend, n_threads, min(n_tok, MMV_MAX_COLS))
     if n_tok == 1 or backend == "cpu":
-        return t
-    if engine == "llama.cpp" and n_tok <= MMV_MAX_COLS:
-        # mat-vec with several columns: each extra column costs mv_col of the weights' streaming time
-        return t + mv_col * (n_tok - 1) * (t_mem - w.kv_bytes / max(1.0, w.bytes) * t_mem)
-    # mat-mat (MMQ / GEMM tiles): the matmul FLOPs at the prefill rate, part-filled tiles at small T
+        return t  # one token, or ggml-cpu (whose decode time already multiplies each row per token)
     prm = measured.params_for(backend)
-    t_c = measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads)
-    t_c = t_c * (1.0 + mm_small * 64.0 / n_tok) + w.layers * prm.pp_layer_us * 1e-6
-    return max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - measured.overlap_for(dev, backend, prm))
+    moe_sync_us, moe_tok_us = (params or BATCH_PARAMS).get(backend, BATCH_PARAMS["cuda"])
+    t_w = t_mem * w.weight_bytes / w.bytes  # the weights' share of the streaming time
+    # the matmuls at the prefill rate (MMQ/GEMM tiles), and each block's kernels
+    t_c = measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads) + w.layers * prm.pp_layer_us * 1e-6
+    extra = 0.0
+    if engine == "llama.cpp" and w.moe_layers and n_tok > MMID_MV_MAX.get(backend, 1):
+        # MUL_MAT_ID past its mat-vec kernel: the mat-mat path waits for the routing on the host (a stream sync
+        # per call: gate, up and down), so the step's graph is not replayed either; then it gathers each
+        # expert's tokens into small GEMMs, a cost per token and block
+        extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6 + w.layers * prm.nograph_layer_us * 1e-6
+    if engine == "llama.cpp" and n_tok <= MMV_MAX_COLS:
+        # mat-vec with several columns: each column after the first costs MV_COL of the weights' streaming time
+        return t + MV_COL * (n_tok - 1) * t_w + extra
+    # mat-mat (llama.cpp's MMQ tiles; vLLM/SGLang's GEMMs) beside the streaming; llama.cpp's tiles stream the
+    # weights (1 + MM_BW) x slower than its mat-vec kernels
+    if engine == "llama.cpp":
+        t_mem += MM_BW * t_w
+    return max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - measured.overlap_for(dev, backend, prm)) + extra
 
 
 def batched_step(
@@ -185,7 +211,7 @@ def batched_step(
     res = {"tokens": n_tok, "logits": n_logits, "padded_batch": padded, "profile": profile, "engine": engine}
     total = 0.0
     for side in ("gpu", "cpu"):
-        t = _side_seconds(p, side, work[side], n_tok, n_logits, profile, engine, n_threads, params)
+        t = _side_seconds(p, side, work[side], n_tok, profile, engine, n_threads, params)
         res[side + "_s"] = t
         total += t
     if profile == "course":
