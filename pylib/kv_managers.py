@@ -339,6 +339,7 @@ class SlotManager:
 
     n_parallel=None is llama-server's automatic count: 4 slots sharing one unified KV buffer, so one request may
     use the whole context. An explicit n_parallel splits capacity_tokens evenly, one private range per slot.
+    kv_unified (--kv-unified) shares one buffer between the slots; None = unified exactly when n_parallel is None.
     slot_prompt_similarity is --slot-prompt-similarity (default 0.1).
     """
 
@@ -350,14 +351,17 @@ class SlotManager:
         n_parallel: int | None = None,
         slot_prompt_similarity: float = 0.1,
         track_cells: bool = True,
+        kv_unified: bool | None = None,
     ):
         capacity_tokens = _capacity(capacity_tokens)
         if n_parallel is not None:
             n_parallel = check_int(n_parallel, "n_parallel", 1, min(MAX_SLOTS, capacity_tokens))
         slot_prompt_similarity = check_number(slot_prompt_similarity, "slot_prompt_similarity", 0.0, 1.0)
         check_bool(track_cells, "track_cells")
+        if kv_unified is not None:
+            check_bool(kv_unified, "kv_unified")
         self.capacity = capacity_tokens
-        self.kv_unified = n_parallel is None
+        self.kv_unified = n_parallel is None if kv_unified is None else kv_unified
         self.n_parallel = 4 if n_parallel is None else n_parallel
         # n_ctx per sequence: the whole buffer when unified, an even share otherwise (llama-context.cpp n_ctx_seq)
         self.n_ctx_slot = capacity_tokens if self.kv_unified else capacity_tokens // self.n_parallel
@@ -590,7 +594,8 @@ class PagedManager:
                     "cells": self.block_size,
                 }
             )
-            self.cells.set(self._cells(b), _EVICT)
+            if self.cells.enabled:
+                self.cells.set(self._cells(b), _EVICT)
         self.ref_cnt[b] = 1
         return b
 
@@ -625,18 +630,20 @@ class PagedManager:
         evictable_hits = sum(1 for b in computed if self.ref_cnt[b] == 0)
         if len(self.free_block_queue) - evictable_hits < n_new_blocks:
             return None
+        track = self.cells.enabled
         for b in computed:  # touch
             if self.ref_cnt[b] == 0:
                 del self.free_block_queue[b]
             self.ref_cnt[b] += 1
-            self.cells.set(self._cells(b), _REUSED, live.rid)
+            if track:
+                self.cells.set(self._cells(b), _REUSED, live.rid)
         table = list(computed)
         for _ in range(n_new_blocks):
             table.append(self._pop_free())
         self.req_to_blocks[live.rid] = table
         self._n_cached[live.rid] = len(computed)
         # cells: computed tokens, then the unfilled tail of the last block
-        for i in range(len(computed), len(table)):
+        for i in range(len(computed), len(table) if track else 0):
             lo_tok = i * bs
             filled = min(bs, n - lo_tok)
             self.cells.set(self._cells(table[i], 0, filled), _PREFILL, live.rid)

@@ -141,6 +141,7 @@ FLAGS = {
         "enable_chunked_prefill": True,
         "enable_prefix_caching": True,
         "gpu_memory_utilization": sp.VLLM_GPU_MEMORY_UTILIZATION,
+        "num_gpu_blocks_override": None,
     },
     "sglang": {
         "max_running_requests": None,
@@ -171,6 +172,8 @@ def _flags(engine: str, given: dict) -> dict:
         check_bool(f["enable_chunked_prefill"], "enable_chunked_prefill")
         check_bool(f["enable_prefix_caching"], "enable_prefix_caching")
         check_number(f["gpu_memory_utilization"], "gpu_memory_utilization", 0.0, 1.0, lo_open=True)
+        if f["num_gpu_blocks_override"] is not None:
+            check_int(f["num_gpu_blocks_override"], "num_gpu_blocks_override", 1, kvm.MAX_CAPACITY_TOKENS // 16)
     else:
         if f["max_running_requests"] is not None:
             check_int(f["max_running_requests"], "max_running_requests", 1, sp.MAX_SEQS)
@@ -193,6 +196,8 @@ def pool_tokens(engine: str, p, flags: dict) -> int:
     if engine == "llama.cpp":
         return p.n_ctx
     if engine == "vllm":
+        if flags["num_gpu_blocks_override"] is not None:
+            return flags["num_gpu_blocks_override"] * sp.VLLM_BLOCK_SIZE
         plan = sp.vllm_plan(
             p.model, p.machine, _weight_dtype(p), gpu_memory_utilization=flags["gpu_memory_utilization"],
             max_model_len=min(p.n_ctx, p.model.max_position_embeddings), max_num_seqs=flags["max_num_seqs"],
@@ -209,11 +214,19 @@ def pool_tokens(engine: str, p, flags: dict) -> int:
 # ---------------------------------------------------------------------------------------------------------
 # Step times, memoised per batch shape
 # ---------------------------------------------------------------------------------------------------------
-class StepTimer:
-    """batched_step for a batch of n_decode sequences at a mean context and a prompt chunk of n_prefill tokens
-    at a mean start, memoised on (n_decode, n_prefill, contexts rounded to CTX_ROUND)."""
+def _round(n: int) -> int:
+    """n itself up to 64, else the nearest of 16 steps per octave (within 2.2%): the step shapes the timer keys on."""
+    if n <= 64:
+        return n
+    q = 1 << (n.bit_length() - 5)  # 16 steps between 2^k and 2^(k+1)
+    return (n + q // 2) // q * q
 
-    CTX_ROUND = 64
+
+class StepTimer:
+    """batched_step for n_decode sequences at their mean context beside a prompt chunk of n_prefill tokens at a
+    mean start, memoised on the shape with each number _round-ed (a run of 1,000 requests times a few hundred
+    distinct shapes instead of thousands of steps)."""
+
     CACHE_MAX = 20_000
 
     def __init__(self, p, engine: str, profile, max_num_seqs: int = 256):
@@ -222,14 +235,12 @@ class StepTimer:
         self.calls = 0
 
     def seconds(self, n_decode: int, ctx_sum: int, n_prefill: int, prefill_start: int, last: bool) -> float:
-        q = self.CTX_ROUND
-        c = (ctx_sum // max(1, n_decode) + q // 2) // q * q if n_decode else 0
-        s = (prefill_start + q // 2) // q * q
-        key = (n_decode, c, n_prefill, s if n_prefill else 0)
+        c = _round(ctx_sum // n_decode) if n_decode else 0
+        key = (n_decode, c, _round(n_prefill), _round(prefill_start) if n_prefill else 0, last and n_prefill > 0)
         t = self.cache.get(key)
         if t is None:
             self.calls += 1
-            chunks = [(s, n_prefill, last)] if n_prefill else []
+            chunks = [(key[3], key[2], key[4])] if n_prefill else []
             t = st.batched_step(
                 self.p, [c] * n_decode, chunks, self.profile, self.engine, max_num_seqs=self.max_num_seqs
             )["total_s"]
@@ -244,7 +255,7 @@ class StepTimer:
 # ---------------------------------------------------------------------------------------------------------
 class _Req:
     __slots__ = ("rid", "arrival", "n_prompt", "n_out", "live", "done_prompt", "to_prefill", "gen", "t_first",
-                 "t_last", "t_done", "preempted", "reused", "admitted")  # fmt: skip
+                 "t_last", "t_done", "preempted", "times", "reused", "admitted")  # fmt: skip
 
     def __init__(self, rid, arrival, n_prompt, n_out, prompt):
         self.rid, self.arrival, self.n_prompt, self.n_out = rid, arrival, n_prompt, n_out
@@ -256,6 +267,7 @@ class _Req:
         self.preempted = 0
         self.reused = 0
         self.admitted = False
+        self.times = []
 
 
 def _percentile(xs: list, q: float) -> float:
@@ -267,6 +279,34 @@ def _percentile(xs: list, q: float) -> float:
     f = math.floor(k)
     c = min(f + 1, len(s) - 1)
     return s[f] + (s[c] - s[f]) * (k - f)
+
+
+def _wpercentile(pairs: list, q: float) -> float:
+    """_percentile of the values repeated their counts ([(value, count)]), without expanding them."""
+    s = sorted(pairs)
+    n = sum(k for _v, k in s)
+    if not n:
+        return 0.0
+    pos = (n - 1) * q / 100.0
+    lo, frac = math.floor(pos), pos - math.floor(pos)
+
+    def nth(i):
+        acc = 0
+        for v, k in s:
+            acc += k
+            if i < acc:
+                return v
+        return s[-1][0]
+
+    a = nth(lo)
+    return a + (nth(min(lo + 1, n - 1)) - a) * frac
+
+
+def _wstats(name: str, pairs: list, out: dict) -> None:
+    n = sum(k for _v, k in pairs)
+    out[f"mean_{name}_ms"] = sum(v * k for v, k in pairs) / n * 1e3 if n else 0.0
+    out[f"median_{name}_ms"] = _wpercentile(pairs, 50) * 1e3
+    out[f"p99_{name}_ms"] = _wpercentile(pairs, 99) * 1e3
 
 
 def _stats(name: str, xs: list, out: dict) -> None:
@@ -286,29 +326,56 @@ class Result:
         )  # fmt: skip
 
 
-def simulate(engine: str, placement, workload: Workload, profile=None, max_steps: int = 2_000_000, **flags):
-    """Serve `workload` with `engine` ("llama.cpp", "vllm", "sglang") on `placement`; flags in the engine's own
-    names (FLAGS). Returns a Result."""
+def _trace(workload) -> list:
+    """[(arrival_s, prompt_len, output_len)] of a Workload, or of a trace given as such a list."""
+    if isinstance(workload, Workload):
+        return workload.requests()
+    if not isinstance(workload, (list, tuple)) or not 1 <= len(workload) <= MAX_PROMPTS:
+        _check(
+            False,
+            "workload",
+            f"must be a Workload or a list of (arrival_s, prompt_len, output_len), got {brief(workload)}",
+        )
+    out = []
+    for i, r in enumerate(workload):
+        ok = isinstance(r, (list, tuple)) and len(r) == 3
+        if ok:
+            check_number(r[0], f"workload[{i}].arrival_s", 0.0, 1e9)
+            check_int(r[1], f"workload[{i}].prompt_len", 1, MAX_LEN)
+            check_int(r[2], f"workload[{i}].output_len", 1, MAX_LEN)
+        else:
+            _check(False, f"workload[{i}]", f"must be (arrival_s, prompt_len, output_len), got {brief(r)}")
+        out.append((float(r[0]), int(r[1]), int(r[2])))
+    if sum(p + o for _t, p, o in out) > MAX_WORKLOAD_TOKENS:
+        _check(False, "workload", f"holds more than {MAX_WORKLOAD_TOKENS:,} tokens")
+    return sorted(out, key=lambda r: r[0])
+
+
+def simulate(
+    engine: str, placement, workload, profile=None, max_steps: int = 2_000_000, record_tokens: bool = False, **flags
+):
+    """Serve `workload` (a Workload, or a trace: [(arrival_s, prompt_len, output_len)]) with `engine`
+    ("llama.cpp", "vllm", "sglang") on `placement`; flags in the engine's own names (FLAGS; an unknown flag or a
+    bad value: ValueError naming it). profile: the batched step's ("course" or "measured"; None = the
+    placement's). record_tokens: each request's record also lists the times its tokens came out (token_times_s).
+    Returns a Result."""
     if engine not in ENGINES:
         _check(False, "engine", f"must be one of {', '.join(ENGINES)}, got {brief(engine)}")
     if not isinstance(placement, pm.Placement):
         _check(False, "placement", f"must be a Placement (from place()), got {brief(placement)}")
-    if not isinstance(workload, Workload):
-        _check(False, "workload", f"must be a Workload, got {brief(workload)}")
+    trace = _trace(workload)
     check_int(max_steps, "max_steps", 1, 1 << 40)
+    check_bool(record_tokens, "record_tokens")
     f = _flags(engine, flags)
     p = placement
+    if p.machine.multi_gpu:
+        _check(False, "placement", "the serving simulation runs on one GPU (or the CPU); several GPUs are not modelled")
     profile = pm._check_profile(profile, p)
     pool = pool_tokens(engine, p, f)
     _check(pool > 0, "placement", f"{engine} has no room for a KV cache on this machine")
+    chunked = True
     if engine == "llama.cpp":
-        n_par = f["n_parallel"]
-        unified = f["kv_unified"] if f["kv_unified"] is not None else n_par is None
-        mgr = kvm.SlotManager(pool, None if unified else n_par, track_cells=False)
-        if unified and n_par is not None:
-            mgr = kvm.SlotManager(pool, None, track_cells=False)
-            mgr.n_parallel = n_par
-            mgr.slots = [kvm._Slot(i) for i in range(n_par)]
+        mgr = kvm.SlotManager(pool, f["n_parallel"], track_cells=False, kv_unified=f["kv_unified"])
         cap = mgr.n_parallel
         budget = f["n_batch"]
         timer = StepTimer(p, engine, profile)
@@ -316,286 +383,266 @@ def simulate(engine: str, placement, workload: Workload, profile=None, max_steps
         mgr = kvm.PagedManager(pool, sp.VLLM_BLOCK_SIZE, f["enable_prefix_caching"], track_cells=False)
         cap = f["max_num_seqs"]
         budget = f["max_num_batched_tokens"]
+        chunked = f["enable_chunked_prefill"]
         if budget is None:  # the server's default by GPU memory (serving_plan.VLLM_MAX_NUM_BATCHED_TOKENS)
             budget = 8192 if sp.gpu_total_bytes(p.machine) >= 70 * 2**30 else sp.VLLM_MAX_NUM_BATCHED_TOKENS
+        if not chunked:  # vLLM then needs max_num_batched_tokens >= max_model_len: a whole prompt fits a step
+            budget = max(budget, min(p.n_ctx, p.model.max_position_embeddings))
         timer = StepTimer(p, engine, profile, cap)
     else:
         mgr = kvm.RadixManager(pool, f["schedule_policy"], track_cells=False)
         d = sp.sglang_gpu_defaults(sp.gpu_total_bytes(p.machine))
-        cap = f["max_running_requests"] or sp.sglang_plan(
+        cap = f["max_running_requests"] or max(1, sp.sglang_plan(
             p.model, p.machine, _weight_dtype(p), mem_fraction_static=f["mem_fraction_static"],
             context_length=min(p.n_ctx, p.model.max_position_embeddings),
-        )["max_running_requests"]  # fmt: skip
+        )["max_running_requests"])  # fmt: skip
         budget = f["chunked_prefill_size"] or d["chunked_prefill_size"]
         timer = StepTimer(p, engine, profile, min(cap, d["cuda_graph_max_bs"]))
     limit = mgr.max_request_tokens()
+    is_vllm, is_sglang = engine == "vllm", engine == "sglang"
+    bs = mgr.block_size if is_vllm else 0
+    n_ubatch = f["n_ubatch"] if engine == "llama.cpp" else 0
 
-    # requests: a shared prefix (ids 0..prefix_len-1), then tokens unique to each request
-    shared = list(range(workload.prefix_len))
-    raw = workload.requests()
+    # requests: a shared prefix (token ids 0 .. prefix_len - 1), then tokens unique to each request
+    shared = list(range(workload.prefix_len if isinstance(workload, Workload) else 0))
     reqs = []
-    base = 1 << 40
-    for rid, (t, n_p, n_o) in enumerate(raw):
-        uniq = range(base + rid * (MAX_LEN * 2), base + rid * (MAX_LEN * 2) + n_p - len(shared))
-        reqs.append(_Req(rid, t, n_p, n_o, shared + list(uniq)))
-    max_conc = workload.max_concurrency or len(reqs)
-    pending = deque(reqs)  # not yet sent by the client
-    waiting: deque = deque()
-    running: list = []
+    for rid, (t, n_p, n_o) in enumerate(trace):
+        first = (1 << 40) + rid * 2 * MAX_LEN
+        reqs.append(_Req(rid, t, n_p, n_o, shared + list(range(first, first + n_p - len(shared)))))
+    by_live = {id(r.live): r for r in reqs}
+    max_conc = (workload.max_concurrency if isinstance(workload, Workload) else None) or len(reqs)
+    pending = deque(reqs)  # not sent by the client yet
+    waiting: deque = deque()  # sent, not admitted
+    prefilling: list = []  # admitted, prompt (or recompute) not finished, in admission order
+    decoding: list = []  # generating, in admission order
     rejected = []
-    now = 0.0
-    in_flight = 0
-    steps = 0
-    preemptions = 0
-    hits = 0
-    kv_use = []
     itls: list = []
+    kv_use: list = []
+    st_ = {"now": 0.0, "order": 0, "hits": 0, "preempted_at": -1, "preemptions": 0}
+    # the client's semaphore (--max-concurrency): when each of its free places became free, first in first out
+    free_since = deque([0.0] * min(max_conc, len(reqs)))
+    ctx_sum = 0  # the decoding requests' contexts, summed
+    reset_ctx = False
+    steps = 0
     sample_every = 1
-    order = 0
-    preempted_at = -1
-
-    def send():
-        nonlocal in_flight
-        while pending and in_flight < max_conc and pending[0].arrival <= now:
-            r = pending.popleft()
-            if r.n_prompt + r.n_out > limit:
-                rejected.append(r.rid)
-                continue
-            in_flight += 1
-            r.arrival = max(r.arrival, now)  # the client's clock starts when its semaphore lets it through
-            waiting.append(r)
-
-    def finish(r):
-        nonlocal in_flight
-        live = r.live
-        if engine != "vllm":  # slots and radix cells: the reply's cells, reserved at admission, taken now
-            n_before = len(live.tokens) - r.n_prompt
-            live.n_generated = n_before
-            sync(r)
-            live.n_generated = n_before
-            mgr.decode_many(live, r.gen - n_before)
-            live.n_generated = r.gen
-        else:
-            sync(r)
-        mgr.finish(live, steps)
-        running.remove(r)
-        r.t_done = now
-        in_flight -= 1
 
     def sync(r):
-        """live.tokens = prompt + the tokens generated so far (appended lazily)."""
+        """live.tokens = prompt + the tokens generated so far (appended lazily), live.n_generated = r.gen."""
         live = r.live
-        want = r.n_prompt + r.gen
-        have = len(live.tokens)
-        if have < want:
-            live.tokens.extend(live.reply[have - r.n_prompt : r.gen])
+        have = len(live.tokens) - r.n_prompt
+        if have < r.gen:
+            live.tokens.extend(live.reply[have : r.gen])
         live.n_generated = r.gen
 
     def admit(r) -> bool:
-        nonlocal order, hits
-        if preempted_at == steps:  # vLLM admits nothing in a step that had to preempt
+        if st_["preempted_at"] == steps:  # vLLM admits nothing in a step that had to preempt
             return False
         sync(r)
         got = mgr.admit(r.live, steps)
         if got is None:
             return False
         reused, computed = got
-        order += 1
-        r.live.order = order
-        r.to_prefill = computed
-        r.done_prompt = 0
+        st_["order"] += 1
+        r.live.order = st_["order"]
+        r.to_prefill, r.done_prompt = computed, 0
         r.reused += reused
-        hits += reused
+        st_["hits"] += reused
         r.admitted = True
-        running.append(r)
+        prefilling.append(r)
         return True
 
-    while pending or waiting or running:
+    def preempt(victims):
+        st_["preempted_at"] = steps + 1
+        for v in victims:
+            vr = by_live[id(v)]
+            if vr in decoding:
+                decoding.remove(vr)
+            else:
+                prefilling.remove(vr)
+            st_["preemptions"] += 1
+            vr.preempted += 1
+            vr.admitted = False
+            vr.live.tokens = list(vr.live.req.prompt) + list(vr.live.reply[: vr.gen])
+        for v in sorted(victims, key=lambda v: -v.order):  # back to the front of the queue, oldest first
+            waiting.appendleft(by_live[id(v)])
+
+    def finish(r):
+        live = r.live
+        if not is_vllm:  # slot and radix cells: the reply's cells, reserved at admission, taken now
+            n_before = len(live.tokens) - r.n_prompt
+            sync(r)
+            live.n_generated = n_before
+            mgr.decode_many(live, r.gen - n_before)
+        sync(r)
+        mgr.finish(live, steps)
+        decoding.remove(r)
+        r.t_done = st_["now"]
+        free_since.append(st_["now"])
+
+    while pending or waiting or prefilling or decoding:
         _check(steps < max_steps, "max_steps", f"the simulation did not finish within max_steps={max_steps:,}")
-        if not waiting and not running:
-            nxt = pending[0].arrival
-            if in_flight < max_conc and nxt > now:
-                now = nxt
-        send()
-        n_dec = ctx_sum = 0
+        now = st_["now"]
+        if not waiting and not prefilling and not decoding and pending[0].arrival > now:
+            now = st_["now"] = pending[0].arrival  # idle until the next request
+        while pending and free_since and pending[0].arrival <= now:
+            r = pending.popleft()
+            if r.n_prompt + r.n_out > limit:
+                rejected.append(r.rid)
+                continue
+            sent = free_since.popleft()  # the client's clock starts when it sends: on time, or when a place frees
+            r.arrival = max(r.arrival, sent)
+            waiting.append(r)
+        mgr.begin_step(steps)
+        # --- schedule one step: decode tokens, prompt chunks (tokens, summed start), who emits a token ---
+        left = budget
+        n_dec = 0
         chunk_tok = chunk_start = 0
         chunk_last = False
-        emit = []  # requests that produce a token at the end of this step
-        if engine == "vllm":
-            left = budget
-            decoders = [r for r in running if r.done_prompt >= r.to_prefill]
-            for r in decoders:
-                if left <= 0:
+        done_prefill = []
+        if not is_sglang:  # llama-server and vLLM: every generating request first, one token each
+            n_dec = min(len(decoding), left)
+            left -= n_dec
+        for r in prefilling:  # prompts already admitted continue first
+            if left <= 0:
+                break
+            n = min(r.to_prefill - r.done_prompt, left)
+            chunk_start += (r.reused + r.done_prompt) * n
+            chunk_tok += n
+            r.done_prompt += n
+            left -= n
+            if r.done_prompt >= r.to_prefill:
+                done_prefill.append(r)
+        if waiting and left > 0:
+            queue = waiting
+            if is_sglang:  # the policy's order (lpm: longest cached prefix first)
+                by = {id(r.live): r for r in waiting}
+                queue = [by[id(lv)] for lv in mgr.schedule([r.live for r in waiting], steps)]
+            taken = []
+            for r in queue:
+                if left <= 0 or len(prefilling) + len(decoding) >= cap:
                     break
-                n_dec += 1
-                ctx_sum += r.n_prompt + r.gen
-                emit.append(r)
-                left -= 1
-            for r in running:
-                if left <= 0:
+                if not chunked and r.n_prompt + r.gen > left:
+                    break  # without chunked prefill a whole prompt must fit the step's budget
+                if not admit(r):
                     break
-                if r.done_prompt < r.to_prefill:
-                    n = min(r.to_prefill - r.done_prompt, left)
-                    if not f["enable_chunked_prefill"] and n < r.to_prefill - r.done_prompt:
-                        continue
-                    chunk_start += (r.reused + r.done_prompt) * n
-                    chunk_tok += n
-                    r.done_prompt += n
-                    left -= n
-                    if r.done_prompt >= r.to_prefill:
-                        emit.append(r)
-                        chunk_last = True
-            if not preemptions or True:
-                while waiting and left > 0 and len(running) < cap:
-                    r = waiting[0]
-                    if not admit(r):
-                        break
-                    waiting.popleft()
-                    n = min(r.to_prefill, left)
-                    if not f["enable_chunked_prefill"] and n < r.to_prefill:
-                        if left < budget:  # waits for a step with room for the whole prompt
-                            break
-                    chunk_start += r.reused * n
-                    chunk_tok += n
-                    r.done_prompt = n
-                    left -= n
-                    if r.done_prompt >= r.to_prefill:
-                        emit.append(r)
-                        chunk_last = True
-        elif engine == "sglang":
-            # a prefill batch when new requests can be admitted, else a decode step
-            left = budget
-            for r in running:  # a chunked prompt continues first
-                if r.done_prompt < r.to_prefill and left > 0:
-                    n = min(r.to_prefill - r.done_prompt, left)
-                    chunk_start += (r.reused + r.done_prompt) * n
-                    chunk_tok += n
-                    r.done_prompt += n
-                    left -= n
-                    if r.done_prompt >= r.to_prefill:
-                        emit.append(r)
-                        chunk_last = True
-            if waiting and left > 0 and len(running) < cap:
-                order_w = list(mgr.schedule([r.live for r in waiting], steps))
-                by_live = {id(r.live): r for r in waiting}
-                for lv in order_w:
-                    if left <= 0 or len(running) >= cap:
-                        break
-                    r = by_live[id(lv)]
-                    if not admit(r):
-                        break
-                    waiting.remove(r)
-                    n = min(r.to_prefill, left)
-                    chunk_start += r.reused * n
-                    chunk_tok += n
-                    r.done_prompt = n
-                    left -= n
-                    if r.done_prompt >= r.to_prefill:
-                        emit.append(r)
-                        chunk_last = True
-            if not chunk_tok:
-                for r in running:
-                    n_dec += 1
-                    ctx_sum += r.n_prompt + r.gen
-                    emit.append(r)
-        else:  # llama-server
-            left = budget
-            for r in running:
+                taken.append(r)
+                n = min(r.to_prefill, left)
+                chunk_start += r.reused * n
+                chunk_tok += n
+                r.done_prompt = n
+                left -= n
                 if r.done_prompt >= r.to_prefill:
-                    n_dec += 1
-                    ctx_sum += r.n_prompt + r.gen
-                    emit.append(r)
-                    left -= 1
-            while waiting:
-                if not admit(waiting[0]):
-                    break
-                waiting.popleft()
-            for r in running:
-                if r.done_prompt < r.to_prefill and left > 0:
-                    n = min(r.to_prefill - r.done_prompt, left)
-                    chunk_start += (r.reused + r.done_prompt) * n
-                    chunk_tok += n
-                    r.done_prompt += n
-                    left -= n
-                    if r.done_prompt >= r.to_prefill:
-                        emit.append(r)
-                        chunk_last = True
-        if not emit and not chunk_tok:
-            if not running and waiting and not pending and in_flight == len(waiting):
-                # nothing runs and the head of the queue does not fit an empty pool
+                    done_prefill.append(r)
+            for r in taken:
+                if waiting[0] is r:
+                    waiting.popleft()
+                else:
+                    waiting.remove(r)
+        if is_sglang and not chunk_tok:
+            n_dec = len(decoding)  # SGLang runs a prefill batch on its own when it can form one, else a decode
+        if not n_dec and not chunk_tok:
+            if pending and not waiting and not prefilling and not decoding:
+                continue
+            if not prefilling and not decoding and waiting:
+                if pending and free_since and pending[0].arrival > now:
+                    st_["now"] = pending[0].arrival
+                    continue
+                # nothing runs and the head of the queue does not fit an empty pool: it never will
                 r = waiting.popleft()
                 rejected.append(r.rid)
-                in_flight -= 1
+                free_since.append(now)
                 continue
             if pending:
-                now = max(now, pending[0].arrival)
+                st_["now"] = max(now, pending[0].arrival)
             continue
+        chunk_last = bool(done_prefill)
         mean_start = chunk_start // chunk_tok if chunk_tok else 0
-        if engine == "llama.cpp" and n_dec + chunk_tok > f["n_ubatch"]:
-            # llama_decode splits the batch into micro-batches of n_ubatch tokens: decodes ride in the first
+        ctx_dec = ctx_sum * n_dec // max(1, len(decoding))  # the contexts of the n_dec that decode
+        if n_ubatch and n_dec + chunk_tok > n_ubatch:
+            # llama_decode splits the batch into micro-batches of n_ubatch tokens, the decodes first
             dt = 0.0
-            rest = chunk_tok
-            first = max(0, f["n_ubatch"] - n_dec)
-            nd = n_dec
+            rest, nd = chunk_tok, n_dec
             while nd or rest:
-                take = min(rest, first if nd else f["n_ubatch"])
-                dt += timer.seconds(nd, ctx_sum if nd else 0, take, mean_start, chunk_last and rest == take)
+                d = min(nd, n_ubatch)
+                take = min(rest, n_ubatch - d)
+                dt += timer.seconds(d, ctx_dec * d // max(1, n_dec), take, mean_start, chunk_last and rest == take)
                 rest -= take
-                nd = 0
+                nd -= d
         else:
-            dt = timer.seconds(n_dec, ctx_sum, chunk_tok, mean_start, chunk_last)
-        now += dt
-        steps += 1
-        bs = mgr.block_size if engine == "vllm" else 0
+            dt = timer.seconds(n_dec, ctx_dec, chunk_tok, mean_start, chunk_last)
+        now = st_["now"] = now + dt
+        # --- the step's tokens: decodes (in admission order), then prompts that finished ---
+        for r in done_prefill:
+            prefilling.remove(r)
+        emit = decoding[:n_dec] + done_prefill
+        for r in done_prefill:
+            decoding.append(r)
+            ctx_sum += r.n_prompt + r.gen
+        prev = now - dt  # the previous step's end: most decodes emitted then
+        n_prev = 0
+        older: dict = {}
+        emitted = 0
+        ended = []
         for r in emit:
             if not r.admitted:
                 continue  # preempted by an earlier request of this step
             if bs and (r.n_prompt + r.gen) % bs == 0:
-                # the token needs a new block (allocate_slots); none free: preempt the newest request
+                # the token needs a new block (allocate_slots); none free: the newest request is preempted
                 sync(r)
                 r.live.tokens.append(r.live.reply[r.gen])
-                victims = mgr.decode(r.live, [x.live for x in running] if not mgr.free_block_queue else [])
-                for v in victims:
-                    preempted_at = steps + 1
-                    vr = next(x for x in running if x.live is v)
-                    running.remove(vr)
-                    preemptions += 1
-                    vr.preempted += 1
-                    vr.admitted = False
-                    vr.live.tokens = list(vr.live.req.prompt) + list(vr.live.reply[: vr.gen])
-                    waiting.appendleft(vr)
+                running = [x.live for x in prefilling + decoding] if not mgr.free_block_queue else []
+                victims = mgr.decode(r.live, running)
+                if victims:
+                    preempt(victims)
+                    reset_ctx = True
                 if not r.admitted:
                     continue  # it preempted itself: this token is recomputed later
                 r.live.tokens.pop()
-            if r.t_first < 0:
+            tl = r.t_last
+            if tl == prev:
+                n_prev += 1
+            elif tl < 0:
                 r.t_first = now
             else:
-                itls.append(now - r.t_last)
+                older[tl] = older.get(tl, 0) + 1
             r.t_last = now
             r.gen += 1
+            emitted += 1
+            if record_tokens:
+                r.times.append(now)
             if r.gen >= r.n_out:
-                finish(r)
+                ended.append(r)
+        if n_prev:
+            itls.append((dt, n_prev))
+        for tl, k in older.items():
+            itls.append((now - tl, k))
+        ctx_sum += emitted
+        for r in ended:
+            ctx_sum -= r.n_prompt + r.gen
+            finish(r)
+        if reset_ctx:
+            ctx_sum = sum(r.n_prompt + r.gen for r in decoding)
+            reset_ctx = False
+        mgr.events.clear()
+        steps += 1
         if steps % sample_every == 0:
-            pending_cells = 0 if engine == "vllm" else sum(r.gen for r in running)  # reply cells not applied yet
-            kv_use.append((now, mgr.cells_used() + pending_cells))
+            unapplied = 0 if is_vllm else sum(r.gen for r in decoding)  # reply cells not handed to the manager yet
+            kv_use.append((now, mgr.cells_used() + unapplied))
             if len(kv_use) >= 2 * KV_SAMPLES:
                 kv_use = kv_use[::2]
                 sample_every *= 2
     done = [r for r in reqs if r.t_done >= 0]
     dur = max((r.t_done for r in done), default=0.0)
-    ttft = [r.t_first - r.arrival for r in done]
-    tpot = [(r.t_done - r.t_first) / (r.n_out - 1) for r in done if r.n_out > 1]
-    e2el = [r.t_done - r.arrival for r in done]
     m = {"completed": len(done), "failed": len(rejected), "duration_s": dur}
     m["total_input_tokens"] = sum(r.n_prompt for r in done)
     m["total_output_tokens"] = sum(r.n_out for r in done)
     m["request_throughput"] = len(done) / dur if dur else 0.0
     m["output_throughput"] = m["total_output_tokens"] / dur if dur else 0.0
     m["total_token_throughput"] = (m["total_input_tokens"] + m["total_output_tokens"]) / dur if dur else 0.0
-    _stats("ttft", ttft, m)
-    _stats("tpot", tpot, m)
-    _stats("itl", itls, m)
-    _stats("e2el", e2el, m)
+    _stats("ttft", [r.t_first - r.arrival for r in done], m)
+    _stats("tpot", [(r.t_done - r.t_first) / (r.n_out - 1) for r in done if r.n_out > 1], m)
+    _wstats("itl", itls, m)
+    _stats("e2el", [r.t_done - r.arrival for r in done], m)
     recs = [
         {"rid": r.rid, "arrival_s": r.arrival, "prompt_len": r.n_prompt, "output_len": r.n_out,
          "ttft_s": r.t_first - r.arrival if r.t_first >= 0 else None,
@@ -603,4 +650,7 @@ def simulate(engine: str, placement, workload: Workload, profile=None, max_steps
          "prefix_hit_tokens": r.reused}
         for r in reqs
     ]  # fmt: skip
-    return Result(m, recs, kv_use, preemptions, hits, steps, pool)
+    if record_tokens:
+        for rec, r in zip(recs, reqs):
+            rec["token_times_s"] = list(r.times)
+    return Result(m, recs, kv_use, st_["preemptions"], st_["hits"], steps, pool)
