@@ -447,7 +447,9 @@ class SlotManager:
             self._free[k].extend(reversed(tail))
         slot.tokens, slot.cells = slot.tokens[:n_past], slot.cells[:n_past]
         self.cells.set(slot.cells, _REUSED, live.rid)
-        new = [self._free[k].pop() for _ in range(len(tokens) - n_past)]
+        free = self._free[k]  # pop() one cell per token, lowest index first, in one slice
+        new = free[len(free) - (len(tokens) - n_past) :][::-1]
+        del free[len(free) - (len(tokens) - n_past) :]
         self.cells.set(new, _PREFILL, live.rid)
         slot.tokens = list(tokens)
         slot.cells.extend(new)

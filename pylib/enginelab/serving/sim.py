@@ -73,6 +73,7 @@ class Workload:
     seed: int = 0
     range_ratio: float = 0.0
     burstiness: float = 1.0
+    output_range_ratio: float | None = None  # ours: the output lengths' own spread (None = range_ratio)
 
     def __post_init__(self):
         check_int(self.num_prompts, "num_prompts", 1, MAX_PROMPTS)
@@ -93,6 +94,10 @@ class Workload:
         if self.range_ratio >= 1.0:
             _check(False, "range_ratio", "must be below 1")
         check_number(self.burstiness, "burstiness", 0.0, 1e3, lo_open=True)
+        if self.output_range_ratio is not None:
+            check_number(self.output_range_ratio, "output_range_ratio", 0.0, 1.0)
+            if self.output_range_ratio >= 1.0:
+                _check(False, "output_range_ratio", "must be below 1")
 
     def requests(self) -> list:
         """[(arrival_s, prompt_len, output_len)], in arrival order (vllm/benchmarks: get_request's gamma intervals,
@@ -104,8 +109,9 @@ class Workload:
         for _ in range(self.num_prompts):
             if self.dataset == "random":
                 r = self.range_ratio
+                ro = r if self.output_range_ratio is None else self.output_range_ratio
                 i = rng.randint(max(1, math.floor(self.input_len * (1 - r))), math.ceil(self.input_len * (1 + r)))
-                o = rng.randint(max(1, math.floor(self.output_len * (1 - r))), math.ceil(self.output_len * (1 + r)))
+                o = rng.randint(max(1, math.floor(self.output_len * (1 - ro))), math.ceil(self.output_len * (1 + ro)))
             else:
                 i, o = _sharegpt_lengths(rng)
             p = self.prefix_len + i
@@ -232,9 +238,19 @@ class StepTimer:
     def __init__(self, p, engine: str, profile, max_num_seqs: int = 256):
         self.p, self.engine, self.profile, self.max_num_seqs = p, engine, profile, max_num_seqs
         self.cache: dict = {}
+        self.raw: dict = {}  # the same, keyed on the unrounded shape
         self.calls = 0
 
     def seconds(self, n_decode: int, ctx_sum: int, n_prefill: int, prefill_start: int, last: bool) -> float:
+        raw = (n_decode, ctx_sum, n_prefill, prefill_start, last)
+        t = self.raw.get(raw)
+        if t is None:
+            t = self.raw[raw] = self._seconds(n_decode, ctx_sum, n_prefill, prefill_start, last)
+            if len(self.raw) >= self.CACHE_MAX:
+                self.raw.clear()
+        return t
+
+    def _seconds(self, n_decode: int, ctx_sum: int, n_prefill: int, prefill_start: int, last: bool) -> float:
         c = _round(ctx_sum // n_decode) if n_decode else 0
         key = (n_decode, c, _round(n_prefill), _round(prefill_start) if n_prefill else 0, last and n_prefill > 0)
         t = self.cache.get(key)
@@ -373,6 +389,11 @@ def simulate(
     profile = pm._check_profile(profile, p)
     pool = pool_tokens(engine, p, f)
     _check(pool > 0, "placement", f"{engine} has no room for a KV cache on this machine")
+    _check(
+        pool <= kvm.MAX_CAPACITY_TOKENS,
+        "placement",
+        f"a KV pool of {pool:,} tokens is more than the simulation holds ({kvm.MAX_CAPACITY_TOKENS:,})",
+    )
     chunked = True
     if engine == "llama.cpp":
         mgr = kvm.SlotManager(pool, f["n_parallel"], track_cells=False, kv_unified=f["kv_unified"])
@@ -403,12 +424,14 @@ def simulate(
     bs = mgr.block_size if is_vllm else 0
     n_ubatch = f["n_ubatch"] if engine == "llama.cpp" else 0
 
-    # requests: a shared prefix (token ids 0 .. prefix_len - 1), then tokens unique to each request
+    # requests: a shared prefix (token ids 0 .. prefix_len - 1), then a token of their own (id 2^40 + rid) and
+    # zeros: the caches match prompts up to that token and no further, and a prompt costs a pointer per token
+    # (the replies' synthetic ids are negative; hash(-1) == hash(-2) in CPython, so the own token is positive)
     shared = list(range(workload.prefix_len if isinstance(workload, Workload) else 0))
     reqs = []
     for rid, (t, n_p, n_o) in enumerate(trace):
-        first = (1 << 40) + rid * 2 * MAX_LEN
-        reqs.append(_Req(rid, t, n_p, n_o, shared + list(range(first, first + n_p - len(shared)))))
+        own = n_p - len(shared)
+        reqs.append(_Req(rid, t, n_p, n_o, shared + ([(1 << 40) + rid] + [0] * (own - 1) if own > 0 else [])))
     by_live = {id(r.live): r for r in reqs}
     max_conc = (workload.max_concurrency if isinstance(workload, Workload) else None) or len(reqs)
     pending = deque(reqs)  # not sent by the client yet
@@ -514,7 +537,8 @@ def simulate(
                 done_prefill.append(r)
         if waiting and left > 0:
             queue = waiting
-            if is_sglang:  # the policy's order (lpm: longest cached prefix first)
+            if is_sglang and f["schedule_policy"] == "lpm" and len(waiting) <= mgr.LPM_MAX_WAITING:
+                # lpm: longest cached prefix first (RadixManager.schedule; fcfs past LPM_MAX_WAITING waiting)
                 by = {id(r.live): r for r in waiting}
                 queue = [by[id(lv)] for lv in mgr.schedule([r.live for r in waiting], steps)]
             taken = []
