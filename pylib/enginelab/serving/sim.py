@@ -420,6 +420,8 @@ def simulate(
         budget = f["chunked_prefill_size"] or d["chunked_prefill_size"]
         timer = StepTimer(p, engine, profile, min(cap, d["cuda_graph_max_bs"]))
     limit = mgr.max_request_tokens()
+    if engine != "llama.cpp":  # vLLM and SGLang refuse a request longer than max_model_len / context_length
+        limit = min(limit, p.n_ctx, p.model.max_position_embeddings)
     is_vllm, is_sglang = engine == "vllm", engine == "sglang"
     bs = mgr.block_size if is_vllm else 0
     n_ubatch = f["n_ubatch"] if engine == "llama.cpp" else 0
