@@ -95,7 +95,11 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
     m = p.model
     n_tok = len(contexts) + sum(c[1] for c in chunks)
     n_logits = len(contexts) + sum(1 for c in chunks if c[2])
-    static, _hd = pm._blocks_static(p, n_tok, False)
+    if m.is_moe:
+        static, _hd = pm._blocks_static(p, n_tok, False)
+    else:  # a dense pass's matmul FLOPs are 2 per weight per token: one token's, n_tok times (one memo entry)
+        one, _hd = pm._blocks_static(p, 1, False)
+        static = {s: (v[0], v[1] * n_tok) + v[2:] for s, v in one.items()}
     if same_tokens and m.is_moe and not chunks:
         one = pm._blocks_static(p, 1, False)[0]
         static = {
