@@ -205,3 +205,31 @@ def test_held_out_serving_error():
     s = validate.summary(validate.errors("measured"))
     assert s["output_throughput"][0] == 5 and s["output_throughput"][1] <= 0.25
     assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.45
+
+
+def test_hostile_arguments_raise_value_errors_naming_them(p8b):
+    for kwargs, name in (
+        ({"request_rate": float("nan")}, "request_rate"),
+        ({"request_rate": True}, "request_rate"),
+        ({"num_prompts": 10**9}, "num_prompts"),
+        ({"input_len": 1.5}, "input_len"),
+        ({"range_ratio": 1.0}, "range_ratio"),
+        ({"burstiness": 0}, "burstiness"),
+        ({"seed": "x"}, "seed"),
+        ({"output_range_ratio": -0.1}, "output_range_ratio"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            sim.Workload(**kwargs)
+    with pytest.raises(ValueError, match="^num_prompts"):  # more tokens than one simulation holds
+        sim.Workload(num_prompts=100_000, input_len=1 << 20, output_len=8).requests()
+    for trace, name in (
+        ([(0.0, 0, 8)], "workload\\[0\\].prompt_len"),
+        ([(0.0, 8)], "workload\\[0\\]"),
+        ([], "workload"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            sim.simulate("vllm", p8b, trace)
+    with pytest.raises(ValueError, match="^record_tokens"):
+        sim.simulate("vllm", p8b, [(0.0, 8, 1 << 20), (0.0, 8, 1 << 20)], record_tokens=True)
+    with pytest.raises(ValueError, match="^max_steps"):
+        sim.simulate("vllm", p8b, [(0.0, 8, 100)], max_steps=10)

@@ -385,6 +385,8 @@ def simulate(
     trace = _trace(workload)
     check_int(max_steps, "max_steps", 1, 1 << 40)
     check_bool(record_tokens, "record_tokens")
+    if record_tokens and sum(o for _t, _p, o in trace) > kvm.MAX_REPLY_TOKENS:
+        _check(False, "record_tokens", f"records at most {kvm.MAX_REPLY_TOKENS:,} token times; this workload has more")
     f = _flags(engine, flags)
     p = placement
     if p.machine.multi_gpu:
