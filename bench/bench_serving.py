@@ -66,11 +66,15 @@ def run(scale: float = 1.0, repeats: int = 3) -> dict:
     n = max(10, int(1000 * scale))
     out = {"requests": n, "speed": _speed(n, repeats)}
     samples = fit.samples()
+    micro = fit.microbatch_samples()
     out["batched_decode"] = {
         "in_sample": fit.summary(fit.errors(samples)),
         "leave_one_model_out": fit.summary([e for _s, e in fit.loo(samples, by="model")]),
         "leave_one_device_out": fit.summary([e for _s, e in fit.loo(samples, by="device")]),
-        "microbatch_rows_never_fitted": fit.summary(fit.errors(fit.microbatch_samples())),
+        "microbatch_rows_never_fitted": fit.summary(fit.errors(micro)),
+        "microbatch_cuda_2025_on": fit.summary(
+            fit.errors([s for s in micro if s.backend == "cuda" and s.date >= "2025"])
+        ),
         "devices": sorted({s.device for s in samples}),
     }
     out["serving"] = {prof: validate.summary(validate.errors(prof)) for prof in ("measured", "course")}
@@ -89,7 +93,8 @@ def main() -> None:
         )
     b = r["batched_decode"]
     print(f"batched decode vs llama-batched-bench ({', '.join(b['devices'])}): |error| median / p90")
-    for key in ("in_sample", "leave_one_model_out", "leave_one_device_out", "microbatch_rows_never_fitted"):
+    keys = ("in_sample", "leave_one_model_out", "leave_one_device_out", "microbatch_rows_never_fitted")
+    for key in keys + ("microbatch_cuda_2025_on",):
         s = b[key]
         print(f"  {key:30s} n={s['n']:3d}  {s['median'] * 100:5.1f}% / {s['p90'] * 100:5.1f}%")
     print("serving runs (held out: nothing fitted to them): median |error| (runs)")

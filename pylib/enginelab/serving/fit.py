@@ -54,6 +54,7 @@ class Sample:
     placement: object
     source: str
     chunk: int = 0  # > 0: a pr_tables micro-batch row (passes of `chunk` prompt tokens), not batched decode
+    date: str = ""  # YYYY-MM of the run (pr_tables rows)
 
 
 def _rows(name: str) -> list:
@@ -118,7 +119,9 @@ def microbatch_samples() -> list:
         except ValueError:
             continue
         label = f"{r['model']} ub={u} {r['test']}"
-        out.append(Sample(dev.name, r["backend"], label, u, n // 2, float(r["tps"]), p, r["source"], chunk=u))
+        out.append(
+            Sample(dev.name, r["backend"], label, u, n // 2, float(r["tps"]), p, r["source"], chunk=u, date=r["date"])
+        )
     return out
 
 
