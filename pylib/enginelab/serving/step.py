@@ -16,12 +16,11 @@ Timing, per profile:
             + DECODE_OVERHEAD_S, per device, as decode_step_time does.
   measured  llama.cpp's kernels switch from mat-vec to mat-mat above 8 columns (MMVQ_MAX_BATCH_SIZE = 8 in
             ggml-cuda/mmvq.cuh, ne11_mm_min = 8 in ggml-metal/ggml-metal-ops.cpp, mul_mat_vec_max_cols = 8
-            in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE 8 in ggml-sycl): up to 8 tokens the pass is timed as a
-            decode pass (enginelab.measured.decode_seconds: the weights streamed once, a dot product per
-            weight row and token), above 8 as a prompt micro-batch (measured.prefill_seconds: MMQ/GEMM
-            tiles at the prefill rate, plus the weights streamed, plus the KV the pass reads) times
-            mm_small(T), the mat-mat kernels' small-batch penalty (one parameter per backend, fitted on
-            published llama-batched-bench and micro-batch runs: tiles of 64+ columns part filled).
+            in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE 8 in ggml-sycl): up to 8 tokens the pass is a decode pass
+            (enginelab.measured.decode_seconds: the weights streamed once, a dot product per weight row and
+            token) plus MV_COL of the weights' streaming per extra column; above 8 the matmul FLOPs run at the
+            prefill rate (MMQ/GEMM tiles) beside the weights, streamed (1 + MM_BW) x slower, and the KV. MoE
+            blocks past MUL_MAT_ID's mat-vec kernel pay BATCH_PARAMS' host sync per call and a cost per token.
   engine    "vllm" / "sglang": decode-only batches run a captured CUDA graph padded up to the next capture
             size (vLLM's default cudagraph_capture_sizes [1, 2, 4] + range(8, 256, 8) + range(256, max + 1,
             16), max = min(2 x max_num_seqs, 512), vllm/config/compilation.py; SGLang's cuda_graph_bs is
