@@ -83,3 +83,26 @@ def missing(build: str, backend: str = "") -> tuple:
     return tuple(
         r for r in changes() if key(r) not in have and key(r) in features_at("") and backend in ("", r["backend"])
     )
+
+
+MAX_BUILD_CHARS = 64
+
+
+def parse_build(build) -> str:
+    """A reader's llama.cpp build as features_at takes it: "" for today (None, "", "today", "latest"), else the
+    day the build was made, "YYYY-MM-DD" or "YYYY-MM" (a month: its changes count). ValueError naming `build`
+    for anything else."""
+    if build is None:
+        return ""
+    if not isinstance(build, str) or len(build) > MAX_BUILD_CHARS:
+        raise ValueError(f"build: must be a date (YYYY-MM-DD or YYYY-MM) or 'today', got {str(build)[:40]!r}")
+    text = build.strip()
+    if text.lower() in ("", "today", "latest"):
+        return ""
+    parts = text.split("-")
+    ok = len(parts) in (2, 3) and len(parts[0]) == 4 and all(p.isdigit() and p.isascii() for p in parts)
+    ok = ok and all(len(p) == 2 for p in parts[1:]) and 1 <= int(parts[1]) <= 12
+    ok = ok and (len(parts) == 2 or 1 <= int(parts[2]) <= 31)
+    if not ok:
+        raise ValueError(f"build: must be a date (YYYY-MM-DD or YYYY-MM) or 'today', got {text[:40]!r}")
+    return text
