@@ -762,3 +762,69 @@ def _generic(c: _Cfg, ctx: _Ctx, mt) -> BlockModel:
         blocks.append(Block(att_s if swa[il] else att_g, ffn))
     bm = BlockModel(_globals(c, False), tuple(blocks))
     return BlockModel(bm.globals, bm.blocks, arch=label, warnings=tuple(ctx.warnings), unknown=tuple(ctx.unknown))
+
+
+# ---------------------------------------------------------------------------
+# perf_model.Model's fields -> blocks
+# ---------------------------------------------------------------------------
+
+
+def blocks_from_fields(m) -> BlockModel:
+    """The blocks of a model given by perf_model.Model's config.json-named fields (any object with them).
+
+    A block is a gated delta net where full_attention_interval says so ((il + 1) % interval != 0, as
+    qwen35.cpp), MLA when kv_lora_rank is set, else attention (its window where sliding_window_pattern marks
+    the block, chunked with chunked_attention); its FFN has experts where first_k_dense_replace and
+    interleave_moe_layer_step put them (with the shared expert of shared_expert_intermediate_size)."""
+    n, heads, kv = m.num_hidden_layers, m.num_attention_heads, m.num_key_value_heads
+    d = m.head_dim or m.hidden_size // heads
+    rec = None
+    if m.full_attention_interval:
+        nv, nk = m.linear_num_value_heads, m.linear_num_key_heads
+        rec = Recurrent(
+            "gated_delta_net", m.linear_conv_kernel_dim, m.linear_value_head_dim * nv, m.linear_key_head_dim, nk, nv
+        )
+    if m.kv_lora_rank:
+        att = Attention(
+            heads,
+            1,
+            m.qk_nope_head_dim + m.qk_rope_head_dim,
+            m.v_head_dim,
+            kv_lora_rank=m.kv_lora_rank,
+            rope_dim=m.qk_rope_head_dim,
+            q_lora_rank=m.q_lora_rank,
+        )
+        swa_att = att
+    else:
+        gated = m.model_type == "qwen3_next"  # Qwen3-Next's attn_q carries the output gate
+        att = Attention(heads, kv, d, d, q_gate=gated, qk_norm=m.qk_norm)
+        swa_att = att
+        if m.sliding_window and m.sliding_window_pattern:
+            swa_att = Attention(
+                heads, kv, d, d, window=m.sliding_window, chunked=m.chunked_attention, q_gate=gated, qk_norm=m.qk_norm
+            )
+    dense = DenseFFN(m.intermediate_size)
+    experts = None
+    if m.num_local_experts > 1:
+        sw = m.shared_expert_intermediate_size
+        experts = MoEFFN(
+            m.num_local_experts,
+            m.num_experts_per_tok,
+            m.moe_intermediate_size or m.intermediate_size,
+            n_shared=1 if sw else 0,
+            shared_width=sw,
+        )
+    pattern = m.sliding_window_pattern
+    step = m.interleave_moe_layer_step
+    out = []
+    for il in range(n):
+        if rec is not None and (il + 1) % m.full_attention_interval != 0:
+            mixer = rec
+        elif pattern and m.sliding_window and pattern[il % len(pattern)]:
+            mixer = swa_att
+        else:
+            mixer = att
+        moe = experts is not None and il >= m.first_k_dense_replace and (step <= 1 or (il + 1) % step == 0)
+        out.append(Block(mixer, experts if moe else dense))
+    g = Globals(m.vocab_size, m.hidden_size, m.tie_word_embeddings)
+    return BlockModel(g, tuple(out), arch=m.model_type)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from enginelab import arch_config as _arch_config
 from enginelab import engine_io as _engine_io
+from enginelab.blocks import BlockModel
 from enginelab.checks import brief, check_bool, check_int, check_text, is_int
 from enginelab.ggml import GGML_TYPES, Tensor, weight_order
 
@@ -122,6 +124,8 @@ class Model:
     linear_value_head_dim: int = 0
     linear_num_key_heads: int = 0
     linear_num_value_heads: int = 0
+    # -- a model read as typed blocks (enginelab.arch_config / arch_gguf); None: derived from the fields above --
+    carried_blocks: object = None
 
     def __post_init__(self):
         _validate_model(self)
@@ -133,6 +137,22 @@ class Model:
             h = hash(tuple(getattr(self, f) for f in _MODEL_FIELD_NAMES))
             object.__setattr__(self, "_hash", h)
         return h
+
+    # -- the typed blocks -------------------------------------------------
+    @property
+    def block_model(self) -> BlockModel:
+        """The model as typed blocks (enginelab.blocks): the ones it was read with, else derived from its fields
+        (enginelab.arch_config.blocks_from_fields), once per Model."""
+        bm = self.__dict__.get("_block_model")
+        if bm is None:
+            bm = self.carried_blocks if self.carried_blocks is not None else _arch_config.blocks_from_fields(self)
+            object.__setattr__(self, "_block_model", bm)
+        return bm
+
+    @property
+    def blocks(self) -> tuple:
+        """One enginelab.blocks.Block per layer: its mixer and its FFN."""
+        return self.block_model.blocks
 
     # -- derived shapes ---------------------------------------------------
     @property
@@ -310,6 +330,18 @@ def _validate_model(m: Model) -> None:
                     f"must be at least 1 in a hybrid model (full_attention_interval {m.full_attention_interval}), "
                     f"got {getattr(m, name)}",
                 )
+    # the blocks it was read with: one per layer, as wide as the model
+    bm = m.carried_blocks
+    if bm is not None:
+        if not isinstance(bm, BlockModel):
+            _check(False, "carried_blocks", f"must be None or an enginelab.blocks.BlockModel, got {brief(bm)}")
+        if bm.n_layer != m.num_hidden_layers or bm.globals.n_embd != m.hidden_size:
+            _check(
+                False,
+                "carried_blocks",
+                f"must have num_hidden_layers ({m.num_hidden_layers:,}) blocks of hidden_size ({m.hidden_size:,}), "
+                f"got {bm.n_layer:,} of {bm.globals.n_embd:,}",
+            )
     # a GGUF file's own tensors
     ts = m.gguf_tensors
     if isinstance(ts, list):
