@@ -43,7 +43,7 @@ MAX_INTERMEDIATE = 1 << 20
 MAX_LORA_RANK = 1 << 16
 MAX_CONV_KERNEL = 64
 MAX_STATE = 1 << 16  # d_state, head widths of a recurrent block
-MAX_INNER = 1 << 20  # d_inner of a recurrent block
+MAX_INNER = 1 << 24  # d_inner of a recurrent block (perf_model: linear_value_head_dim x heads, 4,096 x 4,096)
 
 RS_BYTES_PER_ELEMENT = 4  # llama_memory_recurrent's type_r and type_s: f32
 
@@ -89,7 +89,7 @@ class Attention:
     def __post_init__(self):
         _int(self, "n_head", 1, MAX_HEADS)
         _int(self, "n_head_kv", 1, MAX_HEADS)
-        _int(self, "head_dim_k", 1, MAX_HEAD_DIM)
+        _int(self, "head_dim_k", 1, 2 * MAX_HEAD_DIM)  # an MLA query/key head: nope + rope, each up to 4,096
         _int(self, "head_dim_v", 1, MAX_HEAD_DIM)
         _int(self, "window", 0, MAX_CONTEXT)
         _int(self, "kv_lora_rank", 0, MAX_LORA_RANK)

@@ -55,11 +55,13 @@ def kv_groups(model, p, layers) -> list:
     groups: dict = {}
     for il in layers:
         kind = model.layer_kind(il)
+        if kind == "none":  # no cache of its own (no attention, or an earlier block's cache)
+            continue
         if kind == "recurrent":
-            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model))
+            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model, il))
         else:
             cells = pm.kv_cells(model, il, p.n_ctx, p.n_seq, p.n_ubatch, p.kv_unified)
-            per = pm.kv_bytes_per_token_layer(model, p.kv_type)
+            per = pm.kv_bytes_per_token_layer(model, p.kv_type, il)
         g = groups.setdefault((kind, cells), [kind, 0, cells, per, 0.0])
         g[1] += 1
         g[4] += cells * per

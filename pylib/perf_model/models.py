@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 from enginelab import arch_config as _arch_config
 from enginelab import engine_io as _engine_io
-from enginelab.blocks import BlockModel
+from enginelab.blocks import Attention, BlockModel, MoEFFN, Recurrent, ShortConv
 from enginelab.checks import brief, check_bool, check_int, check_text, is_int
 from enginelab.ggml import GGML_TYPES, Tensor, weight_order
 
@@ -175,39 +175,49 @@ class Model:
     def n_gqa(self) -> int:
         return self.num_attention_heads // max(1, self.num_key_value_heads)
 
+    def _kinds(self) -> tuple:
+        """Per block: "recurrent", "mla", "swa", "full" or "none" (no cache of its own), from Model.blocks."""
+        kinds = self.__dict__.get("_kinds_t")
+        if kinds is None:
+            out = []
+            for blk in self.blocks:
+                mx = blk.mixer
+                if isinstance(mx, (Recurrent, ShortConv)):
+                    out.append("recurrent")
+                elif not isinstance(mx, Attention) or mx.kv_shared_from >= 0:
+                    out.append("none")
+                elif mx.kv_lora_rank:
+                    out.append("mla")
+                else:
+                    out.append("swa" if mx.window else "full")
+            kinds = tuple(out)
+            object.__setattr__(self, "_kinds_t", kinds)
+        return kinds
+
     def is_swa_layer(self, il: int) -> bool:
-        if not self.sliding_window or not self.sliding_window_pattern or self.is_recurrent_layer(il):
-            return False
-        return bool(self.sliding_window_pattern[il % len(self.sliding_window_pattern)])
+        """Block il attends within a window (or a chunk): llama.cpp's is_swa(il)."""
+        return self._kinds()[il] == "swa"
 
     @property
     def is_mla(self) -> bool:
         """Multi-head latent attention (DeepSeek V2/V3, Kimi K2): the cache holds a compressed latent."""
-        return self.kv_lora_rank > 0
+        return "mla" in self._kinds()
 
     def is_recurrent_layer(self, il: int) -> bool:
-        """A linear-attention block of a hybrid (Qwen3-Next: 3 of every 4): a fixed state, no KV cache.
-        llama.cpp: hparams.recurrent_layer_arr[il] = (il + 1) % full_attention_interval != 0."""
-        return self.full_attention_interval > 0 and (il + 1) % self.full_attention_interval != 0
+        """A block with a fixed state per sequence instead of a cache (linear attention, SSM, short conv):
+        llama.cpp's hparams.is_recurrent(il)."""
+        return self._kinds()[il] == "recurrent"
 
     def is_moe_layer(self, il: int) -> bool:
-        """Whether block il has routed experts: not the first_k_dense_replace dense blocks (DeepSeek, GLM-4.5),
-        and with interleave_moe_layer_step only every step-th block (Llama 4 Maverick: 2)."""
-        if not self.is_moe or il < self.first_k_dense_replace:
-            return False
-        step = self.interleave_moe_layer_step
-        return step <= 1 or (il + 1) % step == 0
+        """Whether block il has routed experts (Model.blocks: not the first_k_dense_replace dense blocks of
+        DeepSeek or GLM-4.5, and with interleave_moe_layer_step only every step-th block)."""
+        return isinstance(self.blocks[il].ffn, MoEFFN)
 
     def layer_kind(self, il: int) -> str:
         """What block il keeps between tokens, as llama.cpp allocates it: "recurrent" (a fixed state per
-        sequence), "mla" (the latent per token), "swa" (a window of tokens; chunked for Llama 4) or "full"."""
-        if self.is_recurrent_layer(il):
-            return "recurrent"
-        if self.is_mla:
-            return "mla"
-        if self.is_swa_layer(il):
-            return "swa"
-        return "full"
+        sequence), "mla" (the latent per token), "swa" (a window of tokens; chunked for Llama 4), "full", or
+        "none" (no cache of its own: no attention, or an earlier block's cache read again)."""
+        return self._kinds()[il]
 
     def tensors(self) -> list:
         """Every tensor of the model's GGUF file, in llama-quantize's order."""
