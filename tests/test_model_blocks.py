@@ -43,3 +43,73 @@ def test_blocks_are_carried_when_given():
         pm.Model("t", "llama", 3, 64, 128, 4, 2, 100, carried_blocks=bm)
     with pytest.raises(ValueError, match="^carried_blocks:"):
         pm.Model("t", "llama", 2, 64, 128, 4, 2, 100, carried_blocks="blocks")
+
+
+# ---------------------------------------------------------------------------
+# Models read as blocks: the 2025-2026 architectures through model_from_hf_config / model_from_gguf
+# ---------------------------------------------------------------------------
+
+from test_arch_readers import G, _write_gguf, gemma4_cfg, qwen35_cfg  # noqa: E402
+
+
+def test_qwen3_5_moe_config_plans_its_hybrid_cache():
+    m = pm.model_from_hf_config(qwen35_cfg(True), name="Qwen3.5-35B-A3B-like")
+    rows = {r["kind"]: r for r in pm.kv_allocation(m, 32768, "f16", n_seq=2)}
+    # 10 attention blocks x 2 KV heads x 256 x (K + V) x 2 bytes = 2,048 B per cell, 2 streams of 16,384 cells
+    assert rows["full"]["layers"] == 10 and rows["full"]["bytes_per_cell"] == 2 * 2 * 256 * 2
+    assert rows["full"]["cells"] == 32768
+    # 30 recurrent blocks, one state per sequence: (24,576 + 524,288) x 4 bytes
+    assert rows["recurrent"]["layers"] == 30 and rows["recurrent"]["cells"] == 2
+    assert rows["recurrent"]["bytes"] == 30 * 2 * (24_576 + 524_288) * 4
+    p = pm.place(m, pm.MACHINES[sorted(pm.MACHINES)[0]], "Q4_K_M", n_ctx=8192)
+    t = pm.decode_step_time(p)
+    assert 0 < t["tok_per_s"] < 1e6 and t["cpu_kv_bytes"] + t["gpu_kv_bytes"] > 0
+
+
+def test_gemma4_config_sizes_each_kind_of_block_its_own_way():
+    m = pm.model_from_hf_config(gemma4_cfg(), name="Gemma-4-31B-like")
+    rows = {r["kind"]: r for r in pm.kv_allocation(m, 32768, "f16", n_seq=1, n_ubatch=512)}
+    # global: 4 KV heads x 512 x (K + V) x 2 B; sliding: 16 x 256 x 2 x 2 B, PAD(min(32768, 1024 + 512), 256)
+    assert (rows["full"]["layers"], rows["full"]["bytes_per_cell"], rows["full"]["cells"]) == (10, 8192, 32768)
+    assert (rows["swa"]["layers"], rows["swa"]["bytes_per_cell"], rows["swa"]["cells"]) == (50, 16384, 1536)
+    assert pm.kv_bytes_per_token(m) == (10 * 2048 + 50 * 4096) * 2 * 2
+
+
+def test_unknown_decoder_is_read_with_the_warning_and_encoders_are_refused():
+    cfg = {
+        "model_type": "brand_new",
+        "num_hidden_layers": 4,
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+    }
+    m = pm.model_from_hf_config(cfg)
+    assert "architecture not verified: sizes approximate" in m.source
+    assert pm.kv_bytes_per_token(m) == 4 * 2 * 2 * 64 * 2  # 4 blocks x (K + V) x 2 KV heads x 64 x 2 B
+    with pytest.raises(ValueError, match="^model_type:.*encoder"):
+        pm.model_from_hf_config({**cfg, "model_type": "bert"})
+
+
+def test_gguf_of_a_gemma4_like_file_carries_its_blocks(tmp_path):
+    swa = b.Attention(4, 2, 8, 8, window=16)
+    glob = b.Attention(4, 1, 16, 16)
+    blocks = (b.Block(swa, b.DenseFFN(64)), b.Block(glob, b.DenseFFN(64)))
+    keys = {
+        "attention.head_count": 4,
+        "attention.head_count_kv": [2, 1],
+        "attention.key_length": 16,
+        "attention.value_length": 16,
+        "attention.key_length_swa": 8,
+        "attention.value_length_swa": 8,
+        "attention.sliding_window": 16,
+        "attention.sliding_window_pattern": [True, False],
+        "context_length": 1024,
+        "feed_forward_length": 64,
+    }
+    data = _write_gguf(tmp_path, b.BlockModel(G, blocks), "gemma4", keys)
+    m = pm.model_from_gguf(data)
+    assert m.blocks == blocks
+    # per token: the sliding block 2 x 8 (K) + 2 x 8 (V), the global one 1 x 16 + 1 x 16: f16
+    assert pm.kv_bytes_per_token(m) == (32 + 32) * 2

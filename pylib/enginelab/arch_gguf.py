@@ -38,6 +38,16 @@ from .checks import brief, check, is_int
 
 _BIG = 1 << 40
 
+# llama.cpp's sliding-window layouts for files that carry no attention.sliding_window_pattern (llama-model.cpp
+# load_hparams: set_swa_pattern per architecture), by GGUF architecture: True where a block uses the window
+SWA_PATTERNS = {
+    "gemma2": (True, False),
+    "gpt-oss": (True, False),
+    "gemma3": (True,) * 5 + (False,),
+    "llama4": (True,) * 3 + (False,),  # chunked attention on 3 blocks of 4
+}
+LLAMA4_CHUNK_DEFAULT = 8192  # llama.cpp: n_swa = 8192 for llama4 unless the file sets sliding_window
+
 
 def _header(source):
     from . import gguf_header as gh  # loaded only when a header is read
@@ -138,21 +148,30 @@ def read_gguf_blocks(source) -> BlockModel:
     check(h.tensors, "tensors", "the GGUF header lists no tensors (is this a vocabulary-only GGUF?)")
 
     embd = glob.get("token_embd.weight")
-    n_embd = k.int("embedding_length", embd[0] if embd else None, lo=1)
+    n_embd = k.int("embedding_length", _dim(embd, 0, "token_embd") if embd else None, lo=1)
     check(n_embd is not None, k.name("embedding_length"), "missing from the GGUF header")
     tokens = h.metadata.get("tokenizer.ggml.tokens")
-    vocab = len(tokens) if isinstance(tokens, list) and tokens else k.int("vocab_size", embd[1] if embd else None, lo=1)
+    vocab = (
+        len(tokens)
+        if isinstance(tokens, list) and tokens
+        else k.int("vocab_size", _dim(embd, 1, "token_embd") if embd else None, lo=1)
+    )
     check(vocab is not None, k.name("vocab_size"), "missing: no tokenizer.ggml.tokens and no token_embd.weight")
     ple = k.int("embedding_length_per_layer_input", 0)
     if not ple and "per_layer_token_embd.weight" in glob:
-        ple = glob["per_layer_token_embd.weight"][0] // n_file
+        ple = _dim(glob["per_layer_token_embd.weight"], 0, "per_layer_token_embd") // n_file
         unknown.append("per-layer embedding width taken from per_layer_token_embd's shape")
     g = Globals(vocab=vocab, n_embd=n_embd, tied_output="output.weight" not in glob, per_layer_width=ple)
 
     ctx = k.int("context_length", 0, hi=MAX_CONTEXT) or MAX_CONTEXT
-    window = min(k.int("attention.sliding_window", 0, hi=MAX_CONTEXT), ctx)
+    window = min(
+        k.int("attention.sliding_window", LLAMA4_CHUNK_DEFAULT if arch == "llama4" else 0, hi=MAX_CONTEXT), ctx
+    )
     swa = k.swa_flags()
-    if window and swa is None:
+    if window and swa is None and arch in SWA_PATTERNS:
+        pat = SWA_PATTERNS[arch]
+        swa = [pat[il % len(pat)] for il in range(n_file)]
+    elif window and swa is None:
         swa = [True] * n_file
         unknown.append(
             "attention.sliding_window is set but no sliding_window_pattern: every attention block read as windowed"
@@ -179,6 +198,12 @@ def _shape(ts: dict, name: str):
     return ts.get(name + ".weight") or ts.get(name)
 
 
+def _dim(shape, i: int, what: str) -> int:
+    """shape[i] of a tensor the reader relies on, or ValueError naming the tensor."""
+    check(shape is not None and len(shape) > i, "tensors", f"{what} must have at least {i + 1} dimensions")
+    return shape[i]
+
+
 def _mixer(
     k: _Keys,
     ts: dict,
@@ -196,17 +221,17 @@ def _mixer(
     if _has(ts, "ssm_conv1d_q"):
         hd = k.int("kda.head_dim", lo=1)
         q = _shape(ts, "ssm_conv1d_q")
-        d_inner = q[-1] if len(q) < 4 else q[2]
+        d_inner = _dim(q, 2, "ssm_conv1d_q")
         if hd is None:
             hd = k.int("ssm.state_size", lo=1)
         check(hd is not None and d_inner % hd == 0, k.name("kda.head_dim"), f"must divide the conv width {d_inner:,}")
         nh = d_inner // hd
-        return Recurrent("kda", q[0], d_inner, hd, nh, nh)
+        return Recurrent("kda", _dim(q, 0, "ssm_conv1d_q"), d_inner, hd, nh, nh)
     if _has(ts, "ssm_in", "ssm_conv1d"):
         return _ssm(k, ts, il, unknown)
     if _has(ts, "shortconv.conv"):
         conv = _shape(ts, "shortconv.conv")
-        l_cache = k.int("shortconv.l_cache", conv[0], lo=2)
+        l_cache = k.int("shortconv.l_cache", _dim(conv, 0, "shortconv.conv"), lo=2)
         return ShortConv(l_cache, n_embd)
     if _has(ts, "attn_q", "attn_qkv"):
         return _attention(k, ts, il, n_embd, is_swa, window, chunked, kv_end, last_cache, unknown)
@@ -230,11 +255,11 @@ def _attention(k, ts, il, n_embd, is_swa, window, chunked, kv_end, last_cache, u
     q_gate = False
     if hk is None:
         hk = n_embd // n_head
-        if q is not None and q[1] % n_head == 0:
+        if q is not None and _dim(q, 1, "attn_q") % n_head == 0:
             hk = q[1] // n_head
         unknown.append(f"block {il}: attention.key_length missing, head width {hk} from attn_q's shape")
         hv = hv or hk
-    elif q is not None and q[1] == 2 * n_head * hk:
+    elif q is not None and _dim(q, 1, "attn_q") == 2 * n_head * hk:
         q_gate = True  # attn_q also holds the output gate (Qwen3-Next, Qwen3.5)
     has_k = _has(ts, "attn_k", "attn_qkv")
     shared_from = -1
@@ -269,9 +294,9 @@ def _mla(k, ts, il, unknown) -> Attention:
     check(n_head, k.name("attention.head_count"), f"missing or 0 for block {il}, which has MLA tensors")
     rope = k.int("rope.dimension_count", None, lo=1)
     check(rope is not None, k.name("rope.dimension_count"), "missing: MLA's rotary key width")
-    kv_a = _shape(ts, "attn_kv_a_mqa")
-    rank = k.int("attention.kv_lora_rank", kv_a[1] - rope, lo=1)
-    check(rank + rope == kv_a[1], k.name("attention.kv_lora_rank"), f"+ rope must be attn_kv_a_mqa's width {kv_a[1]:,}")
+    kv_w = _dim(_shape(ts, "attn_kv_a_mqa"), 1, "attn_kv_a_mqa")
+    rank = k.int("attention.kv_lora_rank", max(kv_w - rope, 1), lo=1)
+    check(rank + rope == kv_w, k.name("attention.kv_lora_rank"), f"+ rope must be attn_kv_a_mqa's width {kv_w:,}")
     hk = k.int("attention.key_length_mla", None, lo=1)
     hv = k.int("attention.value_length_mla", None, lo=1)
     if hk is None:  # files from before the latent split: key_length is the query head's width
@@ -285,10 +310,10 @@ def _mla(k, ts, il, unknown) -> Attention:
     ni = k.int("attention.indexer.head_count", 0)
     di = k.int("attention.indexer.key_length", 0)
     if _has(ts, "indexer.attn_k") and not di:
-        di = _shape(ts, "indexer.attn_k")[1]
+        di = _dim(_shape(ts, "indexer.attn_k"), 1, "indexer.attn_k")
         unknown.append(f"block {il}: indexer key width from indexer.attn_k's shape")
     if di and not ni and _has(ts, "indexer.proj"):
-        ni = _shape(ts, "indexer.proj")[1]
+        ni = _dim(_shape(ts, "indexer.proj"), 1, "indexer.proj")
     return Attention(
         n_head,
         1,
@@ -296,7 +321,7 @@ def _mla(k, ts, il, unknown) -> Attention:
         hv,
         kv_lora_rank=rank,
         rope_dim=rope,
-        q_lora_rank=qa[1] if qa else 0,
+        q_lora_rank=_dim(qa, 1, "attn_q_a") if qa else 0,
         indexer_head_dim=di if ni else 0,
         n_indexer_head=ni if di else 0,
     )
@@ -304,7 +329,7 @@ def _mla(k, ts, il, unknown) -> Attention:
 
 def _ssm(k, ts, il, unknown) -> Recurrent:
     conv = _shape(ts, "ssm_conv1d")
-    d_conv = k.int("ssm.conv_kernel", conv[0] if conv else None, lo=1)
+    d_conv = k.int("ssm.conv_kernel", _dim(conv, 0, "ssm_conv1d") if conv else None, lo=1)
     d_inner = k.int("ssm.inner_size", None, lo=1)
     d_state = k.int("ssm.state_size", None, lo=1)
     n_group = k.int("ssm.group_count", None, lo=0)
@@ -338,7 +363,7 @@ def _ffn(k: _Keys, ts: dict, il: int, unknown: list):
         n_sh, sw = 0, 0
         up_sh = _shape(ts, "ffn_up_shexp")
         if up_sh is not None:
-            sw = up_sh[1]
+            sw = _dim(up_sh, 1, "ffn_up_shexp")
             n_sh = k.int("expert_shared_count", 1, lo=1)
         dense = _shape(ts, "ffn_up")
         return MoEFFN(
@@ -348,15 +373,15 @@ def _ffn(k: _Keys, ts: dict, il: int, unknown: list):
             n_shared=n_sh,
             shared_width=sw,
             gated=merged or _has(ts, "ffn_gate_exps"),
-            dense_width=dense[1] if dense else 0,
+            dense_width=_dim(dense, 1, "ffn_up") if dense else 0,
             merged_gate_up=merged,
         )
     up = _shape(ts, "ffn_up")
     if up is not None:
         gate = _has(ts, "ffn_gate")
-        width = up[1]
+        width = _dim(up, 1, "ffn_up")
         down = _shape(ts, "ffn_down")
-        if not gate and down is not None and up[1] == 2 * down[0]:
+        if not gate and down is not None and width == 2 * _dim(down, 0, "ffn_down"):
             width, gate = down[0], True  # gate and up in one ffn_up (GLM-4, Phi-3)
         return DenseFFN(width, gated=gate)
     return NoFFN()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from enginelab import arch_config as _arch_config
+from enginelab import blocks as _blocks
 from enginelab import engine_io as _engine_io
 from enginelab.blocks import Attention, BlockModel, MoEFFN, Recurrent, ShortConv
 from enginelab.checks import brief, check_bool, check_int, check_text, is_int
@@ -223,6 +224,8 @@ class Model:
         """Every tensor of the model's GGUF file, in llama-quantize's order."""
         if self.gguf_tensors:
             ts = list(self.gguf_tensors)
+        elif self.carried_blocks is not None:
+            ts = _block_tensors_of(self.carried_blocks)
         else:
             ts = _tensor_inventory(self)
         return sorted(ts, key=weight_order)
@@ -428,6 +431,23 @@ def _tensor_inventory(m: Model) -> list:
     for il in range(m.num_hidden_layers):
         ts += _block_tensors(m, il)
     return ts
+
+
+_F32_2D = ("ssm_conv1d", "shortconv.conv", ".ssm_a", ".ssm_d")  # kept f32 by the converter (llama.cpp reads them so)
+
+
+def _block_tensors_of(bm: BlockModel) -> list:
+    """The tensors of a model read as typed blocks (enginelab.blocks.tensors), classed as llama-quantize
+    classes them (engine_io's GGUF classes): norms, biases and the convolutions f32."""
+    out = []
+    for name, ne in _blocks.tensors(bm):
+        parts = name.split(".")
+        il = int(parts[1]) if parts[0] == "blk" else -1
+        if len(ne) == 1 or any(k in name for k in _F32_2D):
+            out.append(Tensor(name, ne, "bias" if name.endswith(".bias") else "norm", il, "F32"))
+        else:
+            out.append(Tensor(name, ne, _engine_io._gguf_class(name, len(ne)), il))
+    return out
 
 
 def _norm(name: str, n: int, il: int) -> Tensor:
