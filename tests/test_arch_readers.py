@@ -646,3 +646,78 @@ def test_gguf_hostile_keys_name_the_key(tmp_path):
         ag.read_gguf_blocks(data)
     with pytest.raises(ValueError, match="^source:"):
         ag.read_gguf_blocks(b"not a gguf")
+
+
+# ---------------------------------------------------------------------------
+# Published llama.cpp load logs (data/architectures/load_logs.csv)
+# ---------------------------------------------------------------------------
+
+import csv  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+LOGS = list(csv.DictReader((Path(__file__).parents[1] / "data/architectures/load_logs.csv").open()))
+MiB = 1 << 20
+
+
+def test_every_log_row_has_a_source_and_its_line():
+    assert LOGS
+    for r in LOGS:
+        assert r["source"].startswith("https://github.com/") and r["size_mib"] in r["log_line"]
+
+
+def test_qwen3_5_9b_rs_buffer_matches_the_log():
+    row = next(r for r in LOGS if r["model"] == "Qwen3.5-9B")
+    bm = ac.read_config(qwen35_cfg(False))  # 32 blocks, 24 delta nets: 16 key / 32 value heads x 128, conv 4
+    n = int(row["n_seq"])
+    r_bytes = sum(b.state_elements(x)[0] for x in bm.blocks) * 4 * n
+    s_bytes = sum(b.state_elements(x)[1] for x in bm.blocks) * 4 * n
+    assert round(r_bytes / MiB, 2) == float(row["k_or_r_mib"])  # 2.25
+    assert round(s_bytes / MiB, 2) == float(row["v_or_s_mib"])  # 48.00
+    assert round(b.state_bytes(bm, n) / MiB, 2) == float(row["size_mib"])  # 50.25
+
+
+def test_qwen35_27b_rs_buffer_matches_the_log():
+    # the header in the log: 64 blocks, full_attention_interval 4 (48 delta nets). The RS line's 288.00 MiB
+    # of S over 2 sequences is 48 x 2 x d_state x d_inner x 4 B with d_state 128 and d_inner 6,144 (48 value
+    # heads of 128) and its R, 11.25 MiB, is 48 x 2 x 3 x (6144 + 2 x 16 x 128) x 4 B: 16 key heads
+    row = next(r for r in LOGS if r["model"].startswith("Qwen3.5/3.6-27B"))
+    rec = b.Recurrent("gated_delta_net", 4, 48 * 128, 128, 16, 48)
+    blocks = tuple(
+        b.Block(rec if (il + 1) % 4 else b.Attention(24, 4, 256, 256, q_gate=True), b.DenseFFN(17408))
+        for il in range(64)
+    )
+    bm = b.BlockModel(b.Globals(248320, 5120, False), blocks)
+    assert round(b.state_bytes(bm, int(row["n_seq"])) / MiB, 2) == float(row["size_mib"])
+
+
+def test_gemma4_edge_global_cache_matches_the_log():
+    row = next(r for r in LOGS if r["arch"] == "gemma4")
+    # what the row checks: 42 blocks, the last 18 sharing, 2 global KV heads x 512 (n_embd_head_k_all) and
+    # one global block in 6; the other numbers (width, sliding heads, FFN) do not enter the global cache
+    m_cfg = gemma4_cfg(
+        hidden_size=2560,
+        num_hidden_layers=42,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        num_global_key_value_heads=2,
+        head_dim=256,
+        global_head_dim=512,
+        attention_k_eq_v=False,
+        sliding_window=512,
+        layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 7,
+        num_kv_shared_layers=18,
+        hidden_size_per_layer_input=256,
+        intermediate_size=10240,
+    )
+    bm = ac.read_config(m_cfg)
+    # the log: blocks 29, 35 and 41 reuse block 23's global cache
+    assert [bm.blocks[il].mixer.kv_shared_from for il in (29, 35, 41)] == [23, 23, 23]
+    glob = [x for x in bm.blocks if x.mixer.window == 0 and x.mixer.kv_shared_from < 0]
+    assert len(glob) == int(row["layers"])
+    k = sum(b.kv_elements_per_token(x)[0] for x in glob) * int(row["cells"]) * 2
+    v = sum(b.kv_elements_per_token(x)[1] for x in glob) * int(row["cells"]) * 2
+    assert (k / MiB, v / MiB, (k + v) / MiB) == (
+        float(row["k_or_r_mib"]),
+        float(row["v_or_s_mib"]),
+        float(row["size_mib"]),
+    )
