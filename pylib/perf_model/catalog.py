@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enginelab import engine_io as _engine_io
 from enginelab.checks import brief
 from enginelab.engine_io import SWA_ALTERNATE
 
@@ -428,3 +429,42 @@ def get_model(model) -> Model:
             False, "model", f"must be a Model or the key of one; unknown {brief(model)}; allowed: {', '.join(MODELS)}"
         )
     return MODELS[model]
+
+
+# -- The 2026 architectures: read as typed blocks (enginelab.arch_config) from their config.json's keys ----------
+# The numbers are data/architectures/configs/<key>.json's (its SOURCES say where each was read).
+def _add_config(key: str, name: str, repo: str, config: dict) -> None:
+    fields = _engine_io.block_model_fields(config, name)
+    fields.pop("key")
+    _add(key, **{**fields, "source": _hf(repo)})
+
+
+_add_config(
+    "qwen3.6-35b-a3b",
+    "Qwen3.6 35B-A3B",
+    "Qwen/Qwen3.6-35B-A3B",
+    {
+        "model_type": "qwen3_5_moe",
+        "text_config": {
+            "model_type": "qwen3_5_moe_text",
+            "num_hidden_layers": 40,
+            "hidden_size": 2048,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 2,
+            "head_dim": 256,
+            "full_attention_interval": 4,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 32,
+            "num_experts": 256,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 512,
+            "shared_expert_intermediate_size": 512,
+            "vocab_size": 248320,
+            "max_position_embeddings": 262144,
+            "tie_word_embeddings": False,
+        },
+    },
+)
