@@ -18,8 +18,8 @@ def test_catalog_blocks_match_the_fields(key):
             assert (blk.mixer.window > 0) == m.is_swa_layer(il)
             k, v = b.kv_elements_per_token(blk)
             assert k + v == pm.kv_elements_per_token_layer(m)
-        else:
-            assert b.state_elements(blk) == pm.recurrent_state_elements(m)
+        elif isinstance(blk.mixer, b.Recurrent):
+            assert b.state_elements(blk) == pm.recurrent_state_elements(m, il) == pm.recurrent_state_elements(m)
     assert m.block_model.globals.tied_output == m.tie_word_embeddings
 
 
@@ -113,3 +113,33 @@ def test_gguf_of_a_gemma4_like_file_carries_its_blocks(tmp_path):
     assert m.blocks == blocks
     # per token: the sliding block 2 x 8 (K) + 2 x 8 (V), the global one 1 x 16 + 1 x 16: f16
     assert pm.kv_bytes_per_token(m) == (32 + 32) * 2
+
+
+# ---------------------------------------------------------------------------
+# The catalog's 2026 entries (configs in data/architectures/configs/), by hand
+# ---------------------------------------------------------------------------
+
+
+def test_catalog_qwen3_6_35b_a3b():
+    m = pm.MODELS["qwen3.6-35b-a3b"]
+    # 10 attention blocks x (K + V) 2 KV heads x 256 x 2 B (f16)
+    assert pm.kv_bytes_per_token(m) == 10 * 2 * 2 * 256 * 2
+    # 30 delta nets: (3 x (32 x 128 + 2 x 16 x 128) + 128 x 32 x 128) x 4 B per sequence
+    assert sum(pm.recurrent_state_bytes(m, il) for il in range(40) if m.is_recurrent_layer(il)) == 30 * 548_864 * 4
+
+
+def test_catalog_glm_4_7_flash():
+    m = pm.MODELS["glm-4.7-flash"]
+    # MLA: 47 blocks x (512 + 64) latent elements x 2 B, no V
+    assert pm.kv_bytes_per_token(m) == 47 * 576 * 2
+    assert [m.is_moe_layer(il) for il in range(3)] == [False, True, True]  # first_k_dense_replace 1
+
+
+def test_catalog_nemotron_3_nano():
+    m = pm.MODELS["nemotron-3-nano-30b-a3b"]
+    kinds = [m.layer_kind(il) for il in range(52)]
+    assert (kinds.count("full"), kinds.count("recurrent"), kinds.count("none")) == (6, 23, 23)
+    # 6 attention blocks x (K + V) 2 KV heads x 128 x 2 B
+    assert pm.kv_bytes_per_token(m) == 6 * 2 * 2 * 128 * 2
+    # 23 Mamba-2 blocks: (3 x (64 x 64 + 2 x 8 x 128) + 128 x 4096) x 4 B per sequence
+    assert pm.kv_cache_bytes(m, 0) == 23 * (3 * (4096 + 2048) + 128 * 4096) * 4

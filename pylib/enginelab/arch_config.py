@@ -306,6 +306,15 @@ def _nemotron_h(c: _Cfg, ctx: _Ctx) -> BlockModel:
     ReLU^2 without a gate (src/models/nemotron-h.cpp build_ffn_layer), MoE with one ungated shared expert."""
     n = c.int("num_hidden_layers")
     pat = c.d.get("hybrid_override_pattern")
+    kinds = c.d.get("layers_block_type")
+    if pat is None and isinstance(kinds, list):  # Nemotron 3.5 names its blocks in a list
+        names = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+        check(
+            len(kinds) == n and all(isinstance(k, str) and k in names for k in kinds),
+            "layers_block_type",
+            f"must list {n:,} of mamba / attention / mlp / moe, got {brief(kinds)}",
+        )
+        pat = "".join(names[k] for k in kinds)
     check(
         isinstance(pat, str) and len(pat) == n and set(pat) <= set("M*-E"),
         "hybrid_override_pattern",
@@ -617,6 +626,7 @@ _READERS = {
     "deepseek_v3": lambda c, x: _deepseek(c, x, False),
     "kimi_k2": lambda c, x: _deepseek(c, x, False),
     "deepseek_v32": lambda c, x: _deepseek(c, x, True),
+    "glm4_moe_lite": lambda c, x: _deepseek(c, x, False),  # GLM-4.7-Flash: MLA (src/models/glm4-moe-lite.cpp)
     "glm_moe_dsa": lambda c, x: _deepseek(c, x, True),
     "kimi_linear": _kimi_linear,
     "ernie4_5_moe": _ernie4_5_moe,
