@@ -17,7 +17,7 @@ def test_catalog_blocks_match_the_fields(key):
         if isinstance(blk.mixer, b.Attention):
             assert (blk.mixer.window > 0) == m.is_swa_layer(il)
             k, v = b.kv_elements_per_token(blk)
-            assert k + v == pm.kv_elements_per_token_layer(m)
+            assert k + v == pm.kv_elements_per_token_layer(m, il) <= pm.kv_elements_per_token_layer(m)
         elif isinstance(blk.mixer, b.Recurrent):
             assert b.state_elements(blk) == pm.recurrent_state_elements(m, il) == pm.recurrent_state_elements(m)
     assert m.block_model.globals.tied_output == m.tie_word_embeddings
@@ -143,3 +143,13 @@ def test_catalog_nemotron_3_nano():
     assert pm.kv_bytes_per_token(m) == 6 * 2 * 2 * 128 * 2
     # 23 Mamba-2 blocks: (3 x (64 x 64 + 2 x 8 x 128) + 128 x 4096) x 4 B per sequence
     assert pm.kv_cache_bytes(m, 0) == 23 * (3 * (4096 + 2048) + 128 * 4096) * 4
+
+
+def test_catalog_gemma_4_31b():
+    m = pm.MODELS["gemma-4-31b"]
+    # 50 sliding blocks of 16 KV heads x 256, 10 global of 4 x 512; K and V each, f16
+    assert pm.kv_bytes_per_token(m) == (50 * 16 * 256 + 10 * 4 * 512) * 2 * 2
+    rows = {r["kind"]: r for r in pm.kv_allocation(m, 65536, "f16", n_seq=1, n_ubatch=512)}
+    assert rows["swa"]["cells"] == 1536 and rows["full"]["cells"] == 65536  # PAD(1024 + 512, 256)
+    names = [t.name for t in m.tensors()]
+    assert "blk.5.attn_v.weight" not in names and "blk.0.attn_v.weight" in names  # V = K on global blocks

@@ -520,3 +520,28 @@ _add_config(
         "max_position_embeddings": 262144,
     },
 )
+_add_config(
+    "gemma-4-31b",
+    "Gemma 4 31B",
+    "google/gemma-4-31B-it",
+    {
+        "model_type": "gemma4",
+        "text_config": {
+            "model_type": "gemma4_text",
+            "num_hidden_layers": 60,
+            "hidden_size": 5376,
+            "intermediate_size": 21504,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 16,
+            "num_global_key_value_heads": 4,
+            "head_dim": 256,
+            "global_head_dim": 512,
+            "attention_k_eq_v": True,
+            "sliding_window": 1024,
+            "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 10,
+            "vocab_size": 262144,
+            "max_position_embeddings": 262144,
+            "tie_word_embeddings": True,
+        },
+    },
+)
