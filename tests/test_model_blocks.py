@@ -12,13 +12,13 @@ def test_catalog_blocks_match_the_fields(key):
     m = pm.MODELS[key]
     assert len(m.blocks) == m.num_hidden_layers
     for il, blk in enumerate(m.blocks):
-        assert isinstance(blk.mixer, b.Recurrent) == m.is_recurrent_layer(il)
+        assert isinstance(blk.mixer, (b.Recurrent, b.ShortConv)) == m.is_recurrent_layer(il)
         assert isinstance(blk.ffn, b.MoEFFN) == m.is_moe_layer(il)
         if isinstance(blk.mixer, b.Attention):
             assert (blk.mixer.window > 0) == m.is_swa_layer(il)
             k, v = b.kv_elements_per_token(blk)
             assert k + v == pm.kv_elements_per_token_layer(m, il) <= pm.kv_elements_per_token_layer(m)
-        elif isinstance(blk.mixer, b.Recurrent):
+        elif isinstance(blk.mixer, (b.Recurrent, b.ShortConv)):
             assert b.state_elements(blk) == pm.recurrent_state_elements(m, il) == pm.recurrent_state_elements(m)
     assert m.block_model.globals.tied_output == m.tie_word_embeddings
 
@@ -153,3 +153,13 @@ def test_catalog_gemma_4_31b():
     assert rows["swa"]["cells"] == 1536 and rows["full"]["cells"] == 65536  # PAD(1024 + 512, 256)
     names = [t.name for t in m.tensors()]
     assert "blk.5.attn_v.weight" not in names and "blk.0.attn_v.weight" in names  # V = K on global blocks
+
+
+def test_catalog_lfm2_5():
+    m = pm.MODELS["lfm2.5-2.6b"]
+    kinds = [m.layer_kind(il) for il in range(30)]
+    assert (kinds.count("full"), kinds.count("recurrent")) == (8, 22)
+    # 8 attention blocks x (K + V) 8 KV heads x 64 (2048 / 32) x 2 B
+    assert pm.kv_bytes_per_token(m) == 8 * 2 * 8 * 64 * 2
+    # 22 short convolutions: n_embd x (l_cache - 1) f32 each, no recurrent state
+    assert pm.kv_cache_bytes(m, 0) == 22 * 2048 * 2 * 4

@@ -545,3 +545,22 @@ _add_config(
         },
     },
 )
+_add_config(
+    "lfm2.5-2.6b",
+    "LFM2.5 2.6B",
+    "LiquidAI/LFM2.5-2.6B",
+    {
+        "model_type": "lfm2",
+        "num_hidden_layers": 30,
+        "hidden_size": 2048,
+        "intermediate_size": 10752,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "conv_L_cache": 3,
+        "block_auto_adjust_ff_dim": False,
+        "layer_types": ["full_attention" if il in (2, 5, 9, 13, 17, 21, 24, 27) else "conv" for il in range(30)],
+        "vocab_size": 128000,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": True,
+    },
+)
