@@ -163,3 +163,12 @@ def test_catalog_lfm2_5():
     assert pm.kv_bytes_per_token(m) == 8 * 2 * 8 * 64 * 2
     # 22 short convolutions: n_embd x (l_cache - 1) f32 each, no recurrent state
     assert pm.kv_cache_bytes(m, 0) == 22 * 2048 * 2 * 4
+
+
+def test_catalog_qwen3_5_27b_matches_the_published_rs_buffer():
+    m = pm.MODELS["qwen3.5-27b"]
+    rows = {r["kind"]: r for r in pm.kv_allocation(m, 32768, "f16", n_seq=2)}
+    # llama.cpp PR #23792's log: llama_memory_recurrent: size = 299.25 MiB (2 cells, 64 layers, 2 seqs)
+    assert rows["recurrent"]["layers"] == 48 and round(rows["recurrent"]["bytes"] / 2**20, 2) == 299.25
+    # 16 attention blocks x (K + V) 4 KV heads x 256 x 2 B
+    assert pm.kv_bytes_per_token(m) == 16 * 2 * 4 * 256 * 2

@@ -564,3 +564,29 @@ _add_config(
         "tie_word_embeddings": True,
     },
 )
+_add_config(
+    "qwen3.5-27b",
+    "Qwen3.5 27B",
+    "Qwen/Qwen3.5-27B",
+    {
+        "model_type": "qwen3_5",
+        "text_config": {
+            "model_type": "qwen3_5_text",
+            "num_hidden_layers": 64,
+            "hidden_size": 5120,
+            "intermediate_size": 17408,
+            "num_attention_heads": 24,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "full_attention_interval": 4,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 48,
+            "vocab_size": 248320,
+            "max_position_embeddings": 262144,
+            "tie_word_embeddings": False,
+        },
+    },
+)
