@@ -135,13 +135,17 @@ def compact_config(text: str) -> str:
         "attention_bias",
         "_name_or_path",
     )
+    from . import arch_config  # the keys the block readers use (Qwen3.5, Gemma 4, hybrids, MLA...)
+
+    keep = keep + tuple(k for k in arch_config.CONFIG_KEYS if k not in keep)
     out = {k: cfg[k] for k in keep if k in cfg}
     if isinstance(cfg.get("text_config"), dict):
         out.update({k: cfg["text_config"][k] for k in keep if k in cfg["text_config"]})
     if isinstance(out.get("rope_scaling"), dict):
         out["rope_scaling"] = {k: v for k, v in out["rope_scaling"].items() if k in ("rope_type", "type")}
     if isinstance(out.get("layer_types"), list):  # long but needed for sliding-window layouts
-        out["layer_types"] = ["s" if x == "sliding_attention" else "f" for x in out["layer_types"]]
+        short = {"sliding_attention": "s", "full_attention": "f"}  # other kinds (linear_attention, conv...) as they are
+        out["layer_types"] = [short.get(x, x) if isinstance(x, str) else x for x in out["layer_types"]]
     return json.dumps(out, separators=(",", ":"), sort_keys=True)
 
 
