@@ -172,3 +172,27 @@ def test_catalog_qwen3_5_27b_matches_the_published_rs_buffer():
     assert rows["recurrent"]["layers"] == 48 and round(rows["recurrent"]["bytes"] / 2**20, 2) == 299.25
     # 16 attention blocks x (K + V) 4 KV heads x 256 x 2 B
     assert pm.kv_bytes_per_token(m) == 16 * 2 * 4 * 256 * 2
+
+
+def test_explain_names_each_kind_of_block_and_what_was_not_verified():
+    from enginelab import explain
+
+    mc = pm.MACHINES[sorted(pm.MACHINES)[0]]
+    m = pm.MODELS["gemma-4-31b"]
+    p = pm.place(m, mc, "Q4_K_M", n_ctx=32768)
+    text = explain.kv_breakdown_text(m, p, range(60))
+    # global: 4 KV heads x 512 x (K + V) x 2 B = 8,192 B; sliding: 16 x 256 x 2 x 2 B = 16,384 B
+    assert "10 global layers × 32,768 cells × 8,192 B per cell" in text
+    assert "50 sliding layers × 1,536 cells × 16,384 B per cell" in text
+    g = pm.model_from_hf_config(
+        {
+            "model_type": "brand_new",
+            "num_hidden_layers": 4,
+            "hidden_size": 512,
+            "num_attention_heads": 8,
+            "intermediate_size": 1024,
+            "vocab_size": 1000,
+        }
+    )
+    note = explain.kv_cells_note(g, pm.place(g, mc, "Q4_K_M", n_ctx=4096))
+    assert "Architecture not verified: sizes approximate." in note and "num_key_value_heads missing" in note
