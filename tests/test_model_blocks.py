@@ -196,3 +196,52 @@ def test_explain_names_each_kind_of_block_and_what_was_not_verified():
     )
     note = explain.kv_cells_note(g, pm.place(g, mc, "Q4_K_M", n_ctx=4096))
     assert "Architecture not verified: sizes approximate." in note and "num_key_value_heads missing" in note
+
+
+def test_gguf_of_a_nemotron_like_hybrid_plans_and_times(tmp_path):
+    rec = b.Recurrent("mamba2", 4, 64, 16, 2, 8)
+    blocks = (
+        b.Block(rec, b.NoFFN()),
+        b.Block(b.NoMixer(), b.DenseFFN(64, gated=False)),
+        b.Block(b.Attention(4, 2, 8, 8), b.NoFFN()),
+        b.Block(b.NoMixer(), b.MoEFFN(4, 2, 16, n_shared=1, shared_width=32, gated=False)),
+    )
+    keys = {
+        "attention.head_count": 4,
+        "attention.head_count_kv": [0, 0, 2, 0],
+        "attention.key_length": 8,
+        "feed_forward_length": [0, 64, 0, 16],
+        "ssm.conv_kernel": 4,
+        "ssm.inner_size": 64,
+        "ssm.state_size": 16,
+        "ssm.group_count": 2,
+        "ssm.time_step_rank": 8,
+        "expert_count": 4,
+        "expert_used_count": 2,
+        "context_length": 4096,
+    }
+    m = pm.model_from_gguf(_write_gguf(tmp_path, b.BlockModel(G, blocks), "nemotron_h_moe", keys))
+    assert m.blocks == blocks
+    rows = {r["kind"]: r for r in pm.kv_allocation(m, 4096, "f16", n_seq=2)}
+    assert rows["full"]["bytes_per_cell"] == 2 * 2 * 8 * 2  # one attention block: (K + V) 2 heads x 8, f16
+    assert rows["recurrent"]["bytes"] == 2 * (3 * (64 + 2 * 2 * 16) + 16 * 64) * 4  # 2 sequences' state
+    t = pm.decode_step_time(pm.place(m, pm.MACHINES[sorted(pm.MACHINES)[0]], None, n_ctx=4096))
+    assert 0 < t["tok_per_s"] < float("inf")
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"linear_num_value_heads": 0}, "linear_num_value_heads"),
+        ({"linear_num_value_heads": 24}, "linear_num_value_heads"),  # not a multiple of the 16 key heads
+        ({"num_experts": None}, "num_experts"),
+        ({"layer_types": ["full_attention"]}, "layer_types"),
+        ({"head_dim": 10**6}, "head_dim"),
+        ({"linear_conv_kernel_dim": 1000}, "linear_conv_kernel_dim"),
+    ],
+)
+def test_hostile_new_architecture_configs_name_the_key(change, key):
+    cfg = qwen35_cfg(True)
+    cfg["text_config"] = {k: v for k, v in {**cfg["text_config"], **change}.items() if v is not None}
+    with pytest.raises(ValueError, match=f"^{key}:"):
+        pm.model_from_hf_config(cfg)
