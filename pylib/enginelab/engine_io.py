@@ -393,7 +393,7 @@ def block_model_fields(config: dict, name=None) -> dict:
         name if name is not None else cfg.get("_name_or_path"), f"{bm.arch} {bm.n_layer}L/{bm.globals.n_embd}"
     )
     source = "config.json" + (f" ({'; '.join(bm.warnings)})" if bm.warnings else "")
-    mt = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else bm.arch
+    mt = bm.arch  # the reader's: the text model's type in a multimodal config
     return model_fields_from_blocks(
         bm,
         name=label,

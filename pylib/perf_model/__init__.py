@@ -72,17 +72,23 @@ from enginelab.ggml import (  # noqa: F401
 )
 
 from .catalog import (  # noqa: F401
+    CATALOG_FILE,
     GEMMA3_PATTERN,
     LLAMA4_PATTERN,
     MODELS,
-    _add,
-    _hf,
+    ROW_META,
+    _swa_pattern,
+    catalog_data,
+    catalog_error,
+    catalog_rows,
     get_model,
+    models_from_catalog,
 )
 from .devices import (  # noqa: F401
-    _NV,
+    _DEVICE_FIELDS,
     DDR4_DUAL,
     DDR5_DUAL,
+    DEVICES,
     DRIVER_RESERVE_MIB,
     GPUS,
     LINK_KINDS,
@@ -107,6 +113,7 @@ from .devices import (  # noqa: F401
     _ram,
     device_backend,
     get_machine,
+    machines_from_catalog,
     side_device,
 )
 from .kv import (  # noqa: F401

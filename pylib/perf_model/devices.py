@@ -3,11 +3,12 @@ how much of a device llama.cpp can use."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from enginelab import measured as _measured  # the measured profile's parameters
 from enginelab.checks import brief, check_bool, check_int, check_number, check_text
 
+from .catalog import catalog_data, catalog_error, catalog_rows
 from .models import MAX_TEXT_CHARS
 from .units import GB, GiB, _check
 
@@ -195,122 +196,65 @@ LINKS: dict[str, Interconnect] = {
 }
 
 
-# System RAM.  Dual-channel peak = 2 channels * 8 bytes * MT/s.
-DDR4_DUAL = Device(
-    "DDR4-3200 dual channel",
-    64,
-    51.2,
-    1.0,
-    source="JEDEC DDR4-3200: 3200 MT/s x 8 B x 2 channels = 51.2 GB/s",
-    approx=True,
-    cores=8,
-)  # CPU FLOP/s: ~1 TFLOP/s FP32 AVX2 on 8 cores (approximation)
-DDR5_DUAL = Device(
-    "DDR5-5600 dual channel",
-    64,
-    89.6,
-    1.5,
-    source="JEDEC DDR5-5600: 5600 MT/s x 8 B x 2 channels = 89.6 GB/s",
-    approx=True,
-    cores=8,
-)  # CPU FLOP/s: ~1.5 TFLOP/s FP32 AVX-512/AVX2 on 8 cores (approximation)
+# -- the machine catalog: catalog.json's devices and machines ------------------------------------------------
+def machines_from_catalog(data: dict) -> tuple:
+    """({key: Device}, {key: Machine}) from data["devices"] and data["machines"], in the file's order. A machine
+    row's gpu names a device row (null: none); its ram names one under "device", with the fields given beside
+    it replaced (mem_gb: the machine's RAM; an Apple CPU's name, rate and cores)."""
+    devices = {}
+    for key, row in catalog_rows(data, "devices", Device):
+        try:
+            devices[key] = Device(**row)
+        except ValueError as e:
+            raise catalog_error("devices", key, e) from None
 
-_NV = "https://www.nvidia.com/en-us/geforce/graphics-cards/"
-# The RTX 3060's and RTX 4060 Ti's FP16 figures were fitted to the module's prefill column (28.15-28.21 and
-# 51.74-51.77 TFLOP/s reproduce it), not taken from a datasheet.
-RTX_3060 = Device(
-    "RTX 3060",
-    12,
-    360,
-    28.2,
-    fitted=True,
-    spec_tflops=25.6,
-    fp32_tflops=12.7,
-    source=_NV + "30-series/rtx-3060-3060ti/ (360 GB/s); FP16 TFLOP/s fitted to the module (GA106 datasheet: "
-    "25.6 dense FP16 tensor with FP32 accumulate)",
-)
-RTX_4060_TI = Device(
-    "RTX 4060 Ti 16GB",
-    16,
-    288,
-    51.75,
-    fitted=True,
-    spec_tflops=44.1,
-    fp32_tflops=22.1,
-    source=_NV + "40-series/rtx-4060-4060ti/ (288 GB/s); FP16 TFLOP/s fitted to the module (Ada whitepaper: "
-    "44.1 dense FP16 tensor with FP32 accumulate)",
-)
-RTX_3090 = Device(
-    "RTX 3090",
-    24,
-    936,
-    71.0,
-    fp32_tflops=35.6,
-    source="NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOP/s FP16 tensor (FP32 acc.), 35.6 TFLOP/s FP32",
-)
-RTX_4090 = Device(
-    "RTX 4090",
-    24,
-    1008,
-    165.2,
-    fp32_tflops=82.6,
-    source="NVIDIA Ada Lovelace whitepaper: 1008 GB/s, 165.2 TFLOP/s FP16 tensor (FP32 acc.), 82.6 FP32",
-)
-RTX_5090 = Device(
-    "RTX 5090",
-    32,
-    1792,
-    209.5,
-    fp32_tflops=104.8,
-    source="NVIDIA Blackwell RTX whitepaper: 1792 GB/s, 209.5 TFLOP/s FP16 tensor (FP32 acc.), 104.8 FP32",
-)
-M4_PRO = Device(
-    "M4 Pro (48 GB)",
-    48,
-    273,
-    8.5,
-    approx=True,
-    source="https://www.apple.com/macbook-pro/specs/ (273 GB/s); GPU TFLOP/s approximated",
-)
-M4_MAX = Device(
-    "M4 Max 40-core (128 GB)",
-    128,
-    546,
-    17.0,
-    approx=True,
-    source="https://www.apple.com/macbook-pro/specs/ (546 GB/s); GPU TFLOP/s approximated",
-)
+    def device(field, value):
+        if not (isinstance(value, str) and value in devices):
+            _check(False, field, f"must name a device row ({', '.join(devices)}), got {brief(value)}")
+        return devices[value]
+
+    machines = {}
+    for key, row in catalog_rows(data, "machines", Machine):
+        try:
+            if row.get("gpu") is not None:
+                row["gpu"] = device("gpu", row["gpu"])
+            ram = row["ram"]
+            if not (isinstance(ram, dict)):
+                _check(False, "ram", f'must be an object naming a device row under "device", got {brief(ram)}')
+            changes = {k: v for k, v in ram.items() if k != "device"}
+            for name in changes:
+                if name not in _DEVICE_FIELDS:
+                    _check(False, f"ram.{name}", f"unknown field; allowed: {', '.join(_DEVICE_FIELDS)}")
+            base = device("ram.device", ram.get("device"))
+            try:
+                row["ram"] = replace(base, **changes)
+            except ValueError as e:
+                raise ValueError(f"ram.{e}") from None
+            machines[key] = Machine(**row)
+        except ValueError as e:
+            raise catalog_error("machines", key, e) from None
+    return devices, machines
+
+
+_DEVICE_FIELDS = tuple(f.name for f in fields(Device))
+DEVICES, MACHINES = machines_from_catalog(catalog_data())
+# The named devices: system RAM (a CPU's rate is its FP32 FMA peak), the GPUs, Apple's unified memory.
+# catalog.json gives each its source, and notes the RTX 3060's and RTX 4060 Ti's fitted FP16 rates.
+DDR4_DUAL = DEVICES["ddr4-dual"]
+DDR5_DUAL = DEVICES["ddr5-dual"]
+RTX_3060 = DEVICES["rtx3060"]
+RTX_4060_TI = DEVICES["rtx4060ti"]
+RTX_3090 = DEVICES["rtx3090"]
+RTX_4090 = DEVICES["rtx4090"]
+RTX_5090 = DEVICES["rtx5090"]
+M4_PRO = DEVICES["m4pro"]
+M4_MAX = DEVICES["m4max"]
 
 
 def _ram(gb: float, base: Device = DDR5_DUAL) -> Device:
+    """System RAM of gb GB: a RAM device with its capacity replaced."""
     return replace(base, mem_gb=gb)
 
-
-MACHINES: dict[str, Machine] = {
-    "rtx3060": Machine("RTX 3060 12 GB + DDR4", RTX_3060, _ram(32, DDR4_DUAL), 31.5, key="rtx3060"),
-    "rtx4060ti": Machine("RTX 4060 Ti 16 GB + DDR5", RTX_4060_TI, _ram(64), 15.75, key="rtx4060ti"),
-    "rtx3090": Machine("RTX 3090 24 GB + DDR4", RTX_3090, _ram(64, DDR4_DUAL), 31.5, key="rtx3090"),
-    "rtx4090": Machine("RTX 4090 24 GB + DDR5", RTX_4090, _ram(64), 31.5, key="rtx4090"),
-    "rtx5090": Machine("RTX 5090 32 GB + DDR5", RTX_5090, _ram(96), 63.0, key="rtx5090"),
-    "m4pro": Machine(
-        "MacBook Pro M4 Pro 48 GB",
-        M4_PRO,
-        replace(M4_PRO, name="M4 Pro CPU", fp16_tflops=1.0, cores=10),  # 10 performance cores
-        0.0,
-        unified=True,
-        key="m4pro",
-    ),
-    "m4max": Machine(
-        "MacBook Pro M4 Max 128 GB",
-        M4_MAX,
-        replace(M4_MAX, name="M4 Max CPU", fp16_tflops=1.5, cores=12),  # 12 performance cores
-        0.0,
-        unified=True,
-        key="m4max",
-    ),
-    "cpu-ddr5": Machine("CPU only, DDR5-5600 dual channel", None, _ram(64), 0.0, key="cpu-ddr5"),
-}
-# PCIe: 4.0 x16 = 31.5 GB/s per direction, 4.0 x8 (RTX 4060 Ti) = 15.75, 5.0 x16 = 63.0.
 
 # The discrete GPU cards of the catalog, under the key of the machine that has them: the cards a machine with
 # several GPUs is built from (e.g. Machine("2x RTX 3090", (GPUS["rtx3090"],) * 2, ...)).

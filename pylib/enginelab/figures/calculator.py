@@ -386,25 +386,13 @@ def _bar_chart(data, narrow: bool = False) -> Raw:
                 **gpu_readout,
             ),
         ]
-        x = left
-        for key, label in SEGMENTS[:5]:
-            v = b[key]
-            if v <= 0:
-                continue
-            w = span * v / scale_max
-            parts.append(
-                el(
-                    "rect",
-                    el("title", f"{label}: {fmt.gb(v, 2)}"),
-                    x=x,
-                    y=y,
-                    width=max(w, 0.5),
-                    height=BAR_H,
-                    class_=f"seg seg-{key}",
-                    data_bytes=f"{v:.0f}",
-                )
+        segs = [
+            chart.Segment(
+                b[key], f"{label}: {fmt.gb(b[key], 2)}", f"seg seg-{key}", attrs={"data_bytes": f"{b[key]:.0f}"}
             )
-            x += w
+            for key, label in SEGMENTS[:5]
+        ]
+        parts += chart.stacked_bar(segs, x0=left, y=y, height=BAR_H, span=span, total=scale_max)
         # the capacity outline, and what does not fit past it
         parts.append(el("rect", x=left, y=y, width=x_of(b["capacity"]) - left, height=BAR_H, class_="capacity"))
         if b["over"]:
