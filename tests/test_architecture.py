@@ -16,6 +16,9 @@ COURSE = ("perf_model", "inference_trace", "kv_managers")
 # below perf_model: the pieces it is built from (they import nothing above them)
 BELOW_COURSE = (
     "enginelab.checks",
+    "enginelab.blocks",
+    "enginelab.arch_config",
+    "enginelab.arch_gguf",
     "enginelab.ggml",
     "enginelab.engine_io",
     "enginelab.gguf_header",

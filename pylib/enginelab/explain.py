@@ -55,11 +55,13 @@ def kv_groups(model, p, layers) -> list:
     groups: dict = {}
     for il in layers:
         kind = model.layer_kind(il)
+        if kind == "none":  # no cache of its own (no attention, or an earlier block's cache)
+            continue
         if kind == "recurrent":
-            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model))
+            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model, il))
         else:
             cells = pm.kv_cells(model, il, p.n_ctx, p.n_seq, p.n_ubatch, p.kv_unified)
-            per = pm.kv_bytes_per_token_layer(model, p.kv_type)
+            per = pm.kv_bytes_per_token_layer(model, p.kv_type, il)
         g = groups.setdefault((kind, cells), [kind, 0, cells, per, 0.0])
         g[1] += 1
         g[4] += cells * per
@@ -80,7 +82,12 @@ def kv_breakdown_text(model, p, layers) -> str:
         unit = "layer" if n == 1 else "layers"
         parts.append(f"{n} {word} {unit} × {fmt.integer(cells)} cells")
     text = " + ".join(parts)
-    if cached:
+    if len({g[3] for g in cached}) > 1:  # blocks of different widths (Gemma 4's global and sliding heads)
+        text = (
+            " + ".join(f"{part} × {fmt.integer(g[3])} B per cell" for part, g in zip(parts, cached, strict=True))
+            + f" (K and V, {p.kv_type})"
+        )
+    elif cached:
         per = cached[0][3]
         what = (
             f"the latent: {model.kv_lora_rank} + {model.qk_rope_head_dim} elements"
@@ -111,6 +118,13 @@ def kv_cells_note(model, p) -> str:
         notes.append("MLA caches the compressed latent once per token, not per-head K and V.")
     if any(model.is_recurrent_layer(il) for il in range(model.num_hidden_layers)):
         notes.append("A recurrent (linear-attention) layer keeps a fixed state per sequence instead of a cache.")
+    shared = sum(1 for b in model.blocks if getattr(b.mixer, "kv_shared_from", -1) >= 0)
+    if shared:
+        notes.append(f"{shared} layers read an earlier layer's cache and keep none of their own.")
+    bm = model.carried_blocks
+    if bm is not None:  # what the reader could not verify or infer
+        notes += [f"{w[:1].upper()}{w[1:]}." for w in bm.warnings]
+        notes += [f"Not in the file: {u}." for u in bm.unknown[:5]]
     return " ".join(notes)
 
 
