@@ -106,27 +106,41 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
                 one[s][7], one[s][8])
             for s in static
         }  # fmt: skip
-    per_tok, per_pair, rec_bytes, rec_flops, kinds = pm._kv_plan(m, p.kv_type)
-    counts = pm._kind_counts(p, kinds)
-    win = m.sliding_window
-    # tokens of KV read and query-key pairs, for full and windowed blocks; recurrent: per sequence
+    # each block reads its own kind of cache (perf_model._kind_counts groups blocks alike): the whole context,
+    # a window of it, or a recurrent state; a decode sequence reads and scores its context, a chunk its prefix
+    # and itself, with the causal pairs of its own tokens
     full_read = sum(contexts) + sum(s + u for s, u, _ in chunks)
-    win_read = sum(min(c, win) for c in contexts) + sum(min(s + u, win) for s, u, _ in chunks) if win else 0
     full_pairs = sum(contexts) + sum(pm._causal_pairs_window(0, s, s + u) for s, u, _ in chunks)
-    win_pairs = (
-        sum(min(c, win) for c in contexts) + sum(pm._causal_pairs_window(win, s, s + u) for s, u, _ in chunks)
-        if win
-        else 0
-    )
+    windowed: dict = {}
+
+    def window(w: int) -> tuple:
+        if w not in windowed:
+            windowed[w] = (
+                sum(min(c, w) for c in contexts) + sum(min(s + u, w) for s, u, _ in chunks),
+                sum(min(c, w) for c in contexts) + sum(pm._causal_pairs_window(w, s, s + u) for s, u, _ in chunks),
+            )
+        return windowed[w]
+
     n_seq = len(contexts) + len(chunks)
+    counts = pm._kind_counts(p, pm._kv_plan(m, p.kv_type))
+    kv = {"gpu": 0.0, "cpu": 0.0}
+    af = {"gpu": 0.0, "cpu": 0.0}
+    for side, (att, rec) in counts.items():
+        for (per_tok, per_pair), (n_full, windows) in att.items():
+            read, pairs = full_read * n_full, full_pairs * n_full
+            for w, n in windows.items():
+                r_w, p_w = window(w)
+                read, pairs = read + r_w * n, pairs + p_w * n
+            kv[side] += per_tok * read
+            af[side] += per_pair * pairs
+        for (rec_b, rec_f), n in rec.items():
+            kv[side] += rec_b * n_seq * n
+            af[side] += rec_f * n_tok * n
     head_side, head = pm._head_work(p)
     out = {}
     for side in ("gpu", "cpu"):
         w, f, layers, types, x, xf, mx, rows, et = static[side]
-        n_full, n_window, n_rec = counts[side]
-        kv = per_tok * (full_read * n_full + win_read * n_window) + rec_bytes * n_seq * n_rec
-        af = per_pair * (full_pairs * n_full + win_pairs * n_window) + rec_flops * n_tok * n_rec
-        work = pm.Work(w, kv, f + af, af, layers, types, False, x, xf, mx, rows, et)
+        work = pm.Work(w, kv[side], f + af[side], af[side], layers, types, False, x, xf, mx, rows, et)
         if side == head_side and n_logits:
             types_h = dict(work.weights_by_type)
             for t, n in head.weights_by_type:
@@ -135,7 +149,7 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
             for t, r in head.rows_by_type:
                 rows_h[t] = rows_h.get(t, 0.0) + r
             work = pm.Work(
-                work.weight_bytes + head.weight_bytes, kv, work.flops + head.flops * n_logits, af, layers,
+                work.weight_bytes + head.weight_bytes, kv[side], work.flops + head.flops * n_logits, af[side], layers,
                 tuple(sorted(types_h.items())), True, x, xf, mx, tuple(sorted(rows_h.items())), et,
             )  # fmt: skip
         out[side] = work
@@ -155,7 +169,7 @@ def _expert_share(w) -> float:
 def _side_seconds(p, side, w, n_tok, profile, engine, n_threads, params=None) -> float:
     if w.bytes == 0 and w.flops == 0:
         return 0.0
-    dev = pm._device_for(p, side)
+    dev = pm.side_device(p.machine, side)
     if profile == "course":
         return max(w.bytes / (pm.ETA_DECODE * dev.bandwidth), w.flops / (pm.ETA_PREFILL * dev.flops))
     backend = pm.device_backend(p.machine, side)
