@@ -10,7 +10,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 
 import perf_model as pm  # noqa: E402
-from enginelab.serving import sim, step  # noqa: E402
+from enginelab.serving import sim  # noqa: E402
+from perf_model import batched as step  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests for enginelab.serving.step (the batched forward pass) and enginelab.serving.fit (its calibration)."""
+"""Tests for perf_model.batched (the batched forward pass) and enginelab.serving.fit (its calibration)."""
 
 import os
 import sys
@@ -9,7 +9,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pylib"))
 
 import perf_model as pm  # noqa: E402
 from enginelab import measured  # noqa: E402
-from enginelab.serving import fit, step  # noqa: E402
+from enginelab.serving import fit  # noqa: E402
+from perf_model import batched as step  # noqa: E402
+from perf_model import kernels  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,7 @@ def test_llama_cpp_leaves_mat_vec_above_eight_tokens():
     w = step.step_work(p, [512] * 9)[0]["gpu"]
     _t, t_mem, _c, _b = measured.decode_seconds(w, p.machine.gpu, "cuda", None, 1)
     t_w = t_mem * w.weight_bytes / w.bytes
-    assert t[9] >= (1 + step.MM_BW) * t_w
+    assert t[9] >= (1 + kernels.MM_BW) * t_w
 
 
 def test_bad_arguments_name_themselves(p1b):
@@ -104,8 +106,8 @@ def test_batched_bench_rows_carry_a_source(bench_samples):
 
 def test_the_shipped_parameters_are_the_fit(bench_samples):
     shape, params = fit.fit_all(bench_samples)
-    assert shape == (step.MV_COL, step.MM_BW)
-    assert params["cuda"] == step.BATCH_PARAMS["cuda"]
+    assert shape == (kernels.MV_COL, kernels.MM_BW)
+    assert params["cuda"] == kernels.BATCH_PARAMS["cuda"]
 
 
 def test_batched_decode_error_gates(bench_samples):
@@ -114,3 +116,21 @@ def test_batched_decode_error_gates(bench_samples):
     # held out by model (a model's rows predicted from a fit on the other models): the issue's targets
     held = fit.summary([e for _s, e in fit.loo(bench_samples, by="model")])
     assert held["median"] <= 0.10 and held["p90"] <= 0.25
+
+
+@pytest.mark.parametrize("b", [2, 8, 9, 32])
+def test_decode_step_time_times_a_batch_with_the_batched_kernels(b):
+    """decode_step_time(batch=B) in the measured profile is the batched step's pass of B sequences at one context
+    (llama.cpp's kernels), not B tokens at the one-token rate; the course profile keeps the module's roofline."""
+    p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=8192, profile="measured")
+    d = pm.decode_step_time(p, context=1000, batch=b)
+    s = step.batched_step(p, [1000] * b)
+    assert d["gpu_s"] == pytest.approx(s["gpu_s"], rel=1e-9)
+    one = pm.decode_step_time(p, context=1000)
+    assert one["gpu_s"] < d["gpu_s"] and d["tok_per_s"] > one["tok_per_s"]  # slower passes, more tokens a second
+    c = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=8192)
+    w = pm._decode_work(c, 1000, b)["gpu"]
+    dev = c.machine.gpu
+    assert pm.decode_step_time(c, context=1000, batch=b)["gpu_s"] == max(
+        w.bytes / (pm.ETA_DECODE * dev.bandwidth), w.flops / (pm.ETA_PREFILL * dev.flops)
+    )

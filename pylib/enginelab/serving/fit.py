@@ -2,7 +2,7 @@
 
     data/serving/batched_bench.csv (S_TG against B, per device and model)  ->  Sample: the pass batched-bench
     times (B sequences at PP + TG/2 tokens, the same token in each, so an MoE router picks the same experts)
-    ->  fit(): step.BATCH_PARAMS' two numbers per backend on a grid, minimising the median |log error|
+    ->  fit(): kernels.BATCH_PARAMS' two numbers per backend on a grid, minimising the median |log error|
     ->  loo(): for every device, fit without it and predict it.
 
 A second, independent check: the micro-batch rows of data/calibration/pr_tables.csv (llama-bench ppN at -ub 2-31:
@@ -20,8 +20,8 @@ from pkgutil import get_data
 
 import perf_model as pm
 from enginelab import calibration as cal
-
-from . import step
+from perf_model import batched as step
+from perf_model import kernels
 
 GRID_MV_COL = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06)
 GRID_MM_BW = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
@@ -127,9 +127,9 @@ def microbatch_samples() -> list:
 
 def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -> float:
     """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW)."""
-    old = step.MV_COL, step.MM_BW
+    old = kernels.MV_COL, kernels.MM_BW
     if shape is not None:
-        step.MV_COL, step.MM_BW = shape
+        kernels.MV_COL, kernels.MM_BW = shape
     try:
         if s.chunk:
             start = s.context // s.chunk * s.chunk
@@ -138,7 +138,7 @@ def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -
         t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=True, params=params)["total_s"]
         return s.batch / t
     finally:
-        step.MV_COL, step.MM_BW = old
+        kernels.MV_COL, kernels.MM_BW = old
 
 
 def errors(samples_: list, params: dict | None = None, shape: tuple | None = None) -> list:
@@ -158,7 +158,7 @@ def fit_shape(samples_: list) -> tuple:
     """(MV_COL, MM_BW) on the dense rows with a batch above 1, every GPU backend together."""
     dense = [s for s in samples_ if not _is_moe(s) and s.batch > 1 and s.backend != "cpu"]
     if not dense:
-        return step.MV_COL, step.MM_BW
+        return kernels.MV_COL, kernels.MM_BW
     best = None
     for a in GRID_MV_COL:
         for b in GRID_MM_BW:
@@ -173,7 +173,7 @@ def fit(samples_: list, backend: str, shape: tuple | None = None) -> tuple:
     current values when it has none."""
     moe = [s for s in samples_ if s.backend == backend and _is_moe(s) and s.batch > 1]
     if not moe:
-        return step.BATCH_PARAMS["cuda"]
+        return kernels.BATCH_PARAMS["cuda"]
     best = None
     for a in GRID_MOE_SYNC_US:
         for b in GRID_MOE_TOK_US:
@@ -188,7 +188,7 @@ def fit_all(samples_: list) -> tuple:
     shape = fit_shape(samples_)
     params = {be: fit(samples_, be, shape) for be in sorted({s.backend for s in samples_})}
     if "cuda" not in params:
-        params["cuda"] = step.BATCH_PARAMS["cuda"]
+        params["cuda"] = kernels.BATCH_PARAMS["cuda"]
     return shape, params
 
 

@@ -2,7 +2,7 @@
 
 The pool of KV cells is one of kv_managers' three managers (SlotManager for llama-server, PagedManager for vLLM,
 RadixManager for SGLang), so admission, prefix reuse and preemption follow their rules; each scheduler step is a
-forward pass timed by step.batched_step. The clock advances by the step's time, so the metrics are vLLM's
+forward pass timed by perf_model.batched_step. The clock advances by the step's time, so the metrics are vLLM's
 (`vllm bench serve`'s result names, milliseconds).
 
 Each engine's step (its scheduler, simplified to what decides the timing):
@@ -35,8 +35,6 @@ import perf_model as pm
 from enginelab import serving_plan as sp
 from enginelab.checks import brief, check_bool, check_int, check_number, is_int
 from enginelab.checks import check as _check
-
-from . import step as st
 
 DATASETS = ("random", "sharegpt")
 ENGINES = ("llama.cpp", "vllm", "sglang")
@@ -259,7 +257,7 @@ class StepTimer:
         if t is None:
             self.calls += 1
             chunks = [(key[3], key[2], key[4])] if n_prefill else []
-            t = st.batched_step(
+            t = pm.batched_step(
                 self.p, [c] * n_decode, chunks, self.profile, self.engine, max_num_seqs=self.max_num_seqs
             )["total_s"]
             if len(self.cache) >= self.CACHE_MAX:
