@@ -58,10 +58,11 @@ def gguf_metadata_bytes(model) -> int:
     return int(tok + kv + table)
 
 
-def file_bytes(model, quant: str) -> int:
-    """The whole .gguf file: header + aligned tensor data (with the tensors llama.cpp does not load)."""
+def file_bytes(model, quant: str, imatrix=None) -> int:
+    """The whole .gguf file: header + aligned tensor data (with the tensors llama.cpp does not load).
+    imatrix: made with an importance matrix (None: as the preset's published files usually are)."""
     model = get_model(model)
-    plan = _ggml_quantize_plan(model, quant, file=True)
+    plan = _ggml_quantize_plan(model, quant, imatrix, file=True)
     data = sum(-(-r["bytes"] // GGUF_ALIGNMENT) * GGUF_ALIGNMENT for r in plan)
     head = gguf_metadata_bytes(model)
     return -(-head // GGUF_ALIGNMENT) * GGUF_ALIGNMENT + data
