@@ -331,6 +331,8 @@ def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tie
         elif n_expert == 8 and cls == "attn_k":
             new = "Q4_K"
         elif cls in ("ffn_down", "ffn_down_exps"):
+            # the counter itself, not the block: one step per ffn_down* tensor, so a block's routed and shared
+            # experts (ffn_down_exps, ffn_down_shexp) take two
             if counters["i_ffn_down"] < counters["n_ffn_down"] // 8:
                 new = "IQ3_S" if iq2s else "Q2_K"
             counters["i_ffn_down"] += 1
@@ -505,9 +507,9 @@ def _plan(model, quant, imatrix: bool) -> tuple:
             if not _allows_quantization(t):
                 typ = t.src_type  # norms, biases, the router: kept as converted (F32)
             elif t.src_type == "MXFP4" and not pure:
-                # experts released in MXFP4 (gpt-oss): every published file keeps them so (its llama-quantize
-                # refuses to requantize without --allow-requantize; publishers pin them with --tensor-type),
-                # and convert_hf_to_gguf.py writes them so even for --outtype f16/bf16
+                # experts released in MXFP4 (gpt-oss): convert_hf_to_gguf.py writes them so even for --outtype
+                # f16/bf16, llama-quantize refuses to requantize a quantized tensor without --allow-requantize,
+                # and every published file keeps them (bartowski: "all quants keep the FFNs at mxfp4")
                 typ = "MXFP4"
             elif default in ("F16", "BF16", "F32"):
                 typ = default  # not a quantized type: no per-tensor rules

@@ -199,8 +199,8 @@ class Model:
 
     def file_only_tensors(self) -> list:
         """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
-        which llama-quantize still quantizes and counts as a layer. None for a model read from a GGUF header
-        (its tensors() are the file's)."""
+        which llama-quantize still quantizes and counts as a layer. Empty for a model read from a GGUF header (its
+        tensors() are the file's)."""
         return [] if self.gguf_tensors else _nextn_tensors(self)
 
     def total_params(self) -> int:
