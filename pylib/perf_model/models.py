@@ -230,6 +230,12 @@ class Model:
             ts = _tensor_inventory(self)
         return sorted(ts, key=weight_order)
 
+    def file_only_tensors(self) -> list:
+        """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
+        which llama-quantize still quantizes and counts as a layer. Empty for a model read from a GGUF header (its
+        tensors() are the file's)."""
+        return [] if self.gguf_tensors else _nextn_tensors(self)
+
     def total_params(self) -> int:
         return sum(t.n_elements for t in self.tensors())
 
@@ -566,10 +572,11 @@ def _moe_tensors(m: Model, il: int) -> list:
     L = [Tensor(p + "ffn_gate_inp.weight", (h, e), "ffn_gate_inp", il, "F32")]
     if mt == "gpt_oss":
         L.append(Tensor(p + "ffn_gate_inp.bias", (e,), "bias", il, "F32"))
+    src = "MXFP4" if mt == "gpt_oss" else "F16"  # gpt-oss's experts are released, and converted, as MXFP4
     L += [
-        Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il),
-        Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il),
-        Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il),
+        Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il, src),
+        Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il, src),
+        Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il, src),
     ]
     if mt == "gpt_oss":
         L += [
@@ -588,6 +595,27 @@ def _moe_tensors(m: Model, il: int) -> list:
         ]
     if mt in ("glm4_moe", "deepseek_v3"):  # the routing bias (e_score_correction_bias)
         L.append(Tensor(p + "exp_probs_b.bias", (e,), "bias", il, "F32"))
+    return L
+
+
+# convert_hf_to_gguf.py writes these architectures' multi-token-prediction blocks (num_nextn_predict_layers, 1
+# in every GLM-4.5/4.6 config.json) after the main blocks, block_count counting them: a full block plus
+# nextn.eh_proj (2h -> h), its own nextn.embed_tokens and nextn.shared_head_head (vocab x h) and three norms.
+_NEXTN_LAYERS = {"glm4_moe": 1}
+
+
+def _nextn_tensors(m: Model) -> list:
+    h, v, L = m.hidden_size, m.vocab_size, []
+    for il in range(m.num_hidden_layers, m.num_hidden_layers + _NEXTN_LAYERS.get(m.model_type, 0)):
+        p = f"blk.{il}.nextn."
+        L += _block_tensors(m, il) + [
+            Tensor(p + "eh_proj.weight", (2 * h, h), "nextn", il),
+            Tensor(p + "embed_tokens.weight", (h, v), "nextn", il),
+            Tensor(p + "shared_head_head.weight", (h, v), "nextn", il),
+            _norm(p + "enorm.weight", h, il),
+            _norm(p + "hnorm.weight", h, il),
+            _norm(p + "shared_head_norm.weight", h, il),
+        ]
     return L
 
 
