@@ -150,6 +150,17 @@ def test_np_and_several_gpus(capsys):
     assert row["command"].endswith(" -np 4")
 
 
+def test_np_sizes_each_sequences_window(capsys):
+    """Gemma 3 12B: 8 global and 40 sliding layers (window 1,024), 8 KV heads of 256, so 2 x 8 x 256 x 2 = 8,192 B
+    per cell and layer in f16. -c 32768 -np 4 gives 4 streams: the global layers 4 x 8,192 cells, each sliding
+    layer 4 x PAD(min(8,192, 1,024 + 512), 256) = 4 x 1,536 cells (one window per sequence)."""
+    per_cell = 2 * 8 * 256 * 2
+    want = {1: (32768 * 8 + 1536 * 40) * per_cell, 4: (4 * 8192 * 8 + 4 * 1536 * 40) * per_cell}
+    for n_seq, kv in want.items():
+        d = run_json(capsys, "gemma-3-12b", "--machine", "rtx4090", "--ctx", "32768", "--np", n_seq)
+        assert d["rows"][0]["fit"]["kv_bytes"] == kv
+
+
 def test_ctx_zero_and_defaults_follow_the_model(capsys):
     # phi-3-mini was trained on 4,096 tokens: the default 8,192 is capped there; 0 means the trained context
     assert pm.MODELS["phi-3-mini"].max_position_embeddings == 4096
@@ -542,3 +553,20 @@ def test_hostile_model_values(capsys, model, monkeypatch):
     code, out, err = run(capsys, model)
     assert code == 2 and out == "" and err.startswith("python -m enginelab: MODEL: ")
     assert err.count("\n") == 1 and len(err) < 2000
+
+
+def test_hf_progress_on_a_terminal_only(capsys, hub, monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    with monkeypatch.context() as mp:
+        mp.setattr(sys, "stderr", tty)
+        assert cli.main([rf.REPO, "--json"]) == 0
+    lines = tty.getvalue().split("\r\x1b[K")
+    assert any(ln.startswith("Read 1.00 MiB of a 4.9 GB file") for ln in lines)
+    assert lines[-1] == ""  # the line is cleared before the answer
+    capsys.readouterr()
+    assert cli.main([rf.REPO, "--json"]) == 0
+    assert capsys.readouterr().err == ""  # not a terminal: nothing on stderr

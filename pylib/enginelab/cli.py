@@ -469,7 +469,12 @@ async def _read_remote(text: str, quant: str | None, fetch) -> Source:
             target = remote.Target(hf=target.hf, file=chosen.name)
         elif tag:
             raise UsageError(f"MODEL: {target.hf} has no GGUF files to pick {brief(tag)} from")
-    rm = await remote.read(target, fetch)  # the file's header by Range requests, or the repo's config.json
+    show = _progress_line()
+    try:  # the file's header by Range requests, or the repo's config.json
+        rm = await remote.read(target, fetch, show)
+    finally:
+        if show is not None:
+            show(None)
     if rm.kind == "gguf" and quant is not None and not quant_picked:
         raise UsageError("--quant: a GGUF file uses its own tensor types; leave --quant out")
     src = Source(
@@ -487,6 +492,18 @@ async def _read_remote(text: str, quant: str | None, fetch) -> Source:
     if others:
         src.notes.append("other files in the repo (owner/repo:TAG picks one): " + _clean(", ".join(others)))
     return src
+
+
+def _progress_line():
+    """On a terminal, remote.read's progress on one stderr line (cleared at the end); elsewhere nothing."""
+    if not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+        return None
+
+    def show(p) -> None:
+        sys.stderr.write("\r\x1b[K" + ("" if p is None else _clean(p.text())[:110]))
+        sys.stderr.flush()
+
+    return show
 
 
 def remote_source(text: str, quant: str | None, fetch=None) -> Source:
@@ -933,6 +950,9 @@ def main(argv=None, fetch=None) -> int:
     except ValueError as e:  # a check below this module that no argument above caught
         print(f"{PROG}: {_clean(_setting_error(e))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     if opts.json:
         print(json.dumps(result, indent=1), file=sys.stdout)
     elif len(result["rows"]) == 1 and not result["skipped"]:
