@@ -161,6 +161,23 @@ def test_np_sizes_each_sequences_window(capsys):
         assert d["rows"][0]["fit"]["kv_bytes"] == kv
 
 
+def test_n_cpu_moe_keeps_the_experts_in_ram(capsys):
+    """--n-cpu-moe 99 on a 48-layer MoE: every layer's experts (the *_exps tensors) stay in RAM with the token
+    embeddings, the rest goes to the GPU, and the command asks for it as llama.cpp counts it (48 layers)."""
+    d = run_json(capsys, "qwen3-30b-a3b", "--machine", "rtx3060", "--n-cpu-moe", "99")
+    row = d["rows"][0]
+    plan = pm.quantize_plan(pm.MODELS["qwen3-30b-a3b"], "Q4_K_M")
+    in_ram = sum(r["bytes"] for r in plan if "_exps" in r["name"] or r["name"] == "token_embd.weight")
+    ram = row["fit"]["devices"][-1]
+    assert ram["device"] == "RAM" and ram["weights_bytes"] == in_ram
+    assert row["fit"]["n_gpu_layers"] == 49 and row["command"].endswith(" --n-cpu-moe 48")
+    state, msgs = calculator.SPEC.from_form({"model": "qwen3-30b-a3b", "machine": "rtx3060", "n_cpu_moe": "48"})
+    assert msgs == [] and scenario.build(state).readouts.decode_tok_s == row["speed"]["decode"][1]["tok_s"]
+    d = run_json(capsys, "qwen3-8b", "--n-cpu-moe", "4")  # a dense model: nothing to keep, and it says so
+    assert "--n-cpu-moe" not in d["rows"][0]["command"]
+    assert "--n-cpu-moe does nothing here: the model has no experts" in d["rows"][0]["notes"]
+
+
 def test_ctx_zero_and_defaults_follow_the_model(capsys):
     # phi-3-mini was trained on 4,096 tokens: the default 8,192 is capped there; 0 means the trained context
     assert pm.MODELS["phi-3-mini"].max_position_embeddings == 4096
@@ -528,7 +545,7 @@ def test_python_dash_m(tmp_path):
 
 
 HOSTILE = ["", " ", "-1", "1e9", "nan", "0x10", "9" * 400, "x" * 10_000, "\x00", "\x1b[31m", "auto", "١٢٣"]
-OPTIONS = ["--machine", "--quant", "--ctx", "--kv", "--ngl", "--np", "--profile", "--build"]
+OPTIONS = ["--machine", "--quant", "--ctx", "--kv", "--ngl", "--n-cpu-moe", "--np", "--profile", "--build"]
 
 
 @pytest.mark.parametrize("option", OPTIONS)
@@ -570,3 +587,18 @@ def test_hf_progress_on_a_terminal_only(capsys, hub, monkeypatch):
     capsys.readouterr()
     assert cli.main([rf.REPO, "--json"]) == 0
     assert capsys.readouterr().err == ""  # not a terminal: nothing on stderr
+
+
+def test_a_closed_pipe_is_not_an_error():
+    """`python -m enginelab ... | head -1`: the reader closes the pipe; no traceback, exit 0."""
+    env = {"PYTHONPATH": str(ROOT / "pylib"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "enginelab", "qwen3-8b"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    proc.stdout.close()  # before the answer is written (the import alone takes longer)
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 0 and err == ""

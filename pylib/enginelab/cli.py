@@ -32,10 +32,11 @@ import os
 import re
 import shlex
 import sys
+import textwrap
 
 import perf_model as pm
 
-from . import custom, fmt, gpus, remote, scenario
+from . import custom, explain, fmt, gpus, remote, scenario
 from .checks import brief
 from .ggml import ALL_QUANTS
 
@@ -53,6 +54,7 @@ ARG_NAMES = {
     "kv_type": "--kv",
     "quant": "--quant",
     "build": "--build",
+    "n_cpu_moe": "--n-cpu-moe",
     "profile": "--profile",
     "machine": "--machine",
     "model": "MODEL",
@@ -84,6 +86,13 @@ def _setting_error(e: ValueError) -> UsageError:
 # ---------------------------------------------------------------------------------------------------------------
 # Arguments
 # ---------------------------------------------------------------------------------------------------------------
+class _Formatter(argparse.HelpFormatter):
+    def _fill_text(self, text, width, indent):  # model keys such as gpt-oss-20b stay whole on a line
+        return textwrap.fill(
+            " ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's usage + error lines, as one line and exit code 2
         raise UsageError(message)
@@ -92,6 +101,7 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
+        formatter_class=_Formatter,
         description="Where llama.cpp would put a model on a machine, how fast it would run, and the "
         "llama-server command (enginelab's calculator in a terminal).",
         epilog=f"Catalog models: {', '.join(pm.MODELS)}. Machines: {', '.join(pm.MACHINES)}; or GPUs by name "
@@ -111,6 +121,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kv", default="f16", help=f"KV cache type, -ctk/-ctv: {', '.join(pm.KV_TYPES)} (default f16)")
     p.add_argument("--ngl", default="auto", help="-ngl: layers on the GPU, or auto (what --fit picks; the default)")
+    p.add_argument("--n-cpu-moe", default="0", help="--n-cpu-moe: keep the experts of the first N layers in RAM")
     p.add_argument("--np", default="1", help="-np: parallel sequences, each with n_ctx/np of context (default 1)")
     p.add_argument("--profile", default="measured", help="measured (fitted on llama-bench runs; default) or course")
     p.add_argument("--build", default=None, help="the llama.cpp build the measured profile estimates (default today)")
@@ -126,6 +137,7 @@ class Options:
     ctx: int | None  # None: the default; 0: the trained context
     kv: str
     ngl: int | None  # None: auto
+    n_cpu_moe: int
     np: int
     profile: str
     build: str | None
@@ -186,6 +198,7 @@ def options(ns) -> Options:
         ctx=None if ns.ctx is None else _int_arg(ns.ctx, "--ctx", 0, pm.MAX_CONTEXT, k_suffix=True),
         kv=kv,
         ngl=ngl,
+        n_cpu_moe=_int_arg(ns.n_cpu_moe, "--n-cpu-moe", 0, pm.MAX_LAYERS),
         np=_int_arg(ns.np, "--np", 1, pm.MAX_SEQ),
         profile=profile,
         build=ns.build,
@@ -642,6 +655,9 @@ def compute(src: Source, opts: Options) -> dict:
     m, machine = src.model, opts.machine
     n_ctx, ctx_note = n_ctx_for(m, opts)
     notes = list(src.notes) + ([ctx_note] if ctx_note else [])
+    n_cpu_moe = min(opts.n_cpu_moe, m.num_hidden_layers) if m.is_moe else 0  # more than its layers: all of them
+    if opts.n_cpu_moe and not m.is_moe:
+        notes.append("--n-cpu-moe does nothing here: the model has no experts")
     bm = m.carried_blocks
     if bm is not None:  # what the reader could not verify or infer (as the explain box says)
         notes += [_clean(w) for w in bm.warnings] + [_clean(f"not in the file: {u}") for u in _grouped(bm.unknown)]
@@ -653,6 +669,7 @@ def compute(src: Source, opts: Options) -> dict:
             n_ctx=n_ctx,
             kv_type=opts.kv,
             n_gpu_layers=opts.ngl,
+            n_cpu_moe=n_cpu_moe,
             n_seq=opts.np,
             profile=opts.profile,
         )
@@ -721,6 +738,7 @@ def compute(src: Source, opts: Options) -> dict:
         "profile": opts.profile,
         "build": opts.build or "today",
         "backend": dec[short].get("backend"),
+        "basis": explain.basis_text(dec[short]["backend"], "decode") if opts.profile == "measured" else None,
         "cpu_share": dec[short]["cpu_s"] / dec[short]["total_s"],
         "decode": [_speed_row(dec[c], context=c) for c in sorted({0, short, n_seq_ctx})],
         "prefill": _speed_row(f, n_tokens=short),
@@ -811,7 +829,7 @@ def row_text(row: dict, machine: dict) -> list:
     if sp is not None:
         prof = f"{sp['profile']} profile"
         if sp["profile"] == "measured":
-            prof += f" ({sp['backend']} backend), llama.cpp build {sp['build']}"
+            prof += f" ({sp['basis']}), llama.cpp build {sp['build']}"
         out += ["", f"Speed, {prof}; the CPU's share of a decode step {fmt.pct(sp['cpu_share'])}:"]
         for d in sp["decode"]:
             out.append(
@@ -897,7 +915,7 @@ def _finite(obj):
     return obj
 
 
-OPTION_ARGS = ("--machine", "--quant", "--ctx", "--kv", "--ngl", "--np", "--profile", "--build")
+OPTION_ARGS = ("--machine", "--quant", "--ctx", "--kv", "--ngl", "--n-cpu-moe", "--np", "--profile", "--build")
 
 
 def run(ns, opts: Options, fetch=None) -> dict:
@@ -923,6 +941,7 @@ def run(ns, opts: Options, fetch=None) -> dict:
                 "n_ctx": opts.ctx,
                 "kv_type": opts.kv,
                 "n_gpu_layers": "auto" if opts.ngl is None else opts.ngl,
+                "n_cpu_moe": opts.n_cpu_moe,
                 "n_parallel": opts.np,
                 "profile": opts.profile,
                 "build": opts.build or "today",
