@@ -598,6 +598,27 @@ def _speed(kind: str, data, how: dict) -> Raw:
     return chart.readout(name, value, text, label, "tok/s", extra=join(extra))
 
 
+def _unverified(model):
+    """A warning above the readouts when the model's architecture was read generically (its config.json's
+    standard keys, a model_type this lab has not checked against llama.cpp's loader): still computed."""
+    bm = model.carried_blocks
+    warnings = bm.warnings if bm is not None else ()
+    if not warnings:
+        return None
+    return el(
+        "div",
+        [
+            el("strong", f"{warnings[0][:1].upper()}{warnings[0][1:]}. "),
+            f"model_type {model.model_type!r} is not one this lab has checked against llama.cpp's loader: it was "
+            "read from the config's standard keys (layers, heads, KV heads, FFN and expert widths, layer_types), "
+            "so the sizes and speeds below are those of a plain stack of such blocks.",
+        ],
+        class_="alert alert-warn",
+        role="note",
+        data_unverified="true",
+    )
+
+
 def _profile_line(data) -> Raw:
     """Which speed profile the numbers use, and (measured) why the module's numbers differ."""
     if data.profile == "measured":
@@ -671,6 +692,9 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                 data_overask="true",
             )
         )
+    unverified = _unverified(data.model)
+    if unverified:
+        parts.append(unverified)
     parts.append(_readouts(data, defer))
     if p.fits:
         parts.append(_profile_line(data))
