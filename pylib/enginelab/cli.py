@@ -294,7 +294,9 @@ def config_source(path: str, quant: str | None) -> Source:
     try:
         cfg = custom.parse_config(text)
         name = cfg.get("_name_or_path") if isinstance(cfg.get("_name_or_path"), str) else ""
-        model = pm.model_from_hf_config(cfg, name=name or _hf_snapshot_name(path) or path)
+        folder = os.path.basename(os.path.dirname(os.path.abspath(path)))  # ~/models/Qwen3-8B/config.json
+        folder = folder if os.path.basename(path) == "config.json" else ""
+        model = pm.model_from_hf_config(cfg, name=name or _hf_snapshot_name(path) or folder or path)
     except ValueError as e:
         raise UsageError(f"MODEL: {path}: {e}") from None
     return Source(path, "config", model, quant or "Q4_K_M")
@@ -660,7 +662,8 @@ def compute(src: Source, opts: Options) -> dict:
         notes.append("--n-cpu-moe does nothing here: the model has no experts")
     bm = m.carried_blocks
     if bm is not None:  # what the reader could not verify or infer (as the explain box says)
-        notes += [_clean(w) for w in bm.warnings] + [_clean(f"not in the file: {u}") for u in _grouped(bm.unknown)]
+        notes += [_clean(f"not in the file: {u}") for u in _grouped(bm.unknown)]
+    warnings = [_clean(w) for w in bm.warnings] if bm is not None else []  # "architecture not verified: ..."
     try:
         p = pm.place(
             m,
@@ -698,6 +701,7 @@ def compute(src: Source, opts: Options) -> dict:
             "file_bytes": src.file_bytes if src.file_bytes is not None else pm.file_bytes(m, src.quant),
             "max_position_embeddings": m.max_position_embeddings,
             "kv_bytes_per_token": pm.kv_bytes_per_token(m, opts.kv),
+            "warnings": warnings,
         },
         "settings": {"n_ctx": n_ctx, "n_ctx_seq": n_seq_ctx, "kv_type": opts.kv, "n_parallel": opts.np},
         "fit": {
@@ -801,6 +805,13 @@ def row_text(row: dict, machine: dict) -> list:
         f"KV {fmt.bytes_auto(m['kv_bytes_per_token'])} per token ({s['kv_type']})",
         f"  n_ctx {s['n_ctx']:,}"
         + (f", -np {s['n_parallel']} ({s['n_ctx_seq']:,} each)" if s["n_parallel"] > 1 else ""),
+    ]
+    for w in m["warnings"]:  # as the calculator's box above its verdict
+        out.append(
+            f"  Warning: {w[:1].upper()}{w[1:]}. model_type {m['model_type']!r} was read from the config's standard "
+            "keys, so the numbers below are those of a plain stack of such blocks."
+        )
+    out += [
         "",
         f"Fit: {VERDICTS[fit['verdict']] if machine['gpus'] or not fit['fits'] else 'runs on the CPU (no GPU)'}, "
         f"-ngl {fit['n_gpu_layers']} of {fit['of_layers']}" + (" (auto: what --fit picks)" if fit["auto"] else ""),
