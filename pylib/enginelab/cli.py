@@ -132,7 +132,6 @@ def parser() -> argparse.ArgumentParser:
 @dataclasses.dataclass(frozen=True)
 class Options:
     machine: pm.Machine
-    machine_arg: str
     quant: str | None  # None: not given
     ctx: int | None  # None: the default; 0: the trained context
     kv: str
@@ -193,7 +192,6 @@ def options(ns) -> Options:
         ngl = _int_arg(ns.ngl, "--ngl", 0, pm.MAX_NGL)
     return Options(
         machine=machine_arg(ns.machine),
-        machine_arg=ns.machine,
         quant=None if ns.quant is None else quant_arg(ns.quant),
         ctx=None if ns.ctx is None else _int_arg(ns.ctx, "--ctx", 0, pm.MAX_CONTEXT, k_suffix=True),
         kv=kv,
