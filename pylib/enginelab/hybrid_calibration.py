@@ -3,10 +3,11 @@
 A hybrid model mixes attention blocks with recurrent ones (enginelab.blocks): the gated delta net (Qwen3-Next,
 Qwen3.5), Mamba-2 (Nemotron-H, Granite 4.0-H) or LFM2's short convolution. Their published llama-bench runs
 (data/calibration/hybrid_runs.csv and the hybrid rows of the other run files) become Samples through
-enginelab.calibration.samples(hybrid=True), with the models below. The measured profile's two recurrent rows
-(enginelab.measured.recurrent: rec_layer_us in decode, scan_us in prefill) are fitted here, one backend at a time,
-with every other parameter at its shipped value (enginelab/data/measured_params.json); loo() holds out each device
-in turn, refits them without it and predicts its runs.
+enginelab.calibration.samples(hybrid=True), with the models below. The measured profile's recurrent row
+(enginelab.measured.recurrent: scan_us, a prefill scan step) is fitted here, one backend at a time, with every
+other parameter at its shipped value (enginelab/data/measured_params.json); loo() holds out each device in turn,
+refits it without that device and predicts its runs. Decode has no recurrent row (the state's bytes are counted
+with the KV cache's): its errors are the plain estimates'.
 
 A run counts when its model's parameter count is within 1% of llama-bench's and its file within SIZE_TOLERANCE of
 our quantize plan's size: unsloth's UD files (Q4_K_XL printed as "Q4_K - Medium") keep more or fewer tensors at
@@ -175,13 +176,19 @@ def families() -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The recurrent rows' fit: one parameter per (backend, kind), the rest at the shipped values
+# The recurrent row's fit: one parameter per backend (prefill), the rest at the shipped values
 # ---------------------------------------------------------------------------------------------------------
-PARAM = {"decode": "rec_layer_us", "prefill": "scan_us"}
+PARAM = {"prefill": "scan_us"}  # the recurrent row of each kind (decode has none)
 PRIOR_WEIGHT = 0.02  # as calibration.PRIOR_WEIGHT: a gentle pull toward the physical prior
+# The physical priors the fit pulls toward (the parameter table's priors are this fit's values, so that the app uses
+# them; a held-out device must not pull its own refit through them): PR #22587's RTX 5090 measurement of
+# gated_delta_net, 279.6 µs for 512 tokens of a 32-head block (0.55 µs a step) on CUDA, twice that elsewhere.
+PHYSICAL = {"scan_us": {"cuda": 0.5, "rocm": 1.0, "vulkan": 1.0, "metal": 1.0, "sycl": 1.0, "cpu": 0.0}}
 
 
-def _params(backend: str, value: float, kind: str) -> dict:
+def _params(backend: str, value, kind: str) -> dict:
+    if kind not in PARAM or value is None:
+        return measured.PARAMS
     prm = measured.PARAMS[backend].with_values({PARAM[kind]: value})
     return dict(measured.PARAMS, **{backend: prm})
 
@@ -198,16 +205,18 @@ def _loss(value: float, sel: list, backend: str, kind: str) -> float:
     loss = sum(sum(v) / math.sqrt(len(v)) for v in by_dev.values()) / max(
         1.0, sum(math.sqrt(len(v)) for v in by_dev.values())
     )
-    p0 = getattr(measured.PRIORS[backend], PARAM[kind])
+    p0 = PHYSICAL[PARAM[kind]][backend]
     return loss + PRIOR_WEIGHT * math.log(value / p0) ** 2
 
 
-def fit(sel: list, backend: str, kind: str) -> float:
+def fit(sel: list, backend: str, kind: str):
     """The value of the (backend, kind) recurrent row minimising the devices' mean absolute log error plus the prior
     term over these samples (a golden-section search in log space within the row's bounds); the prior without
-    samples, or on a backend whose fits keep it (the row's fixed_on)."""
+    samples, or on a backend whose fits keep it (the row's fixed_on); None for a kind without a row."""
+    if kind not in PARAM:
+        return None
     name = PARAM[kind]
-    prior = getattr(measured.PRIORS[backend], name)
+    prior = PHYSICAL[name][backend]
     sel = [s for s in sel if s.backend == backend and s.kind == kind]
     if not sel or prior <= 0 or backend in measured.ROWS[name].fixed_on:
         return prior
@@ -228,18 +237,19 @@ def fit(sel: list, backend: str, kind: str) -> float:
     return math.exp((a + b) / 2)
 
 
-def errors(sel: list, fitted: dict) -> list:
-    """(sample, estimate / measured - 1) with the recurrent rows at fitted[(backend, kind)] (the prior if absent)."""
+def errors(sel: list, fitted: dict | None = None) -> list:
+    """(sample, estimate / measured - 1) with the recurrent row at fitted[(backend, kind)] (absent: the parameter
+    table's value)."""
     out = []
     for s in sel:
-        v = fitted.get((s.backend, s.kind), getattr(measured.PRIORS[s.backend], PARAM[s.kind]))
+        v = (fitted or {}).get((s.backend, s.kind))
         out.append((s, calibration.predict(s, _params(s.backend, v, s.kind)) / s.tps - 1.0))
     return out
 
 
 def loo(by_family: dict) -> dict:
-    """{family: [(sample, error), ...]}: for every device, the recurrent rows refitted on the other devices' hybrid
-    runs (every family's, same backend and kind) and that device's runs predicted."""
+    """{family: [(sample, error), ...]}: for every device, the recurrent row refitted on the other devices' hybrid
+    runs (every family's, same backend and kind) and that device's runs predicted (decode: nothing to refit)."""
     allrec = [s for fam, ss in by_family.items() if fam != "attention" for s in ss]
     out: dict = {fam: [] for fam in by_family}
     for dev in sorted({s.device for s in allrec}):
@@ -270,9 +280,9 @@ def attention_loo(backends: set, kind: str) -> list:
 
 
 def full_fit(by_family: dict) -> dict:
-    """{(backend, kind): value} of the recurrent rows fitted on every hybrid run."""
+    """{(backend, kind): value} of the recurrent row fitted on every hybrid run."""
     allrec = [s for fam, ss in by_family.items() if fam != "attention" for s in ss]
-    return {(b, k): fit(allrec, b, k) for b, k in sorted({(s.backend, s.kind) for s in allrec})}
+    return {(b, k): fit(allrec, b, k) for b, k in sorted({(s.backend, s.kind) for s in allrec}) if k in PARAM}
 
 
 def summary(errs: list) -> dict:
@@ -280,4 +290,38 @@ def summary(errs: list) -> dict:
     out = calibration.summary(errs)
     if errs:
         out["bias"] = statistics.median(e for _s, e in errs)
+    return out
+
+
+def report() -> dict:
+    """The held-out error per block family and test kind: {family: {kind: {...}}}, each with the runs and devices,
+    the leave-one-device-out median, p90 and signed median (bias) of estimate / measured - 1, and for the recurrent
+    families the same errors without the recurrent row (scan_us = 0, nothing fitted: the model before it; in decode,
+    which has no row, the same errors). "attention" is the attention-only runs on the backends the hybrid runs use, held out by
+    calibration.loo_linear, for comparison. Families without a usable run are listed with n = 0."""
+    by = families()
+    held = loo(by)
+    backends = {s.backend for ss in by.values() for s in ss}
+    without = {(b, k): 0.0 for b in measured.BACKENDS for k in PARAM}
+    out: dict = {}
+    for fam in FAMILIES:
+        out[fam] = {}
+        for kind in ("decode", "prefill"):
+            if fam == "attention":
+                errs = attention_loo(backends, kind)
+                base = []
+            else:
+                errs = [(s, e) for s, e in held.get(fam, []) if s.kind == kind]
+                base = errors([s for s in by.get(fam, []) if s.kind == kind], without)
+            sm, sb = summary(errs), summary(base)
+            out[fam][kind] = {
+                "runs": sm["n"],
+                "devices": sm.get("devices", 0),
+                "median": sm.get("median"),
+                "p90": sm.get("p90"),
+                "bias": sm.get("bias"),
+                "without_rows_median": sb.get("median"),
+                "without_rows_bias": sb.get("bias"),
+            }
+    out["fitted"] = {f"{b}.{PARAM[k]}": round(v, 3) for (b, k), v in full_fit(by).items()}
     return out

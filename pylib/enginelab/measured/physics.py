@@ -230,13 +230,11 @@ CONDITIONS = {
         (backend == "cuda" and not cuda_graphs(device, f)) or (backend == "rocm" and not hip_graphs(f))
     ),
     "barrier per node": lambda device, backend, f: backend == "vulkan" and vulkan_node_sync(f),
-    **recurrent.DECODE_CONDITIONS,
 }
 COUNTS = {
     "expert kernel": lambda work, backend, f: expert_kernels(work, backend, f),
     "MoE block": lambda work, backend, f: work.moe_layers,
     "block": lambda work, backend, f: work.layers,
-    **recurrent.DECODE_COUNTS,
 }
 # decode's rows summed into t_mem: the MoE kernels (counted per expert kernel or MoE block), then the per-block costs
 _MOE_COUNTS = ("expert kernel", "MoE block")
