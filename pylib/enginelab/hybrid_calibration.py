@@ -71,6 +71,26 @@ _QWEN35_9B = {
         "vocab_size": 248320,
     },
 }
+# NVIDIA-Nemotron-Nano-9B-v2: the geometry of a test fixture quoting its config (code index, file id 70988719928:
+# 56 blocks, hidden 4480, FFN 15680, 40 heads of 128, 8 KV heads, 128 Mamba-2 heads of 80, 8 groups, state 128,
+# conv 4); an untied output head (tied, 8.30 B; llama-bench prints 8.89 B and 6.07 GiB for its Q4_K_M)
+_NEMOTRON_NANO_9B_V2 = {
+    "model_type": "nemotron_h",
+    "num_hidden_layers": 56,
+    "hidden_size": 4480,
+    "intermediate_size": 15680,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 131072,
+    "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
+    "ssm_state_size": 128,
+    "conv_kernel": 4,
+    "n_groups": 8,
+    "mamba_num_heads": 128,
+    "mamba_head_dim": 80,
+    "tie_word_embeddings": False,
+}
 CONFIGS = {
     ("qwen35", "0.75"): _QWEN35_08B,
     ("qwen35", "8.95"): _QWEN35_9B,
@@ -78,6 +98,7 @@ CONFIGS = {
     ("qwen35moe", "34.66"): "qwen3.6-35b-a3b",
     ("qwen3next", "79.67"): "qwen3-next-80b-a3b",
     ("nemotron_h_moe", "31.58"): "nemotron-3-nano-30b-a3b",
+    ("nemotron_h", "8.89"): _NEMOTRON_NANO_9B_V2,
     ("lfm2", "2.70"): "lfm2.5-2.6b",
 }
 # the size labels of pull-request tables (compare-llama-bench prints no params column)
@@ -88,6 +109,7 @@ LABELS = {
     ("qwen35moe", "35B.A3B"): "34.66",
     ("qwen3next", "80B.A3B"): "79.67",
     ("nemotron_h_moe", "31B.A3.5B"): "31.58",
+    ("nemotron_h", "9B"): "8.89",
 }
 SIZE_TOLERANCE = 0.15  # a UD file against llama-quantize's preset of the same name (5-8% in the runs read)
 
