@@ -458,12 +458,12 @@ class _Reader:
                 if not whole:
                     whole = True
                     self.p.notes.append(
-                        f"{host_of(url)} ignores byte ranges (it answered a range request with the whole file, "
-                        "HTTP 200): each answer was read from the file's start up to the bytes asked for, the rest "
-                        "left unsent."
+                        f"{host_of(r.url or url)} ignores byte ranges (it answered a range request with the whole "
+                        "file, HTTP 200): each answer was read from the file's start up to the bytes asked for, the "
+                        "rest left unsent."
                     )
             elif r.status == 206:
-                _check_range(r, name, url, len(have), want - 1, said_total)
+                _check_range(r, name, r.url or url, len(have), want - 1, said_total)  # (who answered)
                 body = r.body[:need]
             else:
                 raise RemoteError("http", f"{host_of(url)} answered HTTP {r.status} for {name}.")

@@ -10,6 +10,7 @@ Pyodide start costs seconds, so the tests run in order on the same page, each fr
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -70,7 +71,7 @@ def refused(h, path, *words):
     page = h.page
     before = query(page)
     vram = page.locator("[data-readout='vram_gb']").get_attribute("data-value")
-    text = read_from_panel(page, h.host.url(path))
+    text = read_from_panel(page, path if path.startswith("https://") else h.host.url(path))
     for w in words:
         assert w in text, (w, text)
     assert query(page) == before  # the settings and the link are the last good ones
@@ -158,3 +159,32 @@ def test_a_host_that_claims_a_50_gb_content_length(hostile):
     assert bytes_read(page) == 0
     time.sleep(0.5)  # the server notices the closed connections
     assert host.sent("/claims-50gb.gguf") + host.sent("/claims-50gb.json") <= 2 * BUFFERS
+
+
+def test_an_hf_read_sent_on_to_the_hostile_host(hostile):
+    # ?hf= reads go through the same reader: the Hub's file link redirects (as it does, to its CDN) to the host,
+    # whose Content-Range is wrong
+    page, host = hostile.page, hostile.host
+    repo, name = "lab-test/Hostile-GGUF", "hostile-Q4_K_M.gguf"
+    cors = {"Access-Control-Allow-Origin": "*"}
+
+    def hub(route):
+        url = route.request.url
+        if url == remote.tree_url(repo):
+            route.fulfill(status=200, body=rf.tree({name: 4_920_000_000}), headers=cors)
+        elif url == remote.file_url(repo, name):
+            route.fulfill(status=302, headers={**cors, "Location": host.url("/wrong-range.gguf")})
+        else:
+            route.fulfill(status=404, body=b"Entry not found", headers=cors)
+
+    page.route(re.compile(r"^https://huggingface\.co/"), hub)
+    try:
+        refused(
+            hostile,
+            f"https://huggingface.co/{repo}/blob/main/{name}",
+            f"{name}: 127.0.0.1 answered the request for bytes 0-1,048,575",  # the host it was sent on to
+            "cannot be read safely",
+        )
+    finally:
+        page.unroute(re.compile(r"^https://huggingface\.co/"))
+    assert host.requests("/wrong-range.gguf")[-1] == f"bytes=0-{remote.MAX_FIRST_SLICE - 1}"
