@@ -25,6 +25,7 @@ import time
 from collections import Counter
 
 import perf_model as pm
+from enginelab import custom
 from enginelab.ggml import GGML_TYPES_BY_ID
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -447,28 +448,7 @@ def run_pipeline(data: bytes, stats: Stats) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # config.json: hostile dicts and texts through the same pipeline
 # ---------------------------------------------------------------------------------------------------------------
-_CONFIG_KEYS = [
-    "model_type",
-    "num_hidden_layers",
-    "hidden_size",
-    "intermediate_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "vocab_size",
-    "tie_word_embeddings",
-    "max_position_embeddings",
-    "num_local_experts",
-    "num_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "sliding_window",
-    "layer_types",
-    "rope_scaling",
-    "attention_bias",
-    "text_config",
-    "_name_or_path",
-]
+_CONFIG_KEYS = [*custom.CONFIG_KEYS, "text_config"]  # the fields a Model is read from, and their nesting
 _CONFIG_SEEDS = [
     {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 512, "intermediate_size": 1024,
      "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 2048, "rope_scaling": {"rope_type": "llama3"}},
@@ -512,8 +492,6 @@ def hostile_config(rng: random.Random):
 
 def run_config(cfg, stats: Stats) -> None:
     """One config (a dict or a text) through model_from_hf_config (or parse_config) and the pipeline."""
-    from enginelab import custom
-
     stats.inputs += 1
     try:
         try:

@@ -239,7 +239,7 @@ def test_errors_inside_the_library_keep_their_frames_and_message():
         "'Q4_K_M', n_gpu_layers=-1)\n",
     )
     assert "n_gpu_layers: must be None (auto) or an integer from 0 to 65,536" in r["error"]
-    assert "perf_model.py" in r["error"] and "exercises.py" not in r["error"]
+    assert "perf_model/placement.py" in r["error"] and "exercises.py" not in r["error"]
 
 
 @pytest.mark.parametrize(

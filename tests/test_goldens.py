@@ -46,6 +46,7 @@ def test_update_writes_the_golden(tmp_path):
 
 
 def test_the_default_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
     (tmp_path / "fig.svg").write_text("a")
     monkeypatch.setenv("ENGINELAB_UPDATE_GOLDEN", "1")
     golden("fig", "b", directory=tmp_path)
@@ -53,3 +54,31 @@ def test_the_default_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("ENGINELAB_UPDATE_GOLDEN")
     with pytest.raises(AssertionError):
         golden("fig", "c", directory=tmp_path)
+
+
+@pytest.mark.parametrize("ci", ["true", "1"])
+def test_ci_refuses_the_update_variable_and_leaves_the_golden_alone(tmp_path, monkeypatch, ci):
+    (tmp_path / "fig.svg").write_text("a")
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setenv("ENGINELAB_UPDATE_GOLDEN", "1")
+    with pytest.raises(AssertionError, match="ENGINELAB_UPDATE_GOLDEN=1 is refused while CI="):
+        golden("fig", "b", directory=tmp_path)
+    assert (tmp_path / "fig.svg").read_text() == "a"
+    assert not (tmp_path / "fig-changed.svg").exists()
+    # even a render that matches is refused: the variable itself is the error in CI
+    with pytest.raises(AssertionError, match="refused"):
+        golden("fig", "a", directory=tmp_path)
+    # without the update variable, CI compares as usual
+    monkeypatch.delenv("ENGINELAB_UPDATE_GOLDEN")
+    golden("fig", "a", directory=tmp_path)
+    with pytest.raises(AssertionError, match="fig.svg changed"):
+        golden("fig", "b", directory=tmp_path)
+    assert (tmp_path / "fig.svg").read_text() == "a"
+
+
+def test_an_empty_ci_variable_is_not_ci(tmp_path, monkeypatch):
+    (tmp_path / "fig.svg").write_text("a")
+    monkeypatch.setenv("CI", "")
+    monkeypatch.setenv("ENGINELAB_UPDATE_GOLDEN", "1")
+    golden("fig", "b", directory=tmp_path)
+    assert (tmp_path / "fig.svg").read_text() == "b"

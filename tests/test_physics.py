@@ -107,7 +107,7 @@ def test_moe_block_cost_is_per_block_not_per_expert():
 
 def test_a_fused_build_sums_a_blocks_experts_in_one_kernel():
     """build_moe_ffn sums the k experts' outputs with k - 1 adds; Metal, Vulkan and CUDA/ROCm fuse them from the
-    day in FUSED_EXPERT_ADDS, ggml-sycl never. By hand: Qwen3-30B-A3B (48 MoE blocks, k = 8) on an RTX 5090's
+    day of their fused_expert_adds row in data/llama_cpp_changes.csv, ggml-sycl never. By hand: Qwen3-30B-A3B (48 MoE blocks, k = 8) on an RTX 5090's
     Vulkan pays 48 x 8 expert kernels in a build of 2025-08-10 and 48 in one of 2025-08-20 (both before #15489, so
     the barriers are the same): 336 x expert_us less. On SYCL the dates change nothing."""
     from enginelab import measured as me
@@ -186,3 +186,174 @@ def test_rows_multiplied_per_decode_step_on_the_cpu():
         pm._decode_work(pm.place(m, "cpu-ddr5", "Q4_K_M", n_ctx=4096, n_gpu_layers=0), 64, 1)["cpu"].rows_by_type
     )
     assert sum(rows.values()) == 456_064 and rows.get("Q5_0", 0) > 0 and (rows.get("Q4_K", 0) + rows.get("Q6_K", 0)) > 0
+
+
+# ---------------------------------------------------------------- the measured profile as data (issue 32)
+
+
+def test_todays_features_are_every_row_of_the_change_table():
+    """The runtime's TODAY is a literal: it must be what builds.features_at gives for today's build (every change in
+    data/llama_cpp_changes.csv, and an FP16 SYCL build), so that the app never reads a date."""
+    from enginelab.measured import builds, features
+
+    keys = {builds.key(r) for r in builds.changes()}
+    assert features.TODAY == builds.features_at("") == frozenset(keys | {"sycl_f16"})
+    assert len(keys) == len(builds.changes())  # one key per row
+
+
+def test_every_change_has_a_source_and_a_date():
+    import re
+
+    from enginelab.measured import builds
+
+    for r in builds.changes():
+        assert r["source"].startswith("https://github.com/ggml-org/llama.cpp/pull/"), r
+        assert re.fullmatch(r"20\d\d-\d\d(-\d\d)?", r["since"]), r
+        assert not r["pr"] or r["source"].endswith("/" + r["pr"]), r
+
+
+def test_a_build_has_the_changes_that_landed_by_its_day():
+    """By hand from the table: 2025-08-20 is after Vulkan's fused adds (2025-08-16) and before CUDA's (2025-08-29) and
+    Vulkan's node dependencies (2025-08-23); a month counts the changes of that month; marks override the day."""
+    from enginelab.measured.builds import features_at
+
+    f = features_at("2025-08-20")
+    assert "fused_expert_adds:vulkan" in f and "fused_expert_adds:metal" in f
+    assert "fused_expert_adds:cuda" not in f and "vulkan_node_deps:vulkan" not in f and "hip_graphs:rocm" not in f
+    assert "fused_expert_adds:cuda" in features_at("2025-08")  # the month of the change counts
+    # the SYCL reorder: by default from 2025-07-03 (#14504); with "+opt" from each kernel's own day
+    assert "sycl_reorder:sycl:Q4_K" not in features_at("2025-06-01")
+    assert "sycl_reorder:sycl:Q4_K" in features_at("2025-06-01 +opt")
+    assert "sycl_reorder:sycl:Q4_K" not in features_at("2026-01-01 -opt")
+    assert "sycl_f16" not in features_at("2026-07-09 -f16") and "sycl_f16" in features_at("2026-07-09")
+    # the CPU repacks compare months; "-Q4_K" drops a repack, "+Q6_K" forces one
+    assert "cpu_repack:cpu:Q4_K x86" in features_at("2025-04") and "cpu_repack:cpu:Q4_K x86" not in features_at(
+        "2025-03"
+    )
+    assert "cpu_repack:cpu:Q4_K x86" not in features_at("2025-10 -Q4_K")
+    assert "cpu_repack:cpu:Q6_K any" in features_at("2026-01 +Q6_K")
+
+
+def test_the_runtime_modules_hold_no_dates():
+    """Only builds.py (calibration's) reads the change table's dates; the modules an estimate runs through hold none."""
+    import re
+    from pathlib import Path
+
+    from enginelab import measured
+
+    root = Path(measured.__file__).parent
+    for name in ("classes", "devices", "features", "params", "physics", "ranges", "__init__"):
+        text = (root / f"{name}.py").read_text()
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b|\"20\d\d-\d\d\"", text), name
+
+
+def test_the_parameter_table_has_a_row_per_parameter_and_derives_the_fit():
+    from dataclasses import fields
+
+    from enginelab import measured as me
+
+    assert [f.name for f in fields(me.Params)] == [r.name for r in me.TABLE]
+    for r in me.TABLE:
+        assert r.unit and r.per and r.applies and r.reason, r.name
+        assert (r.bounds is None) == (not r.fit), r.name  # fitted iff bounded
+        for b, v in r.priors.items():
+            assert b in me.BACKENDS and getattr(me.PRIORS[b], r.name) == v
+    # by hand from the rows: CUDA's decode fit moves the GPU group and its own nograph_layer_us, Metal's keeps dq_emul
+    # and hbm_layer_us (fixed_on), the CPU's moves dq_row and no GPU parameter
+    cuda, metal, cpu = (me.free_names(b, "decode") for b in ("cuda", "metal", "cpu"))
+    assert "nograph_layer_us" in cuda and "dq.kquant" in cuda and "sync_layer_us" not in cuda
+    assert "dq_emul" not in metal and "hbm_layer_us" not in metal and "dq_emul" in cuda
+    assert "dq_row" in cpu and "bw_sat_gbs" not in cpu and len(cpu) == len(set(cpu))
+    assert me.bound("dq.kquant") == (0.05, 100.0) and me.bound("vendor_legacy.intel") == (0.3, 4.0)
+
+
+def test_decode_time_is_the_sum_of_its_active_rows():
+    """A Pascal card on CUDA has no graph replay: its decode terms list nograph_layer_us with one count per block, and
+    the pass takes exactly those seconds more than the same work on an RTX 3090's figures; an RTX 3090 lists no such
+    row. An HBM part lists hbm_layer_us. Each term is count x value."""
+    from enginelab import measured as me
+
+    w = pm.Work(weight_bytes=4e9, flops=8e9, layers=32, weights_by_type=(("Q4_0", 7e9),))
+    prm = me.PARAMS["cuda"]
+    for name, hbm, graphs in (
+        ("GeForce GTX 1080 Ti", False, False),
+        ("GeForce RTX 3090", False, True),
+        ("A100", True, True),
+    ):
+        dev = pm.Device(name, 11, 484, 11.3, backend="cuda")
+        terms = {t[0]: t for t in me.decode_seconds(w, dev, "cuda")[3]["terms"]}
+        assert ("nograph_layer_us" in terms) is not graphs and ("hbm_layer_us" in terms) is hbm, name
+        for n, count, value, seconds in terms.values():
+            assert seconds == pytest.approx(count * value * 1e-6) and value == getattr(prm, n)
+        if not graphs:
+            assert terms["nograph_layer_us"][1] == 32
+
+
+def test_prefill_adds_its_active_rows_per_micro_batch():
+    """By hand: 32 blocks and 64 expert calls over k = 3 micro-batches cost 3 x (32 pp_layer_us + 64 pp_expert_us);
+    an offloaded pass (only the CPU blocks' matmuls run on the GPU) has no per-block row."""
+    from enginelab import measured as me
+
+    prm = me.PARAMS["cuda"]
+    w = pm.Work(weight_bytes=4e9, flops=8e9, layers=32, expert_calls=64, weights_by_type=(("Q4_0", 7e9),))
+    terms = {t[0]: t for t in me.prefill_terms(w, prm, 3)}
+    assert terms["pp_layer_us"][3] == pytest.approx(32 * prm.pp_layer_us * 1e-6 * 3)
+    assert terms["pp_expert_us"][3] == pytest.approx(64 * prm.pp_expert_us * 1e-6 * 3)
+    assert [t[0] for t in me.prefill_terms(w, prm, 3, offloaded=True)] == ["pp_expert_us"]
+    dev = pm.Device("GeForce RTX 3090", 24, 936, 71.0, backend="cuda")
+    t_on, _ = me.prefill_seconds(w, dev, "cuda", 512, 3)
+    t_off, _ = me.prefill_seconds(w, dev, "cuda", 512, 3, offloaded=True)
+    assert t_on - t_off == pytest.approx(terms["pp_layer_us"][3], rel=1e-9)
+
+
+def test_a_builds_missing_changes_and_what_each_costs():
+    """By hand from the table: a Vulkan build of 2025-08-20 has the fused expert adds (2025-08-16) but neither the node
+    dependencies (#15489, 2025-08-23) nor the integer-dot shader for Q4_1, Q5_0 and Q8_0 on Intel (#14903,
+    2025-09-01). On an RTX 5090 decoding Qwen3-30B-A3B (48 blocks) only the first costs anything: 48 x sync_layer_us
+    more per pass."""
+    from enginelab import measured as me
+    from enginelab.measured import builds, effects
+
+    lacks = [(r["feature"], r["applies_to"], r["pr"]) for r in builds.missing("2025-08-20", "vulkan")]
+    assert lacks == [("vulkan_node_deps", "", "15489")] + [
+        ("vulkan_mmvq", t, "14903") for t in ("Q4_1", "Q5_0", "Q8_0")
+    ]
+    assert builds.missing("", "") == ()  # today's build lacks nothing
+    m = MODELS["qwen3-30b-a3b"]
+    w = pm._decode_work(pm.place(m, "rtx5090", "Q4_K_M", n_ctx=4096, n_gpu_layers=49), 0, 1)["gpu"]
+    vk = pm.Device("GeForce RTX 5090", 32, 1792, 209.5, backend="vulkan")
+    t_today = me.decode_seconds(w, vk, "vulkan")[0]
+    ((row, share),) = effects.decode_effects(w, vk, "vulkan", "2025-08-20")
+    assert row["pr"] == "15489"
+    assert share * t_today == pytest.approx(48 * me.PARAMS["vulkan"].sync_layer_us * 1e-6, rel=1e-9)
+
+
+def test_a_cpus_devices_csv_isa_decides_arm_or_x86_before_its_name(monkeypatch):
+    """devices.csv's int8_isa names an Arm extension (dotprod, i8mm) or an x86 one (VNNI, AMX); where it does, it
+    decides, whatever the name says; a CPU without a row (or with "none") falls back to its name."""
+    from enginelab.measured import devices
+
+    rows = {devices._name_key("Foo 9000"): "i8mm", devices._name_key("Apple Bar"): "avx512_vnni"}
+    monkeypatch.setattr(devices, "_cpu_column", lambda column: rows if column == "int8_isa" else {})
+    assert devices.is_arm_cpu(devices._Named("Foo 9000")) and not devices.is_arm_cpu(devices._Named("Apple Bar"))
+    assert devices.is_arm_cpu(devices._Named("Apple M3 (CPU)")) and not devices.is_arm_cpu(
+        devices._Named("Ryzen 5 7600")
+    )
+
+
+def test_the_explanation_reads_the_computations_terms_and_recomputes_no_condition():
+    """explain.py takes from enginelab.measured only the fitted values, the fit's summary, the table's sentences and
+    two constants of the formulas it prints; which rows applied (graphs, HBM, a vendor's shader, an SoC's cap, the
+    overlap) it reads from the estimate's basis and terms."""
+    import ast
+    from pathlib import Path
+
+    from enginelab import explain
+
+    tree = ast.parse(Path(explain.__file__).read_text())
+    used = {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "me"
+    }
+    assert used <= {"params_for", "basis_summary", "explain_sentence", "READ_TEST_SHARE", "CPU_BW_KNEE"}, used

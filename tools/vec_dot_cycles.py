@@ -10,7 +10,7 @@ arch/x86/quants.c and arch/arm/quants.c) twice with gcc 12 -O3: the AVX2 path (-
 (Intel), apple-m1 (Apple) and neoverse-n1 (other Arm cores). Prints one row per model, the numbers the table holds.
 
 Needs gcc, aarch64-linux-gnu-gcc (Debian gcc-aarch64-linux-gnu) and llvm-mca (Debian llvm-14). Not run by the tests:
-the table is a constant of the kernels, written into pylib/enginelab/measured.py by hand.
+the table is a constant of the kernels, written into pylib/enginelab/measured/devices.py by hand.
 """
 
 from __future__ import annotations

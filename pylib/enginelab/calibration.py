@@ -29,6 +29,7 @@ from pkgutil import get_data
 import perf_model as pm
 
 from . import measured
+from .measured.builds import features_at
 
 # ---------------------------------------------------------------------------------------------------------
 # 1. The models the runs used (Hugging Face config.json values)
@@ -202,6 +203,11 @@ class Sample:
         """The build as measured.cpu_repacked and sycl_reordered read it: the run's date, then any overrides of
         what that build repacks or reorders."""
         return f"{self.date} {self.repack}" if self.repack else self.date
+
+    @property
+    def features(self) -> frozenset:
+        """The run's build as the llama.cpp changes it has (data/llama_cpp_changes.csv), what measured reads."""
+        return features_at(self.build)
 
 
 def devices() -> dict:
@@ -503,7 +509,7 @@ def predict(s: Sample, params: dict) -> float:
         t = 0.0
         layers = {}
         for side, w in s.work:
-            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.build)[0]
+            t += measured.decode_seconds(w, s.dev, s.backend, s.n_threads, 1, params, build=s.features)[0]
             layers[side] = w.layers
         link = measured.HOST_LINKS.get(s.host, LINK_GBS) * 1e9
         t += measured.step_overhead_seconds(
@@ -514,65 +520,18 @@ def predict(s: Sample, params: dict) -> float:
         return 1.0 / t
     t = 0.0
     for _side, w, u, k, scale in s.work:
-        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale, build=s.build)
+        tc, tm = measured.prefill_seconds(w, s.dev, s.backend, u, k, s.n_threads, params, scale=scale, build=s.features)
         t += tc + tm
     return s.tokens / t
 
 
-# The parameters each fit may move (the rest keep their priors)
-FREE = {
-    ("gpu", "decode"): ("eta_bw", "eta_legacy", "eta_q", "eta_iq", "bw_sat_gbs", "layer_us", "step_us", "expert_us", "moe_layer_us",
-                        "overlap", "dq.legacy", "dq.kquant", "dq.iquant", "dq_emul", "hbm_layer_us"),
-    ("gpu", "prefill"): ("pp_eff_q", "pp_eff_c", "pp_eff_f", "pp_sat_tflops", "pp_layer_us", "pp_expert_us",
-                         "pp_moe_eff", "pp_dq.kquant", "pp_dq.iquant"),
-    ("cpu", "decode"): ("eta_bw", "thread_bw_gbs", "smt_gain", "soc_cpu_share", "layer_us", "step_us", "overlap",
-                        "dq.f16", "dq.q8", "dq.legacy", "dq.q5", "dq.kquant", "dq.iquant", "dq.iq3", "dq.khigh", "dq_emul", "dq_row", "dq_repack", "apple_overlap",
-                        "dq_arm.q8", "dq_arm.legacy", "dq_arm.q5", "dq_arm.kquant", "dq_arm.iquant", "dq_arm.iq3", "dq_arm.khigh"),
-    ("cpu", "prefill"): ("pp_eff_q", "pp_gemm", "pp_gemm_arm", "pp_dq.f16", "pp_dq.q8", "pp_dq.q5", "pp_dq.kquant", "pp_dq.iquant", "pp_dq.iq3",
-                         "pp_layer_us"),
-}  # fmt: skip
-# Apple and Intel GPUs all have int8 dot products (dq_emul never applies on Metal and SYCL)
-FIXED: dict = {"metal": ("dq_emul", "hbm_layer_us"), "sycl": ("dq_emul", "hbm_layer_us")}  # no HBM Macs / Arcs
-# Vulkan runs on every vendor's driver; the other backends belong to one vendor (nothing to separate). SYCL has a
-# parameter of its own: the bandwidth share of the types without a reordered kernel
-VENDOR_FREE = {
-    ("vulkan", "decode"): (
-        "vendor_bw.intel",
-        "vendor_dq.intel",
-        "vendor_bw.intel_windows",
-        "vendor_dq.intel_windows",
-        "vendor_bw.intel_mesa24",
-        "vendor_legacy.intel",
-        "sync_layer_us",  # not a vendor's: the 2025 builds' barriers after every node (measured.vulkan_node_sync)
-    ),
-    ("vulkan", "prefill"): ("vendor_pp.intel", "vendor_pp.amd"),
-    ("cuda", "decode"): ("nograph_layer_us",),  # not a vendor's: ggml-cuda's graphs (measured.cuda_graphs)
-    ("rocm", "decode"): ("nograph_layer_us",),  # the same code's graphs under HIP (measured.hip_graphs)
-    ("sycl", "decode"): ("sycl_plain",),  # not a vendor's: SYCL's own kernels (measured.SYCL_REORDER)
-    ("sycl", "prefill"): ("pp_eff_v",),  # and its FP32 builds' SGEMMs (measured.sycl_f16_build)
-}
-BOUNDS = {  # physical limits of each parameter
-    "eta_bw": (0.2, 1.0), "eta_q": (0.2, 1.0), "eta_legacy": (0.2, 1.0), "eta_iq": (0.1, 1.0),
-    "bw_sat_gbs": (100.0, 20000.0), "layer_us": (0.5, 500.0), "expert_us": (0.05, 100.0), "moe_layer_us": (0.1, 1000.0), "step_us": (1.0, 20000.0), "hbm_layer_us": (0.1, 1000.0),
-    "overlap": (0.0, 1.0), "sycl_plain": (0.1, 1.0), "nograph_layer_us": (0.1, 1000.0), "sync_layer_us": (0.1, 1000.0), "pp_eff_v": (0.05, 1.0), "smt_gain": (0.0, 1.0), "soc_cpu_share": (0.1, 1.0), "dq_emul": (1.0, 50.0), "dq_row": (1.0, 100000.0), "dq_repack": (0.2, 2.0), "apple_overlap": (0.0, 1.0),
-    "thread_bw_gbs": (1.0, 200.0), "pp_eff_q": (0.01, 10.0), "pp_eff_f": (0.01, 10.0), "pp_eff_c": (0.2, 50.0),
-    "pp_sat_tflops": (20.0, 5000.0), "pp_layer_us": (0.5, 5000.0), "pp_expert_us": (0.1, 1000.0), "pp_moe_eff": (0.05, 1.0), "pp_gemm": (1.0, 5.0), "pp_gemm_arm": (1.0, 5.0),
-}  # fmt: skip
+# The parameters each fit may move (the rest keep their priors) and their limits: the fit columns of the parameter
+# table (enginelab.measured.params.TABLE)
+_free_names = measured.free_names
+_bound = measured.bound
 # How strongly each (log) parameter is pulled toward its prior, against the data: prompt processing has few
 # modern dense runs per backend in the data, so its priors (documented in measured.PRIORS) weigh more.
 PRIOR_WEIGHT = {"decode": 0.02, "prefill": 0.02}
-
-
-def _bound(name: str) -> tuple:
-    if name.startswith(("dq.", "pp_dq.", "dq_arm.")):
-        return (0.05, 100.0)
-    if name.startswith("vendor_dq"):
-        return (0.2, 50.0)
-    if name.startswith("vendor_legacy"):  # at most what brings the vendor to the others' share, and some
-        return (0.3, 4.0)
-    if name.startswith("vendor_"):
-        return (0.05, 2.0)
-    return BOUNDS[name]
 
 
 def _objective(values: dict, samples_: list, backend: str, prior: measured.Params, kind: str = "decode") -> float:
@@ -697,12 +656,6 @@ def loo(
         params = dict(measured.PARAMS, **{backend: measured.PRIORS[backend].with_values(vals)})
         out += errors([s for s in sel if s.device == dev], params)
     return out
-
-
-def _free_names(backend: str, kind: str) -> tuple:
-    group = "cpu" if backend == "cpu" else "gpu"
-    names = tuple(n for n in FREE[(group, kind)] if n not in FIXED.get(backend, ()))
-    return names + VENDOR_FREE.get((backend, kind), ())
 
 
 def _solve(a: list, b: list) -> list:

@@ -9,6 +9,11 @@ same bytes) and colours stay in CSS classes.
     axis(x, y_at=300, side="bottom", label="-ngl", fmt=str)   -> <g class="axis axis-x">…</g>
     path_d([(x(a), y(b)) for a, b in points])                 -> "M60,300L72,290…"
 
+    stacked_bar([Segment(3, "weights: 3 GB", "seg seg-weights"), Segment(1, "KV: 1 GB", "seg seg-kv")],
+                x0=10, y=40, height=20, span=400, total=8)
+        -> [<rect x="10" y="40" width="150" height="20" class="seg seg-weights"><title>weights: 3 GB</title></rect>,
+            <rect x="160" y="40" width="50" height="20" class="seg seg-kv"><title>KV: 1 GB</title></rect>]
+
 Ticks: `nice_ticks(lo, hi, n)` gives round steps (1, 2, 2.5 or 5 times a power of ten; with `base`, a power of
 two times base, e.g. base=1024 gives 4k, 8k, 16k steps for token counts); `log_ticks(lo, hi)` gives the powers of ten inside [lo, hi] (and 2x, 5x when
 there are few decades). `si(v)` formats a tick: 1500 -> "1.5k", 2e12 -> "2T".
@@ -17,6 +22,7 @@ there are few decades). `si(v)` formats a tick: 1500 -> "1.5k", 2e12 -> "2T".
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from .svg import Raw, el, num
 
@@ -30,6 +36,8 @@ __all__ = [
     "grid",
     "path_d",
     "Frame",
+    "Segment",
+    "stacked_bar",
     "responsive",
     "NARROW_W",
 ]
@@ -224,6 +232,62 @@ def path_d(points) -> str:
     return "".join(out)
 
 
+class Segment(NamedTuple):
+    """One part of a stacked bar: its value, its tooltip, its CSS classes; `at`: where it starts, in the bar's
+    units (a timeline step's start), when it is not right after the one before; `attrs`: more attributes
+    (data_bytes=...), written after the class."""
+
+    value: float
+    title: str
+    cls: str
+    at: float | None = None
+    attrs: dict | None = None
+
+
+def stacked_bar(
+    segments, *, x0: float, y: float, height: float, span: float, total: float, min_width: float = 0.5
+) -> list:
+    """A horizontal stacked bar: a <rect> with a <title> per segment of positive value, `span` pixels wide for
+    `total` (a segment of value v is span * v / total wide, at least min_width so a sliver stays visible).
+    Segments run end to end from x0; one with `at` starts at x0 + span * at / total."""
+    out = []
+    x = x0
+    for seg in segments:
+        v = seg.value
+        if v <= 0:
+            continue
+        if seg.at is not None:
+            x = x0 + span * seg.at / total
+        w = span * v / total
+        out.append(
+            el(
+                "rect",
+                el("title", seg.title),
+                x=x,
+                y=y,
+                width=max(w, min_width),
+                height=height,
+                class_=seg.cls,
+                **(seg.attrs or {}),
+            )
+        )
+        x += w
+    return out
+
+
+def step_segment(step, cls: str) -> Segment:
+    """A step of a trace (index, what, seconds, elapsed_s: the running total, this step included) as a timeline
+    segment that starts where the steps before it end (the load and phases step-throughs)."""
+    from . import fmt
+
+    return Segment(
+        step.seconds,
+        f"{step.index + 1}. {step.what}: {fmt.seconds(step.seconds)}",
+        cls,
+        at=step.elapsed_s - step.seconds,
+    )
+
+
 class Frame:
     """The plot area inside a width x height chart with margins (left, top, right, bottom)."""
 
@@ -373,3 +437,32 @@ def edge_label(text: str, cx: float, x0: float, x1: float, y: float) -> Raw:
     if cx < x0 + 80:
         return el("text", text, x=x0, y=y, class_="strip-elapsed")
     return el("text", text, x=cx, y=y, class_="strip-elapsed", text_anchor="middle")
+
+
+def step_list(rows, current: int, *, label: str, id_: str) -> Raw:
+    """The step-throughs' list of steps (load, phases): rows [(what, detail, cls)], one <li> each, numbered from 1;
+    the row at index `current` is "now" (aria-current="step"), those before it "done", the rest "todo"; `cls` is
+    added to the row's classes (e.g. "step-tier-vram")."""
+    items = []
+    for j, (what, detail, cls) in enumerate(rows):
+        status = "now" if j == current else ("done" if j < current else "todo")
+        items.append(
+            el(
+                "li",
+                [
+                    el("span", str(j + 1), class_="step-num"),
+                    el("span", what, class_="step-what"),
+                    el("span", detail, class_="step-detail"),
+                ],
+                class_=f"step step-{status} {cls}",
+                aria_current="step" if status == "now" else None,
+            )
+        )
+    return el("ol", items, class_="step-list", aria_label=label, id_=id_)
+
+
+def inner(markup) -> str:
+    """The content of one element built by el() (its start tag ends at the first '>': attributes are escaped):
+    what a frame patch writes into the element already in the page."""
+    s = str(markup)
+    return s[s.index(">") + 1 : s.rindex("</")]

@@ -23,6 +23,7 @@ import json
 
 import perf_model as pm
 
+from . import arch_config as _arch_config
 from .checks import JSON_MAX_DEPTH, JSON_MAX_NUMBER_CHARS, check_json_text  # noqa: F401 (re-exported)
 
 GGUF_FIRST_SLICE = 8 << 20  # bytes read first: enough for nearly every header (vocabularies ~2-8 MB)
@@ -110,39 +111,88 @@ def model_from_config_text(text: str, name: str | None = None) -> pm.Model:
     return pm.model_from_hf_config(cfg, name=name or cfg.get("_name_or_path") or "Your config.json model")
 
 
+# The config.json fields perf_model.model_from_hf_config reads (enginelab.engine_io.hf_config_fields; a multimodal
+# config nests them in text_config): what compact_config keeps for a URL, and what tests/fuzz_pipeline.py mutates.
+_LEGACY_KEYS = (
+    "model_type",
+    "_name_or_path",
+    "num_hidden_layers",
+    "hidden_size",
+    "intermediate_size",
+    "intermediate_size_mlp",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "attention_bias",
+    "use_qk_norm",
+    "rope_scaling",
+    # mixture of experts
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "experts_per_token",
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "shared_expert_intermediate_size",
+    "first_k_dense_replace",
+    "interleave_moe_layer_step",
+    # sliding, chunked and linear attention layers
+    "sliding_window",
+    "sliding_window_pattern",
+    "layer_types",
+    "attention_chunk_size",
+    "full_attention_interval",
+    "linear_conv_kernel_dim",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    # multi-head latent attention
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+)
+# ... and the keys the block readers read (enginelab.arch_config: Gemma 4's global heads, hybrids' Mamba geometry...)
+CONFIG_KEYS = _LEGACY_KEYS + tuple(k for k in _arch_config.CONFIG_KEYS if k not in _LEGACY_KEYS)
+
+
 def compact_config(text: str) -> str:
-    """The config's fields a Model uses, as compact JSON: short enough for a URL."""
+    """The config's CONFIG_KEYS as compact JSON: short enough for a URL. When the Model made from them is not the
+    whole config's (a field CONFIG_KEYS lacks matters), the whole config is kept, minified: a URL never changes
+    the model."""
     cfg = parse_config(text)
-    keep = (
-        "model_type",
-        "num_hidden_layers",
-        "hidden_size",
-        "intermediate_size",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "vocab_size",
-        "tie_word_embeddings",
-        "max_position_embeddings",
-        "num_local_experts",
-        "num_experts",
-        "num_experts_per_tok",
-        "experts_per_token",
-        "moe_intermediate_size",
-        "sliding_window",
-        "layer_types",
-        "rope_scaling",
-        "attention_bias",
-        "_name_or_path",
-    )
-    out = {k: cfg[k] for k in keep if k in cfg}
+    out = {k: cfg[k] for k in CONFIG_KEYS if k in cfg}
     if isinstance(cfg.get("text_config"), dict):
-        out.update({k: cfg["text_config"][k] for k in keep if k in cfg["text_config"]})
+        out.update({k: cfg["text_config"][k] for k in CONFIG_KEYS if k in cfg["text_config"]})
     if isinstance(out.get("rope_scaling"), dict):
         out["rope_scaling"] = {k: v for k, v in out["rope_scaling"].items() if k in ("rope_type", "type")}
     if isinstance(out.get("layer_types"), list):  # long but needed for sliding-window layouts
-        out["layer_types"] = ["s" if x == "sliding_attention" else "f" for x in out["layer_types"]]
-    return json.dumps(out, separators=(",", ":"), sort_keys=True)
+        out["layer_types"] = [
+            "s" if x == "sliding_attention" else "f" if x == "full_attention" else x for x in out["layer_types"]
+        ]
+    small = json.dumps(out, separators=(",", ":"), sort_keys=True)
+    if _same_model(text, expand_compact(small)):
+        return small
+    return json.dumps(cfg, separators=(",", ":"), sort_keys=True)
+
+
+def _same_model(text: str, other: str) -> bool:
+    """Both config texts give one Model, or both fail with one message."""
+    try:
+        a = model_from_config_text(text)
+    except ValueError as e:
+        a = str(e)
+    try:
+        b = model_from_config_text(other)
+    except ValueError as e:
+        b = str(e)
+    return a == b
 
 
 def expand_compact(text: str) -> str:

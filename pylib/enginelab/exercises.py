@@ -688,10 +688,15 @@ COURSE_MODULES = ("perf_model", "inference_trace", "kv_managers", "enginelab.plo
 @cache
 def _pristine() -> dict:
     import importlib
+    import sys
 
-    snap = {}
     for name in COURSE_MODULES:
-        mod = importlib.import_module(name)
+        importlib.import_module(name)
+    # a course module that is a package (perf_model) is restored with every submodule it loaded
+    names = [n for n in sys.modules if n in COURSE_MODULES or n.split(".")[0] in ("perf_model", "kv_managers")]
+    snap = {}
+    for name in sorted(names):
+        mod = sys.modules[name]
         g = dict(vars(mod))
         inner = {
             k: (dict(v) if isinstance(v, dict) else list(v))

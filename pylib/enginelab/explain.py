@@ -55,11 +55,13 @@ def kv_groups(model, p, layers) -> list:
     groups: dict = {}
     for il in layers:
         kind = model.layer_kind(il)
+        if kind == "none":  # no cache of its own (no attention, or an earlier block's cache)
+            continue
         if kind == "recurrent":
-            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model))
+            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model, il))
         else:
             cells = pm.kv_cells(model, il, p.n_ctx, p.n_seq, p.n_ubatch, p.kv_unified)
-            per = pm.kv_bytes_per_token_layer(model, p.kv_type)
+            per = pm.kv_bytes_per_token_layer(model, p.kv_type, il)
         g = groups.setdefault((kind, cells), [kind, 0, cells, per, 0.0])
         g[1] += 1
         g[4] += cells * per
@@ -80,7 +82,12 @@ def kv_breakdown_text(model, p, layers) -> str:
         unit = "layer" if n == 1 else "layers"
         parts.append(f"{n} {word} {unit} × {fmt.integer(cells)} cells")
     text = " + ".join(parts)
-    if cached:
+    if len({g[3] for g in cached}) > 1:  # blocks of different widths (Gemma 4's global and sliding heads)
+        text = (
+            " + ".join(f"{part} × {fmt.integer(g[3])} B per cell" for part, g in zip(parts, cached, strict=True))
+            + f" (K and V, {p.kv_type})"
+        )
+    elif cached:
         per = cached[0][3]
         what = (
             f"the latent: {model.kv_lora_rank} + {model.qk_rope_head_dim} elements"
@@ -111,6 +118,13 @@ def kv_cells_note(model, p) -> str:
         notes.append("MLA caches the compressed latent once per token, not per-head K and V.")
     if any(model.is_recurrent_layer(il) for il in range(model.num_hidden_layers)):
         notes.append("A recurrent (linear-attention) layer keeps a fixed state per sequence instead of a cache.")
+    shared = sum(1 for b in model.blocks if getattr(b.mixer, "kv_shared_from", -1) >= 0)
+    if shared:
+        notes.append(f"{shared} layers read an earlier layer's cache and keep none of their own.")
+    bm = model.carried_blocks
+    if bm is not None:  # what the reader could not verify or infer
+        notes += [f"{w[:1].upper()}{w[1:]}." for w in bm.warnings]
+        notes += [f"Not in the file: {u}." for u in bm.unknown[:5]]
     return " ".join(notes)
 
 
@@ -478,10 +492,10 @@ def _measured_boxes(scn) -> dict:
             n_thr = bb.get("n_threads", 1)
             # an SoC's CPU cores reach only their share of the unified memory's bandwidth (or what a source
             # measured them to reach)
-            read = me.cpu_read_gbs(dev)
+            read = bb.get("cpu_read_gbs", 0.0)
             if read:
                 cap = f"{read:,.1f} GB/s (its CPU cores' measured read bandwidth) / {me.READ_TEST_SHARE:g}"
-            elif me.is_soc_cpu(dev):
+            elif bb.get("soc_cpu"):
                 cap = f"{prm.soc_cpu_share:.2f} (the CPU's share) × {dev.bandwidth_gbs:,.1f} GB/s"
             else:
                 cap = f"{dev.bandwidth_gbs:,.1f} GB/s"
@@ -492,9 +506,9 @@ def _measured_boxes(scn) -> dict:
                 f"bending into the cap {prm.eta_bw:.2f} × {cap} (the soft minimum of the two, "
                 f"(a^-{knee} + b^-{knee})^(-1/{knee}): near saturation every thread pulls less); dequantization "
                 f"{fmt.seconds(d[side + '_compute_s'])} at the cores' FMA rate (per weight by type class, a K-quant scaled by its kernel's cycles on "
-                f"{_CORE_FAMILY[me.cpu_core_family(dev)]} cores, and "
+                f"{_CORE_FAMILY[bb['core_family']]} cores, and "
                 f"{prm.dq_row:,.0f} FLOP per row of a type not repacked; a repacked type's GEMV {prm.dq_repack:.2f}× the "
-                f"work per weight), overlapping {me.overlap_for(dev, be, prm):.0%}"
+                f"work per weight), overlapping {bb['overlap']:.0%}"
             )
         else:
             how = (
@@ -502,16 +516,10 @@ def _measured_boxes(scn) -> dict:
                 f"(η {prm.eta_bw:.2f} F16, {prm.eta_legacy:.2f} Q8_0/Q4_0, {prm.eta_q:.2f} K-quants, "
                 f"{prm.eta_iq:.2f} IQ; batch-1 ceiling {prm.bw_sat_gbs:,.0f} GB/s)"
             )
-            if be == "sycl":  # ggml-sycl's reordered kernels: the types it has none for stream slower
-                how += (
-                    f"; a type without a reordered SYCL kernel (IQ types, MXFP4, Q4_1, Q5_0) streams at "
-                    f"{prm.sycl_plain:.2f}× that"
-                )
-            if be == "cuda" and not me.cuda_graphs(dev) and prm.nograph_layer_us:
-                how += f"; no CUDA graphs on this GPU: every kernel launched by the host, {prm.nograph_layer_us:.0f} µs more per block"
-            legacy = prm.vendor_legacy.get(me.rates(dev, be)["vendor"], 1.0) if be == "vulkan" else 1.0
-            if legacy != 1.0:  # Intel keeps Q4_0 and Q5_1 on the float mat-vec shader (measured.vendor_legacy)
-                how += f"; Q4_0 and Q5_1, on this vendor's float mat-vec shader, stream at {legacy:.2f}× that"
+            for name, _n, value, _s in bb.get("terms", ()):  # the rows the computation charged, as it charged them
+                sentence = me.explain_sentence(name, be, value)
+                if sentence:
+                    how += "; " + sentence
         inputs.append((f"{label} time", f"{fmt.seconds(d[side + '_s'])}: {how}"))
         terms.append((fmt.seconds(d[side + "_s"]), label))
     inputs.append(

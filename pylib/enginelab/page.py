@@ -143,6 +143,18 @@ def controls_fields(spec: st.Spec, state) -> list[tuple[str, str, Raw]]:
     return out
 
 
+def grouped_controls(spec: st.Spec, state, legend: str, in_group, replace: dict | None = None) -> Raw:
+    """The generic controls, with the fields whose key in_group(key) picks gathered after the others in one
+    <fieldset class="overlay-set"> under `legend` (a figure's overlay checkboxes: devices, KV cache types,
+    engines). replace: {key: html} drawn instead of that field's generic control."""
+    replace = replace or {}
+    rest, group = [], []
+    for key, _sig, html in controls_fields(spec, state):
+        (group if in_group(key) else rest).append(replace.get(key, html))
+    rest.append(el("fieldset", [el("legend", legend), el("div", group, class_="overlay-list")], class_="overlay-set"))
+    return join(rest)
+
+
 def transport_html(fig) -> Raw:
     """Back / Play / Step buttons for a figure that declares STEP_FIELD (an Int field drawn as a range).
 

@@ -93,7 +93,8 @@ def test_the_wheel_is_deterministic_and_holds_the_course_modules(tmp_path):
     assert a.read_bytes() == b.read_bytes()
     names = zipfile.ZipFile(a).namelist()
     for must in (
-        "perf_model.py",
+        "perf_model/__init__.py",
+        "perf_model/timing.py",
         "enginelab/__init__.py",
         "enginelab/state.py",
         "enginelab/figures/calculator.py",

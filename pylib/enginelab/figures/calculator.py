@@ -386,25 +386,13 @@ def _bar_chart(data, narrow: bool = False) -> Raw:
                 **gpu_readout,
             ),
         ]
-        x = left
-        for key, label in SEGMENTS[:5]:
-            v = b[key]
-            if v <= 0:
-                continue
-            w = span * v / scale_max
-            parts.append(
-                el(
-                    "rect",
-                    el("title", f"{label}: {fmt.gb(v, 2)}"),
-                    x=x,
-                    y=y,
-                    width=max(w, 0.5),
-                    height=BAR_H,
-                    class_=f"seg seg-{key}",
-                    data_bytes=f"{v:.0f}",
-                )
+        segs = [
+            chart.Segment(
+                b[key], f"{label}: {fmt.gb(b[key], 2)}", f"seg seg-{key}", attrs={"data_bytes": f"{b[key]:.0f}"}
             )
-            x += w
+            for key, label in SEGMENTS[:5]
+        ]
+        parts += chart.stacked_bar(segs, x0=left, y=y, height=BAR_H, span=span, total=scale_max)
         # the capacity outline, and what does not fit past it
         parts.append(el("rect", x=left, y=y, width=x_of(b["capacity"]) - left, height=BAR_H, class_="capacity"))
         if b["over"]:
@@ -610,6 +598,27 @@ def _speed(kind: str, data, how: dict) -> Raw:
     return chart.readout(name, value, text, label, "tok/s", extra=join(extra))
 
 
+def _unverified(model):
+    """A warning above the readouts when the model's architecture was read generically (its config.json's
+    standard keys, a model_type this lab has not checked against llama.cpp's loader): still computed."""
+    bm = model.carried_blocks
+    warnings = bm.warnings if bm is not None else ()
+    if not warnings:
+        return None
+    return el(
+        "div",
+        [
+            el("strong", f"{warnings[0][:1].upper()}{warnings[0][1:]}. "),
+            f"model_type {model.model_type!r} is not one this lab has checked against llama.cpp's loader: it was "
+            "read from the config's standard keys (layers, heads, KV heads, FFN and expert widths, layer_types), "
+            "so the sizes and speeds below are those of a plain stack of such blocks.",
+        ],
+        class_="alert alert-warn",
+        role="note",
+        data_unverified="true",
+    )
+
+
 def _profile_line(data) -> Raw:
     """Which speed profile the numbers use, and (measured) why the module's numbers differ."""
     if data.profile == "measured":
@@ -683,6 +692,9 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                 data_overask="true",
             )
         )
+    unverified = _unverified(data.model)
+    if unverified:
+        parts.append(unverified)
     parts.append(_readouts(data, defer))
     if p.fits:
         parts.append(_profile_line(data))

@@ -19,7 +19,7 @@ import perf_model as pm
 
 from .. import chart, fmt
 from ..state import Bool, Choice, Int, Spec
-from ..svg import Raw, data_details, el, join, svg, table
+from ..svg import Raw, data_details, el, svg, table
 
 ID = "decode-curve"
 TITLE = "Decode speed as the context grows"
@@ -75,19 +75,10 @@ def default_state() -> State:
 
 
 def controls(state) -> str:
+    """The generic controls, with one checkbox per KV cache type grouped under one legend."""
     from .. import page
 
-    parts, kv = [], []
-    for key, _sig, html in page.controls_fields(SPEC, state):
-        (kv if key.startswith("kv_") else parts).append(html)
-    parts.append(
-        el(
-            "fieldset",
-            [el("legend", "KV cache types (-ctk/-ctv)"), el("div", kv, class_="overlay-list")],
-            class_="overlay-set",
-        )
-    )
-    return join(parts)
+    return page.grouped_controls(SPEC, state, "KV cache types (-ctk/-ctv)", lambda key: key.startswith("kv_"))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -364,10 +364,7 @@ def controls(state) -> str:
         data_field="q",
         data_sig=page.field_sig(f, {}),
     )
-    checks = [html for key, _sig, html in page.controls_fields(SPEC, state) if key != "q"]
-    return join(
-        [box, el("fieldset", [el("legend", "Engines"), el("div", checks, class_="overlay-list")], class_="overlay-set")]
-    )
+    return page.grouped_controls(SPEC, state, "Engines", lambda key: key != "q", replace={"q": box})
 
 
 # ---------------------------------------------------------------------------------------------------------

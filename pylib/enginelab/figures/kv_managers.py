@@ -26,18 +26,38 @@ workload, capacity or policy change.
 
 compute(state) returns a KvData: the cached Sim (one Run per manager: simulate's frames as Frames, running
 counters per frame, its summary as a RunSummary) and one Panel per manager, the frame it shows at the step.
+Those types, and the frame a manager shows at a step, are figures/kv_frames.py's (importable from here too).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import kv_managers as kvm
 
 from .. import chart, fmt
 from ..state import Choice, Int, Spec
 from ..svg import Raw, data_details, el, join, table
+from .kv_frames import (  # noqa: F401 (the frames' types stay importable from this module)
+    CLASS_CODE,
+    CODE_CLASS,
+    NO_COUNTERS,
+    Counters,
+    Event,
+    Frame,
+    Frames,
+    Panel,
+    Run,
+    RunSummary,
+    Sim,
+    TreeRow,
+    cell_classes,
+    class_table,
+    fold_quiet_steps,
+    frame_at,
+    frame_index,
+    run_of,
+)
 
 ID = "kv-managers"
 TITLE = "Three KV managers, one workload"
@@ -65,21 +85,6 @@ WORKLOADS = {
 }
 CAPACITIES = (64, 96, 128, 192, 256, 320, 384, 512, 768, 1024)
 
-# cell code (kv_managers frame "state" character) -> CSS classes; the hue class h<n> is added when the cell has an owner
-CODE_CLASS = {
-    ".": "k-free",
-    "c": "k-cached",
-    "r": "k-reused",
-    "R": "k-reused now",
-    "p": "k-prefill",
-    "P": "k-prefill now",
-    "d": "k-decode",
-    "D": "k-decode now",
-    "a": "k-alloc",
-    "E": "k-evicted now",
-    "X": "k-preempted now",
-}
-CLASS_CODE = {v: k for k, v in CODE_CLASS.items()}
 LEGEND = [  # (class, label), in reading order
     ("k-free", "free"),
     ("k-cached h0", "cached: kept for a later prefix hit, nobody running uses it"),
@@ -111,155 +116,6 @@ def _policy(partial) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # Simulations, cached per (workload, capacity, policy)
 # ---------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Event:
-    """One event of a frame (kv_managers' frame format): what happened to request `rid` in the step."""
-
-    type: str  # arrive, admit, finish, evict, preempt or reject
-    rid: int
-    reused: int | None = None  # admit: prompt tokens reused from the cache
-    computed: int | None = None  # admit: prompt tokens computed (prefill)
-    cells: int | None = None  # evict, preempt: cells freed
-    reason: str | None = None  # reject: why
-
-    @classmethod
-    def of(cls, e: dict) -> Event:
-        return cls(**e)
-
-
-@dataclass(frozen=True)
-class TreeRow:
-    """One node of SGLang's radix tree after a step (kv_managers' frame "tree")."""
-
-    id: int
-    parent: int  # 0: the root
-    tokens: int  # tokens on the edge into the node
-    lock_ref: int  # running requests whose path pins it (0: evictable)
-    owner: int  # the request that inserted it
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One frame of kv_managers.simulate (its frame format, typed): the pool after one simulated step."""
-
-    step: int
-    state: str  # one cell code per cell (CODE_CLASS's keys)
-    owner: tuple[int, ...]  # the request id per cell, -1 for a free cell
-    running: tuple[int, ...]  # requests holding cells after the step, in admission order
-    waiting: tuple[int, ...]  # requests that have arrived and are not admitted
-    events: tuple[Event, ...]  # what happened in the step, in order
-    tree: tuple[TreeRow, ...] = ()  # the radix manager's tree after the step (parents first); () for the others
-
-    @classmethod
-    def of(cls, f: dict) -> Frame:
-        return cls(
-            step=f["step"],
-            state=f["state"],
-            owner=tuple(f["owner"]),
-            running=tuple(f["running"]),
-            waiting=tuple(f["waiting"]),
-            events=tuple(Event.of(e) for e in f["events"]),
-            tree=tuple(TreeRow(*row) for row in f.get("tree", ())),
-        )
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """kv_managers.simulate's summary of one run (its keys, typed)."""
-
-    manager: str
-    capacity_tokens: int
-    prefill_computed: int
-    prompt_tokens: int
-    prefill_saved_frac: float
-    cache_hit_tokens: int
-    peak_concurrency: int  # the most requests holding cells in one step
-    preemptions: int
-    peak_cells_used: int
-    steps: int
-    finished: int
-    rejected: dict[int, str]  # request id -> why
-    decode_tokens: int
-
-    @classmethod
-    def of(cls, summary: dict) -> RunSummary:
-        return cls(**summary)
-
-
-@dataclass(frozen=True)
-class Counters:
-    """A manager's running counters after a frame."""
-
-    computed: int  # prefill tokens computed so far (admit events)
-    reused: int  # prompt tokens reused so far
-    preemptions: int
-    concurrency: int  # requests holding cells during the frame's step
-    peak: int  # the most so far (the frames' holding counts; compute shows the summary's once a run is done)
-
-
-NO_COUNTERS = Counters(computed=0, reused=0, preemptions=0, concurrency=0, peak=0)  # before the first frame
-
-
-class Frames:
-    """A run's frames as typed Frames, each made the first time it is read: a new simulation shows one frame, and
-    turning every frame's cells and events into objects up front was a fifth of its cost."""
-
-    __slots__ = ("_raw", "_done")
-
-    def __init__(self, raw: list):
-        self._raw = raw
-        self._done: list = [None] * len(raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self))))
-        f = self._done[i]
-        if f is None:
-            f = self._done[i] = Frame.of(self._raw[i])
-        return f
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Frames) and tuple(self) == tuple(other)
-
-    __hash__ = None
-
-
-@dataclass(frozen=True)
-class Run:
-    """One manager's simulation: its frames, the counters after each, and simulate's summary."""
-
-    frames: Frames
-    steps: tuple[int, ...]  # each frame's step (idle stretches are skipped)
-    live: tuple[Counters, ...]  # after each frame
-    summary: RunSummary
-
-
-@dataclass(frozen=True)
-class Sim:
-    """The three runs of one (workload, capacity, policy), and what the view needs of the requests."""
-
-    key: tuple[str, int, str]  # (workload, capacity, policy)
-    workload: str
-    capacity: int
-    policy: str
-    runs: dict[str, Run]  # manager name -> its run
-    hue: dict[int, int]  # request id -> colour (its session's)
-    sessions: tuple[str, ...]  # in order of first appearance
-    session_of: dict[int, str]  # request id -> session
-    first_step: int
-    last_step: int
-    n_requests: int
-    stops: tuple[int, ...]  # the steps Back / Step / Play stop at: every eventful step, and each quiet run's last
-    quiet: dict[int, tuple[int, int]]  # a step in which nothing happens -> the run of such steps it belongs to
-    cache: dict = field(default_factory=dict, compare=False, repr=False)  # built markup, reused across frames
-
-
 _SIM_CACHE: dict = {}  # key -> Sim, the most recently used last
 # a simulation keeps its frames (0.3-2 MB; Pyodide's heap grows and never shrinks) and takes 3-7 ms to make again in
 # CPython: keep the last few, for a reader going back and forth between settings
@@ -277,35 +133,6 @@ def workload_requests(workload: str) -> list:
     raise ValueError(f"unknown workload {workload!r}")
 
 
-def _holding(f: Frame) -> int:
-    """Requests that held KV during the frame's step: still running after it, plus those that finished in it
-    (preempted ones did not decode)."""
-    return len(f.running) + sum(1 for e in f.events if e.type == "finish")
-
-
-def _run(run: dict) -> Run:
-    raw = run["frames"]
-    live = []  # cumulative counters after each frame (read from the frames as simulate gives them)
-    computed = reused = preempt = peak = 0
-    for f in raw:
-        finished = 0
-        for e in f["events"]:
-            t = e["type"]
-            if t == "admit":
-                computed += e["computed"]
-                reused += e["reused"]
-            elif t == "preempt":
-                preempt += 1
-            elif t == "finish":
-                finished += 1
-        conc = len(f["running"]) + finished  # as _holding counts it
-        peak = max(peak, conc)
-        live.append(Counters(computed=computed, reused=reused, preemptions=preempt, concurrency=conc, peak=peak))
-    return Run(
-        frames=Frames(raw), steps=tuple(f["step"] for f in raw), live=tuple(live), summary=RunSummary.of(run["summary"])
-    )
-
-
 def simulation(workload: str, capacity: int, policy: str) -> Sim:
     """The three runs plus what the view needs per step, computed once per key and kept."""
     key = (workload, capacity, policy)
@@ -320,14 +147,14 @@ def simulation(workload: str, capacity: int, policy: str) -> Sim:
         "paged": kv.PagedManager(capacity),
         "radix": kv.RadixManager(capacity, schedule_policy=policy),
     }
-    runs = {name: _run(kv.simulate(m, reqs, record_frames=True)) for name, m in managers.items()}
+    runs = {name: run_of(kv.simulate(m, reqs, record_frames=True)) for name, m in managers.items()}
     sessions: list = []
     for r in reqs:
         if r.session not in sessions:
             sessions.append(r.session)
     first = min((r.steps[0] for r in runs.values() if r.steps), default=0)
     last = max((r.steps[-1] for r in runs.values() if r.steps), default=0)
-    stops, quiet = _fold(runs, first, last)
+    stops, quiet = fold_quiet_steps(runs, first, last)
     sim = Sim(
         key=key,
         workload=workload,
@@ -347,29 +174,6 @@ def simulation(workload: str, capacity: int, policy: str) -> Sim:
     while len(_SIM_CACHE) > SIM_CACHE_MAX:
         del _SIM_CACHE[next(iter(_SIM_CACHE))]  # the least recently used
     return sim
-
-
-def _fold(runs: dict[str, Run], first: int, last: int) -> tuple[tuple[int, ...], dict]:
-    """Steps in which no manager records an event (nobody arrives, is admitted, finishes, is evicted, preempted or
-    rejected: running requests only decode, or all is idle) are quiet. A run of quiet steps is one stop, at its
-    last step; every other step is a stop of its own, and so are the first and the last."""
-    eventful = {f["step"] for r in runs.values() for f in r.frames._raw if f["events"]}
-    stops: list[int] = []
-    quiet: dict[int, tuple[int, int]] = {}
-    t = first
-    while t <= last:
-        if t in eventful or t in (first, last):
-            stops.append(t)
-            t += 1
-            continue
-        b = t
-        while b + 1 < last and b + 1 not in eventful:
-            b += 1
-        for u in range(t, b + 1):
-            quiet[u] = (t, b)
-        stops.append(b)
-        t = b + 1
-    return tuple(stops), quiet
 
 
 def _sim_for(partial) -> Sim:
@@ -446,73 +250,6 @@ def default_state() -> State:
 # ---------------------------------------------------------------------------------------------------------
 # Compute: the frame each manager shows at a step, and its counters
 # ---------------------------------------------------------------------------------------------------------
-def _settled(state: str) -> str:
-    """A frame seen after its own step: nothing happened since, so this-step codes take their steady form."""
-    return state.translate(_SETTLE)
-
-
-_SETTLE = str.maketrans({"R": "r", "P": "p", "D": "d", "E": ".", "X": "."})
-
-
-def _frame_index(run: Run, step: int) -> tuple[int, bool]:
-    """(index of the frame shown at a simulation step: the last one at or before it, -1 if none; whether the
-    frame is that step's own)."""
-    i = bisect_right(run.steps, step) - 1
-    return i, i >= 0 and run.steps[i] == step
-
-
-def _frame_at(run: Run, step: int, capacity: int):
-    """(index of the frame shown, cell codes, owners, exact) for one manager at a simulation step."""
-    steps = run.steps
-    i, _ = _frame_index(run, step)
-    if i < 0:
-        return -1, "." * capacity, (-1,) * capacity, False
-    f = run.frames[i]
-    exact = steps[i] == step
-    codes = f.state if exact else _settled(f.state)
-    owner = f.owner if exact else tuple(o if c != "." else -1 for o, c in zip(f.owner, codes))
-    return i, codes, owner, exact
-
-
-def cell_classes(codes: str, owner: tuple[int, ...], hue: dict, table: dict | None = None) -> list:
-    """The class attribute of every cell (the same strings in `render` and in `frame_patch`).
-
-    `table` (code -> owner -> class string) may be passed in to reuse its strings across frames."""
-    if table is None:
-        table = class_table(hue)
-    return [table[c][o] for c, o in zip(codes, owner)]
-
-
-def class_table(hue: dict) -> dict:
-    owners = [-1] + list(hue)
-    return {c: {o: cls + (f" h{hue[o]}" if o >= 0 else "") for o in owners} for c, cls in CODE_CLASS.items()}
-
-
-@dataclass(frozen=True)
-class Panel:
-    """What one manager shows at the step: the frame (the last one at or before the step) and its counters."""
-
-    frame_index: int  # -1: nothing has arrived yet
-    frame_step: int | None
-    exact: bool  # the frame is the step's own (otherwise it is shown settled: nothing happened since)
-    done: bool  # the manager has finished by this step
-    codes: str  # one cell code per cell
-    owner: tuple[int, ...]  # request id per cell, -1 for a free cell
-    computed: int
-    reused: int
-    preemptions: int
-    concurrency: int  # requests holding cells in this step (0 between frames)
-    peak: int  # so far; simulate's summary["peak_concurrency"] once done
-    running: tuple[int, ...]  # the step's, when exact
-    waiting: tuple[int, ...]
-    events: tuple[Event, ...]
-    cells_used: int
-    cells_cached: int
-    summary: RunSummary
-    last_step: int | None  # the manager's last frame
-    tree: tuple[TreeRow, ...] = ()  # the radix tree as the frame left it (radix only)
-
-
 @dataclass(frozen=True)
 class KvData:
     state: State
@@ -664,7 +401,7 @@ def compute(state: State) -> KvData:
     panels = {}
     for name in MANAGERS:
         run = sim.runs[name]
-        i, codes, owner, exact = _frame_at(run, step, cap)
+        i, codes, owner, exact = frame_at(run, step, cap)
         live = run.live[i] if i >= 0 else NO_COUNTERS
         f = run.frames[i] if i >= 0 else None
         done = bool(run.steps) and step >= run.steps[-1]
@@ -934,21 +671,23 @@ def _panel(name: str, data: KvData) -> Raw:
     )
 
 
+def _swatch(cls: str) -> Raw:
+    """One grid cell drawn on its own, 14 px: a legend's key."""
+    return el(
+        "svg",
+        el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
+        xmlns="http://www.w3.org/2000/svg",
+        viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
+        width=14,
+        height=14,
+        class_="chart kv-grid kv-swatch",
+        aria_hidden="true",
+        focusable="false",
+    )
+
+
 def _legend() -> Raw:
-    items = []
-    for cls, label in LEGEND:
-        sw = el(
-            "svg",
-            el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=cls),
-            xmlns="http://www.w3.org/2000/svg",
-            viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
-            width=14,
-            height=14,
-            class_="chart kv-grid kv-swatch",
-            aria_hidden="true",
-            focusable="false",
-        )
-        items.append(el("li", [sw, " ", label]))
+    items = [el("li", [_swatch(cls), " ", label]) for cls, label in LEGEND]
     return el("div", el("ul", items, class_="kv-legend-codes"), class_="kv-legend", aria_label="Legend")
 
 
@@ -957,18 +696,12 @@ def _users(data: KvData) -> Raw:
     items = []
     for i, s in enumerate(sim.sessions):
         rids = [rid for rid, ses in sim.session_of.items() if ses == s]
-        sw = el(
-            "svg",
-            el("rect", x=PAD, y=PAD, width=CELL, height=CELL, class_=f"k-prefill h{i % N_HUES}"),
-            xmlns="http://www.w3.org/2000/svg",
-            viewBox=f"0 0 {CELL + 2 * PAD} {CELL + 2 * PAD}",
-            width=14,
-            height=14,
-            class_="chart kv-grid kv-swatch",
-            aria_hidden="true",
-            focusable="false",
+        items.append(
+            el(
+                "li",
+                [_swatch(f"k-prefill h{i % N_HUES}"), " ", f"{s} (requests {', '.join('#' + str(r) for r in rids)})"],
+            )
         )
-        items.append(el("li", [sw, " ", f"{s} (requests {', '.join('#' + str(r) for r in rids)})"]))
     return el("ul", items, class_="kv-legend-users", id_="kv-users", aria_label="Users (colours)")
 
 
@@ -1023,7 +756,7 @@ def _table(data: KvData) -> Raw:
             row = [str(t)]
             for n in MANAGERS:
                 run = sim.runs[n]
-                i, exact = _frame_index(run, t)  # (the counters only: no cells)
+                i, exact = frame_index(run, t)  # (the counters only: no cells)
                 lv = run.live[i] if i >= 0 else NO_COUNTERS
                 row += [str(lv.computed), str(lv.reused), str(lv.concurrency if exact else 0)]
             rows.append(row)
@@ -1072,7 +805,7 @@ def _table_slot(data: KvData, defer: bool) -> Raw:
 def deferred_html(state) -> dict:
     """{element id: inner HTML} that the glue fills in after render(..., defer=True): the data table (64 rows
     of counters, in a closed box), which a new simulation would otherwise add to the change that asked for it."""
-    return {"kv-table": _inner(_table(compute(state)))}
+    return {"kv-table": chart.inner(_table(compute(state)))}
 
 
 def render(data: KvData, defer: bool = False) -> str:
@@ -1205,12 +938,6 @@ def frame_patch(data: KvData) -> dict:
     }
 
 
-def _inner(markup) -> str:
-    """The content of one element built by el() (its start tag ends at the first '>': attributes are escaped)."""
-    s = str(markup)
-    return s[s.index(">") + 1 : s.rindex("</")]
-
-
 def base_patch(data: KvData, defer: bool = False) -> dict:
     """Another simulation on the same grids (a new workload, policy or capacity with as many cells): every part
     that depends on the simulation by html, the cells' classes, and the root's new data-patch-key and stops, for
@@ -1219,15 +946,15 @@ def base_patch(data: KvData, defer: bool = False) -> dict:
     defer: tests)."""
     sim = data.sim
     html = {
-        "kv-caption": _inner(_caption(data)),
+        "kv-caption": chart.inner(_caption(data)),
         "kv-radix-tree": str(_tree_html(data)),
-        "kv-users": _inner(_users(data)),
-        "kv-table": _inner(_table_slot(data, defer)),
+        "kv-users": chart.inner(_users(data)),
+        "kv-table": chart.inner(_table_slot(data, defer)),
     }
     for n in MANAGERS:
-        html[f"kv-sub-{n}"] = _inner(el("p", _subtitle(n, data)))
+        html[f"kv-sub-{n}"] = chart.inner(el("p", _subtitle(n, data)))
         html[f"kv-live-{n}"] = str(_live(n, data))
-        html[f"kv-final-{n}"] = _inner(_final(n, data))
+        html[f"kv-final-{n}"] = chart.inner(_final(n, data))
     return {
         "base": _patch_base(data),
         "classes": {f"kv-cells-{n}": _classes_text(sim, n, data.panels[n]) for n in MANAGERS},

@@ -480,27 +480,14 @@ def _static(data: LoadData, name: str, build):
 
 
 def _segments(data: LoadData, lay: Layout = WIDE) -> Raw:
-    steps, total = data.steps, data.total_s or 1.0
-    span = lay.width - 16
+    """A segment per step on the timeline, coloured by the tier it touches."""
+    segs = [chart.step_segment(s, f"seg-t seg-{s.tier}") for s in data.steps]
     sy = lay.strip_y(len(data.tiers))
-    segs = []
-    for s in steps:
-        if s.seconds <= 0:
-            continue
-        xa = 8 + span * (s.elapsed_s - s.seconds) / total
-        w = span * s.seconds / total
-        segs.append(
-            el(
-                "rect",
-                el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
-                x=xa,
-                y=sy,
-                width=max(w, 0.6),
-                height=STRIP_H,
-                class_=f"seg-t seg-{s.tier}",
-            )
+    return join(
+        chart.stacked_bar(
+            segs, x0=8, y=sy, height=STRIP_H, span=lay.width - 16, total=data.total_s or 1.0, min_width=0.6
         )
-    return join(segs)
+    )
 
 
 def _strip(data: LoadData, lay: Layout = WIDE) -> Raw:
@@ -564,27 +551,11 @@ def _charts(data: LoadData) -> Raw:
 
 
 def _step_list(data: LoadData) -> Raw:
-    rows = []
-    i = data.index
-    for j, g in enumerate(data.groups):
-        now = j == i
-        done = j < i
-        status = "now" if now else ("done" if done else "todo")
-        nums = f"{j + 1}"
-        detail = f"{TIER_NAMES[g.tier]} · {fmt.bytes_auto(g.bytes)} · {fmt.seconds(g.seconds)}"
-        rows.append(
-            el(
-                "li",
-                [
-                    el("span", nums, class_="step-num"),
-                    el("span", g.what, class_="step-what"),
-                    el("span", detail, class_="step-detail"),
-                ],
-                class_=f"step step-{status} step-tier-{g.tier}",
-                aria_current="step" if now else None,
-            )
-        )
-    return el("ol", rows, class_="step-list", aria_label="Launch steps", id_="load-steps")
+    rows = [
+        (g.what, f"{TIER_NAMES[g.tier]} · {fmt.bytes_auto(g.bytes)} · {fmt.seconds(g.seconds)}", f"step-tier-{g.tier}")
+        for g in data.groups
+    ]
+    return chart.step_list(rows, data.index, label="Launch steps", id_="load-steps")
 
 
 def _table(data: LoadData) -> Raw:
@@ -674,25 +645,20 @@ def patch_key(data: LoadData) -> str:
     return f"load|{st.scenario}|{int(bool(st.warm))}"
 
 
-def _inner(part: Raw) -> str:
-    """The children of a built element (what a frame patch writes into it)."""
-    return part[part.index(">") + 1 : part.rindex("<")]
-
-
 def frame_patch(data: LoadData) -> dict:
     """What differs between two frames of one scenario, for the glue's applyPatch (site/assets/patch.js): the
     inner HTML of the parts that change, the chart's title and description, and the root's attributes, for the
     layouts drawn (chart.LAYOUT: a live frame shows one). Applied to any frame of the same scenario it gives
     exactly the full render of `data` (tests/test_fig_load.py)."""
-    html = {"load-caption": _inner(_caption(data)), "load-readouts": _inner(_readouts(data))}
+    html = {"load-caption": chart.inner(_caption(data)), "load-readouts": chart.inner(_readouts(data))}
     text = {}
     if chart.shows("wide"):
-        html |= {"load-boxes": _inner(_boxes(data)), "load-strip-now": _strip_now(data)}
+        html |= {"load-boxes": chart.inner(_boxes(data)), "load-strip-now": _strip_now(data)}
         text |= {"load-chart-title": _chart_title(data), "load-chart-desc": describe(data)}
     if chart.shows("narrow"):
-        html |= {"load-boxes-n": _inner(_boxes(data, NARROW)), "load-strip-now-n": _strip_now(data, NARROW)}
+        html |= {"load-boxes-n": chart.inner(_boxes(data, NARROW)), "load-strip-now-n": _strip_now(data, NARROW)}
         text |= {"load-chart-n-title": _chart_title(data), "load-chart-n-desc": describe(data)}
-    html["load-steps"] = _inner(_step_list(data))
+    html["load-steps"] = chart.inner(_step_list(data))
     return {
         "key": patch_key(data),
         "html": html,

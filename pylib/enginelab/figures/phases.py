@@ -410,26 +410,12 @@ def _static(data: PhasesData, name: str, build):
 
 
 def _segments(data: PhasesData, lay: Layout = WIDE) -> Raw:
-    steps, total = data.steps, data.trace_total_s or 1.0
-    span = lay.gx1 - GX0
-    segs = []
-    for s in steps:
-        if s.seconds <= 0:
-            continue
-        xa = GX0 + span * (s.elapsed_s - s.seconds) / total
-        w = span * s.seconds / total
-        segs.append(
-            el(
-                "rect",
-                el("title", f"{s.index + 1}. {s.what}: {fmt.seconds(s.seconds)}"),
-                x=xa,
-                y=STRIP_Y,
-                width=max(w, 0.8),
-                height=STRIP_H,
-                class_=f"seg-t seg-{box_of(s)}",
-            )
-        )
-    return join(segs)
+    """A segment per stage on the timeline, coloured by the device that works."""
+    segs = [chart.step_segment(s, f"seg-t seg-{box_of(s)}") for s in data.steps]
+    total = data.trace_total_s or 1.0
+    return join(
+        chart.stacked_bar(segs, x0=GX0, y=STRIP_Y, height=STRIP_H, span=lay.gx1 - GX0, total=total, min_width=0.8)
+    )
 
 
 def _strip(data: PhasesData, lay: Layout = WIDE) -> Raw:
@@ -498,27 +484,16 @@ def _charts(data: PhasesData) -> Raw:
 
 
 def _stage_list(data: PhasesData) -> Raw:
-    rows = []
-    i = data.index
-    for s in data.steps:
-        status = "now" if s.index == i else ("done" if s.index < i else "todo")
-        detail = (
+    rows = [
+        (
+            s.what,
             f"{DEVICE_NAMES[s.device]} · {fmt.bytes_auto(s.bytes)} · {_flops(s.flops)} · "
-            f"{_intensity_text(s.intensity)} FLOP/B · {s.bound} · {fmt.seconds(s.seconds)}"
+            f"{_intensity_text(s.intensity)} FLOP/B · {s.bound} · {fmt.seconds(s.seconds)}",
+            f"step-dev-{box_of(s)}",
         )
-        rows.append(
-            el(
-                "li",
-                [
-                    el("span", str(s.index + 1), class_="step-num"),
-                    el("span", s.what, class_="step-what"),
-                    el("span", detail, class_="step-detail"),
-                ],
-                class_=f"step step-{status} step-dev-{box_of(s)}",
-                aria_current="step" if status == "now" else None,
-            )
-        )
-    return el("ol", rows, class_="step-list", aria_label="Stages", id_="phases-steps")
+        for s in data.steps  # in order: s.index is the row's
+    ]
+    return chart.step_list(rows, data.index, label="Stages", id_="phases-steps")
 
 
 def _table(data: PhasesData) -> Raw:
@@ -616,32 +591,27 @@ def patch_key(data: PhasesData) -> str:
     return f"phases|{data.state.scenario}|{data.state.phase}"
 
 
-def _inner(part: Raw) -> str:
-    """The children of a built element (what a frame patch writes into it)."""
-    return part[part.index(">") + 1 : part.rindex("<")]
-
-
 def frame_patch(data: PhasesData) -> dict:
     """What differs between two stages of one scenario and phase, for the glue's applyPatch
     (site/assets/patch.js), for the layouts drawn (chart.LAYOUT: a live frame shows one). Applied to any frame
     with the same key it gives exactly the full render of `data` (tests/test_fig_phases.py)."""
-    html = {"phases-caption": _inner(_caption(data)), "phases-readouts": _inner(_readouts(data))}
+    html = {"phases-caption": chart.inner(_caption(data)), "phases-readouts": chart.inner(_readouts(data))}
     text = {}
     if chart.shows("wide"):
         html |= {
-            "phases-devices": _inner(_boxes(data)),
-            "phases-gauge": _inner(_gauge(data)),
+            "phases-devices": chart.inner(_boxes(data)),
+            "phases-gauge": chart.inner(_gauge(data)),
             "phases-strip-now": _strip_now(data),
         }
         text |= {"phases-chart-title": _chart_title(data), "phases-chart-desc": describe(data)}
     if chart.shows("narrow"):
         html |= {
-            "phases-devices-n": _inner(_boxes(data, NARROW)),
-            "phases-gauge-n": _inner(_gauge(data, NARROW)),
+            "phases-devices-n": chart.inner(_boxes(data, NARROW)),
+            "phases-gauge-n": chart.inner(_gauge(data, NARROW)),
             "phases-strip-now-n": _strip_now(data, NARROW),
         }
         text |= {"phases-chart-n-title": _chart_title(data), "phases-chart-n-desc": describe(data)}
-    html["phases-steps"] = _inner(_stage_list(data))
+    html["phases-steps"] = chart.inner(_stage_list(data))
     return {
         "key": patch_key(data),
         "html": html,

@@ -18,7 +18,7 @@ import perf_model as pm
 
 from .. import chart, fmt, page
 from ..state import Bool, Choice, Int, Spec
-from ..svg import Raw, data_details, el, join, svg, table
+from ..svg import Raw, data_details, el, svg, table
 
 ID = "roofline"
 TITLE = "The roofline: device, quantization and batch"
@@ -106,17 +106,7 @@ def default_state() -> State:
 
 def controls(state) -> str:
     """The generic controls, with the overlay checkboxes grouped under one legend."""
-    parts, overlay = [], []
-    for key, _sig, html in page.controls_fields(SPEC, state):
-        (overlay if key.startswith("also_") else parts).append(html)
-    parts.append(
-        el(
-            "fieldset",
-            [el("legend", "Overlay devices"), el("div", overlay, class_="overlay-list")],
-            class_="overlay-set",
-        )
-    )
-    return join(parts)
+    return page.grouped_controls(SPEC, state, "Overlay devices", lambda key: key.startswith("also_"))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -426,25 +426,16 @@ def _bar(data: ServingPlanData, narrow: bool = False) -> Raw:
     x_of = lambda v: left + span * v / scale_max  # noqa: E731
     each = " per GPU" if int(data.state.tp) > 1 else " total"  # tensor parallel: every number is one GPU's
     parts = [el("text", f"{p.gpu}: {fmt.gib(total)}{each}", x=left, y=20, class_="bar-label")]
-    x = left
-    for key, label, v, exact in segs:
-        if v <= 0:
-            continue
-        w = span * v / scale_max
-        parts.append(
-            el(
-                "rect",
-                el("title", f"{label}: {fmt.gib(v)}{'' if exact else ' (estimated)'}"),
-                x=x,
-                y=BAR_Y,
-                width=max(w, 0.5),
-                height=BAR_H,
-                class_=f"sp-seg sp-seg-{key}",
-                data_segment=key,
-                data_bytes=f"{v:.0f}",
-            )
+    bar = [
+        chart.Segment(
+            v,
+            f"{label}: {fmt.gib(v)}{'' if exact else ' (estimated)'}",
+            f"sp-seg sp-seg-{key}",
+            attrs={"data_segment": key, "data_bytes": f"{v:.0f}"},
         )
-        x += w
+        for key, label, v, exact in segs
+    ]
+    parts += chart.stacked_bar(bar, x0=left, y=BAR_Y, height=BAR_H, span=span, total=scale_max)
     parts.append(el("rect", x=left, y=BAR_Y, width=x_of(total) - left, height=BAR_H, class_="capacity"))
     if used > total * (1 + 1e-9):
         parts.append(

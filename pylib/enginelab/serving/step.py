@@ -1,0 +1,249 @@
+"""One forward pass over a mixed batch: decode sequences at their own contexts plus prefill chunk tokens.
+
+A serving engine's scheduler step runs every running sequence's next token and, beside them, chunks of the
+prompts it is prefilling, in one forward pass. What that pass costs:
+
+  * weights: read once per pass, whatever the batch (an MoE block reads the experts its tokens touch:
+    E * (1 - (1 - k/E)^T) distinct experts for T tokens, perf_model._moe_fraction);
+  * KV: each decode sequence reads its own cache at its own context (perf_model.decode_kv_read_bytes);
+    a prefill chunk of u tokens starting at position s reads its prefix and its own u tokens once;
+  * matmul FLOPs: 2 per weight per token (T = decode sequences + chunk tokens); attention FLOPs: per
+    query-key pair (decode: its context; a chunk: u*s + u(u+1)/2, causal);
+  * the output head: one row of logits per decode sequence, one per chunk that ends its prompt.
+
+Timing, per profile:
+  course    the module's roofline: max(bytes / (ETA_DECODE x bandwidth), FLOPs / (ETA_PREFILL x FLOP/s))
+            + DECODE_OVERHEAD_S, per device, as decode_step_time does.
+  measured  llama.cpp's kernels switch from mat-vec to mat-mat above 8 columns (MMVQ_MAX_BATCH_SIZE = 8 in
+            ggml-cuda/mmvq.cuh, ne11_mm_min = 8 in ggml-metal/ggml-metal-ops.cpp, mul_mat_vec_max_cols = 8
+            in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE 8 in ggml-sycl): up to 8 tokens the pass is a decode pass
+            (enginelab.measured.decode_seconds: the weights streamed once, a dot product per weight row and
+            token) plus MV_COL of the weights' streaming per extra column; above 8 the matmul FLOPs run at the
+            prefill rate (MMQ/GEMM tiles) beside the weights, streamed (1 + MM_BW) x slower, and the KV. MoE
+            blocks past MUL_MAT_ID's mat-vec kernel pay BATCH_PARAMS' host sync per call and a cost per token.
+  engine    "vllm" / "sglang": decode-only batches run a captured CUDA graph padded up to the next capture
+            size (vLLM's default cudagraph_capture_sizes [1, 2, 4] + range(8, 256, 8) + range(256, max + 1,
+            16), max = min(2 x max_num_seqs, 512), vllm/config/compilation.py; SGLang's cuda_graph_bs is
+            the same ladder), and their GEMMs do not take llama.cpp's mat-vec path.
+"""
+
+from __future__ import annotations
+
+import perf_model as pm
+from enginelab import measured, serving_plan
+from enginelab.checks import brief, check_bool, is_int
+from enginelab.checks import check as _check
+
+# llama.cpp: the largest number of columns (tokens) a mat-vec kernel takes (all GPU backends agree on 8)
+MMV_MAX_COLS = 8
+ENGINES = ("llama.cpp", "vllm", "sglang")
+
+# MoE: the most tokens llama.cpp's MUL_MAT_ID still runs on mat-vec kernels. ggml-cuda.cu's
+# ggml_cuda_mul_mat_id takes mmvq for ne2 == 1 only in the builds the batched runs used (later builds raise it
+# to get_mmvq_mmid_max_batch); ggml-metal-ops.cpp keeps mul_mv_id below ne21_mm_id_min = 32.
+MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
+
+# Fitted on data/serving/batched_bench.csv (enginelab.serving.fit). Two shapes of llama.cpp's kernels, one value
+# for every GPU backend (the dense rows):
+#   MV_COL       mat-vec kernels with several columns (tokens): each column after the first costs this share of
+#                the weights' streaming time
+#   MM_BW        mat-mat kernels (MMQ tiles) stream the weights (1 + MM_BW) x slower than mat-vec
+# and per backend, for MoE blocks past MUL_MAT_ID's mat-vec kernel (the MoE rows): (moe_sync_us, moe_tok_us),
+# the host sync of each call and the gathered GEMMs' cost per token and block, in microseconds.
+# Backends without batched MoE runs take CUDA's values.
+MV_COL = 0.03
+MM_BW = 0.5
+BATCH_PARAMS = {"cuda": (80.0, 50.0)}
+
+
+def padded_batch(n: int, sizes: list) -> int:
+    """The captured size a decode batch of n runs at (n itself past the largest: eager mode)."""
+    for s in sizes:
+        if s >= n:
+            return s
+    return n
+
+
+def _check_inputs(p, contexts, chunks):
+    if not isinstance(p, pm.Placement):
+        _check(False, "placement", f"must be a Placement (from place()), got {brief(p)}")
+    if not isinstance(contexts, (list, tuple, range)):
+        _check(False, "contexts", f"must be a list of decode contexts, got {brief(contexts)}")
+    if not isinstance(chunks, (list, tuple)):
+        _check(False, "chunks", f"must be a list of (start, tokens, last) prefill chunks, got {brief(chunks)}")
+    for c in contexts:
+        if not (is_int(c) and 0 <= c <= pm.MAX_CONTEXT):
+            _check(False, "contexts", f"each must be an integer from 0 to {pm.MAX_CONTEXT:,}, got {brief(c)}")
+    for ch in chunks:
+        ok = isinstance(ch, (list, tuple)) and len(ch) == 3
+        ok = ok and is_int(ch[0]) and is_int(ch[1]) and 0 <= ch[0] <= pm.MAX_CONTEXT and 1 <= ch[1] <= pm.MAX_CONTEXT
+        if not ok:
+            _check(False, "chunks", f"each must be (start >= 0, tokens >= 1, last), got {brief(ch)}")
+        check_bool(ch[2], "chunks")
+    if not contexts and not chunks:
+        _check(False, "contexts", "a step needs at least one decode sequence or prefill chunk")
+
+
+def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
+    """({side: perf_model.Work}, tokens, logits rows) of one pass: `contexts` are the decode sequences'
+    KV lengths, `chunks` the prefill chunks as (start, tokens, last): last = the chunk ends its prompt.
+    same_tokens: every decode sequence feeds the same token (llama-batched-bench does), so an MoE block's
+    router picks the same experts for all of them: the weights of one token's experts are read, not
+    E * (1 - (1 - k/E)^B) experts' worth."""
+    _check_inputs(p, contexts, chunks)
+    m = p.model
+    n_tok = len(contexts) + sum(c[1] for c in chunks)
+    n_logits = len(contexts) + sum(1 for c in chunks if c[2])
+    if m.is_moe:
+        static, _hd = pm._blocks_static(p, n_tok, False)
+    else:  # a dense pass's matmul FLOPs are 2 per weight per token: one token's, n_tok times (one memo entry)
+        one, _hd = pm._blocks_static(p, 1, False)
+        static = {s: (v[0], v[1] * n_tok) + v[2:] for s, v in one.items()}
+    if same_tokens and m.is_moe and not chunks:
+        one = pm._blocks_static(p, 1, False)[0]
+        static = {
+            s: (one[s][0], static[s][1], static[s][2], one[s][3], one[s][4], static[s][5], static[s][6],
+                one[s][7], one[s][8])
+            for s in static
+        }  # fmt: skip
+    # each block reads its own kind of cache (perf_model._kind_counts groups blocks alike): the whole context,
+    # a window of it, or a recurrent state; a decode sequence reads and scores its context, a chunk its prefix
+    # and itself, with the causal pairs of its own tokens
+    full_read = sum(contexts) + sum(s + u for s, u, _ in chunks)
+    full_pairs = sum(contexts) + sum(pm._causal_pairs_window(0, s, s + u) for s, u, _ in chunks)
+    windowed: dict = {}
+
+    def window(w: int) -> tuple:
+        if w not in windowed:
+            windowed[w] = (
+                sum(min(c, w) for c in contexts) + sum(min(s + u, w) for s, u, _ in chunks),
+                sum(min(c, w) for c in contexts) + sum(pm._causal_pairs_window(w, s, s + u) for s, u, _ in chunks),
+            )
+        return windowed[w]
+
+    n_seq = len(contexts) + len(chunks)
+    counts = pm._kind_counts(p, pm._kv_plan(m, p.kv_type))
+    kv = {"gpu": 0.0, "cpu": 0.0}
+    af = {"gpu": 0.0, "cpu": 0.0}
+    for side, (att, rec) in counts.items():
+        for (per_tok, per_pair), (n_full, windows) in att.items():
+            read, pairs = full_read * n_full, full_pairs * n_full
+            for w, n in windows.items():
+                r_w, p_w = window(w)
+                read, pairs = read + r_w * n, pairs + p_w * n
+            kv[side] += per_tok * read
+            af[side] += per_pair * pairs
+        for (rec_b, rec_f), n in rec.items():
+            kv[side] += rec_b * n_seq * n
+            af[side] += rec_f * n_tok * n
+    head_side, head = pm._head_work(p)
+    out = {}
+    for side in ("gpu", "cpu"):
+        w, f, layers, types, x, xf, mx, rows, et = static[side]
+        work = pm.Work(w, kv[side], f + af[side], af[side], layers, types, False, x, xf, mx, rows, et)
+        if side == head_side and n_logits:
+            types_h = dict(work.weights_by_type)
+            for t, n in head.weights_by_type:
+                types_h[t] = types_h.get(t, 0.0) + n
+            rows_h = dict(work.rows_by_type)
+            for t, r in head.rows_by_type:
+                rows_h[t] = rows_h.get(t, 0.0) + r
+            work = pm.Work(
+                work.weight_bytes + head.weight_bytes, kv[side], work.flops + head.flops * n_logits, af[side], layers,
+                tuple(sorted(types_h.items())), True, x, xf, mx, tuple(sorted(rows_h.items())), et,
+            )  # fmt: skip
+        out[side] = work
+    return out, n_tok, n_logits
+
+
+def _expert_share(w) -> float:
+    """The part of a pass's weight bytes in routed experts (by each type's bits per weight)."""
+    if not w.expert_weights_by_type:
+        return 0.0
+    bpw = {t: (pm.GGML_TYPES[t].bpw if t in pm.GGML_TYPES else 16.0) for t, _n in w.weights_by_type}
+    total = sum(n * bpw.get(t, 16.0) for t, n in w.weights_by_type)
+    experts = sum(n * bpw.get(t, 16.0) for t, n in w.expert_weights_by_type)
+    return experts / total if total else 0.0
+
+
+def _side_seconds(p, side, w, n_tok, profile, engine, n_threads, params=None) -> float:
+    if w.bytes == 0 and w.flops == 0:
+        return 0.0
+    dev = pm.side_device(p.machine, side)
+    if profile == "course":
+        return max(w.bytes / (pm.ETA_DECODE * dev.bandwidth), w.flops / (pm.ETA_PREFILL * dev.flops))
+    backend = pm.device_backend(p.machine, side)
+    t, t_mem, _t_cmp, _basis = measured.decode_seconds(w, dev, backend, n_threads, min(n_tok, MMV_MAX_COLS))
+    if n_tok == 1 or backend == "cpu":
+        return t  # one token, or ggml-cpu (whose decode time already multiplies each row per token)
+    prm = measured.params_for(backend)
+    moe_sync_us, moe_tok_us = (params or BATCH_PARAMS).get(backend, BATCH_PARAMS["cuda"])
+    t_w = t_mem * w.weight_bytes / w.bytes  # the weights' share of the streaming time
+    # the matmuls at the prefill rate (MMQ/GEMM tiles), and each block's kernels
+    t_c = measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads) + w.layers * prm.pp_layer_us * 1e-6
+    extra = 0.0
+    if engine == "llama.cpp" and w.moe_layers and n_tok > MMID_MV_MAX.get(backend, 1):
+        # MUL_MAT_ID past its mat-vec kernel: the mat-mat path waits for the routing on the host (a stream sync
+        # per call: gate, up and down), so the step's graph is not replayed either; then it gathers each
+        # expert's tokens into small GEMMs, a cost per token and block
+        extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6 + w.layers * prm.nograph_layer_us * 1e-6
+    if engine == "llama.cpp" and n_tok <= MMV_MAX_COLS:
+        # mat-vec with several columns: each column after the first costs MV_COL of the weights' streaming time
+        return t + MV_COL * (n_tok - 1) * t_w + extra
+    # mat-mat (llama.cpp's MMQ tiles; vLLM/SGLang's GEMMs) beside the streaming; llama.cpp's tiles stream the
+    # weights (1 + MM_BW) x slower than its mat-vec kernels
+    if engine == "llama.cpp":
+        t_mem += MM_BW * t_w
+    return max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - measured.overlap_for(dev, backend, prm)) + extra
+
+
+def batched_step(
+    placement,
+    contexts=(),
+    chunks=(),
+    profile=None,
+    engine: str = "llama.cpp",
+    n_threads=None,
+    max_num_seqs: int = 256,
+    same_tokens: bool = False,
+    params: dict | None = None,
+) -> dict:
+    """Time of one forward pass over decode sequences at `contexts` and prefill `chunks` ((start, tokens,
+    last) each). engine: whose kernels run it ("llama.cpp", "vllm", "sglang": CUDA-graph padding of
+    decode-only batches, max_num_seqs sets the largest captured size). Returns total_s, tokens, logits,
+    per-side seconds and the Work, and tok_per_s (decode tokens per second)."""
+    p = placement
+    if engine not in ENGINES:
+        _check(False, "engine", f"must be one of {', '.join(ENGINES)}, got {brief(engine)}")
+    profile = pm._check_profile(profile, p if isinstance(p, pm.Placement) else None)
+    n_threads = pm._check_threads(n_threads)
+    if p is not None and isinstance(p, pm.Placement) and p.machine.multi_gpu:
+        _check(False, "placement", "batched_step times one GPU (or CPU) machine; several GPUs are not modelled")
+    contexts = list(contexts) if isinstance(contexts, (list, tuple, range)) else contexts
+    padded = len(contexts) if isinstance(contexts, list) else 0
+    if engine != "llama.cpp" and not chunks and isinstance(contexts, list) and contexts:
+        padded = padded_batch(len(contexts), serving_plan.cudagraph_capture_sizes(max_num_seqs))
+        # padded rows run the weights' matmuls and read no KV (they attend to nothing)
+    work, n_tok, n_logits = step_work(p, contexts + [0] * (padded - len(contexts)), list(chunks), same_tokens)
+    res = {"tokens": n_tok, "logits": n_logits, "padded_batch": padded, "profile": profile, "engine": engine}
+    total = 0.0
+    for side in ("gpu", "cpu"):
+        t = _side_seconds(p, side, work[side], n_tok, profile, engine, n_threads, params)
+        res[side + "_s"] = t
+        total += t
+    if profile == "course":
+        overhead = pm.DECODE_OVERHEAD_S
+    else:
+        mc = p.machine
+        overhead = measured.step_overhead_seconds(
+            {s: work[s].layers for s in work},
+            {s: pm.device_backend(mc, s) for s in work},
+            p.output_on_gpu,
+            logits_bytes=pm._logits_bytes(p, mc) * max(1, n_logits),
+            link_bytes_per_s=mc.pcie,
+        )
+    res["overhead_s"] = overhead
+    res["total_s"] = total + overhead
+    res["work"] = work
+    res["tok_per_s"] = len(contexts) / res["total_s"]
+    return res
