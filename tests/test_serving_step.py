@@ -134,3 +134,15 @@ def test_decode_step_time_times_a_batch_with_the_batched_kernels(b):
     assert pm.decode_step_time(c, context=1000, batch=b)["gpu_s"] == max(
         w.bytes / (pm.ETA_DECODE * dev.bandwidth), w.flops / (pm.ETA_PREFILL * dev.flops)
     )
+
+
+def test_a_hybrids_recurrent_blocks_scan_a_chunk_token_by_token():
+    """Qwen3.5 27B: 48 of its 64 blocks are gated delta nets. A pass of decode tokens advances each block's state
+    one step (the sequences side by side); a 512-token prefill chunk walks its tokens in order: 48 x 512 steps,
+    as a prefill micro-batch does (perf_model._prefill_work)."""
+    p = pm.place("qwen3.5-27b", "rtx4090", "Q4_K_M", n_ctx=8192, profile="measured")
+    dec = step.step_work(p, [100] * 4)[0]["gpu"]
+    assert (dec.rec_blocks, dec.rec_steps) == (48, 48.0)
+    pre = step.step_work(p, [], [(0, 512, True)])[0]["gpu"]
+    assert (pre.rec_blocks, pre.rec_steps) == (48, 48.0 * 512)
+    assert pre.rec_steps == pm._prefill_work(p, 0, 512)["gpu"].rec_steps

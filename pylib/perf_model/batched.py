@@ -118,6 +118,7 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
     counts = _kind_counts(p, _kv_plan(m, p.kv_type))
     kv = {"gpu": 0.0, "cpu": 0.0}
     af = {"gpu": 0.0, "cpu": 0.0}
+    nrec = {"gpu": 0, "cpu": 0}
     for side, (att, rec) in counts.items():
         for (per_tok, per_pair), (n_full, windows) in att.items():
             read, pairs = full_read * n_full, full_pairs * n_full
@@ -129,11 +130,18 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
         for (rec_b, rec_f), n in rec.items():
             kv[side] += rec_b * n_seq * n
             af[side] += rec_f * n_tok * n
+            nrec[side] += n
+    # a recurrent block's scan walks a chunk's tokens in order (the sequences side by side): as many steps as the
+    # longest chunk, one for a pass of decode tokens alone
+    steps = max([1] * bool(contexts) + [u for _s, u, _last in chunks])
     head_side, head = _head_work(p)
     out = {}
     for side in ("gpu", "cpu"):
         w, f, layers, types, x, xf, mx, rows, et = static[side]
-        work = Work(w, kv[side], f + af[side], af[side], layers, types, False, x, xf, mx, rows, et)
+        work = Work(
+            w, kv[side], f + af[side], af[side], layers, types, False, x, xf, mx, rows, et, nrec[side],
+            float(nrec[side] * steps),
+        )  # fmt: skip
         if side == head_side and n_logits:
             types_h = dict(work.weights_by_type)
             for t, n in head.weights_by_type:
@@ -143,7 +151,8 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
                 rows_h[t] = rows_h.get(t, 0.0) + r
             work = Work(
                 work.weight_bytes + head.weight_bytes, kv[side], work.flops + head.flops * n_logits, af[side], layers,
-                tuple(sorted(types_h.items())), True, x, xf, mx, tuple(sorted(rows_h.items())), et,
+                tuple(sorted(types_h.items())), True, x, xf, mx, tuple(sorted(rows_h.items())), et, work.rec_blocks,
+                work.rec_steps,
             )  # fmt: skip
         out[side] = work
     return out, n_tok, n_logits
