@@ -212,3 +212,27 @@ def parse_build(build) -> str:
     ("b6840" or "6840": its release day, see above) and "Ollama x.y[.z]" (the llama.cpp it bundles). ValueError
     naming `build` for anything else."""
     return describe_build(build).day
+
+
+# What each change of data/llama_cpp_changes.csv is, in a reader's words ({t}: the row's applies_to)
+FEATURE_NAMES = {
+    "fused_expert_adds": "one kernel for an MoE block's k - 1 expert adds",
+    "hip_graphs": "HIP graphs on by default",
+    "cuda_graphs": "CUDA graphs on Volta and Turing",
+    "vulkan_node_deps": "Vulkan's per-node dependencies instead of a barrier after every node",
+    "vulkan_mmvq": "Vulkan's integer-dot mat-vec shader for {t}",
+    "sycl_reorder_default": "SYCL's reordered kernels on by default",
+    "sycl_reorder": "SYCL's reordered {t} kernel",
+    "sycl_reorder_moe": "SYCL's reordered {t} expert kernel",
+    "cpu_repack": "the CPU repack of {t}",
+    "cpu_tinyblas": "tinyBLAS for {t} on the CPU",
+}
+
+
+def feature_name(row: dict) -> str:
+    """A change table row as the explanation names it ("the CPU repack of Q4_K (x86)")."""
+    t = row.get("applies_to") or ""
+    if " " in t:  # "Q4_K x86": the type, then the ISA
+        typ, isa = t.split(" ", 1)
+        t = f"{typ} ({isa.replace('_', ' ')})"
+    return FEATURE_NAMES.get(row["feature"], row["feature"]).format(t=t)
