@@ -245,3 +245,30 @@ def test_the_validation_page_scores_dated_runs_with_their_build_and_says_so(monk
     n = len(val.dataset_rows())
     assert f"Each run is scored with the llama.cpp build it ran where the dataset dates it (5 of {n} rows" in html
     assert "build of 2024-01-10" in html and "today&#x27;s build" in html
+
+
+PASTE = """| model | size | params | backend | ngl | test | t/s |
+| --- | ---: | ---: | --- | --: | --- | ---: |
+| qwen3moe 30B.A3B Q4_K - Medium | 17.28 GiB | 30.53 B | CUDA | 99 | tg128 | 194.20 ± 0.50 |
+
+build: 0123abcd ({n})
+"""
+
+
+def test_pasted_llama_bench_output_is_scored_with_the_build_it_prints():
+    # b6250 was released 2025-08-22 (winget): before #15631 (2025-08-29), so its estimate pays the expert adds
+    args = ("qwen3-30b-a3b", "Q4_K_M", "rtx4090")
+    old = val.compare(PASTE.format(n=6250), *args, profile="measured")
+    today = val.compare(PASTE.format(n=6250).replace("build: 0123abcd (6250)", ""), *args, profile="measured")
+    assert old["build"] == "llama.cpp b6250, released 2025-08-22" and today["build"] == ""
+    assert old["rows"][0]["estimate_tps"] == pytest.approx(
+        val.estimate(
+            pm.MODELS["qwen3-30b-a3b"], pm.MACHINES["rtx4090"], "Q4_K_M", "tg128", 99, "measured", "2025-08-22"
+        )
+    )
+    assert old["rows"][0]["estimate_tps"] < today["rows"][0]["estimate_tps"]
+    assert val.paste_build('[{"build_number": 6250, "avg_ts": 1}]')[0] == "2025-08-22"  # -o json
+    too_old = val.compare(PASTE.format(n=1786), *args, profile="measured")
+    assert "older than the builds we can date" in too_old["build"]
+    assert too_old["rows"][0]["estimate_tps"] == today["rows"][0]["estimate_tps"]
+    assert val.compare(PASTE.format(n=6250), *args, profile="course")["build"] == ""

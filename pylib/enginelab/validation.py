@@ -599,6 +599,26 @@ def model_of_row(desc: str, params: float | None):
     return found[0] if found else None
 
 
+_BUILD_LINE = re.compile(r"^\s*build:\s*\S+\s+\(([0-9]{1,6})\)\s*$", re.MULTILINE)  # -o md's last line
+_BUILD_NUMBER = re.compile(r'"build_number"\s*:\s*([0-9]{1,6})\b')  # -o json / jsonl
+
+
+def paste_build(text: str) -> tuple:
+    """(day, what) for the llama.cpp build pasted llama-bench output names ('build: 8e672efe (1786)' under the
+    table, or build_number in its JSON): its day through data/llama_cpp_builds.csv and a phrase saying how the
+    estimates use it; ("", "") when it names none, ("", why) when the table cannot date it (today's is used)."""
+    m = _BUILD_LINE.search(text) or _BUILD_NUMBER.search(text)
+    if not m:
+        return "", ""
+    from .measured.builds import describe_build
+
+    try:
+        b = describe_build(f"b{m.group(1)}")
+    except ValueError:
+        return "", f"llama.cpp b{int(m.group(1))}, older than the builds we can date: today's build is used"
+    return b.day, b.note
+
+
 def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090", profile: str = "course") -> dict:
     """Parse pasted output and put our estimate next to each measurement.
 
@@ -610,6 +630,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
     m = get_model(model)
     mc = machine if isinstance(machine, pm.Machine) else pm.get_machine(machine)
     n_params = m.total_params()
+    day, build = paste_build(text) if profile == "measured" else ("", "")  # the course profile has no builds
     out = []
     for r in rows:
         q = r["quant"] if r["quant"] in pm.ALL_QUANTS else quant
@@ -630,7 +651,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
         est = None
         if r["kind"] in ("pp", "tg"):
             try:
-                est = estimate(row_model, mc, q, r["test"], r["ngl"], profile=profile)
+                est = estimate(row_model, mc, q, r["test"], r["ngl"], profile=profile, build=day or None)
             except ValueError as e:
                 note.append(str(e))
         else:
@@ -645,7 +666,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
                 note="; ".join(note),
             )
         )
-    return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant, "profile": profile}
+    return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant, "profile": profile, "build": build}
 
 
 def dataset_machines() -> dict:

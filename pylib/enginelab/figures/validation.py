@@ -226,10 +226,12 @@ class Paste:
     model: str  # the chosen model's name
     machine: str  # the chosen machine's name
     quant: str
+    build: str = ""  # the llama.cpp build the output names, as the estimates use it ("": none named)
 
     @classmethod
     def of(cls, res: dict) -> Paste:
-        return cls(tuple(PasteRow.of(r) for r in res["rows"]), res["model"], res["machine"], res["quant"])
+        rows = tuple(PasteRow.of(r) for r in res["rows"])
+        return cls(rows, res["model"], res["machine"], res["quant"], res.get("build", ""))
 
 
 @dataclass(frozen=True)
@@ -571,6 +573,8 @@ def _paste_block(data: ValidationData) -> Raw:
             )
         )
     caption = f"Your llama-bench rows against our estimate on {res.machine}, for {res.model} or the model a row names"
+    if res.build:  # the build llama-bench printed: the estimates are for it
+        caption += f"; your build: {res.build}"
     return el(
         "div",
         [
