@@ -1,6 +1,7 @@
 """A llama.cpp build as the feature set enginelab.measured.features reads: which rows of data/llama_cpp_changes.csv it
-has. Calibration turns each published run into one (its date, then its marks); the app's estimates use
-features.TODAY and never come here.
+has. Calibration turns each published run into one (its date, then its marks); the app's estimates are today's
+unless the reader names a build: parse_build turns a date, a llama.cpp build number or an app's version into a day
+(the tables data/llama_cpp_builds.csv and data/bundled_llama_cpp.csv, at the end of this module).
 
     features_at("")                   every change: today's build
     features_at("2025-08-21")         the changes that landed on or before that day
