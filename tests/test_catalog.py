@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import perf_model as pm
-from perf_model.catalog import catalog_data, models_from_catalog
+from perf_model.catalog import catalog_data, models_from_catalog, models_from_configs
 from perf_model.devices import machines_from_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def test_fitted_figures_are_explained():
 
 def test_the_rows_become_the_catalog_in_file_order():
     data = catalog_data()
-    assert list(pm.MODELS) == [row["key"] for row in data["models"]]
+    assert list(pm.MODELS) == [row["key"] for row in data["models"] + data["configs"]]
     assert list(pm.MACHINES) == [row["key"] for row in data["machines"]]
     assert all(m.key == k for k, m in pm.MODELS.items()) and all(m.key == k for k, m in pm.MACHINES.items())
 
@@ -143,4 +143,32 @@ def test_the_wheel_ships_the_catalog_and_it_loads_from_a_zip(tmp_path):
         capture_output=True,
         check=True,
     ).stdout.split()
-    assert out == ["True", str(len(catalog_data()["models"]))]
+    assert out == ["True", str(len(catalog_data()["models"]) + len(catalog_data()["configs"]))]
+
+
+def test_config_rows_cite_their_config_json_and_its_gathered_copy():
+    for row in catalog_data()["configs"]:
+        assert row["source"].startswith("https://huggingface.co/") and row["source"].endswith("/config.json")
+        assert (ROOT / "data/architectures/configs" / f"{row['key']}.json").is_file()
+        assert pm.MODELS[row["key"]].carried_blocks is not None
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (
+            lambda r: r["config"]["text_config"].update(num_hidden_layers=0),
+            r"^configs\['qwen3.6-35b-a3b'\]\.num_hidden_layers:",
+        ),
+        (lambda r: r.update(extra=1), r"^configs\['qwen3.6-35b-a3b'\]\.extra: unknown field"),
+        (lambda r: r.update(source=" "), r"^configs\['qwen3.6-35b-a3b'\]\.source:"),
+    ],
+)
+def test_a_broken_config_row_names_its_key_and_field(change, match):
+    data = copy.deepcopy(catalog_data())
+    row = next(r for r in data["configs"] if r["key"] == "qwen3.6-35b-a3b")
+    change(row)
+    data["configs"] = [row]
+    data_models = {k: v for k, v in pm.MODELS.items() if k != "qwen3.6-35b-a3b"}
+    with pytest.raises(ValueError, match=match):
+        models_from_configs(data, data_models)

@@ -182,3 +182,14 @@ def test_custom_machine_validates_and_places():
         custom.custom_machine(16, 0, 60, 32, 60, 31.5)
     with pytest.raises(ValueError, match="ram_gb"):
         custom.custom_machine(16, 448, 60, float("nan"), 60, 31.5)
+
+
+def test_compact_config_keeps_what_the_block_readers_need():
+    # Qwen3.6-35B-A3B's config.json (data/architectures/configs), its vision tower and sources dropped
+    path = Path(__file__).resolve().parents[1] / "data/architectures/configs/qwen3.6-35b-a3b.json"
+    text = path.read_text()
+    small = custom.compact_config(text)
+    assert "vision_config" not in small and "SOURCES" not in small
+    a = custom.model_from_config_text(text, name="x")
+    b = custom.model_from_config_text(custom.expand_compact(small), name="x")
+    assert a.blocks == b.blocks and pm.kv_bytes_per_token(b) == 10 * 2 * 2 * 256 * 2

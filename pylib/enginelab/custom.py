@@ -23,6 +23,7 @@ import json
 
 import perf_model as pm
 
+from . import arch_config as _arch_config
 from .checks import JSON_MAX_DEPTH, JSON_MAX_NUMBER_CHARS, check_json_text  # noqa: F401 (re-exported)
 
 GGUF_FIRST_SLICE = 8 << 20  # bytes read first: enough for nearly every header (vocabularies ~2-8 MB)
@@ -112,7 +113,7 @@ def model_from_config_text(text: str, name: str | None = None) -> pm.Model:
 
 # The config.json fields perf_model.model_from_hf_config reads (enginelab.engine_io.hf_config_fields; a multimodal
 # config nests them in text_config): what compact_config keeps for a URL, and what tests/fuzz_pipeline.py mutates.
-CONFIG_KEYS = (
+_LEGACY_KEYS = (
     "model_type",
     "_name_or_path",
     "num_hidden_layers",
@@ -157,6 +158,8 @@ CONFIG_KEYS = (
     "qk_rope_head_dim",
     "v_head_dim",
 )
+# ... and the keys the block readers read (enginelab.arch_config: Gemma 4's global heads, hybrids' Mamba geometry...)
+CONFIG_KEYS = _LEGACY_KEYS + tuple(k for k in _arch_config.CONFIG_KEYS if k not in _LEGACY_KEYS)
 
 
 def compact_config(text: str) -> str:

@@ -6,8 +6,10 @@
 * the llama-server command line that asks for a placement, and the GGUF file name it loads.
 
 The vLLM and SGLang command lines live with their memory plans in enginelab.serving_plan.
-This module sits below perf_model: it imports only enginelab.ggml, and enginelab.gguf_header when a
-header is read (so a page that never reads one never loads the reader).
+A config.json of any other decoder, and every GGUF header, is also read as typed blocks (enginelab.arch_config,
+enginelab.arch_gguf), which the Model carries (carried_blocks) and which decide its caches, state and, for a
+config, its tensors. This module sits below perf_model: it imports enginelab.ggml, and enginelab.gguf_header,
+arch_config and arch_gguf when a file is read (so a page that never reads one never loads them).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ _GEMMA3_DEFAULTS = {
     "num_key_value_heads": 4,
     "tie_word_embeddings": True,
 }
+# encoders llama.cpp loads for embeddings only (LLM_ARCH_BERT and relatives): nothing to decode
+_ENCODER_TYPES = ("bert", "roberta", "xlm-roberta", "nomic_bert", "modernbert", "distilbert", "t5", "t5encoder")
 MAX_NAME_CHARS = 200  # a model's label (config _name_or_path, GGUF general.name) is cut to this
 _BIG = (1 << 63) - 1  # any larger integer is nonsense for a count; Model's bounds are far tighter
 
@@ -117,11 +121,19 @@ def hf_config_fields(config: dict, name=None) -> dict:
     mt = cfg.get("model_type")
     if isinstance(tc, dict) and tc.get("model_type") in _HF_TYPES and mt not in _HF_TYPES:
         mt = tc["model_type"]  # a wrapper's own type (e.g. a multimodal class) with a known text model inside
-    _check(
-        isinstance(mt, str) and mt in _HF_TYPES,
-        "model_type",
-        f"unsupported {brief(mt)}; allowed: {', '.join(_HF_TYPES)}",
-    )
+    if not (isinstance(mt, str) and mt in _HF_TYPES):
+        # every other decoder: read as typed blocks (enginelab.arch_config), generically if it has no reader
+        _check(
+            isinstance(mt, str) and 0 < len(mt) <= 64,
+            "model_type",
+            f"must name the architecture (a string of 1 to 64 characters), got {brief(mt)}",
+        )
+        _check(
+            mt not in _ENCODER_TYPES,
+            "model_type",
+            f"{brief(mt)} is an encoder (embeddings, no text generation): it keeps no KV cache to plan for",
+        )
+        return block_model_fields(config, name)
     mt = _HF_TYPE_ALIASES.get(mt, mt)
     if mt == "gemma3":
         cfg = {**_GEMMA3_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
@@ -307,6 +319,90 @@ def _hf_fields_2025(cfg: dict, mt: str, name) -> dict:
         )
     label = _label(name if name is not None else cfg.get("_name_or_path"), f"{mt} {layers}L/{hidden}")
     return dict(f, name=label, source="config.json", key=label)
+
+
+def _first(blocks, kind):
+    return next((b for b in blocks if isinstance(b, kind)), None)
+
+
+def model_fields_from_blocks(bm, **extra) -> dict:
+    """perf_model.Model's fields summing up a blocks.BlockModel (carried as carried_blocks, which decides the
+    caches, state and tensors; the summary fields are the first block of each kind's numbers)."""
+    from . import blocks as bl
+
+    mixers = [b.mixer for b in bm.blocks]
+    ffns = [b.ffn for b in bm.blocks]
+    att = next((m for m in mixers if isinstance(m, bl.Attention) and m.kv_shared_from < 0), None)
+    att = att or _first(mixers, bl.Attention)
+    f = dict(
+        num_hidden_layers=bm.n_layer,
+        hidden_size=bm.globals.n_embd,
+        vocab_size=bm.globals.vocab,
+        tie_word_embeddings=bm.globals.tied_output,
+        carried_blocks=bm,
+    )
+    if att is not None:
+        f.update(num_attention_heads=att.n_head, num_key_value_heads=att.n_head_kv, head_dim=att.head_dim_k)
+        if att.kv_lora_rank:
+            f.update(
+                num_key_value_heads=att.n_head,
+                kv_lora_rank=att.kv_lora_rank,
+                q_lora_rank=att.q_lora_rank,
+                qk_rope_head_dim=att.rope_dim,
+                qk_nope_head_dim=att.head_dim_k - att.rope_dim,
+                v_head_dim=att.head_dim_v,
+            )
+    else:  # no attention at all (a pure SSM): one head as wide as the model
+        f.update(num_attention_heads=1, num_key_value_heads=1, head_dim=min(bm.globals.n_embd, 4096))
+    windows = [m.window if isinstance(m, bl.Attention) else 0 for m in mixers]
+    if any(windows):
+        f.update(sliding_window=max(windows), sliding_window_pattern=tuple(w > 0 for w in windows))
+        f["chunked_attention"] = any(isinstance(m, bl.Attention) and m.chunked for m in mixers)
+    dense = _first(ffns, bl.DenseFFN)
+    moe = _first(ffns, bl.MoEFFN)
+    f["intermediate_size"] = dense.width if dense else (moe.dense_width or moe.expert_width) if moe else 1
+    if moe is not None and moe.n_expert > 1:
+        f.update(
+            num_local_experts=moe.n_expert,
+            num_experts_per_tok=moe.n_expert_used,
+            moe_intermediate_size=moe.expert_width,
+            shared_expert_intermediate_size=moe.shared_width,
+        )
+    f.update(extra)
+    return f
+
+
+def block_model_fields(config: dict, name=None) -> dict:
+    """perf_model.Model's fields for a config.json read as typed blocks (enginelab.arch_config): any decoder
+    llama.cpp runs. A generically read model says so in its source ("architecture not verified: ...")."""
+    from . import arch_config
+
+    bm = arch_config.read_config(config)
+    tc = config.get("text_config")
+    cfg = {**tc, **{k: v for k, v in config.items() if k != "text_config"}} if isinstance(tc, dict) else config
+    maxpos = cfg.get("max_position_embeddings")
+    if not (is_int(maxpos) and 1 <= maxpos <= 1 << 25):
+        maxpos = 4096
+    if bm.globals.vocab >= 200_000:
+        tok = "gemma" if bm.arch.startswith("gemma") else "o200k"
+    elif bm.arch.startswith("qwen"):
+        tok = "qwen2"
+    else:
+        tok = "llama3" if bm.globals.vocab >= 100_000 else "spm"
+    label = _label(
+        name if name is not None else cfg.get("_name_or_path"), f"{bm.arch} {bm.n_layer}L/{bm.globals.n_embd}"
+    )
+    source = "config.json" + (f" ({'; '.join(bm.warnings)})" if bm.warnings else "")
+    mt = bm.arch  # the reader's: the text model's type in a multimodal config
+    return model_fields_from_blocks(
+        bm,
+        name=label,
+        key=label,
+        model_type=mt[:64],
+        max_position_embeddings=maxpos,
+        tokenizer=tok,
+        source=source,
+    )
 
 
 def model_from_hf_config(config: dict, name, make):
@@ -533,6 +629,15 @@ def _gguf_fields(source, name=None) -> tuple:
         gguf_tensors=tuple(ts),
     )
     fields.update(extra)  # (MLA's head_dim is its query head's, key_length_mla)
+    # the blocks as the file's tensors make them (enginelab.arch_gguf): they decide each block's cache and state
+    from . import arch_gguf
+
+    try:
+        bm = arch_gguf.read_gguf_blocks(header)
+    except ValueError:
+        bm = None  # a layout the block reader does not follow: the fields above stand alone
+    if bm is not None and bm.n_layer == n and bm.globals.n_embd == hidden:
+        fields["carried_blocks"] = bm
     return fields, arch
 
 

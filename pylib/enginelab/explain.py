@@ -16,6 +16,7 @@ import perf_model as pm
 
 from . import fmt
 from . import measured as me
+from .measured.builds import feature_name
 from .svg import Raw, el
 
 NAMES = ("verdict", "n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share")
@@ -55,11 +56,13 @@ def kv_groups(model, p, layers) -> list:
     groups: dict = {}
     for il in layers:
         kind = model.layer_kind(il)
+        if kind == "none":  # no cache of its own (no attention, or an earlier block's cache)
+            continue
         if kind == "recurrent":
-            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model))
+            cells, per = p.n_seq, float(pm.recurrent_state_bytes(model, il))
         else:
             cells = pm.kv_cells(model, il, p.n_ctx, p.n_seq, p.n_ubatch, p.kv_unified)
-            per = pm.kv_bytes_per_token_layer(model, p.kv_type)
+            per = pm.kv_bytes_per_token_layer(model, p.kv_type, il)
         g = groups.setdefault((kind, cells), [kind, 0, cells, per, 0.0])
         g[1] += 1
         g[4] += cells * per
@@ -80,7 +83,12 @@ def kv_breakdown_text(model, p, layers) -> str:
         unit = "layer" if n == 1 else "layers"
         parts.append(f"{n} {word} {unit} × {fmt.integer(cells)} cells")
     text = " + ".join(parts)
-    if cached:
+    if len({g[3] for g in cached}) > 1:  # blocks of different widths (Gemma 4's global and sliding heads)
+        text = (
+            " + ".join(f"{part} × {fmt.integer(g[3])} B per cell" for part, g in zip(parts, cached, strict=True))
+            + f" (K and V, {p.kv_type})"
+        )
+    elif cached:
         per = cached[0][3]
         what = (
             f"the latent: {model.kv_lora_rank} + {model.qk_rope_head_dim} elements"
@@ -111,6 +119,13 @@ def kv_cells_note(model, p) -> str:
         notes.append("MLA caches the compressed latent once per token, not per-head K and V.")
     if any(model.is_recurrent_layer(il) for il in range(model.num_hidden_layers)):
         notes.append("A recurrent (linear-attention) layer keeps a fixed state per sequence instead of a cache.")
+    shared = sum(1 for b in model.blocks if getattr(b.mixer, "kv_shared_from", -1) >= 0)
+    if shared:
+        notes.append(f"{shared} layers read an earlier layer's cache and keep none of their own.")
+    bm = model.carried_blocks
+    if bm is not None:  # what the reader could not verify or infer
+        notes += [f"{w[:1].upper()}{w[1:]}." for w in bm.warnings]
+        notes += [f"Not in the file: {u}." for u in bm.unknown[:5]]
     return " ".join(notes)
 
 
@@ -452,12 +467,33 @@ def _range_text(rng) -> str:
     return f"most runs {fmt.rate(rng[0])}–{fmt.rate(rng[1])} tok/s" if rng else ""
 
 
+def build_inputs(scn) -> list:
+    """The decode box's lines on the reader's llama.cpp build when it is not today's: which build, and for each
+    change it lacks that costs this setup time (scn.build_effects, computed with the Scenario) "your build lacks X
+    (PR #N): about Y% slower" against today's llama.cpp, linked to the change."""
+    b = scn.build
+    if b is None:
+        return []
+    out = [("llama.cpp build", b.note or f"a build of {b.day}")]
+    costly = [(row, share) for row, share in scn.build_effects if share >= 0.0005]
+    for row, share in costly:
+        pr = f"PR #{row['pr']}" if row.get("pr") else "its source"
+        lacks = ["your build lacks ", feature_name(row), " (", el("a", pr, href=row["source"]), ")"]
+        out.append(
+            ("Missing change", el("span", lacks + [f": about {fmt.pct(share, 1 if share < 0.1 else 0)} slower"]))
+        )
+    if not costly:
+        out.append(("Missing changes", f"none of llama.cpp's changes since {b.day} touches this setup's decode"))
+    return out
+
+
 def _measured_boxes(scn) -> dict:
     d, f, mc = scn.decode, scn.prefill, scn.machine
     out = {}
     inputs, terms = [], []
     backend = d.get("backend", "cpu")
     inputs.append(("Profile", "measured: " + basis_text(backend, "decode")))
+    inputs += build_inputs(scn)
     if mc.multi_gpu:  # one line per device, the link, the overhead (section 7b)
         out["decode_tok_s"] = _decode_multi(scn.placement, d, measured=basis_text(backend, "decode"))
     for side, dev in () if mc.multi_gpu else (("gpu", mc.gpu), ("cpu", mc.ram)):

@@ -71,8 +71,19 @@ from enginelab.ggml import (  # noqa: F401
     weight_order,
 )
 
+from .batched import (  # noqa: F401
+    ENGINES,
+    MAX_NUM_SEQS,
+    _check_inputs,
+    _expert_share,
+    batched_step,
+    cudagraph_capture_sizes,
+    padded_batch,
+    step_work,
+)
 from .catalog import (  # noqa: F401
     CATALOG_FILE,
+    CONFIG_ROW,
     GEMMA3_PATTERN,
     LLAMA4_PATTERN,
     MODELS,
@@ -83,6 +94,7 @@ from .catalog import (  # noqa: F401
     catalog_rows,
     get_model,
     models_from_catalog,
+    models_from_configs,
 )
 from .devices import (  # noqa: F401
     _DEVICE_FIELDS,
@@ -116,15 +128,28 @@ from .devices import (  # noqa: F401
     machines_from_catalog,
     side_device,
 )
+from .kernels import (  # noqa: F401
+    BATCH_PARAMS,
+    MM_BW,
+    MMID_MV_MAX,
+    MMV_MAX_COLS,
+    MV_COL,
+    batched_seconds,
+)
 from .kv import (  # noqa: F401
     _KV_LAYERS_CACHE,
     _KV_PLAN_CACHE,
+    KIND_FULL,
+    KIND_NONE,
+    KIND_RECURRENT,
+    KIND_WINDOW,
     KV_KIND_LABELS,
     KV_PAD,
     KV_TYPES,
     MAX_SEQ,
     RS_BYTES_PER_ELEMENT,
     _attention_flops_per_token_pair,
+    _block_info,
     _check_kv_args,
     _kv_layers_bytes,
     _kv_plan,
@@ -145,6 +170,7 @@ from .kv import (  # noqa: F401
 )
 from .models import (  # noqa: F401
     _BOOL_FIELDS,
+    _F32_2D,
     _INT_FIELDS,
     _MODEL_FIELD_NAMES,
     _TEXT_FIELDS,
@@ -167,6 +193,7 @@ from .models import (  # noqa: F401
     Model,
     _active_elements,
     _block_tensors,
+    _block_tensors_of,
     _check_gguf_tensor,
     _linear_attention_tensors,
     _mla_tensors,
@@ -191,8 +218,10 @@ from .multigpu import (  # noqa: F401
 from .placement import (  # noqa: F401
     DeviceUse,
     Placement,
+    _byte_tables,
     _check_fit,
     _check_fit_multi,
+    _device_bytes,
     _fail,
     _place_multi,
     compute_buffer_bytes,

@@ -94,6 +94,41 @@ GEMMA3_PATTERN = MODELS["gemma-3-4b"].sliding_window_pattern  # 5 sliding-window
 LLAMA4_PATTERN = MODELS["llama-4-scout"].sliding_window_pattern  # 3 chunked-attention layers, then a global one
 
 
+CONFIG_ROW = ("key", "name", "source", "note", "config")
+
+
+def models_from_configs(data: dict, taken=None) -> dict:
+    """{key: Model} from data["configs"]: each row's config (a config.json's language-model keys) read as typed
+    blocks (enginelab.engine_io.block_model_fields, enginelab.arch_config), named and sourced by the row; a key
+    must be new to `taken` (default: MODELS)."""
+    from enginelab import engine_io
+
+    rows = data.get("configs", []) if isinstance(data, dict) else None
+    if not (isinstance(rows, list)):
+        _check(False, "configs", f"must be a list of rows, got {brief(rows)}")
+    taken = MODELS if taken is None else taken
+    out = {}
+    for i, row in enumerate(rows):
+        key = row.get("key") if isinstance(row, dict) else None
+        if not (isinstance(key, str) and key and key not in out and key not in taken):
+            _check(False, f"configs[{i}].key", f"must be a unique non-empty string, got {brief(key)}")
+        for name in row:
+            if name not in CONFIG_ROW:
+                _check(False, f"configs[{brief(key)}].{name}", f"unknown field; allowed: {', '.join(CONFIG_ROW)}")
+        if not (isinstance(row.get("source"), str) and row["source"].strip()):
+            _check(False, f"configs[{brief(key)}].source", "every row needs one (a URL or a document)")
+        try:
+            fields = engine_io.block_model_fields(row.get("config"), row.get("name"))
+            fields.update(key=key, source=row["source"])
+            out[key] = Model(**fields)
+        except ValueError as e:
+            raise catalog_error("configs", key, e) from None
+    return out
+
+
+MODELS.update(models_from_configs(catalog_data()))
+
+
 def get_model(model) -> Model:
     """A Model, or the key of one in MODELS."""
     if isinstance(model, Model):

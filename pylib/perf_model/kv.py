@@ -3,6 +3,7 @@ llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp)."""
 
 from __future__ import annotations
 
+from enginelab import blocks as _blocks
 from enginelab.checks import brief, check_bool, check_int, is_int
 from enginelab.engine_io import N_UBATCH_DEFAULT
 from enginelab.ggml import GGML_TYPES, GGMLType
@@ -47,28 +48,67 @@ def _kv_type(kv_type: str) -> GGMLType:
     return GGML_TYPES[kv_type.upper()]
 
 
-def kv_elements_per_token_layer(model) -> int:
-    """K and V elements one token adds to one attention layer: 2 (K and V) x n_kv_heads x head_dim; for MLA
-    the latent, kv_lora_rank + qk_rope_head_dim (K only).
+def _block_info(m: Model) -> tuple:
+    """Per block of m (from Model.blocks), once per Model: (kind, elements one token adds to its own cache (K,
+    V and a DSA indexer key; 0 without a cache of its own), window (0: every token), the block whose cache it
+    reads (itself, or the earlier block it shares), recurrent (r, s) elements).
+
+    kind: "full", "swa" (a window or chunk), "mla", "recurrent" (a fixed state per sequence: linear attention,
+    SSM, short conv), "shared" (attention over an earlier block's cache) or "none" (no token mixer)."""
+    info = m.__dict__.get("_block_info")
+    if info is None:
+        rows = []
+        for il, blk in enumerate(m.blocks):
+            mx = blk.mixer
+            if isinstance(mx, _blocks.Attention):
+                src = mx.kv_shared_from if mx.kv_shared_from >= 0 else il
+                k, v = _blocks.kv_elements_per_token(m.blocks[src])
+                elems = k + v + _blocks.indexer_elements_per_token(m.blocks[src])
+                w = m.blocks[src].mixer.window
+                if mx.kv_shared_from >= 0:
+                    kind = "shared"
+                elif mx.kv_lora_rank:
+                    kind = "mla"
+                else:
+                    kind = "swa" if w else "full"
+                rows.append((kind, elems, w, src, (0, 0)))
+            elif isinstance(mx, (_blocks.Recurrent, _blocks.ShortConv)):
+                rows.append(("recurrent", 0, 0, il, _blocks.state_elements(blk)))
+            else:
+                rows.append(("none", 0, 0, il, (0, 0)))
+        info = tuple(rows)
+        object.__setattr__(m, "_block_info", info)
+    return info
+
+
+def kv_elements_per_token_layer(model, il: int | None = None) -> int:
+    """K and V elements one token adds to an attention layer's cache: 2 (K and V) x n_kv_heads x head_dim; for
+    MLA the latent, kv_lora_rank + qk_rope_head_dim (K only); a DSA indexer key on top. With il, block il's
+    (the cache it reads, for a block sharing an earlier one's; 0 for a block without attention); without,
+    the widest block's (every block's, in a model whose attention blocks are alike).
 
     The one KV formula: llama.cpp's cache, vLLM's pages and SGLang's cells all multiply it by their
     element size (serving_plan uses it too)."""
     model = get_model(model)
-    if model.is_mla:
-        return model.kv_lora_rank + model.qk_rope_head_dim
-    return 2 * model.num_key_value_heads * model.d_head
+    info = _block_info(model)
+    if il is not None:
+        check_int(il, "il", 0, model.num_hidden_layers - 1)
+        return info[il][1]
+    return max((r[1] for r in info), default=0)
 
 
-def kv_bytes_per_token_layer(model, kv_type: str = "f16") -> float:
-    """Bytes one token adds to one attention layer's cache in llama.cpp's -ctk/-ctv type."""
+def kv_bytes_per_token_layer(model, kv_type: str = "f16", il: int | None = None) -> float:
+    """Bytes one token adds to an attention layer's cache in llama.cpp's -ctk/-ctv type (block il's, or the
+    widest block's: kv_elements_per_token_layer)."""
     g = _kv_type(kv_type)
-    return kv_elements_per_token_layer(model) * g.type_size / g.block_size
+    return kv_elements_per_token_layer(model, il) * g.type_size / g.block_size
 
 
 def kv_layers(model) -> list:
-    """The blocks that keep a per-token cache (all but a hybrid's recurrent ones)."""
+    """The blocks that keep a per-token cache of their own (not recurrent blocks, not blocks reading another
+    block's cache, not blocks without attention)."""
     model = get_model(model)
-    return [il for il in range(model.num_hidden_layers) if not model.is_recurrent_layer(il)]
+    return [il for il, r in enumerate(_block_info(model)) if r[0] in ("full", "swa", "mla")]
 
 
 def kv_bytes_per_token(model, kv_type: str = "f16") -> float:
@@ -77,39 +117,42 @@ def kv_bytes_per_token(model, kv_type: str = "f16") -> float:
     Sliding-window layers are counted too: below the window they grow like the
     others (use kv_cache_bytes for a given context, which caps them)."""
     model = get_model(model)
-    return len(kv_layers(model)) * kv_bytes_per_token_layer(model, kv_type)
+    g = _kv_type(kv_type)
+    info = _block_info(model)
+    return sum(info[il][1] for il in kv_layers(model)) * g.type_size / g.block_size
 
 
-def recurrent_state_elements(model) -> tuple:
-    """(r, s): f32 elements of one sequence's state in one linear-attention block (see the section comment;
-    llama.cpp hparams.n_embd_r() and n_embd_s() for Qwen3-Next), (0, 0) for a model without such blocks."""
+def recurrent_state_elements(model, il: int | None = None) -> tuple:
+    """(r, s): f32 elements of one sequence's state in a recurrent block (llama.cpp hparams.n_embd_r() and
+    n_embd_s(); see enginelab.blocks): block il's, or the first recurrent block's; (0, 0) without one."""
     model = get_model(model)
-    if not model.full_attention_interval:
-        return 0, 0
-    key_dim = model.linear_key_head_dim * model.linear_num_key_heads
-    value_dim = model.linear_value_head_dim * model.linear_num_value_heads
-    r = (model.linear_conv_kernel_dim - 1) * (2 * key_dim + value_dim)
-    s = model.linear_key_head_dim * model.linear_value_head_dim * model.linear_num_value_heads
-    return r, s
+    info = _block_info(model)
+    if il is not None:
+        check_int(il, "il", 0, model.num_hidden_layers - 1)
+        return info[il][4]
+    for r in info:
+        if r[0] == "recurrent":
+            return r[4]
+    return 0, 0
 
 
-def recurrent_state_bytes(model) -> int:
-    """Bytes of one sequence's state in one recurrent block (r + s, f32); 0 without recurrent blocks."""
-    r, s = recurrent_state_elements(model)
+def recurrent_state_bytes(model, il: int | None = None) -> int:
+    """Bytes of one sequence's state in a recurrent block (r + s, f32): block il's or the first one's; 0
+    without recurrent blocks."""
+    r, s = recurrent_state_elements(model, il)
     return RS_BYTES_PER_ELEMENT * (r + s)
 
 
 def kv_layer_tokens(model, il: int, n_ctx: int) -> int:
-    """Tokens layer il holds at context n_ctx: all of them, or its window (0 for a recurrent block)."""
+    """Tokens layer il holds at context n_ctx: all of them, or its window (0 without a cache of its own)."""
     if type(model) is not Model or not is_int(il) or not is_int(n_ctx):  # the hot path skips the full checks
         model = get_model(model)
         check_int(il, "il", 0, model.num_hidden_layers - 1)
         check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
-    if model.is_recurrent_layer(il):
+    kind, _e, w, _src, _rs = _block_info(model)[il]
+    if kind in ("recurrent", "shared", "none"):
         return 0
-    if model.is_swa_layer(il):
-        return min(n_ctx, model.sliding_window)
-    return n_ctx
+    return min(n_ctx, w) if w else n_ctx
 
 
 def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> float:
@@ -118,10 +161,8 @@ def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> floa
     allocates (its padding, windows of n_ubatch more, -np streams) is kv_allocation."""
     model = get_model(model)
     check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
-    per = kv_bytes_per_token_layer(model, kv_type)
-    if layers is None:
-        rng = range(model.num_hidden_layers)
-    else:
+    g = _kv_type(kv_type)
+    if layers is not None:
         if not (not isinstance(layers, (str, bytes)) and hasattr(layers, "__iter__")):
             _check(False, "layers", f"must be None (all) or a list of layer indices, got {brief(layers)}")
         rng = list(layers)
@@ -129,13 +170,16 @@ def kv_cache_bytes(model, n_ctx: int, kv_type: str = "f16", layers=None) -> floa
             _check(False, "layers", f"at most {MAX_LAYERS:,} layer indices, got {len(rng):,}")
         for il in rng:
             check_int(il, "layers", 0, model.num_hidden_layers - 1)
-    state = recurrent_state_bytes(model)
-    if layers is None:  # every block, counted by kind (full context, sliding window, recurrent state)
-        window = model.sliding_window
-        kinds = _kv_plan(model, kv_type)[4]
-        tokens = kinds.count(0) * n_ctx + kinds.count(1) * min(n_ctx, window)
-        return kinds.count(2) * state + per * tokens
-    return sum(state if model.is_recurrent_layer(il) else per * kv_layer_tokens(model, il, n_ctx) for il in rng)
+    info = _block_info(model)
+    rng = range(model.num_hidden_layers) if layers is None else rng
+    total = 0.0
+    for il in rng:
+        kind, elems, _w, _src, (r, st) = info[il]
+        if kind == "recurrent":
+            total += RS_BYTES_PER_ELEMENT * (r + st)
+        else:
+            total += elems * g.type_size / g.block_size * kv_layer_tokens(model, il, n_ctx)
+    return total
 
 
 def _pad(n: int, to: int = KV_PAD) -> int:
@@ -148,8 +192,8 @@ def kv_cells(model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATC
     if type(model) is not Model:
         model = get_model(model)
     _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
-    kind = model.layer_kind(il)
-    if kind == "recurrent":
+    kind, _e, window, _src, _rs = _block_info(model)[il]
+    if kind in ("recurrent", "shared", "none"):
         return 0
     ctx = _pad(n_ctx)  # llama_context: cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256)
     if kv_unified:
@@ -158,7 +202,7 @@ def kv_cells(model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATC
         streams, kv_size = n_seq, _pad(ctx // n_seq)
     if kind == "swa":
         # llama_kv_cache_iswa: size_swa = GGML_PAD(min(size_base, n_swa*(unified ? n_seq_max : 1) + n_ubatch), 256)
-        kv_size = _pad(min(kv_size, model.sliding_window * (n_seq if kv_unified else 1) + n_ubatch))
+        kv_size = _pad(min(kv_size, window * (n_seq if kv_unified else 1) + n_ubatch))
     return streams * kv_size
 
 
@@ -182,10 +226,10 @@ def kv_layer_bytes(
     if type(model) is not Model:
         model = get_model(model)
     _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
-    if model.is_recurrent_layer(il):
-        return float(n_seq * recurrent_state_bytes(model))
+    if _block_info(model)[il][0] == "recurrent":
+        return float(n_seq * recurrent_state_bytes(model, il))
     cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
-    return cells * kv_bytes_per_token_layer(model, kv_type)
+    return cells * kv_bytes_per_token_layer(model, kv_type, il)
 
 
 _KV_LAYERS_CACHE: dict = {}
@@ -203,11 +247,11 @@ def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) -> list
     if hit is None:
         by_kind = {}
         hit = []
-        for il in range(model.num_hidden_layers):
-            kind = model.layer_kind(il)
-            if kind not in by_kind:
-                by_kind[kind] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
-            hit.append(by_kind[kind])
+        for il, (kind, elems, w, _src, rs) in enumerate(_block_info(model)):
+            sig = (kind, elems, w, rs)  # blocks alike allocate alike
+            if sig not in by_kind:
+                by_kind[sig] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+            hit.append(by_kind[sig])
         if key is not None:
             if len(_KV_LAYERS_CACHE) >= WORK_CACHE_MAX:
                 _KV_LAYERS_CACHE.clear()
@@ -231,14 +275,15 @@ def kv_allocation(
     model = get_model(model)
     _kv_type(kv_type)
     rows: dict = {}
-    per_tok = kv_bytes_per_token_layer(model, kv_type)
-    for il in range(model.num_hidden_layers):
-        kind = model.layer_kind(il)
+    for il, (kind, _e, _w, _src, _rs) in enumerate(_block_info(model)):
+        if kind in ("shared", "none"):
+            continue
         if kind == "recurrent":
             _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
-            cells, per = n_seq, float(recurrent_state_bytes(model))
+            cells, per = n_seq, float(recurrent_state_bytes(model, il))
         else:
-            cells, per = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified), per_tok
+            cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+            per = kv_bytes_per_token_layer(model, kv_type, il)
         r = rows.setdefault(kind, {"kind": kind, "layers": 0, "cells": cells, "bytes_per_cell": per, "bytes": 0.0})
         r["layers"] += 1
         r["bytes"] += cells * per
@@ -246,40 +291,66 @@ def kv_allocation(
     return [rows[k] for k in order if k in rows]
 
 
-def _attention_flops_per_token_pair(m: Model) -> float:
-    if m.is_mla:
-        return 2.0 * m.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
-    return 4.0 * m.num_attention_heads * m.d_head
+def _attention_flops_per_token_pair(m: Model, il: int | None = None) -> float:
+    """FLOPs one query spends on one cached token in block il (or the first attention block): QK^T and AV,
+    2 each per element; MLA with the absorbed up-projections scores over kv_lora_rank + rope and sums over
+    kv_lora_rank (llama.cpp's MLA path)."""
+    blocks = m.blocks
+    if il is None:
+        il = next((i for i, b in enumerate(blocks) if isinstance(b.mixer, _blocks.Attention)), None)
+        if il is None:
+            return 0.0
+    mx = blocks[il].mixer
+    if not isinstance(mx, _blocks.Attention):
+        return 0.0
+    if mx.kv_lora_rank:
+        return 2.0 * mx.n_head * (2 * mx.kv_lora_rank + mx.rope_dim)
+    return 2.0 * mx.n_head * (mx.head_dim_k + mx.head_dim_v)
 
 
-def _recurrent_flops_per_token(m: Model) -> float:
-    r, s = recurrent_state_elements(m)
-    k = m.linear_conv_kernel_dim
+def _recurrent_flops_per_token(m: Model, il: int | None = None) -> float:
+    """A recurrent block's own FLOPs per token beyond its matmuls: the state update touches each element of s
+    a few times (decay, k^T S, the rank-1 update, q^T S: about 7 FLOPs each) and the convolution
+    2 x kernel x its channels (r / (kernel - 1))."""
+    info = _block_info(m)
+    if il is None:
+        il = next((i for i, r in enumerate(info) if r[0] == "recurrent"), None)
+        if il is None:
+            return 0.0
+    if info[il][0] != "recurrent":
+        return 0.0
+    r, s = info[il][4]
+    mx = m.blocks[il].mixer
+    k = mx.d_conv if isinstance(mx, _blocks.Recurrent) else mx.l_cache
     conv_dim = r // (k - 1) if k > 1 else 0
     return 7.0 * s + 2.0 * k * conv_dim
 
 
 _KV_PLAN_CACHE: dict = {}
 
+KIND_FULL, KIND_WINDOW, KIND_RECURRENT, KIND_NONE = 0, 1, 2, 3
+
 
 def _kv_plan(m: Model, kv_type: str) -> tuple:
-    """Per (model, KV type), what decode_kv_read_bytes and decode_attention_flops multiply for every block:
-    (bytes per cached token, FLOPs per cached token, a recurrent block's bytes and FLOPs, each block's kind:
-    0 full, 1 sliding window, 2 recurrent). Decode at many contexts (the decode curve) reads it once."""
+    """Per (model, KV type), what decode_kv_read_bytes and decode_attention_flops multiply, one entry per block:
+    (bytes per cached token it reads, FLOPs per cached token, window (0: every token), a recurrent block's
+    bytes moved and FLOPs per token, kind: KIND_FULL, KIND_WINDOW, KIND_RECURRENT or KIND_NONE). A block that
+    shares an earlier block's cache reads that cache. Decode at many contexts (the decode curve) reads it
+    once."""
     key = (m, kv_type)
     plan = _KV_PLAN_CACHE.get(key)
     if plan is None:
-        kinds = tuple(
-            2 if m.is_recurrent_layer(il) else 1 if m.is_swa_layer(il) else 0 for il in range(m.num_hidden_layers)
-        )
-        rec = any(k == 2 for k in kinds)
-        plan = (
-            kv_bytes_per_token_layer(m, kv_type),
-            _attention_flops_per_token_pair(m),
-            2.0 * recurrent_state_bytes(m) if rec else 0.0,
-            _recurrent_flops_per_token(m) if rec else 0.0,
-            kinds,
-        )
+        g = _kv_type(kv_type)
+        rows = []
+        for il, (kind, elems, w, _src, (r, s)) in enumerate(_block_info(m)):
+            if kind == "recurrent":
+                rows.append((0.0, 0.0, 0, 2.0 * RS_BYTES_PER_ELEMENT * (r + s), _recurrent_flops_per_token(m, il), 2))
+            elif kind == "none":
+                rows.append((0.0, 0.0, 0, 0.0, 0.0, 3))
+            else:
+                per = elems * g.type_size / g.block_size
+                rows.append((per, _attention_flops_per_token_pair(m, il), w, 0.0, 0.0, 1 if w else 0))
+        plan = tuple(rows)
         if len(_KV_PLAN_CACHE) >= WORK_CACHE_MAX:
             _KV_PLAN_CACHE.clear()
         _KV_PLAN_CACHE[key] = plan

@@ -3,9 +3,12 @@ convert_hf_to_gguf.py writes for it (GGUF names, ggml's dimension order: ne[0] t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
+from enginelab import arch_config as _arch_config
+from enginelab import blocks as _blocks
 from enginelab import engine_io as _engine_io
+from enginelab.blocks import Attention, BlockModel, MoEFFN, Recurrent, ShortConv
 from enginelab.checks import brief, check_bool, check_int, check_text, is_int
 from enginelab.ggml import GGML_TYPES, Tensor, weight_order
 
@@ -122,6 +125,8 @@ class Model:
     linear_value_head_dim: int = 0
     linear_num_key_heads: int = 0
     linear_num_value_heads: int = 0
+    # -- a model read as typed blocks (enginelab.arch_config / arch_gguf); None: derived from the fields above --
+    carried_blocks: object = None
 
     def __post_init__(self):
         _validate_model(self)
@@ -133,6 +138,22 @@ class Model:
             h = hash(tuple(getattr(self, f) for f in _MODEL_FIELD_NAMES))
             object.__setattr__(self, "_hash", h)
         return h
+
+    # -- the typed blocks -------------------------------------------------
+    @property
+    def block_model(self) -> BlockModel:
+        """The model as typed blocks (enginelab.blocks): the ones it was read with, else derived from its fields
+        (enginelab.arch_config.blocks_from_fields), once per Model."""
+        bm = self.__dict__.get("_block_model")
+        if bm is None:
+            bm = self.carried_blocks if self.carried_blocks is not None else _arch_config.blocks_from_fields(self)
+            object.__setattr__(self, "_block_model", bm)
+        return bm
+
+    @property
+    def blocks(self) -> tuple:
+        """One enginelab.blocks.Block per layer: its mixer and its FFN."""
+        return self.block_model.blocks
 
     # -- derived shapes ---------------------------------------------------
     @property
@@ -155,47 +176,65 @@ class Model:
     def n_gqa(self) -> int:
         return self.num_attention_heads // max(1, self.num_key_value_heads)
 
+    def _kinds(self) -> tuple:
+        """Per block: "recurrent", "mla", "swa", "full" or "none" (no cache of its own), from Model.blocks."""
+        kinds = self.__dict__.get("_kinds_t")
+        if kinds is None:
+            out = []
+            for blk in self.blocks:
+                mx = blk.mixer
+                if isinstance(mx, (Recurrent, ShortConv)):
+                    out.append("recurrent")
+                elif not isinstance(mx, Attention) or mx.kv_shared_from >= 0:
+                    out.append("none")
+                elif mx.kv_lora_rank:
+                    out.append("mla")
+                else:
+                    out.append("swa" if mx.window else "full")
+            kinds = tuple(out)
+            object.__setattr__(self, "_kinds_t", kinds)
+        return kinds
+
     def is_swa_layer(self, il: int) -> bool:
-        if not self.sliding_window or not self.sliding_window_pattern or self.is_recurrent_layer(il):
-            return False
-        return bool(self.sliding_window_pattern[il % len(self.sliding_window_pattern)])
+        """Block il attends within a window (or a chunk): llama.cpp's is_swa(il)."""
+        return self._kinds()[il] == "swa"
 
     @property
     def is_mla(self) -> bool:
         """Multi-head latent attention (DeepSeek V2/V3, Kimi K2): the cache holds a compressed latent."""
-        return self.kv_lora_rank > 0
+        return "mla" in self._kinds()
 
     def is_recurrent_layer(self, il: int) -> bool:
-        """A linear-attention block of a hybrid (Qwen3-Next: 3 of every 4): a fixed state, no KV cache.
-        llama.cpp: hparams.recurrent_layer_arr[il] = (il + 1) % full_attention_interval != 0."""
-        return self.full_attention_interval > 0 and (il + 1) % self.full_attention_interval != 0
+        """A block with a fixed state per sequence instead of a cache (linear attention, SSM, short conv):
+        llama.cpp's hparams.is_recurrent(il)."""
+        return self._kinds()[il] == "recurrent"
 
     def is_moe_layer(self, il: int) -> bool:
-        """Whether block il has routed experts: not the first_k_dense_replace dense blocks (DeepSeek, GLM-4.5),
-        and with interleave_moe_layer_step only every step-th block (Llama 4 Maverick: 2)."""
-        if not self.is_moe or il < self.first_k_dense_replace:
-            return False
-        step = self.interleave_moe_layer_step
-        return step <= 1 or (il + 1) % step == 0
+        """Whether block il has routed experts (Model.blocks: not the first_k_dense_replace dense blocks of
+        DeepSeek or GLM-4.5, and with interleave_moe_layer_step only every step-th block)."""
+        return isinstance(self.blocks[il].ffn, MoEFFN)
 
     def layer_kind(self, il: int) -> str:
         """What block il keeps between tokens, as llama.cpp allocates it: "recurrent" (a fixed state per
-        sequence), "mla" (the latent per token), "swa" (a window of tokens; chunked for Llama 4) or "full"."""
-        if self.is_recurrent_layer(il):
-            return "recurrent"
-        if self.is_mla:
-            return "mla"
-        if self.is_swa_layer(il):
-            return "swa"
-        return "full"
+        sequence), "mla" (the latent per token), "swa" (a window of tokens; chunked for Llama 4), "full", or
+        "none" (no cache of its own: no attention, or an earlier block's cache read again)."""
+        return self._kinds()[il]
 
     def tensors(self) -> list:
         """Every tensor of the model's GGUF file, in llama-quantize's order."""
         if self.gguf_tensors:
             ts = list(self.gguf_tensors)
+        elif self.carried_blocks is not None:
+            ts = _block_tensors_of(self.carried_blocks)
         else:
             ts = _tensor_inventory(self)
         return sorted(ts, key=weight_order)
+
+    def file_only_tensors(self) -> list:
+        """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
+        which llama-quantize still quantizes and counts as a layer. Empty for a model read from a GGUF header (its
+        tensors() are the file's)."""
+        return [] if self.gguf_tensors else _nextn_tensors(self)
 
     def total_params(self) -> int:
         return sum(t.n_elements for t in self.tensors())
@@ -310,6 +349,18 @@ def _validate_model(m: Model) -> None:
                     f"must be at least 1 in a hybrid model (full_attention_interval {m.full_attention_interval}), "
                     f"got {getattr(m, name)}",
                 )
+    # the blocks it was read with: one per layer, as wide as the model
+    bm = m.carried_blocks
+    if bm is not None:
+        if not isinstance(bm, BlockModel):
+            _check(False, "carried_blocks", f"must be None or an enginelab.blocks.BlockModel, got {brief(bm)}")
+        if bm.n_layer != m.num_hidden_layers or bm.globals.n_embd != m.hidden_size:
+            _check(
+                False,
+                "carried_blocks",
+                f"must have num_hidden_layers ({m.num_hidden_layers:,}) blocks of hidden_size ({m.hidden_size:,}), "
+                f"got {bm.n_layer:,} of {bm.globals.n_embd:,}",
+            )
     # a GGUF file's own tensors
     ts = m.gguf_tensors
     if isinstance(ts, list):
@@ -386,6 +437,23 @@ def _tensor_inventory(m: Model) -> list:
     for il in range(m.num_hidden_layers):
         ts += _block_tensors(m, il)
     return ts
+
+
+_F32_2D = ("ssm_conv1d", "shortconv.conv", ".ssm_a", ".ssm_d")  # kept f32 by the converter (llama.cpp reads them so)
+
+
+def _block_tensors_of(bm: BlockModel) -> list:
+    """The tensors of a model read as typed blocks (enginelab.blocks.tensors), classed as llama-quantize
+    classes them (engine_io's GGUF classes): norms, biases and the convolutions f32."""
+    out = []
+    for name, ne in _blocks.tensors(bm):
+        parts = name.split(".")
+        il = int(parts[1]) if parts[0] == "blk" else -1
+        if len(ne) == 1 or any(k in name for k in _F32_2D):
+            out.append(Tensor(name, ne, "bias" if name.endswith(".bias") else "norm", il, "F32"))
+        else:
+            out.append(Tensor(name, ne, _engine_io._gguf_class(name, len(ne)), il))
+    return out
 
 
 def _norm(name: str, n: int, il: int) -> Tensor:
@@ -504,10 +572,11 @@ def _moe_tensors(m: Model, il: int) -> list:
     L = [Tensor(p + "ffn_gate_inp.weight", (h, e), "ffn_gate_inp", il, "F32")]
     if mt == "gpt_oss":
         L.append(Tensor(p + "ffn_gate_inp.bias", (e,), "bias", il, "F32"))
+    src = "MXFP4" if mt == "gpt_oss" else "F16"  # gpt-oss's experts are released, and converted, as MXFP4
     L += [
-        Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il),
-        Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il),
-        Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il),
+        Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il, src),
+        Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il, src),
+        Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il, src),
     ]
     if mt == "gpt_oss":
         L += [
@@ -526,6 +595,29 @@ def _moe_tensors(m: Model, il: int) -> list:
         ]
     if mt in ("glm4_moe", "deepseek_v3"):  # the routing bias (e_score_correction_bias)
         L.append(Tensor(p + "exp_probs_b.bias", (e,), "bias", il, "F32"))
+    return L
+
+
+# convert_hf_to_gguf.py writes these architectures' multi-token-prediction blocks (num_nextn_predict_layers, 1
+# in every GLM-4.5/4.6 config.json) after the main blocks, block_count counting them: a full block plus
+# nextn.eh_proj (2h -> h), its own nextn.embed_tokens and nextn.shared_head_head (vocab x h) and three norms.
+_NEXTN_LAYERS = {"glm4_moe": 1}
+
+
+def _nextn_tensors(m: Model) -> list:
+    h, v, n, L = m.hidden_size, m.vocab_size, m.num_hidden_layers, []
+    for il in range(n, n + _NEXTN_LAYERS.get(m.model_type, 0)):
+        p = f"blk.{il}.nextn."
+        # a full block, shaped as the last main one (whose kind Model.blocks knows), under its own index
+        last = f"blk.{n - 1}."
+        L += [replace(t, name=f"blk.{il}." + t.name[len(last) :], layer=il) for t in _block_tensors(m, n - 1)] + [
+            Tensor(p + "eh_proj.weight", (2 * h, h), "nextn", il),
+            Tensor(p + "embed_tokens.weight", (h, v), "nextn", il),
+            Tensor(p + "shared_head_head.weight", (h, v), "nextn", il),
+            _norm(p + "enorm.weight", h, il),
+            _norm(p + "hnorm.weight", h, il),
+            _norm(p + "shared_head_norm.weight", h, il),
+        ]
     return L
 
 

@@ -15,7 +15,9 @@ the like, and each profile answers by its own rules.
 from __future__ import annotations
 
 from enginelab import measured as _measured
+from enginelab.measured import builds as _builds
 
+from . import kernels as _kernels
 from .devices import DRIVER_RESERVE_MIB, Device, Machine
 from .units import DECODE_OVERHEAD_S, ETA_DECODE, ETA_PCIE, ETA_PREFILL, MiB, _check_profile
 
@@ -35,6 +37,10 @@ class CourseProfile:
         t_mem = w.bytes / (ETA_DECODE * dev.bandwidth)
         t_cmp = w.flops / (ETA_PREFILL * dev.flops)
         return max(t_mem, t_cmp), t_mem, t_cmp, None
+
+    def batched_seconds(self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None) -> tuple:
+        """A device's share of a pass over n_tok tokens of a mixed batch: the same roofline, whoever's kernels."""
+        return self.decode_seconds(w, dev, backend, n_threads, n_tok)
 
     def step_overhead_seconds(self, layers, backends, output_on_gpu, logits_bytes, link_bytes_per_s) -> float:
         return DECODE_OVERHEAD_S
@@ -75,13 +81,23 @@ class CourseProfile:
 
 
 class MeasuredProfile(CourseProfile):
-    """llama.cpp as published runs measure it (enginelab.measured)."""
+    """llama.cpp as published runs measure it (enginelab.measured), for one build: "" is today's; a date
+    ("2025-06-01") is a build of that day, which lacks the changes of data/llama_cpp_changes.csv made since."""
 
     name = "measured"
     head_every_ubatch = False  # llama.cpp computes logits for the prompt's last token only
 
+    def __init__(self, build: str = ""):
+        self.build = build
+
     def decode_seconds(self, w, dev: Device, backend: str, n_threads, batch: int) -> tuple:
-        return _measured.decode_seconds(w, dev, backend, n_threads, batch)
+        """One token per sequence: llama.cpp's mat-vec kernels; a batch of several: perf_model.kernels's."""
+        if batch > 1:
+            return self.batched_seconds(w, dev, backend, batch, "llama.cpp", n_threads)
+        return _measured.decode_seconds(w, dev, backend, n_threads, batch, build=self.build or None)
+
+    def batched_seconds(self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None) -> tuple:
+        return _kernels.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params, build=self.build or None)
 
     def step_overhead_seconds(self, layers, backends, output_on_gpu, logits_bytes, link_bytes_per_s) -> float:
         return _measured.step_overhead_seconds(
@@ -89,10 +105,11 @@ class MeasuredProfile(CourseProfile):
         )
 
     def prefill_seconds(self, w, dev: Device, backend: str, u: int, k: int, n_threads, scale: float) -> tuple:
-        return _measured.prefill_seconds(w, dev, backend, u, k, n_threads, scale=scale)
+        return _measured.prefill_seconds(w, dev, backend, u, k, n_threads, scale=scale, build=self.build or None)
 
     def offloaded_seconds(self, w, dev: Device, backend: str, u: int, k: int, scale: float) -> float:
-        return _measured.prefill_seconds(w, dev, backend, u, k, None, offloaded=True, scale=scale)[0]
+        b = self.build or None
+        return _measured.prefill_seconds(w, dev, backend, u, k, None, offloaded=True, scale=scale, build=b)[0]
 
     def weight_copies(self, start: int, k: int, n_ubatch: int, n_batch: int) -> int:
         return k  # ggml's scheduler copies the weights each time the graph runs: every micro-batch
@@ -119,6 +136,8 @@ class MeasuredProfile(CourseProfile):
         """The backend that did most of the work, and where most published runs fall around the estimate."""
         if basis is not None:
             res["basis"] = basis
+        if self.build:
+            res["build"] = self.build
         res["backend"] = backend
         res["range_tok_s"] = _measured.typical_range(res["tok_per_s"], backend, kind, dev)
         res["range_vendor"] = _measured.range_basis(backend, kind, dev)
@@ -127,6 +146,10 @@ class MeasuredProfile(CourseProfile):
 PROFILE_OBJECTS = {"course": CourseProfile(), "measured": MeasuredProfile()}
 
 
-def get_profile(profile, placement=None):
-    """The profile object for a name (None: the placement's profile, else "course")."""
-    return PROFILE_OBJECTS[_check_profile(profile, placement)]
+def get_profile(profile, placement=None, build=None):
+    """The profile object for a name (None: the placement's profile, else "course"). build: the llama.cpp
+    build the measured profile estimates (None or "today": today's; "YYYY-MM-DD" or "YYYY-MM": a build of that
+    day); the course profile has no builds and ignores it."""
+    prof = PROFILE_OBJECTS[_check_profile(profile, placement)]
+    day = _builds.parse_build(build)
+    return MeasuredProfile(day) if day and prof.name == "measured" else prof

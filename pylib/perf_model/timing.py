@@ -88,13 +88,14 @@ def _side_seconds(prof, p: Placement, machine: Machine, side: str, w: Work, n_th
 
 
 def decode_step_time(
-    placement: Placement, machine=None, context: int = 0, batch: int = 1, profile=None, n_threads=None
+    placement: Placement, machine=None, context: int = 0, batch: int = 1, profile=None, n_threads=None, build=None
 ) -> dict:
     """Time of one decode pass at `context` tokens of KV per sequence, for `batch` sequences.
 
     profile: "course" (the module's assumptions) or "measured" (fitted on published llama-bench runs);
     None uses the placement's (place's default is "course").  n_threads: llama.cpp's -t for the CPU
-    side (measured profile; None = all the CPU's cores).
+    side (measured profile; None = all the CPU's cores). build: the llama.cpp build the measured profile
+    estimates (None: today's; "YYYY-MM-DD" or "YYYY-MM": a build of that day, without the changes made since).
 
     Returns gpu_s, cpu_s, overhead_s, total_s, tok_per_s (all sequences), per-device bytes and FLOPs,
     whether each device is memory- or compute-bound, and for the measured profile `range_tok_s`
@@ -110,7 +111,7 @@ def decode_step_time(
     if not (is_int(batch) and 1 <= batch <= MAX_BATCH):
         _check(False, "batch", f"must be an integer from 1 to {MAX_BATCH:,}, got {brief(batch)}")
     context, batch = int(context), int(batch)
-    prof = get_profile(profile, p)
+    prof = get_profile(profile, p, build)
     n_threads = _check_threads(n_threads)
     multi = p.machine.multi_gpu
     local, split = _sides(p, batch, context)
@@ -216,10 +217,11 @@ def prefill_time(
     op_offload: bool = True,
     profile=None,
     n_threads=None,
+    build=None,
 ) -> dict:
     """Time to process a prompt of n_tokens; returns total_s, tok_per_s and its parts.
 
-    profile and n_threads as for decode_step_time (for the CPU, n_threads is llama.cpp's -tb)."""
+    profile, n_threads and build as for decode_step_time (for the CPU, n_threads is llama.cpp's -tb)."""
     p = placement
     if not (isinstance(p, Placement)):
         _check(False, "placement", f"must be a Placement (from place()), got {brief(p)}")
@@ -235,7 +237,7 @@ def prefill_time(
     n_tokens, ub, n_batch = int(n_tokens), int(ub), int(n_batch)
     profile = _check_profile(profile, p)
     n_threads = _check_threads(n_threads)
-    steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload, profile=profile, n_threads=n_threads)
+    steps = prefill_steps(p, n_tokens, ub, n_batch, op_offload, profile=profile, n_threads=n_threads, build=build)
     total = sum(s["time_s"] for s in steps)
     parts: dict = {}
     for s in steps:
@@ -252,7 +254,9 @@ def prefill_time(
         "profile": profile,
     }
     heavy = max(("gpu", "cpu"), key=lambda s: parts.get(s, 0.0) + (parts.get("gpu_offload", 0.0) if s == "gpu" else 0))
-    get_profile(profile).annotate(res, "prefill", device_backend(machine, heavy), side_device(machine, heavy))
+    get_profile(profile, build=build).annotate(
+        res, "prefill", device_backend(machine, heavy), side_device(machine, heavy)
+    )
     return res
 
 
@@ -264,6 +268,7 @@ def prefill_steps(
     op_offload: bool = True,
     profile=None,
     n_threads=None,
+    build=None,
 ) -> list:
     """The prefill as a list of timed steps (one per micro-batch and device, plus PCIe copies).
 
@@ -278,7 +283,7 @@ def prefill_steps(
         if not (is_int(v) and 1 <= v <= MAX_CONTEXT):
             _check(False, arg, f"must be a positive integer up to {MAX_CONTEXT:,}, got {brief(v)}")
     check_bool(op_offload, "op_offload")
-    prof = get_profile(profile, p)
+    prof = get_profile(profile, p, build)
     mc = p.machine
     multi = mc.multi_gpu
     steps = []

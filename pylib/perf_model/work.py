@@ -8,14 +8,7 @@ from dataclasses import dataclass, replace
 from enginelab.checks import check_int, is_int
 
 from .catalog import get_model
-from .kv import (
-    _attention_flops_per_token_pair,
-    _kv_plan,
-    _recurrent_flops_per_token,
-    kv_bytes_per_token_layer,
-    kv_layer_tokens,
-    recurrent_state_bytes,
-)
+from .kv import _kv_plan, _kv_type
 from .models import MAX_CONTEXT, Model
 from .multigpu import _gpu_side
 from .placement import Placement
@@ -39,6 +32,8 @@ class Work:
     moe_layers: int = 0  # MoE: blocks whose routed experts run here (each adds its router and gather kernels)
     rows_by_type: tuple = ()  # ((ggml type, matrix rows multiplied), ...): one dot product each per token
     expert_weights_by_type: tuple = ()  # MoE: the part of weights_by_type in routed experts (MUL_MAT_ID kernels)
+    rec_blocks: int = 0  # blocks with a recurrent mixer (linear attention, SSM, short conv) that run here
+    rec_steps: float = 0.0  # their sequential token steps in this pass: blocks x tokens (decode: blocks, one step)
 
     @property
     def bytes(self) -> float:
@@ -112,11 +107,13 @@ def _moe_fraction(m: Model, tokens: int) -> tuple:
 #               update, q^T S: about 7 FLOPs each) and the convolution 2 x kernel x conv_dim
 def decode_kv_read_bytes(model, il: int, context: int, kv_type: str = "f16") -> float:
     """Bytes block il reads from its cache (or moves of its recurrent state) per sequence in one decode step
-    at `context` tokens."""
+    at `context` tokens (a block sharing an earlier block's cache reads that cache)."""
     model = _check_layer_context(model, il, context)
-    if model.is_recurrent_layer(il):
-        return 2.0 * recurrent_state_bytes(model)
-    return kv_bytes_per_token_layer(model, kv_type) * kv_layer_tokens(model, il, context)
+    _kv_type(kv_type)
+    per_tok, _pp, w, rec_b, _rf, kind = _kv_plan(model, kv_type.lower())[il]
+    if kind >= 2:
+        return rec_b
+    return per_tok * (min(context, w) if w else context)
 
 
 def _check_layer_context(model, il, context) -> Model:
@@ -133,9 +130,10 @@ def decode_attention_flops(model, il: int, context: int) -> float:
     """Attention FLOPs of block il per sequence in one decode step at `context` tokens (the matmuls with
     weights are counted apart, from the tensors)."""
     model = _check_layer_context(model, il, context)
-    if model.is_recurrent_layer(il):
-        return _recurrent_flops_per_token(model)
-    return _attention_flops_per_token_pair(model) * kv_layer_tokens(model, il, context)
+    _pt, per_pair, w, _rb, rec_f, kind = _kv_plan(model, "f16")[il]
+    if kind >= 2:
+        return rec_f
+    return per_pair * (min(context, w) if w else context)
 
 
 _STATIC_CACHE: dict = {}
@@ -209,20 +207,30 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
 _KIND_CACHE: dict = {}
 
 
-def _kind_counts(p: Placement, kinds) -> dict:
-    """{side: (blocks reading the whole context, blocks reading a sliding window, recurrent blocks)} of a
-    placement, memoised per placement object (a decode curve times one placement at many contexts)."""
+def _kind_counts(p: Placement, plan) -> dict:
+    """{side: (attention groups, recurrent groups)} of a placement: blocks alike in what they read grouped
+    ({(bytes, FLOPs per cached token): [blocks reading the whole context, {window: blocks}]} and
+    {(state bytes, FLOPs): blocks}), memoised per placement object (a decode curve times one placement at many
+    contexts)."""
     key = id(p)
     hit = _KIND_CACHE.get(key)
-    if hit is not None and hit[0] is p and hit[1] == kinds:
+    if hit is not None and hit[0] is p and hit[1] is plan:
         return hit[2]
-    counts = {"gpu": [0, 0, 0], "cpu": [0, 0, 0]}
+    out = {"gpu": ({}, {}), "cpu": ({}, {})}
     for il in range(p.model.n_layers):
-        counts[p.layer_device[il]][kinds[il]] += 1
-    out = {side: tuple(c) for side, c in counts.items()}
+        per_tok, per_pair, w, rec_b, rec_f, kind = plan[il]
+        att, rec = out[p.layer_device[il]]
+        if kind == 2:
+            rec[(rec_b, rec_f)] = rec.get((rec_b, rec_f), 0) + 1
+        elif kind < 2:
+            g = att.setdefault((per_tok, per_pair), [0, {}])
+            if w:
+                g[1][w] = g[1].get(w, 0) + 1
+            else:
+                g[0] += 1
     if len(_KIND_CACHE) >= WORK_CACHE_MAX:
         _KIND_CACHE.clear()
-    _KIND_CACHE[key] = (p, kinds, out)
+    _KIND_CACHE[key] = (p, plan, out)
     return out
 
 
@@ -233,20 +241,29 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         check_int(context, "context", 0, MAX_CONTEXT)
     static, hd = _blocks_static(p, batch, True)
     # decode_kv_read_bytes / decode_attention_flops of every block, from one plan (the same products)
-    per_tok, per_pair, rec_bytes, rec_flops, kinds = _kv_plan(m, p.kv_type)
-    window = m.sliding_window
-    counts = _kind_counts(p, kinds)
+    counts = _kind_counts(p, _kv_plan(m, p.kv_type))
     kv = {"gpu": 0.0, "cpu": 0.0}
     af = {"gpu": 0.0, "cpu": 0.0}
-    for dev, (n_full, n_window, n_rec) in counts.items():
-        # each block reads its own kind of cache: the whole context, a sliding window, or a recurrent state
-        tokens = context * n_full + min(context, window) * n_window
-        kv[dev] = per_tok * tokens * batch + rec_bytes * batch * n_rec
-        af[dev] = per_pair * tokens * batch + rec_flops * batch * n_rec
+    nrec = {"gpu": 0, "cpu": 0}
+    for dev, (att, rec) in counts.items():
+        # each block reads its own kind of cache: the whole context, a window, or a recurrent state
+        k = f = 0.0
+        for (per_tok, per_pair), (n_full, windows) in att.items():
+            tokens = context * n_full
+            for w, n in windows.items():
+                tokens += min(context, w) * n
+            k += per_tok * tokens * batch
+            f += per_pair * tokens * batch
+        for (rec_b, rec_f), n in rec.items():
+            k += rec_b * batch * n
+            f += rec_f * batch * n
+            nrec[dev] += n
+        kv[dev], af[dev] = k, f
     out = {}
     for s in ("gpu", "cpu"):
         w, f, layers, types, x, xf, mx, rows, et = static[s]
-        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx, rows, et)
+        # the batch's sequences advance one token each, in parallel: one step per recurrent block
+        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx, rows, et, nrec[s], float(nrec[s]))
     return out
 
 
@@ -255,25 +272,25 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     head is _head_work: it runs for the last token only)."""
     m = p.model
     static, _hd = _blocks_static(p, u, False)
-    attn_per = _attention_flops_per_token_pair(m)
-    rec_per = _recurrent_flops_per_token(m)
-    kinds = _kv_plan(m, p.kv_type)[4]
+    plan = _kv_plan(m, p.kv_type)
     af = {"gpu": 0.0, "cpu": 0.0}
+    nrec = {"gpu": 0, "cpu": 0}
     pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
-        kind = kinds[il]
+        _pt, attn_per, win, _rb, rec_per, kind = plan[il]
         if kind == 2:
             af[dev] += rec_per * u  # linear attention: a fixed cost per token, no pairs
-        else:
-            win = m.sliding_window if kind == 1 else 0
+            nrec[dev] += 1
+        elif kind < 2:
             if win not in pairs:
                 pairs[win] = _causal_pairs_window(win, start, start + u)
             af[dev] += attn_per * pairs[win]
     out = {}
     for s in ("gpu", "cpu"):
         w, f, layers, types, x, xf, mx, rows, et = static[s]
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et)
+        # llama.cpp's scan kernels walk the micro-batch's tokens in order: u steps per recurrent block
+        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et, nrec[s], float(nrec[s] * u))
     return out
 
 
@@ -322,7 +339,7 @@ def _causal_pairs_window(w: int, start: int, end: int) -> float:
 
 def _causal_pairs(m: Model, il: int, start: int, end: int) -> float:
     """Query-key pairs computed for positions start+1..end of layer il (causal, windowed)."""
-    return _causal_pairs_window(m.sliding_window if m.is_swa_layer(il) else 0, start, end)
+    return _causal_pairs_window(_kv_plan(m, "f16")[il][2], start, end)
 
 
 def _link_traffic(p: Placement, tokens: int) -> dict:
@@ -372,12 +389,11 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     blocks, _ = _layer_parts(m, p.quant)
     _blocks, head, row_blocks, head_rows = _layer_plan(m, p.quant)
     touched, routed = _moe_fraction(m, tokens)
-    attn_per = _attention_flops_per_token_pair(m)
-    rec_per = _recurrent_flops_per_token(m)
+    plan = _kv_plan(m, p.kv_type)
     sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
 
     def acc():
-        zero = {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "x": 0.0, "mx": 0}
+        zero = {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "x": 0.0, "mx": 0, "rec": 0}
         return {s: {**zero, "types": {}, "rows": {}, "et": {}} for s in sides}
 
     loc, spl = acc(), acc()
@@ -422,13 +438,15 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             for typ, n in b["exp"].items():
                 add(ae, typ, n, touched, 2.0 * n * routed * tokens)
                 ae["et"][typ] = ae["et"].get(typ, 0.0) + n * touched
+        if plan[il][5] == 2:
+            a["rec"] += 1
         if context is not None:  # decode: every sequence reads its KV (each kind of block its own, perf_model.timing)
             a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * tokens
             a["af"] += decode_attention_flops(m, il, context) * tokens
-        elif m.is_recurrent_layer(il):
-            a["af"] += rec_per * tokens  # linear attention: a fixed cost per token, no pairs
-        else:
-            win = m.sliding_window if m.is_swa_layer(il) else 0
+        elif plan[il][5] == 2:
+            a["af"] += plan[il][4] * tokens  # linear attention: a fixed cost per token, no pairs
+        elif plan[il][5] < 2:
+            attn_per, win = plan[il][1], plan[il][2]
             if win not in pairs:
                 pairs[win] = _causal_pairs_window(win, start, start + tokens)
             a["af"] += attn_per * pairs[win]
@@ -464,6 +482,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 moe_layers=a["mx"],
                 rows_by_type=tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)),
                 expert_weights_by_type=tuple(sorted((t, n) for t, n in a["et"].items() if n > 0)),
+                rec_blocks=a["rec"],
+                rec_steps=float(a["rec"] * (1 if context is not None else tokens)),
             )
             for s, a in d.items()
         }

@@ -202,6 +202,13 @@ TABLE = (
     Row("sync_layer_us", "µs", "block", "barrier per node",
         0.0, {"vulkan": 20.0}, (0.1, 1000.0), {"vulkan.decode": None},
         "a build without node dependencies puts a full pipeline barrier after every node"),
+    # --- recurrent, linear-attention and short-conv blocks (enginelab.measured.recurrent) ---
+    Row("scan_us", "µs", "token x recurrent block", "the block has a recurrent mixer",
+        0.0, {"cuda": 0.40, "rocm": 4.1, "vulkan": 0.86, "metal": 1.0, "sycl": 10.0}, (0.001, 100.0),
+        {"hybrid.prefill": None},
+        "ggml's ssm_scan and gated_delta_net kernels walk a micro-batch's tokens one after another (priors: "
+        "enginelab.hybrid_calibration's fit on hybrid runs)",
+        fixed_on=("cpu",)),
 )
 # fmt: on
 ROWS = {r.name: r for r in TABLE}
