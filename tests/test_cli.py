@@ -505,6 +505,19 @@ def test_hf_repo_without_gguf_reads_config_json(capsys, hub):
     assert row["model"]["layers"] == 4 and row["model"]["kv_bytes_per_token"] == TINY_KV_PER_TOKEN
 
 
+def test_hf_repo_read_from_inside_a_running_event_loop(capsys, hub):
+    """main() called where an event loop already runs (a notebook's kernel, or a browser test's thread): the
+    remote read runs in a thread of its own and gives the same row."""
+    import asyncio
+
+    async def inside():
+        return run_json(capsys, rf.REPO, "--machine", "rtx3060")
+
+    (row,) = asyncio.run(inside())["rows"]
+    assert row["source"] == {"kind": "hf-gguf", "name": f"{rf.REPO}/{rf.FILE}"}
+    assert row["model"]["kv_bytes_per_token"] == TINY_KV_PER_TOKEN
+
+
 def test_hf_failures_are_one_line(capsys, hub, monkeypatch):
     code, out, err = run(capsys, rf.GATED_REPO)
     assert code == 2 and out == "" and err.startswith("python -m enginelab: MODEL: ")

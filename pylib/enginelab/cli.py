@@ -69,6 +69,19 @@ class UsageError(ValueError):
         self.arg = arg or message.partition(":")[0]
 
 
+def _run(coro):
+    """Run a coroutine to its end: here, or in a thread of its own when this thread already runs an event loop
+    (main() called from a notebook, whose kernel has one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def _clean(text: str) -> str:
     """Terminal-safe text: control characters (a hostile GGUF's name could carry escape sequences) become '?'."""
     return re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", "?", str(text))
@@ -521,7 +534,7 @@ def _progress_line():
 
 def remote_source(text: str, quant: str | None, fetch=None) -> Source:
     try:
-        return asyncio.run(_read_remote(text, quant, fetch or urllib_fetch))
+        return _run(_read_remote(text, quant, fetch or urllib_fetch))
     except remote.RemoteError as e:  # the page's words, said of this command
         raise UsageError(f"MODEL: {e}".replace("This page never", "enginelab never")) from None
 
