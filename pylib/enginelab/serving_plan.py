@@ -383,6 +383,7 @@ def vllm_kv_groups(
         max_model_len = model.max_position_embeddings
     _int(max_model_len, "max_model_len")
     _int(max_num_batched_tokens, "max_num_batched_tokens")
+    _int(tp, "tp", 1, 64)
     specs = [s for s in _block_specs(model, kv_dtype_bytes(kv_cache_dtype), tp) if s is not None]
     _check(bool(specs), "model", "keeps no KV cache or state at all")
     attn = [s for s in specs if s[0] != "mamba"]
@@ -871,6 +872,7 @@ def sglang_cell_size_bytes(model, kv_cache_dtype: str = "auto", tp: int = 1) -> 
     """One token of K and V on one GPU (SGLang's token pool cell): every block with a cache of its own, each
     with its KV heads and widths (a sliding-window block as a full one; recurrent blocks none)."""
     model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
     specs = _block_specs(model, kv_dtype_bytes(kv_cache_dtype), tp)
     return sum(sp[1] for sp in specs if sp is not None and sp[0] != "mamba")
 
@@ -887,6 +889,7 @@ def sglang_mamba_state_bytes(model, tp: int = 1) -> int:
     """One request's recurrent state over every recurrent block on one GPU (mamba_cache_per_req): the conv
     state in the model dtype, the SSM state in f32 for a gated delta net (mamba_ssm_dtype), else bf16."""
     model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
     return sum(sp[1] for sp in _block_specs(model, 2, tp) if sp is not None and sp[0] == "mamba")
 
 
