@@ -30,6 +30,7 @@ def test_gpt_oss_blocks_carry_sinks_biases_and_the_post_attention_norm():
     assert t["ffn_gate_inp.bias"].ne == (32,)
     assert t["ffn_gate_exps.bias"].ne == (2880, 32) and t["ffn_down_exps.bias"].ne == (2880, 32)
     assert all(t[x].src_type == "F32" and t[x].cls == "bias" for x in t if x.endswith(".bias"))
+    assert ffn.mxfp4 and t["ffn_up_exps.weight"].src_type == "MXFP4"  # released, and converted, as MXFP4
     assert "post_attention_norm.weight" in t and "ffn_norm.weight" not in t
 
 

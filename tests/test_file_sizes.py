@@ -1,7 +1,9 @@
-"""GGUF file sizes against the files published on Hugging Face (data/sizes/hf_gguf_files.csv).
+"""GGUF file sizes against the files published on Hugging Face (data/sizes/hf_gguf_files.csv), and model sizes
+as llama.cpp itself printed them (data/sizes/llama_cpp_model_sizes.csv).
 
 Our size is computed tensor by tensor from llama-quantize's rules (enginelab.ggml) plus the GGUF header
-(mostly the tokenizer); a file that differs by more than 0.5% means a rule is wrong."""
+(mostly the tokenizer); a dense file that differs by more than 0.5%, or a MoE file by more than 1%, means a rule
+is wrong."""
 
 import csv
 from pathlib import Path
@@ -9,30 +11,62 @@ from pathlib import Path
 import pytest
 
 import perf_model as pm
+from enginelab import ggml
 
-ROWS = list(csv.DictReader((Path(__file__).resolve().parents[1] / "data/sizes/hf_gguf_files.csv").open()))
+DATA = Path(__file__).resolve().parents[1] / "data/sizes"
+ROWS = list(csv.DictReader((DATA / "hf_gguf_files.csv").open()))
+PRINTED = list(csv.DictReader((DATA / "llama_cpp_model_sizes.csv").open()))
 FILE_QUANT = {"Q2_K": "Q2_K_MIX", "MXFP4": "MXFP4_MOE"}  # file names -> our quant names
+GIB = 2**30
+
+
+def _quant(row):
+    return FILE_QUANT.get(row["file_quant"], row["file_quant"])
 
 
 def test_the_table_covers_moe_dense_and_the_squeeze_presets():
     models = {r["model_key"] for r in ROWS}
-    assert {"qwen3-30b-a3b", "gpt-oss-20b", "llama-3.1-8b", "mistral-7b-v0.3"} <= models
+    assert {"qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "glm-4.5-air", "llama-3.1-8b", "mistral-7b-v0.3"} <= models
     quants = {r["file_quant"] for r in ROWS}
-    assert {"IQ2_XS", "IQ2_M", "IQ3_XXS", "IQ3_M", "IQ4_XS", "Q2_K", "Q3_K_M", "Q8_0"} <= quants
+    assert {"IQ2_XS", "IQ2_M", "IQ3_XXS", "IQ3_M", "IQ4_XS", "Q2_K", "Q3_K_M", "Q8_0", "MXFP4"} <= quants
     assert all(r["source"].startswith("https://huggingface.co/") for r in ROWS)
+    assert all(r["imatrix"] in ("yes", "no") for r in ROWS)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model_key']}-{r['file_quant']}")
-def test_file_size_within_half_a_percent(row):
-    quant = FILE_QUANT.get(row["file_quant"], row["file_quant"])
-    ours = pm.file_bytes(pm.MODELS[row["model_key"]], quant)
-    assert ours == pytest.approx(int(row["size_bytes"]), rel=0.005)
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model_key']}-{r['file_quant']}-{r['hf_repo'].split('/')[0]}")
+def test_file_size(row):
+    m = pm.MODELS[row["model_key"]]
+    ours = pm.file_bytes(m, _quant(row), imatrix=row["imatrix"] == "yes")
+    assert ours == pytest.approx(int(row["size_bytes"]), rel=0.01 if m.is_moe else 0.005)
 
 
-def test_moe_files_within_two_percent_by_weights_alone():
-    # even without the header, the tensors of the MoE files are within 2% (issue 13's target)
+def test_moe_files_within_two_percent_by_tensor_data_alone():
+    # even without the header, the tensor data of the MoE files (the MTP block llama.cpp skips included) is
+    # within 2% of the whole file
     for r in ROWS:
         m = pm.MODELS[r["model_key"]]
         if m.is_moe:
-            quant = FILE_QUANT.get(r["file_quant"], r["file_quant"])
-            assert pm.weight_bytes(m, quant)["total"] == pytest.approx(int(r["size_bytes"]), rel=0.02)
+            plan = ggml.quantize_plan(m, _quant(r), imatrix=r["imatrix"] == "yes", file=True)
+            assert sum(x["bytes"] for x in plan) == pytest.approx(int(r["size_bytes"]), rel=0.02)
+
+
+def test_printed_sizes_table_is_sourced():
+    assert {r["model_key"] for r in PRINTED} == {"mixtral-8x7b", "glm-4.5-air"}
+    assert all(r["source"].startswith("https://") for r in PRINTED)
+
+
+@pytest.mark.parametrize("row", PRINTED, ids=lambda r: f"{r['model_key']}-{r['quant']}")
+def test_model_size_as_llama_cpp_printed_it(row):
+    # llama.cpp's "model size" is the tensor data of the whole file (every tensor, loaded or not), in GiB with
+    # 2 or 3 decimals. A row made before a later rule change names the type attn_output had then.
+    m = pm.MODELS[row["model_key"]]
+    plan = ggml.quantize_plan(m, row["quant"], imatrix=False, file=True)
+    total = 0
+    for r in plan:
+        if r["cls"] == "attn_output" and row["attn_output_then"]:
+            total += ggml.tensor_bytes(ggml.Tensor(r["name"], r["ne"], r["cls"], r["layer"]), row["attn_output_then"])
+        else:
+            total += r["bytes"]
+    # the printed value is rounded; 0.1% is well below the smallest rule change tested here (attn_output
+    # Q4_K -> Q5_K in Mixtral's Q3_K_M: 0.06 GiB of 20.9, 0.3%)
+    assert total / GIB == pytest.approx(float(row["size_gib"]), rel=0.001)

@@ -1,4 +1,4 @@
-"""Tests for pylib/kv_managers.py: literal workloads with exact cells, invariants under generated workloads, the
+"""Tests for pylib/kv_managers/: literal workloads with exact cells, invariants under generated workloads, the
 module's compare figures and exercise 3."""
 
 import json

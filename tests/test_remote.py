@@ -115,7 +115,102 @@ def test_a_server_that_ignores_range_still_costs_only_the_header():
     net = FakeNet(ignore_range=True)
     rm, _ = read(remote.Target(url=f"{rf.HOST}/models/{rf.FILE}"), net)
     assert rm.model.num_hidden_layers == 4
-    assert sum(n for *_x, n in net.requests) < 3 * len(rf.tiny_header())
+    sent = sum(n for *_x, n in net.requests)
+    assert sent < 3 * len(rf.tiny_header())
+    assert rm.progress.bytes_read == sent  # every byte sent counts, the re-sent start of the file too
+    assert "ignores byte ranges" in rm.summary()
+
+
+def test_a_server_that_ignores_range_is_held_to_the_cap_by_what_it_sends():
+    # the header asks for more and more; each answer re-sends the file from byte 0, and that counts
+    big = rf.tiny_header(vocab_tokens=400_000)  # ~7.6 MB
+    net = FakeNet(ignore_range=True)
+    net.site[f"{rf.HOST}/models/big.gguf"] = (200, big, 20_000_000_000)
+    old = remote.MAX_HEADER_BYTES
+    remote.MAX_HEADER_BYTES = 6 << 20
+    try:
+        with pytest.raises(remote.RemoteError) as e:
+            read(remote.Target(url=f"{rf.HOST}/models/big.gguf"), net)
+    finally:
+        remote.MAX_HEADER_BYTES = old
+    assert e.value.kind == "too_big" and "ignores byte ranges" in str(e.value)
+    # every answer came from byte 0 up to the byte asked for, and all of it counted: 1 MiB, then the ~3.2 MB the
+    # header said it needed (4.1 MiB in all); the next slice (at least twice that) would pass 6 MiB, so it was not
+    # asked for
+    assert [(s, n) for _u, s, _e, n in net.requests] == [(0, 1 << 20), (1 << 20, net.requests[1][2] + 1)]
+    assert sum(n for *_x, n in net.requests) + 2 * net.requests[1][3] > 6 << 20
+
+
+class LyingNet(FakeNet):
+    """FakeNet whose 206 answers are changed by `lie(start, end, response)`."""
+
+    def __init__(self, lie):
+        super().__init__()
+        self.lie = lie
+
+    async def fetch(self, url, start, end, limit):
+        r = await super().fetch(url, start, end, limit)
+        if r.status == 206:
+            r.start, r.length = start, len(r.body)
+            self.lie(start, end, r)
+        return r
+
+
+@pytest.mark.parametrize(
+    "lie, words",
+    [
+        # the range starts 4096 bytes later than asked (Content-Range: bytes 4096-...)
+        (
+            lambda s, e, r: setattr(r, "start", s + 4096),
+            "answered the request for bytes 0-1,048,575 (1.00 MiB) with bytes from 4,096 on",
+        ),
+        # a Content-Length of 50 GB for a 1 MiB range
+        (lambda s, e, r: setattr(r, "length", 50 * 1024**3), "with 53,687,091,200 bytes (53.7 GB, its Content-Length)"),
+        # the file's size changes between the first and the second answer
+        (
+            lambda s, e, r: setattr(r, "total", r.total + (s > 0)),
+            f"a file of {rf.TINY_SIZE + 1:,} bytes, after an earlier answer said {rf.TINY_SIZE:,}",
+        ),
+    ],
+)
+def test_a_206_that_is_not_the_range_asked_for_stops_the_read(lie, words):
+    net = LyingNet(lie)
+    with pytest.raises(remote.RemoteError) as e:
+        read(remote.Target(url=f"{rf.HOST}/models/{rf.FILE}"), net)
+    assert e.value.kind == "bad_range" and words in str(e.value), str(e.value)
+    assert "cannot be read safely" in str(e.value)
+
+
+def test_a_redirect_to_plain_http_and_a_json_announced_too_long():
+    class Net(FakeNet):
+        async def fetch(self, url, start, end, limit):
+            r = await super().fetch(url, start, end, limit)
+            if url.endswith(".gguf"):
+                r.url = "http://mirror.example.net/x.gguf"
+            else:
+                r.length = 50 * 1024**3
+            return r
+
+    with pytest.raises(remote.RemoteError) as e:
+        read(remote.Target(url=f"{rf.HOST}/models/{rf.FILE}"), Net())
+    assert e.value.kind == "insecure" and "to mirror.example.net over plain http" in str(e.value)
+    with pytest.raises(remote.RemoteError) as e:
+        read(remote.Target(url=f"{rf.HOST}/models/config.json"), Net())
+    assert e.value.kind == "not_a_model" and "announces 53,687,091,200 bytes (53.7 GB)" in str(e.value)
+
+
+def test_the_glue_failures_name_what_the_host_did():
+    url = f"{rf.HOST}/models/{rf.FILE}"
+    e = remote.fetch_error("slow", url, rate=1.0, need=1 << 20)
+    # 1,048,576 bytes at 1 byte a second: 12.1 days
+    assert e.kind == "slow" and "about 1.0 bytes a second" in str(e) and "would take 12 days" in str(e)
+    e = remote.fetch_error("truncated", url, got=300, expected=1 << 20)
+    assert "closed the connection before sending all of the 1,048,576 bytes it announced" in str(e)
+    e = remote.fetch_error("stall", url, got=5000, seconds=20)
+    assert e.kind == "stall" and "stopped sending after 5,000 bytes: nothing more came for 20 s" in str(e)
+    e = remote.fetch_error("redirect", url)
+    assert e.kind == "redirect" and "files.example.org sent the request on to another address" in str(e)
+    assert all(str(remote.fetch_error(k, url)).endswith("The last settings stay.") for k in ("slow", "network"))
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_top_level_names_are_the_course_modules_and_enginelab(wheel):
     with zipfile.ZipFile(wheel) as z:
         tops = {n.split("/")[0] for n in z.namelist() if not n.split("/")[0].endswith(".dist-info")}
-        assert tops == {"perf_model", "inference_trace.py", "kv_managers.py", "enginelab"}
+        assert tops == {"perf_model", "inference_trace.py", "kv_managers", "enginelab"}
         assert "enginelab/data/llama_bench.csv" in z.namelist()  # package data, read with importlib.resources
 
 
@@ -61,7 +61,7 @@ def test_pip_install_and_run_a_notebook_cell(wheel, tmp_path):
         check=True,
     )
     added = {p.name for p in site.iterdir()} - before - {"__pycache__"}  # pip byte-compiles the top modules
-    assert added == {"perf_model", "inference_trace.py", "kv_managers.py", "enginelab", "enginelab-0.1.0.dist-info"}
+    assert added == {"perf_model", "inference_trace.py", "kv_managers", "enginelab", "enginelab-0.1.0.dist-info"}
     work = tmp_path / "notebook"
     work.mkdir()
     r = subprocess.run([str(py), "-I", "-c", NOTEBOOK_CELL], cwd=work, capture_output=True, text=True, check=True)

@@ -675,6 +675,7 @@ def _moe_stack(
         router_bias=gpt_oss,
         expert_bias=gpt_oss,
         routing_bias=routing_bias,
+        mxfp4=gpt_oss,
     )
     lead = c.int(dense_lead_key, 0, lo=0, hi=n) if dense_lead_key else 0
     step = c.int(step_key, 1, hi=n) if step_key else 1
@@ -947,8 +948,8 @@ def _generic(c: _Cfg, ctx: _Ctx, mt) -> BlockModel:
 # What a model_type adds to the textbook block, as block properties (llama-model.cpp's load_tensors for each):
 #   phi3        one attn_qkv and gate + up in one ffn_up
 #   gemma2/3    post_attention_norm and post_ffw_norm beside the pre-norms
-#   gpt_oss     attention sinks, a bias on attn_output, router and expert biases; the pre-FFN norm is
-#               post_attention_norm
+#   gpt_oss     attention sinks, a bias on attn_output, router and expert biases, MXFP4 experts; the pre-FFN
+#               norm is post_attention_norm
 #   qwen3_next  a gated query, the shared expert's sigmoid gate, ssm_ba (beta and alpha in one); the pre-FFN
 #               norm is post_attention_norm
 #   qwen2_moe   the shared expert's sigmoid gate
@@ -958,7 +959,7 @@ _FIELD_TRAITS = {
     "phi3": {"fused_qkv", "fused_gate_up"},
     "gemma2": {"post_norms"},
     "gemma3": {"post_norms"},
-    "gpt_oss": {"sinks", "out_bias", "router_bias", "expert_bias", "post_attention_norm"},
+    "gpt_oss": {"sinks", "out_bias", "router_bias", "expert_bias", "post_attention_norm", "mxfp4"},
     "qwen3_next": {"q_gate", "shared_gate", "fused_ba", "post_attention_norm"},
     "qwen2_moe": {"shared_gate"},
     "glm4_moe": {"routing_bias", "post_attention_norm"},
@@ -1027,6 +1028,7 @@ def blocks_from_fields(m) -> BlockModel:
             expert_bias="expert_bias" in traits,
             shared_gate="shared_gate" in traits and sw > 0,
             routing_bias="routing_bias" in traits,
+            mxfp4="mxfp4" in traits,
         )
     pattern = m.sliding_window_pattern
     step = m.interleave_moe_layer_step

@@ -238,6 +238,7 @@ class MoEFFN:
     expert_bias: bool = False  # each expert's gate, up and down carry biases (gpt-oss)
     shared_gate: bool = False  # the shared expert's own sigmoid gate, ffn_gate_inp_shexp (Qwen2-MoE, Qwen3-Next)
     routing_bias: bool = False  # exp_probs_b: the router's score-correction bias (DeepSeek V3's noaux_tc, GLM-4.5)
+    mxfp4: bool = False  # the experts are released, and converted, as MXFP4 (gpt-oss)
 
     def __post_init__(self):
         _int(self, "n_expert", 1, MAX_EXPERTS)
@@ -247,7 +248,7 @@ class MoEFFN:
         _int(self, "shared_width", 0, MAX_INTERMEDIATE)
         _int(self, "dense_width", 0, MAX_INTERMEDIATE)
         _bool(self, "gated")
-        for name in ("merged_gate_up", "router_bias", "expert_bias", "shared_gate", "routing_bias"):
+        for name in ("merged_gate_up", "router_bias", "expert_bias", "shared_gate", "routing_bias", "mxfp4"):
             _bool(self, name)
         check(not self.shared_gate or self.shared_width, "shared_gate", "needs a shared expert")
         check(

@@ -359,17 +359,23 @@ def _prefill_sample(p, tokens: int, ubatch: int) -> tuple:
     return tuple(out)
 
 
-def samples(include_lab: bool = True, bounds: bool = True) -> list:
+def samples(include_lab: bool = True, bounds: bool = True, hybrid: bool = False) -> list:
     """Every usable (device, model, quant, test) measurement as a Sample (see the module docstring).
 
     The lab runs taken under load (LAB_MAX_LOAD) come as Samples with bound=True (lower bounds: a fit only keeps
-    its estimate from falling below them, and no error statistic counts them); bounds=False leaves them out."""
+    its estimate from falling below them, and no error statistic counts them); bounds=False leaves them out.
+    hybrid: also the runs of hybrid models (enginelab.hybrid_calibration: data/calibration/hybrid_runs.csv and
+    the hybrid rows of the other files), their files' weights scaled to the sizes the runs printed."""
     devs = devices()
     discrete = {r.get("device", "") for r in _csv("calibration_devices.csv") if r.get("kind") == "discrete_gpu"}
     out = []
     runs = _csv("calibration_runs.csv") + _csv("calibration_pr_tables.csv") + _csv("calibration_extra_runs.csv")
     if include_lab:
         runs += _lab_rows()
+    if hybrid:
+        from . import hybrid_models as hc
+
+        runs += _csv("calibration_hybrid_runs.csv")
     for r in runs:
         if "UNSURE" in (r.get("notes") or ""):
             continue  # the transcriber could not tell which build the number is from
@@ -382,16 +388,21 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
             words = r["model"].split()
             params = LABELS.get((r.get("model_type", ""), words[1] if len(words) > 1 else ""), "")
         model = model_for(r.get("model_type", ""), params)
+        if model is None and hybrid:
+            model, params = hc.model_for(r.get("model_type", ""), params, r.get("model", ""))
         quant = (r.get("quant") or "").strip()
         if quant == "Q2_K":
             quant = "Q2_K_MIX"  # llama-bench's "Q2_K - Medium" file is llama-quantize's Q2_K mix
         if model is None or quant not in pm.ALL_QUANTS:
             continue
         size = _num(r.get("size_gib"))
+        scale = 1.0
         if size is not None:
             ours = pm.weight_bytes(model, quant)["total"] / pm.GiB
             if abs(ours / size - 1) > 0.03:
-                continue  # not the file the run measured
+                if not (hybrid and hc.is_hybrid(model) and abs(ours / size - 1) <= hc.SIZE_TOLERANCE):
+                    continue  # not the file the run measured
+                scale = size / ours  # a hybrid's file mixes its types otherwise: its bytes as printed
         try:
             p = _placement(model, dev, backend, quant)
         except ValueError:
@@ -435,6 +446,8 @@ def samples(include_lab: bool = True, bounds: bool = True) -> list:
             else:
                 ub = int(_num(r.get("n_ubatch") or r.get("microbatch")) or pm.N_UBATCH_DEFAULT)
                 work = _prefill_sample(p, n, min(ub, n))
+            if scale != 1.0:
+                work = hc.scale_weights(work, scale)
             out.append(
                 Sample(
                     dev.name,

@@ -16,6 +16,7 @@ import perf_model as pm
 
 from . import fmt
 from . import measured as me
+from .measured.builds import feature_name
 from .svg import Raw, el
 
 NAMES = ("verdict", "n_gpu_layers", "vram_gb", "ram_gb", "decode_tok_s", "prefill_tok_s", "cpu_share")
@@ -466,12 +467,33 @@ def _range_text(rng) -> str:
     return f"most runs {fmt.rate(rng[0])}–{fmt.rate(rng[1])} tok/s" if rng else ""
 
 
+def build_inputs(scn) -> list:
+    """The decode box's lines on the reader's llama.cpp build when it is not today's: which build, and for each
+    change it lacks that costs this setup time (scn.build_effects, computed with the Scenario) "your build lacks X
+    (PR #N): about Y% slower" against today's llama.cpp, linked to the change."""
+    b = scn.build
+    if b is None:
+        return []
+    out = [("llama.cpp build", b.note or f"a build of {b.day}")]
+    costly = [(row, share) for row, share in scn.build_effects if share >= 0.0005]
+    for row, share in costly:
+        pr = f"PR #{row['pr']}" if row.get("pr") else "its source"
+        lacks = ["your build lacks ", feature_name(row), " (", el("a", pr, href=row["source"]), ")"]
+        out.append(
+            ("Missing change", el("span", lacks + [f": about {fmt.pct(share, 1 if share < 0.1 else 0)} slower"]))
+        )
+    if not costly:
+        out.append(("Missing changes", f"none of llama.cpp's changes since {b.day} touches this setup's decode"))
+    return out
+
+
 def _measured_boxes(scn) -> dict:
     d, f, mc = scn.decode, scn.prefill, scn.machine
     out = {}
     inputs, terms = [], []
     backend = d.get("backend", "cpu")
     inputs.append(("Profile", "measured: " + basis_text(backend, "decode")))
+    inputs += build_inputs(scn)
     if mc.multi_gpu:  # one line per device, the link, the overhead (section 7b)
         out["decode_tok_s"] = _decode_multi(scn.placement, d, measured=basis_text(backend, "decode"))
     for side, dev in () if mc.multi_gpu else (("gpu", mc.gpu), ("cpu", mc.ram)):

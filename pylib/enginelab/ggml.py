@@ -331,6 +331,8 @@ def _tensor_type(model, t: Tensor, ftype: str, default: str, counters: dict, tie
         elif n_expert == 8 and cls == "attn_k":
             new = "Q4_K"
         elif cls in ("ffn_down", "ffn_down_exps"):
+            # the counter itself, not the block: one step per ffn_down* tensor, so a block's routed and shared
+            # experts (ffn_down_exps, ffn_down_shexp) take two
             if counters["i_ffn_down"] < counters["n_ffn_down"] // 8:
                 new = "IQ3_S" if iq2s else "Q2_K"
             counters["i_ffn_down"] += 1
@@ -445,14 +447,16 @@ _PLAN_CACHE_MAX_ROWS = 100_000  # rows kept over all cached plans (~40 MB at mos
 _plan_cache_rows = 0
 
 
-def quantize_plan(model, quant, imatrix=None) -> list:
+def quantize_plan(model, quant, imatrix=None, file=False) -> list:
     """One row per tensor: GGUF name, ggml type, element count and bytes.
 
     `model` is a perf_model.Model (anything with its fields and tensors()). Types follow llama-quantize's
     per-tensor rules (above) for a preset, or one type for every quantizable tensor for the plain names
     Q2_K/Q3_K/Q4_K/Q5_K. A model read from a GGUF header returns the file's own types for quant=None.
     imatrix: whether the file was made with an importance matrix (None: as published files of the preset
-    are, see IMATRIX_PRESETS).
+    are, see IMATRIX_PRESETS). file: also the rows of the tensors the file holds but llama.cpp does not load
+    (model.file_only_tensors(): GLM-4.5's MTP block), after the others; without it, the loaded tensors only.
+    llama-quantize walks every tensor of the file, so the file-only ones count in its layer counters either way.
     """
     if quant is None and model.gguf_tensors:
         key = (model, None, None)
@@ -461,13 +465,31 @@ def quantize_plan(model, quant, imatrix=None) -> list:
         if imatrix is None:
             imatrix = quant in IMATRIX_PRESETS
         key = (model, quant, bool(imatrix))
-    if key in _PLAN_CACHE:
-        return _PLAN_CACHE[key]
-    tensors = model.tensors()
-    rows = []
+    if key not in _PLAN_CACHE:
+        _cache_plan(key, _plan(model, quant, bool(imatrix)))
+    loaded, file_only = _PLAN_CACHE[key]
+    return loaded + file_only if file and file_only else loaded
+
+
+def _cache_plan(key, plan: tuple) -> None:
+    global _plan_cache_rows
+    n = len(plan[0]) + len(plan[1])
+    if _plan_cache_rows + n > _PLAN_CACHE_MAX_ROWS:
+        _PLAN_CACHE.clear()
+        _plan_cache_rows = 0
+    _PLAN_CACHE[key] = plan
+    _plan_cache_rows += n
+
+
+def _plan(model, quant, imatrix: bool) -> tuple:
+    """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order."""
+    loaded = model.tensors()
+    extra = model.file_only_tensors() if quant is not None and hasattr(model, "file_only_tensors") else []
+    tensors = sorted(loaded + extra, key=weight_order) if extra else loaded
+    types = {}
     if quant is None:
         for t in tensors:
-            rows.append(_row(t, t.src_type))
+            types[t.name] = t.src_type
     else:
         tied = not any(t.cls == "output" for t in tensors)
         counters = {
@@ -476,27 +498,31 @@ def quantize_plan(model, quant, imatrix=None) -> list:
             "i_ffn_gate": 0,
             "i_ffn_up": 0,
             "n_attention_wv": sum(1 for t in tensors if t.cls in _ATTN_V),
-            "n_ffn_down": model.num_hidden_layers,  # init_quantize_state_counters: n_layer
+            # init_quantize_state_counters: n_layer_all, the file's block_count (MTP blocks included)
+            "n_ffn_down": max([model.num_hidden_layers] + [t.layer + 1 for t in extra]),
         }
         pure = quant in _PURE
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
         for t in tensors:
             if not _allows_quantization(t):
                 typ = t.src_type  # norms, biases, the router: kept as converted (F32)
+            elif t.src_type == "MXFP4" and not pure:
+                # experts released in MXFP4 (gpt-oss): convert_hf_to_gguf.py writes them so even for --outtype
+                # f16/bf16, llama-quantize refuses to requantize a quantized tensor without --allow-requantize,
+                # and every published file keeps them (bartowski: "all quants keep the FFNs at mxfp4")
+                typ = "MXFP4"
             elif default in ("F16", "BF16", "F32"):
                 typ = default  # not a quantized type: no per-tensor rules
             elif pure:
                 typ = _fallback(t, default)
             else:
-                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, bool(imatrix)))
-            rows.append(_row(t, typ))
-    global _plan_cache_rows
-    if _plan_cache_rows + len(rows) > _PLAN_CACHE_MAX_ROWS:
-        _PLAN_CACHE.clear()
-        _plan_cache_rows = 0
-    _PLAN_CACHE[key] = rows
-    _plan_cache_rows += len(rows)
-    return rows
+                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+            types[t.name] = typ
+    extra_names = {t.name for t in extra}
+    return (
+        [_row(t, types[t.name]) for t in loaded],
+        [_row(t, types[t.name]) for t in tensors if t.name in extra_names],
+    )
 
 
 def _row(t: Tensor, typ: str) -> dict:

@@ -104,8 +104,11 @@ def control_html(field: st.Field, value, partial: dict) -> Raw:
             placeholder=field.placeholder or None,
             spellcheck="false",
             autocomplete="off",
+            list=f"{fid}-list" if field.suggestions else None,
             **common,
         )
+        if field.suggestions:  # examples the browser offers as the reader types
+            ctl = join([ctl, el("datalist", [el("option", value=v) for v in field.suggestions], id_=f"{fid}-list")])
     elif isinstance(field, getattr(st, "Text", ())):
         ctl = el(
             "textarea",

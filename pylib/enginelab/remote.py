@@ -12,10 +12,16 @@ that claims more is refused with a message. A split model (name-00001-of-00003.g
 first part's header holds the metadata, every part its own tensors.
 
 Nothing in this module touches the network. `read(target, fetch, progress)` takes an async `fetch(url, start,
-end, limit)` that returns a `Response` or raises `RemoteError` (offline, cors, network, timeout): the browser
-glue (site/py/main.py) passes one built on the browser's fetch, the tests a fake one over local files. Every
-failure is a RemoteError whose message says what happened in plain words; the page shows it and keeps its last
-good state.
+end, limit)` that returns a `Response` or raises `RemoteError` (offline, cors, redirect, network, timeout, stall,
+slow, truncated): the browser glue (site/py/main.py) passes one built on the browser's fetch, the tests a fake one
+over local files. Every failure is a RemoteError whose message says what happened in plain words; the page shows it
+and keeps its last good state.
+
+A host is not trusted to answer as asked. A 200 to a range request (the host ignores ranges) is read from the
+file's start up to the bytes asked for, and every byte it sends counts against MAX_HEADER_BYTES. A 206 must say
+(when its headers are readable) the range that was asked for: a Content-Range that starts elsewhere, a
+Content-Length longer than the range, or a file size that changes between two answers stops the read. The glue
+reads no body past the bytes asked for, and stops a host that stalls or drips (STALL_S, MIN_RATE).
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ MAX_HEADER_BYTES = 64 << 20  # never more than this from one model, all requests
 MAX_LISTING_BYTES = 8 << 20  # the Hub's file list (a few kB; 10,000 files are about 2 MB)
 MAX_LISTING_FILES = 20_000
 MAX_SPLITS = 256  # gguf-split numbers parts with 5 digits; real models have up to ~30 parts
-TIMEOUT_S = 20  # per request
+TIMEOUT_S = 20  # until a request's answer (its status and headers) arrives
+STALL_S = 20  # then, the longest wait for the next bytes of its body
+MIN_RATE = 4096  # bytes/s: a body that comes slower, averaged over its first RATE_GRACE_S or more, is stopped
+RATE_GRACE_S = 10
 MAX_INPUT_CHARS = 2048
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_-])?"
 _REPO = re.compile(rf"^{_NAME}/{_NAME}$")
@@ -49,8 +58,8 @@ _FILE = re.compile(r"^[A-Za-z0-9._+\-/ ()\[\]]{1,512}$")
 # What the reader asked for
 # ---------------------------------------------------------------------------------------------------------------
 class RemoteError(ValueError):
-    """Why a remote model could not be read. kind: bad_input, offline, cors, network, timeout, not_found, gated,
-    http, too_big, not_a_model."""
+    """Why a remote model could not be read. kind: bad_input, offline, cors, redirect, insecure, network, timeout,
+    stall, slow, truncated, bad_range, not_found, gated, http, too_big, not_a_model."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -261,11 +270,16 @@ def split_parts(name: str) -> list:
 @dataclass
 class Response:
     """What the glue's fetch got: the status, at most `limit` bytes of the body, and the file's total size when the
-    server said it (Content-Range: bytes a-b/TOTAL, or the length of a whole 200 response)."""
+    server said it (Content-Range: bytes a-b/TOTAL, or the length of a whole 200 response). start: the first byte
+    of a 206 by its Content-Range, length: the Content-Length announced (None when a header is missing or hidden
+    by CORS); url: where the answer came from after redirects ("" if not known)."""
 
     status: int
     body: bytes = b""
     total: int | None = None
+    start: int | None = None
+    length: int | None = None
+    url: str = ""
 
 
 @dataclass
@@ -274,6 +288,7 @@ class Progress:
     requests: int = 0
     file_size: int | None = None  # the GGUF file being read (all parts), when known
     what: str = ""  # what is being read now
+    notes: list = field(default_factory=list)  # how a host misbehaved without stopping the read
 
     def text(self) -> str:
         if not self.requests:
@@ -303,7 +318,8 @@ class RemoteModel:
             f"{m.name}: {m.num_hidden_layers} layers, {m.total_params() / 1e9:.2f}B parameters, from the {what} of "
             f"{self.target.describe()} (read {read}{size})."
         )
-        return text + (f" {self.note}" if self.note else "")
+        notes = [self.note, *self.progress.notes] if self.note else list(self.progress.notes)
+        return " ".join([text, *notes])
 
 
 def _http_error(status: int, what: str, url: str) -> RemoteError:
@@ -325,18 +341,53 @@ def _http_error(status: int, what: str, url: str) -> RemoteError:
     return RemoteError("http", f"{host} answered HTTP {status} for {what}.")
 
 
-def fetch_error(kind: str, url: str) -> RemoteError:
-    """The message for a request that got no answer (the glue classifies the browser's failure)."""
+_DROP_IT = "Download the file and drop it into the GGUF box below instead: only its header is read."
+
+
+def _duration(s: float) -> str:
+    for unit, n in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if s >= 2 * n:
+            return f"{s / n:,.0f} {unit}"
+    return f"{s:,.0f} s"
+
+
+def fetch_error(
+    kind: str, url: str, *, got: int = 0, expected=None, rate: float = 0.0, need: int = 0, seconds: float | None = None
+) -> RemoteError:
+    """The message for a request that got no complete answer (the glue classifies the browser's failure).
+    got: body bytes received before it ended; expected: the Content-Length announced; rate: bytes/s received
+    (slow); need: the bytes asked for; seconds: the time limit that ran out (timeout, stall)."""
     host = host_of(url)
-    msg = {
-        "offline": f"You are offline. The lab works without a network, but reading {host} needs one.",
-        "cors": (
-            f"{host} answered, but does not let other sites read its files (CORS). Download the file and drop it "
-            "into the GGUF box below instead: only its header is read."
-        ),
-        "timeout": f"{host} did not answer within {TIMEOUT_S} s (a slow or stalled connection). Try again.",
-    }.get(kind, f"Could not reach {host} (no connection to it, an unknown name, or a blocker). Check the link.")
-    return RemoteError(kind if kind in ("offline", "cors", "timeout") else "network", msg + " The last settings stay.")
+    if kind == "truncated":
+        of = f"all of the {expected:,} bytes it announced" if expected else "the end of its answer"
+        msg = f"{host} closed the connection before sending {of}: a cut-off answer. Try again."
+    elif kind == "slow":
+        eta = _duration(need / rate) if rate > 0 else "forever"
+        msg = (
+            f"{host} is sending about {rate:,.1f} bytes a second: the {fmt.mib(need)} this read asked for would take "
+            f"{eta} at that rate, so the read was stopped. Try again later. {_DROP_IT}"
+        )
+    else:
+        wait = seconds if seconds is not None else (STALL_S if kind == "stall" else TIMEOUT_S)
+        msg = {
+            "offline": f"You are offline. The lab works without a network, but reading {host} needs one.",
+            "cors": f"{host} answered, but does not let other sites read its files (CORS). {_DROP_IT}",
+            "redirect": (
+                f"{host} sent the request on to another address (an HTTP redirect) that this page may not read: "
+                f"it does not let other sites read its files (CORS). {_DROP_IT}"
+            ),
+            "timeout": f"{host} did not answer within {wait:g} s (a slow or stalled connection). Try again.",
+            "stall": (
+                f"{host} stopped sending after {got:,} bytes: nothing more came for {wait:g} s (a stalled "
+                "connection). Try again."
+            ),
+        }.get(
+            kind,
+            f"Could not reach {host}, or it broke off before its answer began (no connection to it, an unknown "
+            "name, a blocker, or a connection closed mid-answer). Check the link.",
+        )
+    known = ("offline", "cors", "redirect", "timeout", "stall", "slow", "truncated")
+    return RemoteError(kind if kind in known else "network", msg + " The last settings stay.")
 
 
 class _Reader:
@@ -351,11 +402,22 @@ class _Reader:
         if self.cb is not None:
             self.cb(self.p)
 
-    async def get(self, url: str, what: str, limit: int) -> Response:
-        self._report(what)
-        r = await self.fetch(url, None, None, limit)
+    async def request(self, url: str, start, end, limit: int) -> Response:
+        """One request, counted (every body byte received counts against the cap), its final address checked."""
+        r = await self.fetch(url, start, end, limit)
         self.p.requests += 1
         self.p.bytes_read += len(r.body)
+        if r.url and urlsplit(r.url).scheme not in ("https", ""):
+            raise RemoteError(
+                "insecure",
+                f"{host_of(url)} redirected the request to {host_of(r.url)} over plain {urlsplit(r.url).scheme}: "
+                "this page reads remote models over https only. The last settings stay.",
+            )
+        return r
+
+    async def get(self, url: str, what: str, limit: int) -> Response:
+        self._report(what)
+        r = await self.request(url, None, None, limit)
         self._report()
         if r.status >= 400:
             raise _http_error(r.status, what, url)
@@ -363,6 +425,12 @@ class _Reader:
 
     async def json(self, url: str, what: str, limit: int):
         r = await self.get(url, what, limit + 1)
+        if r.length is not None and r.length > limit:
+            raise RemoteError(
+                "not_a_model",
+                f"{what}: {host_of(url)} announces {r.length:,} bytes ({fmt.gb(r.length)}), over the "
+                f"{fmt.mib(limit)} such a file can be: not what was expected (read {len(r.body):,} bytes of it).",
+            )
         if len(r.body) > limit:
             raise RemoteError("not_a_model", f"{what} is over {fmt.mib(limit)}: not what was expected.")
         try:
@@ -380,22 +448,35 @@ class _Reader:
 
         have = bytearray()
         want = MAX_FIRST_SLICE if size is None else min(MAX_FIRST_SLICE, size)
+        whole = False  # the host answers ranges with the whole file (HTTP 200)
+        said_total = None  # the file size the host's answers gave
         while True:
             need = want - len(have)
-            if self.p.bytes_read + need > MAX_HEADER_BYTES:
-                raise _too_big(name, want)
+            # a host that ignores ranges sends every slice from byte 0: all of it counts against the cap
+            if self.p.bytes_read + (want if whole else need) > MAX_HEADER_BYTES:
+                raise _too_big(name, None, url) if whole else _too_big(name, want)
             self._report(f"the header of {name}")
-            r = await self.fetch(url, len(have), want - 1, need)
-            self.p.requests += 1
+            r = await self.request(url, len(have), want - 1, need)
             if r.status >= 400:
                 raise _http_error(r.status, name, url)
-            body = r.body
-            if r.status == 200 and have:  # the server ignored the range: its body starts at byte 0
-                body = body[len(have) : want]
-            body = body[:need]
-            self.p.bytes_read += len(body)
-            if size is None and r.total is not None and r.total >= 0:
-                size = r.total
+            if r.status == 200:  # the whole file from byte 0 (read up to byte want - 1)
+                body = r.body[len(have) : want]
+                if not whole:
+                    whole = True
+                    self.p.notes.append(
+                        f"{host_of(r.url or url)} ignores byte ranges (it answered a range request with the whole "
+                        "file, HTTP 200): each answer was read from the file's start up to the bytes asked for, the "
+                        "rest left unsent."
+                    )
+            elif r.status == 206:
+                _check_range(r, name, r.url or url, len(have), want - 1, said_total)  # (who answered)
+                body = r.body[:need]
+            else:
+                raise RemoteError("http", f"{host_of(url)} answered HTTP {r.status} for {name}.")
+            if r.total is not None and r.total >= 0:
+                said_total = r.total
+                if size is None:
+                    size = r.total
             self._report()
             if not body:
                 raise RemoteError("not_a_model", f"{name}: the file ends after {len(have):,} bytes, inside its header.")
@@ -448,8 +529,34 @@ class _Reader:
             raise RemoteError("not_a_model", f"{name}: {e}") from None
 
 
-def _too_big(name: str, claimed) -> RemoteError:
+def _check_range(r: Response, name: str, url: str, start: int, end: int, total) -> None:
+    """A 206 answer must be the range asked for (as far as its readable headers say)."""
+    span = end - start + 1
+    problem = None
+    if r.start is not None and r.start != start:
+        problem = f"bytes from {r.start:,} on (its Content-Range)"
+    elif r.length is not None and r.length > span:
+        problem = f"{r.length:,} bytes ({fmt.gb(r.length)}, its Content-Length)"
+    elif r.total is not None and total is not None and r.total != total:
+        problem = f"a file of {r.total:,} bytes, after an earlier answer said {total:,}"
+    if problem:
+        raise RemoteError(
+            "bad_range",
+            f"{name}: {host_of(url)} answered the request for bytes {start:,}-{end:,} ({fmt.mib(span)}) with "
+            f"{problem}. A host whose answers do not match the byte ranges asked for cannot be read safely; "
+            "nothing was taken from it. The last settings stay.",
+        )
+
+
+def _too_big(name: str, claimed, ignores_range_url: str = "") -> RemoteError:
     cap = fmt.mib(MAX_HEADER_BYTES)
+    if ignores_range_url:
+        return RemoteError(
+            "too_big",
+            f"{name}: {host_of(ignores_range_url)} ignores byte ranges (it answers with the whole file, HTTP 200), "
+            f"so every slice of the header comes from the file's start, and the next one would pass the {cap} this "
+            "page reads at most from a remote model. Download the file and drop it into the GGUF box below instead.",
+        )
     said = (
         f"{claimed:,} bytes, more than the {cap}" if claimed else f"more than the {cap}"
     ) + " this page reads at most from a remote model"

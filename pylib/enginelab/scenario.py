@@ -22,6 +22,10 @@ from dataclasses import dataclass
 import perf_model as pm
 
 from . import custom, gpus, remote
+from .measured import builds as _builds
+from .measured.effects import decode_effects
+from .measured.features import TODAY
+from .measured.physics import decode_seconds
 
 CATALOG_DEFAULT_MODEL = "qwen2.5-32b"
 
@@ -143,6 +147,8 @@ class Scenario:
     n_threads: int | None = None  # the CPU threads (-t) the numbers assume; None: all physical cores
     course: CourseNumbers | None = None  # measured profile: the module's numbers for the same settings
     pending: bool = False  # the error is "still reading the remote model", not a failure
+    build: _builds.Build | None = None  # measured profile: the reader's llama.cpp build when not today's
+    build_effects: tuple = ()  # ((change table row, share of today's decode step), ...): see build_effects
 
     @property
     def computable(self) -> bool:
@@ -186,6 +192,7 @@ DEFAULTS = {
     "threads": "auto",
     "ub": pm.N_UBATCH_DEFAULT,  # the advisor's -ub and -b (the calculator uses llama.cpp's defaults)
     "b": pm.N_BATCH_DEFAULT,
+    "build": "",  # today's llama.cpp
     **gpus.DEFAULTS,
 }
 
@@ -207,7 +214,10 @@ def _build(state) -> Scenario:
         error, failed = remote.status(v)  # reading it, or why it could not be read
         pending = not failed
 
-    def scenario(placement=None, decode=None, prefill=None, readouts=None, command=""):
+    rb = _builds.describe_build(v["build"]) if profile == "measured" else None  # the state checked the text
+    rb = rb if rb is not None and rb.day else None  # the reader's build, None for today's
+
+    def scenario(placement=None, decode=None, prefill=None, readouts=None, command="", effects=()):
         return Scenario(
             state,
             model,
@@ -223,6 +233,8 @@ def _build(state) -> Scenario:
             n_threads,
             course,
             pending,
+            rb,
+            effects,
         )
 
     course = None
@@ -252,8 +264,10 @@ def _build(state) -> Scenario:
     if profile == "measured":
         course = _course_numbers(model, machine, quant, place_args, v["tokens"], n_batch)
     try:
-        d = pm.decode_step_time(p, machine, context=v["tokens"], n_threads=n_threads)
-        f = pm.prefill_time(p, machine, v["tokens"], n_batch=n_batch, n_threads=n_threads)
+        day = rb.day if rb else None
+        d = pm.decode_step_time(p, machine, context=v["tokens"], n_threads=n_threads, build=day)
+        f = pm.prefill_time(p, machine, v["tokens"], n_batch=n_batch, n_threads=n_threads, build=day)
+        effects = build_effects(p, machine, v["tokens"], n_threads, day) if day else ()
     except (ValueError, ArithmeticError) as e:  # a gap in the model: say so rather than guess a number
         error = f"perf_model could not time this placement ({type(e).__name__}: {e})"
         r = Readouts(**base, decode_tok_s=None, prefill_tok_s=None, cpu_share=None, fits=True)
@@ -267,7 +281,26 @@ def _build(state) -> Scenario:
         decode_range=d.get("range_tok_s"),
         prefill_range=f.get("range_tok_s"),
     )
-    return scenario(placement=p, decode=d, prefill=f, readouts=r, command=command)
+    return scenario(placement=p, decode=d, prefill=f, readouts=r, command=command, effects=effects)
+
+
+def build_effects(p: pm.Placement, machine: pm.Machine, context: int, n_threads, day: str) -> tuple:
+    """What each change a llama.cpp build of `day` lacks costs this placement's decode step (measured profile):
+    ((row of data/llama_cpp_changes.csv, share), ...), largest first, where share is the extra seconds that one
+    missing change adds over every device (enginelab.measured.decode_effects, on the very work perf_model times)
+    divided by today's whole step (perf_model.decode_step_time with today's build): "about Y% slower"."""
+    today = pm.decode_step_time(p, machine, context=context, n_threads=n_threads, profile="measured")["total_s"]
+    extra: dict = {}
+    for works in pm._sides(p, 1, context):  # (local, split) work per device: what decode_step_time times
+        for side, w in works.items():
+            if w.bytes == 0 and w.flops == 0:
+                continue
+            dev, backend = pm.side_device(p.machine, side), pm.device_backend(machine, side)
+            t0 = decode_seconds(w, dev, backend, n_threads, 1, None, TODAY)[0]
+            for row, share in decode_effects(w, dev, backend, day, n_threads):
+                k = _builds.key(row)
+                extra[k] = (row, extra.get(k, (row, 0.0))[1] + share * t0)
+    return tuple(sorted(((row, s / today) for row, s in extra.values()), key=lambda e: -e[1]))
 
 
 def _course_numbers(model, machine, quant, place_args: dict, tokens: int, n_batch: int) -> CourseNumbers | None:

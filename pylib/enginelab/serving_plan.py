@@ -529,9 +529,7 @@ def cudagraph_capture_sizes(max_num_seqs: int = VLLM_MAX_NUM_SEQS) -> list:
     """vLLM's default capture sizes: 1, 2, 4, then every 8 to 256, then every 16,
     up to max_cudagraph_capture_size = min(2 * max_num_seqs, 512)."""
     _int(max_num_seqs, "max_num_seqs", 1, MAX_SEQS)
-    top = min(2 * max_num_seqs, 512)
-    sizes = [1, 2, 4] + list(range(8, 257, 8)) + list(range(272, 513, 16))
-    return [s for s in sizes if s <= top]
+    return pm.cudagraph_capture_sizes(max_num_seqs)
 
 
 def cudagraph_bytes(max_num_seqs: int = VLLM_MAX_NUM_SEQS) -> float:

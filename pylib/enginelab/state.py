@@ -320,6 +320,7 @@ class Text(Field):
     max_len: int = 20000
     rows: int = 6
     placeholder: str = ""
+    suggestions: tuple = ()  # a one-line field's examples (offered in a <datalist>)
     kind = "text"
     value_type = str
 

@@ -168,8 +168,9 @@ def full_offload(model, machine, quant: str, n_ctx: int = 1024, profile: str = "
 PROFILES = ("measured", "course")
 
 
-def estimate(model, machine, quant: str, test: str, ngl=None, profile: str = "course") -> float:
-    """Our tokens/s for a llama-bench test name ('tg128', 'pp512') on a machine, in a speed profile."""
+def estimate(model, machine, quant: str, test: str, ngl=None, profile: str = "course", build=None) -> float:
+    """Our tokens/s for a llama-bench test name ('tg128', 'pp512') on a machine, in a speed profile (measured: for
+    a llama.cpp build, perf_model's `build`; None is today's)."""
     kind, n = parse_test(test)
     _check(kind in ("pp", "tg"), "test", f"only ppN and tgN tests can be estimated, got {test!r}")
     model = model if isinstance(model, pm.Model) else get_model(model)
@@ -187,8 +188,32 @@ def estimate(model, machine, quant: str, test: str, ngl=None, profile: str = "co
             profile=profile,
         )
     if kind == "tg":
-        return pm.decode_step_time(p, machine, context=n // 2)["tok_per_s"]
-    return pm.prefill_time(p, machine, n_tokens=n)["tok_per_s"]
+        return pm.decode_step_time(p, machine, context=n // 2, build=build)["tok_per_s"]
+    return pm.prefill_time(p, machine, n_tokens=n, build=build)["tok_per_s"]
+
+
+_RUN_NUMBER = re.compile(r"\(([0-9]{3,6})\)")
+_RUN_DAY = re.compile(r"\b([0-9]{4}-[0-9]{2}(?:-[0-9]{2})?)\b")
+
+
+def run_build(text: str) -> str:
+    """The day of the llama.cpp build a dataset row ran, as perf_model's `build` takes it, or "" (today's) where
+    the row does not date it. A build number ("4426e298 (2824)") is dated by data/llama_cpp_builds.csv (older than
+    the table: not dated); otherwise the one date the row names ("PR #4766 branch (2024-01-10)", "(PR #4766,
+    2024-01)"), unless the row says later rows ran on newer builds (the Apple table: each chip its own build)."""
+    from .measured.builds import describe_build
+
+    text = str(text)
+    if "newer build" in text:
+        return ""
+    m = _RUN_NUMBER.search(text)
+    try:
+        if m:
+            return describe_build(f"b{m.group(1)}").day
+        m = _RUN_DAY.search(text)
+        return describe_build(m.group(1)).day if m else ""
+    except ValueError:
+        return ""
 
 
 def _num(s) -> float | None:
@@ -210,8 +235,13 @@ def predictions(rows=None, profile: str = "course") -> list:
         model = MODELS[DATASET_MODEL[r["model"]]]
         mc = machine_for(r["device"], float(r["mem_bandwidth_GBps"]))
         tg, pp = _num(r["tg_tps"]), _num(r["pp_tps"])
-        ptg = estimate(model, mc, r["quant"], r["tg_test"], profile=profile)
-        ppp = estimate(model, mc, r["quant"], r["pp_test"], profile=profile)
+        day = run_build(r["build"]) if profile == "measured" else ""  # the course profile has no builds
+        ptg = estimate(model, mc, r["quant"], r["tg_test"], profile=profile, build=day or None)
+        ppp = estimate(model, mc, r["quant"], r["pp_test"], profile=profile, build=day or None)
+        changed = bool(day) and (ptg, ppp) != (
+            estimate(model, mc, r["quant"], r["tg_test"], profile=profile),
+            estimate(model, mc, r["quant"], r["pp_test"], profile=profile),
+        )
         out.append(
             {
                 "model": r["model"],
@@ -221,6 +251,8 @@ def predictions(rows=None, profile: str = "course") -> list:
                 "family": device_family(r["device"]),
                 "source": r["source"],
                 "build": r["build"],
+                "run_build": day,  # the build the estimates are for ("": today's)
+                "build_changed": changed,  # they differ from today's build's
                 "tg_test": r["tg_test"],
                 "pp_test": r["pp_test"],
                 "tg_measured": tg,
@@ -567,6 +599,26 @@ def model_of_row(desc: str, params: float | None):
     return found[0] if found else None
 
 
+_BUILD_LINE = re.compile(r"^\s*build:\s*\S+\s+\(([0-9]{1,6})\)\s*$", re.MULTILINE)  # -o md's last line
+_BUILD_NUMBER = re.compile(r'"build_number"\s*:\s*([0-9]{1,6})\b')  # -o json / jsonl
+
+
+def paste_build(text: str) -> tuple:
+    """(day, what) for the llama.cpp build pasted llama-bench output names ('build: 8e672efe (1786)' under the
+    table, or build_number in its JSON): its day through data/llama_cpp_builds.csv and a phrase saying how the
+    estimates use it; ("", "") when it names none, ("", why) when the table cannot date it (today's is used)."""
+    m = _BUILD_LINE.search(text) or _BUILD_NUMBER.search(text)
+    if not m:
+        return "", ""
+    from .measured.builds import describe_build
+
+    try:
+        b = describe_build(f"b{m.group(1)}")
+    except ValueError:
+        return "", f"llama.cpp b{int(m.group(1))}, older than the builds we can date: today's build is used"
+    return b.day, b.note
+
+
 def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090", profile: str = "course") -> dict:
     """Parse pasted output and put our estimate next to each measurement.
 
@@ -578,6 +630,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
     m = get_model(model)
     mc = machine if isinstance(machine, pm.Machine) else pm.get_machine(machine)
     n_params = m.total_params()
+    day, build = paste_build(text) if profile == "measured" else ("", "")  # the course profile has no builds
     out = []
     for r in rows:
         q = r["quant"] if r["quant"] in pm.ALL_QUANTS else quant
@@ -598,7 +651,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
         est = None
         if r["kind"] in ("pp", "tg"):
             try:
-                est = estimate(row_model, mc, q, r["test"], r["ngl"], profile=profile)
+                est = estimate(row_model, mc, q, r["test"], r["ngl"], profile=profile, build=day or None)
             except ValueError as e:
                 note.append(str(e))
         else:
@@ -613,7 +666,7 @@ def compare(text: str, model="llama-2-7b", quant: str = "Q4_0", machine="rtx4090
                 note="; ".join(note),
             )
         )
-    return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant, "profile": profile}
+    return {"rows": out, "model": m.name, "machine": mc.name, "quant": quant, "profile": profile, "build": build}
 
 
 def dataset_machines() -> dict:

@@ -71,6 +71,16 @@ from enginelab.ggml import (  # noqa: F401
     weight_order,
 )
 
+from .batched import (  # noqa: F401
+    ENGINES,
+    MAX_NUM_SEQS,
+    _check_inputs,
+    _expert_share,
+    batched_step,
+    cudagraph_capture_sizes,
+    padded_batch,
+    step_work,
+)
 from .catalog import (  # noqa: F401
     CATALOG_FILE,
     CONFIG_ROW,
@@ -117,6 +127,14 @@ from .devices import (  # noqa: F401
     get_machine,
     machines_from_catalog,
     side_device,
+)
+from .kernels import (  # noqa: F401
+    BATCH_PARAMS,
+    MM_BW,
+    MMID_MV_MAX,
+    MMV_MAX_COLS,
+    MV_COL,
+    batched_seconds,
 )
 from .kv import (  # noqa: F401
     _KV_LAYERS_CACHE,
@@ -197,8 +215,10 @@ from .multigpu import (  # noqa: F401
 from .placement import (  # noqa: F401
     DeviceUse,
     Placement,
+    _byte_tables,
     _check_fit,
     _check_fit_multi,
+    _device_bytes,
     _fail,
     _place_multi,
     compute_buffer_bytes,

@@ -3,7 +3,7 @@ convert_hf_to_gguf.py writes for it (GGUF names, ggml's dimension order: ne[0] t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from enginelab import arch_config as _arch_config
 from enginelab import blocks as _blocks
@@ -228,6 +228,12 @@ class Model:
             ts = _tensor_inventory(self)
         return sorted(ts, key=weight_order)
 
+    def file_only_tensors(self) -> list:
+        """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
+        which llama-quantize still quantizes and counts as a layer. Empty for a model read from a GGUF header (its
+        tensors() are the file's)."""
+        return [] if self.gguf_tensors else _nextn_tensors(self)
+
     def total_params(self) -> int:
         return sum(t.n_elements for t in self.tensors())
 
@@ -435,13 +441,48 @@ def _tensor_of(name: str, ne: tuple) -> Tensor:
 
 
 def _block_tensors_of(bm: BlockModel) -> list:
-    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of."""
-    return [_tensor_of(name, ne) for name, ne in _blocks.tensors(bm)]
+    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of; the experts of
+    a block whose MoE ships them as MXFP4 (gpt-oss: released, and converted, so) are of that type."""
+    mxfp4 = {il for il, b in enumerate(bm.blocks) if isinstance(b.ffn, MoEFFN) and b.ffn.mxfp4}
+    out = []
+    for name, ne in _blocks.tensors(bm):
+        t = _tensor_of(name, ne)
+        if t.layer in mxfp4 and t.cls.endswith("_exps"):
+            t = Tensor(t.name, t.ne, t.cls, t.layer, "MXFP4")
+        out.append(t)
+    return out
 
 
 def _block_tensors(m: Model, il: int) -> list:
     """Block il's tensors: its norms, its mixer, its FFN."""
     return [t for t in _tensor_inventory(m) if t.layer == il]
+
+
+def _norm(name: str, n: int, il: int) -> Tensor:
+    return Tensor(name, (n,), "norm", il, "F32")
+
+
+# convert_hf_to_gguf.py writes these architectures' multi-token-prediction blocks (num_nextn_predict_layers, 1
+# in every GLM-4.5/4.6 config.json) after the main blocks, block_count counting them: a full block plus
+# nextn.eh_proj (2h -> h), its own nextn.embed_tokens and nextn.shared_head_head (vocab x h) and three norms.
+_NEXTN_LAYERS = {"glm4_moe": 1}
+
+
+def _nextn_tensors(m: Model) -> list:
+    h, v, n, L = m.hidden_size, m.vocab_size, m.num_hidden_layers, []
+    for il in range(n, n + _NEXTN_LAYERS.get(m.model_type, 0)):
+        p = f"blk.{il}.nextn."
+        # a full block, shaped as the last main one (whose kind Model.blocks knows), under its own index
+        last = f"blk.{n - 1}."
+        L += [replace(t, name=f"blk.{il}." + t.name[len(last) :], layer=il) for t in _block_tensors(m, n - 1)] + [
+            Tensor(p + "eh_proj.weight", (2 * h, h), "nextn", il),
+            Tensor(p + "embed_tokens.weight", (h, v), "nextn", il),
+            Tensor(p + "shared_head_head.weight", (h, v), "nextn", il),
+            _norm(p + "enorm.weight", h, il),
+            _norm(p + "hnorm.weight", h, il),
+            _norm(p + "shared_head_norm.weight", h, il),
+        ]
+    return L
 
 
 # -- Models from a Hugging Face config.json or a GGUF header ---------------------------------------------

@@ -241,6 +241,71 @@ def compute_buffer_bytes(model, n_ubatch: int = N_UBATCH_DEFAULT, with_logits: b
     return 4.0 * n_ubatch * per_token
 
 
+def _device_bytes(machine: Machine, tables: tuple, lg: tuple, og, n_cpu_moe: int, row_fr: tuple = ()) -> tuple:
+    """The bytes each device holds when block il runs on GPU lg[il] (None: the CPU) and the output layer on GPU og:
+    (weights per GPU, KV per GPU, host weights, host KV, which GPUs run blocks, whether the CPU does). One account
+    for one GPU or several; only where each layer goes differs between them.
+
+    tables: (dense, experts, matrix bytes per block, KV bytes per block, token_embd, the output layer's small
+    tensors, its matrix, tied). With row_fr (a row split) each block's matrices are spread over the GPUs."""
+    dense, experts, matrix, kv_layer, embd, out_small, out_matrix, tied = tables
+    ng = len(machine.gpus)
+    w, k, has_blocks = [0.0] * ng, [0.0] * ng, [False] * ng
+    cw = ck = 0.0
+    cpu_blocks = False
+    for il, g in enumerate(lg):
+        if g is None:
+            cw += dense[il] + experts[il]
+            ck += kv_layer[il]
+            cpu_blocks = True
+            continue
+        has_blocks[g] = True
+        k[g] += kv_layer[il]
+        if il < n_cpu_moe:
+            cw += experts[il]  # --n-cpu-moe: this block's experts stay in RAM
+        else:
+            w[g] += experts[il]
+        if row_fr:
+            w[g] += dense[il] - matrix[il]  # norms and biases on the layer's device
+            for i in range(ng):
+                w[i] += matrix[il] * row_fr[i]
+        else:
+            w[g] += dense[il]
+    if machine.unified and (og is not None or any(has_blocks)):
+        w[0] += embd  # Metal maps the whole file into one buffer: the working-set limit counts token_embd
+    else:
+        cw += embd  # the input layer: a lookup reads one row, from host memory
+    if og is not None:
+        # with tied embeddings the output layer's token_embd is a duplicated tensor: a GPU copy (on unified
+        # memory the mapping already holds it)
+        w[og] += out_small + (0 if tied and machine.unified else 0 if row_fr else out_matrix)
+        for i in range(ng if row_fr else 0):
+            w[i] += out_matrix * row_fr[i]
+    else:
+        cw += out_small + (0 if tied else out_matrix)  # a tied head on the CPU reads token_embd itself
+    return w, k, cw, ck, has_blocks, cpu_blocks
+
+
+def _byte_tables(model: Model, quant, n_ctx: int, kv_type: str, n_seq: int, n_ubatch: int, kv_unified: bool) -> tuple:
+    """_device_bytes's tables: per block its dense and expert weights, its matrices, its cache (or recurrent
+    state) as llama.cpp allocates it; the input embeddings and the output layer."""
+    dense, experts, other = _layer_bytes(model, quant)
+    kv_layer = _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+    embd = other.get("token_embd", 0)
+    out_matrix = other.get("output", embd)  # the output projection: token_embd itself when tied
+    out_small = sum(v for k, v in other.items() if k not in ("token_embd", "output"))
+    return (
+        dense,
+        experts,
+        _layer_matrix_bytes(model, quant),
+        kv_layer,
+        embd,
+        out_small,
+        out_matrix,
+        "output" not in other,
+    )
+
+
 def place(
     model,
     machine,
@@ -313,43 +378,22 @@ def place(
             kv_unified,
         )
 
-    dense, experts, other = _layer_bytes(model, quant)
-    # each block's cache (or recurrent state) as llama.cpp allocates it, on the block's device
-    kv_layer = _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
-    out_bytes = sum(v for k, v in other.items() if k != "token_embd")
-    embd = other.get("token_embd", 0)
-    tied = "output" not in other
+    tables = _byte_tables(model, quant, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
     prof = PROFILE_OBJECTS[profile]
     cap_gpu = prof.gpu_capacity(machine)
     cap_cpu = prof.ram_capacity(machine)
     margin = fit_target_mib * MiB if machine.gpu is not None else 0.0
 
     def build(ngl: int) -> Placement:
+        # the module's rule on one GPU: blocks 0 .. ngl-1 there, and the output layer with ngl = n + 1
         if machine.gpu is None:
             ngl = 0
         on_gpu = tuple("gpu" if il < ngl else "cpu" for il in range(n))
         out_gpu = ngl > n
-        gw = gk = cw = ck = 0.0
-        for il in range(n):
-            exp_cpu = il < n_cpu_moe
-            if on_gpu[il] == "gpu":
-                gw += dense[il] + (0 if exp_cpu else experts[il])
-                cw += experts[il] if exp_cpu else 0
-                gk += kv_layer[il]
-            else:
-                cw += dense[il] + experts[il]
-                ck += kv_layer[il]
+        lg = tuple(0 if il < ngl else None for il in range(n))
+        w, k, cw, ck, _blocks, _cpu = _device_bytes(machine, tables, lg, 0 if out_gpu else None, n_cpu_moe)
+        gw, gk = (w[0], k[0]) if machine.gpu is not None else (0.0, 0.0)
         any_gpu = machine.gpu is not None and (ngl > 0)
-        if machine.unified and any_gpu:
-            gw += embd  # Metal maps the whole file into one buffer: the working-set limit counts token_embd
-        else:
-            cw += embd  # the input layer: a lookup reads one row, from host memory
-        if out_gpu:
-            # with tied embeddings the output layer's token_embd is a duplicated tensor: a GPU copy (on
-            # unified memory the mapping already holds it)
-            gw += out_bytes + (embd if tied and not machine.unified else 0)
-        else:
-            cw += out_bytes  # a tied head on the CPU reads the mapped token_embd: no second copy
         # The GPU runs every micro-batch matmul (op offload included), so its
         # buffer holds the logits; the host keeps a small staging buffer.
         gc = compute_buffer_bytes(model, n_ubatch) if any_gpu else 0.0
@@ -473,14 +517,8 @@ def _place_multi(
     caps = [prof.device_capacity(d) for d in gpus]
     cap_cpu = prof.ram_capacity(machine)
     margin = fit_target_mib * MiB
-    dense, experts, other = _layer_bytes(model, quant)
-    matrix = _layer_matrix_bytes(model, quant)
-    # each block's cache as llama.cpp allocates it (perf_model.kv), on its block's device
-    kv_layer = _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
-    embd = other.get("token_embd", 0)
-    tied = "output" not in other
-    out_matrix = other.get("output", embd)  # the output projection: a GPU copy of token_embd when tied
-    out_small = sum(v for k, v in other.items() if k not in ("token_embd", "output"))
+    tables = _byte_tables(model, quant, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+    dense, experts, _matrix, kv_layer, _embd, out_small, out_matrix, _tied = tables
     row = (
         sm == "row"
         and len(active) > 1
@@ -499,39 +537,8 @@ def _place_multi(
             weights = [1.0] * len(active)  # no GPU layers at all: the split does not matter
         devs = layer_devices(n, ngl, split_points(weights))
         lg = tuple(None if d is None else active[d] for d in devs)
-        w, k, has_blocks = [0.0] * ng, [0.0] * ng, [False] * ng
-        cw = ck = 0.0
-        cpu_blocks = False
-        for il in range(n):
-            g = lg[il]
-            if g is None:
-                cw += dense[il] + experts[il]
-                ck += kv_layer[il]
-                cpu_blocks = True
-                continue
-            has_blocks[g] = True
-            k[g] += kv_layer[il]
-            if il < n_cpu_moe:
-                cw += experts[il]  # --n-cpu-moe: this block's experts stay in RAM
-            else:
-                w[g] += experts[il]
-            if row:
-                w[g] += dense[il] - matrix[il]  # norms and biases on the layer's device
-                for i in range(ng):
-                    w[i] += matrix[il] * row_fr[i]
-            else:
-                w[g] += dense[il]
-        cw += embd  # the input layer: always on the CPU
         og = lg[n]
-        if og is not None:
-            w[og] += out_small
-            if row:
-                for i in range(ng):
-                    w[i] += out_matrix * row_fr[i]
-            else:
-                w[og] += out_matrix
-        else:
-            cw += out_small + (0 if tied else out_matrix)  # a tied head on the CPU reads token_embd itself
+        w, k, cw, ck, has_blocks, cpu_blocks = _device_bytes(machine, tables, lg[:n], og, n_cpu_moe, row_fr)
         comp = [_multi_compute_bytes(model, n_ubatch, n_ctx, has_blocks[i], og == i) for i in range(ng)]
         cc = _multi_compute_bytes(model, n_ubatch, n_ctx, cpu_blocks, og is None, host=True)
         uses = tuple(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from enginelab import measured as _measured
 from enginelab.measured import builds as _builds
 
+from . import kernels as _kernels
 from .devices import DRIVER_RESERVE_MIB, Device, Machine
 from .units import DECODE_OVERHEAD_S, ETA_DECODE, ETA_PCIE, ETA_PREFILL, MiB, _check_profile
 
@@ -36,6 +37,10 @@ class CourseProfile:
         t_mem = w.bytes / (ETA_DECODE * dev.bandwidth)
         t_cmp = w.flops / (ETA_PREFILL * dev.flops)
         return max(t_mem, t_cmp), t_mem, t_cmp, None
+
+    def batched_seconds(self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None) -> tuple:
+        """A device's share of a pass over n_tok tokens of a mixed batch: the same roofline, whoever's kernels."""
+        return self.decode_seconds(w, dev, backend, n_threads, n_tok)
 
     def step_overhead_seconds(self, layers, backends, output_on_gpu, logits_bytes, link_bytes_per_s) -> float:
         return DECODE_OVERHEAD_S
@@ -86,7 +91,13 @@ class MeasuredProfile(CourseProfile):
         self.build = build
 
     def decode_seconds(self, w, dev: Device, backend: str, n_threads, batch: int) -> tuple:
+        """One token per sequence: llama.cpp's mat-vec kernels; a batch of several: perf_model.kernels's."""
+        if batch > 1:
+            return self.batched_seconds(w, dev, backend, batch, "llama.cpp", n_threads)
         return _measured.decode_seconds(w, dev, backend, n_threads, batch, build=self.build or None)
+
+    def batched_seconds(self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None) -> tuple:
+        return _kernels.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params, build=self.build or None)
 
     def step_overhead_seconds(self, layers, backends, output_on_gpu, logits_bytes, link_bytes_per_s) -> float:
         return _measured.step_overhead_seconds(

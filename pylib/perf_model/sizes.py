@@ -54,14 +54,15 @@ def gguf_metadata_bytes(model) -> int:
     v = model.vocab_size
     tok = v * (8 + chars) + v * 4 + (v * 4 if scores else 0) + merges * (8 + mchars)
     kv = 4096 + 8 * 1024  # hyperparameters, chat template (a few KiB)
-    table = sum(len(t.name) + 8 + 4 + 8 * len(t.ne) + 4 + 8 for t in model.tensors())
+    table = sum(len(t.name) + 8 + 4 + 8 * len(t.ne) + 4 + 8 for t in model.tensors() + model.file_only_tensors())
     return int(tok + kv + table)
 
 
-def file_bytes(model, quant: str) -> int:
-    """The whole .gguf file: header + aligned tensor data."""
+def file_bytes(model, quant: str, imatrix=None) -> int:
+    """The whole .gguf file: header + aligned tensor data (with the tensors llama.cpp does not load).
+    imatrix: made with an importance matrix (None: as the preset's published files usually are)."""
     model = get_model(model)
-    plan = quantize_plan(model, quant)
+    plan = _ggml_quantize_plan(model, quant, imatrix, file=True)
     data = sum(-(-r["bytes"] // GGUF_ALIGNMENT) * GGUF_ALIGNMENT for r in plan)
     head = gguf_metadata_bytes(model)
     return -(-head // GGUF_ALIGNMENT) * GGUF_ALIGNMENT + data

@@ -32,6 +32,8 @@ class Work:
     moe_layers: int = 0  # MoE: blocks whose routed experts run here (each adds its router and gather kernels)
     rows_by_type: tuple = ()  # ((ggml type, matrix rows multiplied), ...): one dot product each per token
     expert_weights_by_type: tuple = ()  # MoE: the part of weights_by_type in routed experts (MUL_MAT_ID kernels)
+    rec_blocks: int = 0  # blocks with a recurrent mixer (linear attention, SSM, short conv) that run here
+    rec_steps: float = 0.0  # their sequential token steps in this pass: blocks x tokens (decode: blocks, one step)
 
     @property
     def bytes(self) -> float:
@@ -242,6 +244,7 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     counts = _kind_counts(p, _kv_plan(m, p.kv_type))
     kv = {"gpu": 0.0, "cpu": 0.0}
     af = {"gpu": 0.0, "cpu": 0.0}
+    nrec = {"gpu": 0, "cpu": 0}
     for dev, (att, rec) in counts.items():
         # each block reads its own kind of cache: the whole context, a window, or a recurrent state
         k = f = 0.0
@@ -254,11 +257,13 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         for (rec_b, rec_f), n in rec.items():
             k += rec_b * batch * n
             f += rec_f * batch * n
+            nrec[dev] += n
         kv[dev], af[dev] = k, f
     out = {}
     for s in ("gpu", "cpu"):
         w, f, layers, types, x, xf, mx, rows, et = static[s]
-        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx, rows, et)
+        # the batch's sequences advance one token each, in parallel: one step per recurrent block
+        out[s] = Work(w, kv[s], f + af[s], af[s], layers, types, s == hd, x, xf, mx, rows, et, nrec[s], float(nrec[s]))
     return out
 
 
@@ -269,12 +274,14 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     static, _hd = _blocks_static(p, u, False)
     plan = _kv_plan(m, p.kv_type)
     af = {"gpu": 0.0, "cpu": 0.0}
+    nrec = {"gpu": 0, "cpu": 0}
     pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         _pt, attn_per, win, _rb, rec_per, kind = plan[il]
         if kind == 2:
             af[dev] += rec_per * u  # linear attention: a fixed cost per token, no pairs
+            nrec[dev] += 1
         elif kind < 2:
             if win not in pairs:
                 pairs[win] = _causal_pairs_window(win, start, start + u)
@@ -282,7 +289,8 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     out = {}
     for s in ("gpu", "cpu"):
         w, f, layers, types, x, xf, mx, rows, et = static[s]
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et)
+        # llama.cpp's scan kernels walk the micro-batch's tokens in order: u steps per recurrent block
+        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et, nrec[s], float(nrec[s] * u))
     return out
 
 
@@ -385,7 +393,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
 
     def acc():
-        zero = {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "x": 0.0, "mx": 0}
+        zero = {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "x": 0.0, "mx": 0, "rec": 0}
         return {s: {**zero, "types": {}, "rows": {}, "et": {}} for s in sides}
 
     loc, spl = acc(), acc()
@@ -430,6 +438,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             for typ, n in b["exp"].items():
                 add(ae, typ, n, touched, 2.0 * n * routed * tokens)
                 ae["et"][typ] = ae["et"].get(typ, 0.0) + n * touched
+        if plan[il][5] == 2:
+            a["rec"] += 1
         if context is not None:  # decode: every sequence reads its KV (each kind of block its own, perf_model.timing)
             a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * tokens
             a["af"] += decode_attention_flops(m, il, context) * tokens
@@ -472,6 +482,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 moe_layers=a["mx"],
                 rows_by_type=tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)),
                 expert_weights_by_type=tuple(sorted((t, n) for t, n in a["et"].items() if n > 0)),
+                rec_blocks=a["rec"],
+                rec_steps=float(a["rec"] * (1 if context is not None else tokens)),
             )
             for s, a in d.items()
         }

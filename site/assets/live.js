@@ -188,9 +188,12 @@ function answer(r, retry) {
     html.dataset.ready = "true";
     const s = $("status");
     if (s) s.hidden = true;
-    // a frame that opened on its pre-rendered default state has not imported its figure yet: do it now, so
-    // that the first change is as quick as the others
-    setTimeout(() => then(rt.request({ op: "warm" }), () => {}), 0);
+    // a frame that opened on its pre-rendered default state has not imported its figure yet, and no frame has
+    // run its figure's code for another state: do both (site/py/main.py App.warm_up) once the page is idle (the
+    // frames of a host page share one thread: after the others' first renders), so that the first change is as
+    // quick as the others
+    const idle = window.requestIdleCallback || ((f) => setTimeout(f, 0));
+    idle(() => then(rt.request({ op: "warm" }), () => {}), { timeout: 2000 });
     registerServiceWorker();
   }
   if (r.remote_start) startRemote(r.remote_start);

@@ -88,6 +88,8 @@ async function boot(status = (text, step) => window.enginelab?.setStatus(text, s
     serveFile: (client, file) => main.serve_file(client, file),
     serveAsync: (client, text, note) => main.serve_async(client, text, note),
     ready: () => main.ready(),
+    // the WebAssembly heap Python lives in, in bytes (it grows and never shrinks; for `build.py bench`)
+    heapBytes: () => py._module?.HEAPU8?.length ?? null,
   };
 }
 

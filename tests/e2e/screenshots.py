@@ -21,6 +21,10 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 from tests.e2e.harness import ROOT, Guard, Site, launch, wait_ready  # noqa: E402
 
+GENERIC_CONFIG = (  # a config.json of an architecture the lab has never seen, with the standard keys
+    '{"model_type":"acme_lm","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,'
+    '"num_key_value_heads":8,"intermediate_size":14336,"vocab_size":128256,"max_position_embeddings":32768}'
+)
 SHOTS = [
     ("calculator", "figures/calculator.html", "ready"),
     ("calculator-overask", "figures/calculator.html?ngl=65&ctx=32768", "ready"),
@@ -34,6 +38,13 @@ SHOTS = [
     # several GPUs: a bar per card; one card overflows, the advisor suggests -ts
     ("calculator-2gpu", "figures/calculator.html?model=llama-3.1-70b&machine=rtx3090&gpus=rtx3090,rtx3090", "ready"),
     ("calculator-2gpu-overask", "figures/calculator.html?machine=rtx3090&gpus=rtx3090,rtx3060&ts=1,1", "ready"),
+    # any model: a hybrid (Qwen3.5: 48 linear-attention blocks, 16 global), Gemma 4's global blocks, an
+    # unknown model_type read generically
+    ("calculator-qwen35-hybrid", "figures/calculator.html?model=qwen3.5-27b&machine=rtx4090", "ready"),
+    ("calculator-gemma4", "figures/calculator.html?model=gemma-4-31b&machine=rtx5090", "ready"),
+    ("calculator-generic-config", "figures/calculator.html?model=custom&cfg=" + quote(GENERIC_CONFIG), "ready"),
+    # a reader's older llama.cpp build: the explain box names what it lacks
+    ("calculator-build", "figures/calculator.html?model=qwen3-30b-a3b&machine=rtx4090&build=2025-08-28", "ready"),
     ("calculator-shared-before-python", "calculator.html?model=qwen2.5-14b&machine=rtx3060&ctx=16384", "static"),
     ("advisor", "figures/advisor.html", "ready"),
     ("tiers", "figures/tiers.html", "ready"),

@@ -26,6 +26,7 @@ FIGURES = {
     "validation": "validation",  # estimates vs llama-bench
     "advisor": "advisor",  # bottleneck advisor
     "kv-managers": "kv_managers",  # figure 8: three KV managers
+    "users": "users",  # how many users: the three engines under load, in time
 }
 
 

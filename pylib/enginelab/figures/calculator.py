@@ -15,7 +15,8 @@ import perf_model as pm
 
 from .. import chart, custom, explain, fmt, gpus, links, remote, scenario
 from ..engine_io import LLAMA_CPP_FLAGS
-from ..state import Choice, Float, Int, Spec, Text
+from ..measured.builds import MAX_BUILD_CHARS, describe_build
+from ..state import Choice, Float, Int, Spec, Text, _shown
 from ..svg import Raw, data_details, el, join, svg, table
 
 ID = "calculator"
@@ -91,6 +92,23 @@ def _ctx_max(partial) -> int:
 
 def _is_custom_machine(p) -> bool:
     return p.get("machine") == "custom"
+
+
+class _BuildText(Text):
+    """The reader's llama.cpp build (measured.builds.describe_build): a text kept as typed when it names one, else
+    today's with a message (the build the measured profile estimates)."""
+
+    def parse(self, raw, partial):
+        text = " ".join(str(raw).split())
+        try:
+            describe_build(text)
+        except ValueError as e:
+            why = str(e).removeprefix("build: ").split(", got ")[0]
+            return "", f"{self.label}: {_shown(text)} is not one we know: {why}; using today's."
+        return text, None
+
+
+BUILD_EXAMPLES = ("today", "2025-08-28", "b6840", "Ollama 0.11.4", "Ollama 0.32.15")
 
 
 SPEC = _CalculatorSpec(
@@ -188,6 +206,18 @@ SPEC = _CalculatorSpec(
             help="auto: llama.cpp's default, the physical cores. Where the CPU works, decode grows with threads "
             "until memory bandwidth saturates.",
         ),
+        _BuildText(
+            "build",
+            "llama.cpp build",
+            default="",
+            max_len=MAX_BUILD_CHARS,
+            rows=1,
+            placeholder="today",
+            suggestions=BUILD_EXAMPLES,
+            visible=lambda p: p.get("profile") == "measured",
+            help="today's, a day (2025-08-28), a build number (b6840) or the app that bundles it (Ollama 0.11.4): "
+            "the speed without llama.cpp's changes made since.",
+        ),
     ],
 )
 
@@ -219,7 +249,8 @@ def describe(data) -> str:
     return (
         f"{where}: -ngl {p.n_gpu_layers} of {m.n_layers + 1} {on}, {fmt.gb(p.gpu_total)} VRAM and "
         f"{fmt.gb(p.cpu_total)} RAM; decode {fmt.rate(r.decode_tok_s)} tok/s at {s.tokens:,} tokens "
-        f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s ({data.profile} profile)."
+        f"(CPU share {fmt.pct(r.cpu_share)}), prefill {fmt.rate(r.prefill_tok_s)} tok/s ({data.profile} profile"
+        + (f", {_build_name(data.build)})." if data.build else ").")
     )
 
 
@@ -593,9 +624,32 @@ def _speed(kind: str, data, how: dict) -> Raw:
                 title="The course profile's number for the same settings (the module's model)",
             )
         )
+    if measured and data.build:  # the reader's llama.cpp build, when not today's
+        sub.append(el("span", _build_name(data.build), class_="sub-build", title=data.build.note or None))
     extra = [el("p", sub, class_="readout-sub")] if sub else []
     extra.append(el("div", Raw(how.get(name, "")), id_=f"explain-{name}", class_="explain-slot"))
     return chart.readout(name, value, text, label, "tok/s", extra=join(extra))
+
+
+def _unverified(model):
+    """A warning above the readouts when the model's architecture was read generically (its config.json's
+    standard keys, a model_type this lab has not checked against llama.cpp's loader): still computed."""
+    bm = model.carried_blocks
+    warnings = bm.warnings if bm is not None else ()
+    if not warnings:
+        return None
+    return el(
+        "div",
+        [
+            el("strong", f"{warnings[0][:1].upper()}{warnings[0][1:]}. "),
+            f"model_type {model.model_type!r} is not one this lab has checked against llama.cpp's loader: it was "
+            "read from the config's standard keys (layers, heads, KV heads, FFN and expert widths, layer_types), "
+            "so the sizes and speeds below are those of a plain stack of such blocks.",
+        ],
+        class_="alert alert-warn",
+        role="note",
+        data_unverified="true",
+    )
 
 
 def _profile_line(data) -> Raw:
@@ -607,6 +661,8 @@ def _profile_line(data) -> Raw:
         text = [el("strong", "Measured profile"), f" ({basis}). " if basis else ". "]
         if why:
             text.append(why)
+        if data.build:  # the reader's llama.cpp build: which, and what its missing changes cost (the decode box)
+            text.append(_build_sentence(data))
         return el("p", text, class_="note profile-note", data_profile="measured")
     return el(
         "p",
@@ -617,6 +673,25 @@ def _profile_line(data) -> Raw:
         ],
         class_="note profile-note",
         data_profile="course",
+    )
+
+
+def _build_name(b) -> str:
+    """The reader's build as the page names it: 'llama.cpp of 2025-08-28', 'llama.cpp b6840', 'Ollama 0.11.4'."""
+    return f"llama.cpp of {b.day}" if b.label == b.day else b.label
+
+
+def _build_sentence(data) -> str:
+    """' Estimated for Ollama 0.11.4 (llama.cpp as of 2025-05-12): 1 change since makes its decode about 6% slower
+    than today's llama.cpp.' (measured profile, a build that is not today's)."""
+    b, costly = data.build, [s for _r, s in data.build_effects if s >= 0.0005]
+    which = _build_name(b) + ("" if b.label == b.day else f" (llama.cpp as of {b.day})")
+    if not costly:
+        return f" Estimated for {which}: none of llama.cpp's changes since touches this decode."
+    n = len(costly)
+    return (
+        f" Estimated for {which}: {n} change{'s' if n > 1 else ''} since make{'' if n > 1 else 's'} its decode "
+        f"about {fmt.pct(sum(costly))} slower than today's llama.cpp (see “How is this computed?” under Decode)."
     )
 
 
@@ -671,6 +746,9 @@ def render(data, defer: bool = False, with_findings: bool = True) -> str:
                 data_overask="true",
             )
         )
+    unverified = _unverified(data.model)
+    if unverified:
+        parts.append(unverified)
     parts.append(_readouts(data, defer))
     if p.fits:
         parts.append(_profile_line(data))

@@ -117,7 +117,9 @@ def _policy(partial) -> str:
 # Simulations, cached per (workload, capacity, policy)
 # ---------------------------------------------------------------------------------------------------------
 _SIM_CACHE: dict = {}  # key -> Sim, the most recently used last
-SIM_CACHE_MAX = 24  # a 1,024-cell simulation keeps ~2 MB of frames: the runtime's memory stays bounded
+# a simulation keeps its frames (0.3-2 MB; Pyodide's heap grows and never shrinks) and takes 3-7 ms to make again in
+# CPython: keep the last few, for a reader going back and forth between settings
+SIM_CACHE_MAX = 4
 
 
 def workload_requests(workload: str) -> list:

@@ -131,6 +131,8 @@ class Prediction:
     build: str
     tg: Measure  # decode
     pp: Measure  # prompt processing
+    run_build: str = ""  # the llama.cpp build (its day) the estimates are for; "": today's (validation.run_build)
+    build_changed: bool = False  # the estimates differ from today's build's
 
     @classmethod
     def of(cls, p: dict) -> Prediction:
@@ -144,6 +146,8 @@ class Prediction:
             build=p["build"],
             tg=Measure(p["tg_test"], p["tg_measured"], p["tg_predicted"], p["tg_error"]),
             pp=Measure(p["pp_test"], p["pp_measured"], p["pp_predicted"], p["pp_error"]),
+            run_build=p.get("run_build", ""),
+            build_changed=p.get("build_changed", False),
         )
 
     def metric(self, metric: str) -> Measure:
@@ -222,10 +226,12 @@ class Paste:
     model: str  # the chosen model's name
     machine: str  # the chosen machine's name
     quant: str
+    build: str = ""  # the llama.cpp build the output names, as the estimates use it ("": none named)
 
     @classmethod
     def of(cls, res: dict) -> Paste:
-        return cls(tuple(PasteRow.of(r) for r in res["rows"]), res["model"], res["machine"], res["quant"])
+        rows = tuple(PasteRow.of(r) for r in res["rows"])
+        return cls(rows, res["model"], res["machine"], res["quant"], res.get("build", ""))
 
 
 @dataclass(frozen=True)
@@ -567,6 +573,8 @@ def _paste_block(data: ValidationData) -> Raw:
             )
         )
     caption = f"Your llama-bench rows against our estimate on {res.machine}, for {res.model} or the model a row names"
+    if res.build:  # the build llama-bench printed: the estimates are for it
+        caption += f"; your build: {res.build}"
     return el(
         "div",
         [
@@ -615,9 +623,11 @@ def _table(data: ValidationData) -> Raw:
         "measured",
         "predicted",
         "error",
+        "Scored as",
         "Source",
     ]
     rows = []
+    course = data.state.profile == "course"  # the course profile has no builds
     for p in data.preds:
         rows.append(
             [
@@ -632,6 +642,7 @@ def _table(data: ValidationData) -> Raw:
                 fmt.rate(p.pp.measured),
                 fmt.rate(p.pp.predicted),
                 _signed(p.pp.error),
+                "—" if course else f"build of {p.run_build}" if p.run_build else "today's build",
                 p.source,
             ]
         )
@@ -747,6 +758,27 @@ def _backend_table(data: ValidationData) -> Raw:
     )
 
 
+def _builds_note(data: ValidationData) -> str:
+    """Which llama.cpp build each run is scored with (measured profile): its own where the dataset dates it."""
+    if data.state.profile != "measured":
+        return ""
+    dated = [p for p in data.preds if p.run_build]
+    days = sorted({p.run_build for p in dated})
+    changed = sum(p.build_changed for p in dated)
+    if not dated:
+        return "Every run is scored with today's llama.cpp build: the dataset dates none of them. "
+    effect = (
+        "none of llama.cpp's changes since then (data/llama_cpp_changes.csv) touches their estimates"
+        if not changed
+        else f"for {changed} of them that build's estimate differs from today's"
+    )
+    return (
+        f"Each run is scored with the llama.cpp build it ran where the dataset dates it ({len(dated)} of "
+        f"{len(data.preds)} rows: builds of {', '.join(days)}; {effect}); the others, whose build is not known, with "
+        "today's. "
+    )
+
+
 def render(data: ValidationData) -> str:
     s = data.summary
     parts = [
@@ -767,6 +799,7 @@ def render(data: ValidationData) -> str:
                     else "The charts use the course profile: the module's efficiencies (70% of peak bandwidth, "
                     "50% of peak FP16 throughput), nothing fitted to these measurements. "
                 )
+                + _builds_note(data)
                 + f"The median signed errors ({_signed(s.decode_bias)} decode, {_signed(s.prefill_bias)} prompt) show "
                 "the bias. Apple GPU FP16 throughput is approximated from core count and clock, so prompt estimates "
                 "there are rougher."

@@ -112,6 +112,9 @@ TABLE = (
     Row("dq_emul", "ratio", "weight", "a GPU without dp4a, a CPU without int8 dot products",
         1.0, {"cuda": 4.0, "rocm": 4.0, "vulkan": 4.0, "cpu": 2.5}, (1.0, 50.0), {"gpu.decode": None, "cpu.decode": None},
         "int8 dot products emulated with byte extracts and multiply-adds", fixed_on=("metal", "sycl")),
+    Row("dq_emul_kepler", "ratio", "weight", "a Kepler GPU (compute capability 3.x), on top of dq_emul",
+        1.0, {"cuda": 1.8}, None, {},
+        "the emulated __dp4a's four 32-bit integer multiply-adds run at a sixth of Kepler's FP32 rate"),
     Row("hbm_layer_us", "µs", "block", "hbm",
         10.0, {"rocm": 60.0}, (0.1, 1000.0), {"gpu.decode": None},
         "on HBM each kernel first waits out the memory's longer latency", fixed_on=("metal", "sycl")),
@@ -199,6 +202,13 @@ TABLE = (
     Row("sync_layer_us", "µs", "block", "barrier per node",
         0.0, {"vulkan": 20.0}, (0.1, 1000.0), {"vulkan.decode": None},
         "a build without node dependencies puts a full pipeline barrier after every node"),
+    # --- recurrent, linear-attention and short-conv blocks (enginelab.measured.recurrent) ---
+    Row("scan_us", "µs", "token x recurrent block", "the block has a recurrent mixer",
+        0.0, {"cuda": 0.40, "rocm": 4.1, "vulkan": 0.86, "metal": 1.0, "sycl": 10.0}, (0.001, 100.0),
+        {"hybrid.prefill": None},
+        "ggml's ssm_scan and gated_delta_net kernels walk a micro-batch's tokens one after another (priors: "
+        "enginelab.hybrid_calibration's fit on hybrid runs)",
+        fixed_on=("cpu",)),
 )
 # fmt: on
 ROWS = {r.name: r for r in TABLE}

@@ -23,6 +23,7 @@ once, and the active rows counted per block or expert call and micro-batch:
 from __future__ import annotations
 
 from ..ggml import GGML_TYPES
+from . import recurrent
 from .classes import CLASSES, type_class
 from .devices import (
     READ_TEST_SHARE,
@@ -156,6 +157,8 @@ def _dq_seconds(work, device, backend: str, prm, n_threads, batch: int = 1, buil
         emul = prm.vendor_dq.get(rates(device, backend)["vendor"], 1.0)
     if backend != "cpu" and not rates(device, backend)["dp4a"]:
         emul *= prm.dq_emul  # ggml emulates __dp4a with byte extracts and multiply-adds
+        if rates(device, backend)["kepler"]:
+            emul *= prm.dq_emul_kepler  # ... whose integer multiply-adds Kepler issues at a sixth of its FP32 rate
     n = 0.0
     for t, w in work.weights_by_type:
         c = type_class(t, backend)
@@ -404,8 +407,13 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, bu
 PREFILL_COUNTS = {
     "block x micro-batch": lambda work: work.layers,
     "expert call x micro-batch": lambda w: w.expert_calls,
+    **recurrent.PREFILL_COUNTS,
 }
-PREFILL_CONDITIONS = {"always": lambda offloaded: True, "not offloaded": lambda offloaded: not offloaded}
+PREFILL_CONDITIONS = {
+    "always": lambda offloaded: True,
+    "not offloaded": lambda offloaded: not offloaded,
+    **recurrent.PREFILL_CONDITIONS,
+}
 PREFILL_ROWS = tuple(r for r in TABLE if r.per in PREFILL_COUNTS and r.applies in PREFILL_CONDITIONS)
 
 

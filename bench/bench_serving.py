@@ -1,0 +1,107 @@
+"""Benchmark (not a test): the serving simulation's speed and its errors against published runs.
+
+    python3 bench/bench_serving.py [--scale S]
+
+1. Speed: a 1,000-request workload (vllm bench serve's defaults: random dataset, 1,024 input and 128 output tokens;
+   here at 10 requests/s, seed 0) served by each engine with its default flags on Llama 3.1 8B (F16 for vLLM and
+   SGLang, Q4_K_M for llama-server) on an RTX 4090, measured profile. CPU seconds of this process, best of 3, with
+   a cold step-time memo each run. The issue's target is well under 300 ms of CPython (Pyodide is 2-3x slower).
+   Memory: the simulation keeps per-request records, (ITL, count) pairs per step and at most 2 x KV_SAMPLES KV
+   samples; tracemalloc's peak is printed.
+2. Batched decode (enginelab.serving.fit): in-sample, leave-one-model-out and leave-one-device-out median and p90
+   |error| on data/serving/batched_bench.csv, and the never-fitted micro-batch rows of pr_tables.csv.
+3. Serving (enginelab.serving.validate): median |error| of mean TTFT, mean TPOT and output throughput on
+   data/serving/serving_runs.csv, both profiles.
+
+`run(scale=1.0) -> dict` returns the numbers; scale multiplies the request count of part 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+import tracemalloc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+
+import perf_model as pm  # noqa: E402
+from enginelab.serving import fit, sim, validate  # noqa: E402
+
+ENGINES = (("llama.cpp", "Q4_K_M", {"n_parallel": 16, "kv_unified": True}), ("vllm", "F16", {}), ("sglang", "F16", {}))
+
+
+def _speed(n: int, repeats: int) -> dict:
+    out = {}
+    w = sim.Workload(num_prompts=n, request_rate=10.0, input_len=1024, output_len=128, seed=0)
+    for engine, quant, flags in ENGINES:
+        p = pm.place("llama-3.1-8b", "rtx4090", quant, n_ctx=32768, profile="measured")
+        best = None
+        for _ in range(repeats):
+            gc.collect()
+            t = time.process_time()
+            res = sim.simulate(engine, p, w, **flags)
+            dt = time.process_time() - t
+            best = dt if best is None else min(best, dt)
+        tracemalloc.start()
+        sim.simulate(engine, p, w, **flags)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        m = res.metrics
+        out[engine] = {
+            "cpu_s": best,
+            "steps": res.steps,
+            "peak_mib": peak / 2**20,
+            "output_throughput": m["output_throughput"],
+            "mean_ttft_ms": m["mean_ttft_ms"],
+            "mean_tpot_ms": m["mean_tpot_ms"],
+            "preemptions": res.preemptions,
+        }
+    return out
+
+
+def run(scale: float = 1.0, repeats: int = 3) -> dict:
+    n = max(10, int(1000 * scale))
+    out = {"requests": n, "speed": _speed(n, repeats)}
+    samples = fit.samples()
+    micro = fit.microbatch_samples()
+    out["batched_decode"] = {
+        "in_sample": fit.summary(fit.errors(samples)),
+        "leave_one_model_out": fit.summary([e for _s, e in fit.loo(samples, by="model")]),
+        "leave_one_device_out": fit.summary([e for _s, e in fit.loo(samples, by="device")]),
+        "microbatch_rows_never_fitted": fit.summary(fit.errors(micro)),
+        "microbatch_cuda_2025_on": fit.summary(
+            fit.errors([s for s in micro if s.backend == "cuda" and s.date >= "2025"])
+        ),
+        "devices": sorted({s.device for s in samples}),
+    }
+    out["serving"] = {prof: validate.summary(validate.errors(prof)) for prof in ("measured", "course")}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0)
+    r = run(ap.parse_args().scale)
+    print(f"serving simulation, {r['requests']:,} requests (Llama 3.1 8B, RTX 4090, 10 req/s, 1024 in / 128 out)")
+    for engine, s in r["speed"].items():
+        print(
+            f"  {engine:9s} {s['cpu_s'] * 1e3:7.1f} ms CPU  {s['steps']:6,} steps  peak {s['peak_mib']:5.1f} MiB  "
+            f"out {s['output_throughput']:7.1f} tok/s  TTFT {s['mean_ttft_ms']:8.1f} ms  TPOT {s['mean_tpot_ms']:6.2f} ms"
+        )
+    b = r["batched_decode"]
+    print(f"batched decode vs llama-batched-bench ({', '.join(b['devices'])}): |error| median / p90")
+    keys = ("in_sample", "leave_one_model_out", "leave_one_device_out", "microbatch_rows_never_fitted")
+    for key in keys + ("microbatch_cuda_2025_on",):
+        s = b[key]
+        print(f"  {key:30s} n={s['n']:3d}  {s['median'] * 100:5.1f}% / {s['p90'] * 100:5.1f}%")
+    print("serving runs (held out: nothing fitted to them): median |error| (runs)")
+    for prof, s in r["serving"].items():
+        cells = "  ".join(f"{k} {v[1] * 100:5.1f}% ({v[0]})" for k, v in s.items())
+        print(f"  {prof:9s} {cells}")
+
+
+if __name__ == "__main__":
+    main()

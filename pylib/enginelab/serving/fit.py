@@ -1,0 +1,231 @@
+"""Calibrating the batched step on published llama-batched-bench runs, and its held-out error.
+
+    data/serving/batched_bench.csv (S_TG against B, per device and model)  ->  Sample: the pass batched-bench
+    times (B sequences at PP + TG/2 tokens, the same token in each, so an MoE router picks the same experts)
+    ->  fit(): kernels.BATCH_PARAMS' two numbers per backend on a grid, minimising the median |log error|
+    ->  loo(): for every device, fit without it and predict it.
+
+A second, independent check: the micro-batch rows of data/calibration/pr_tables.csv (llama-bench ppN at -ub 2-31:
+passes of u tokens of one prompt, the same mat-vec -> mat-mat switch), never used in a fit here.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from dataclasses import dataclass, replace
+from pkgutil import get_data
+
+import perf_model as pm
+from enginelab import calibration as cal
+from perf_model import batched as step
+from perf_model import kernels
+
+GRID_MV_COL = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06)
+GRID_MM_BW = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+GRID_MOE_SYNC_US = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 150.0)
+GRID_MOE_TOK_US = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 50.0, 60.0)
+# a run is used only if our quantize_plan gives its file within this share of llama.cpp's (as calibration does)
+SIZE_TOLERANCE = 0.03
+# GGUF architecture and parameter label of the runs whose config calibration.CONFIGS does not list, with the catalog
+# model that has that parameter count
+EXTRA_MODELS = {("gemma3", "3.88"): "gemma-3-4b"}
+# llama.cpp's printed file sizes (GiB) of the runs' GGUF files, where the source prints them (llama-bench rows
+# beside the batched-bench tables in benches/dgx-spark.md)
+FILE_GIB = {
+    ("gpt-oss", "20.91", "MXFP4_MOE"): 11.27,
+    ("gpt-oss", "116.83", "MXFP4_MOE"): 59.02,
+    ("qwen3moe", "30.53", "Q8_0"): 30.25,
+    ("qwen2", "7.62", "Q8_0"): 7.54,
+    ("gemma3", "3.88", "Q4_0"): 2.35,
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    device: str
+    backend: str
+    label: str
+    batch: int
+    context: int
+    measured_tps: float
+    placement: object
+    source: str
+    chunk: int = 0  # > 0: a pr_tables micro-batch row (passes of `chunk` prompt tokens), not batched decode
+    date: str = ""  # YYYY-MM of the run (pr_tables rows)
+
+
+def _rows(name: str) -> list:
+    """A CSV shipped in enginelab/data/ (symlinks to data/), as dicts."""
+    try:
+        text = get_data("enginelab", "data/" + name)
+    except (FileNotFoundError, OSError):
+        return []
+    return list(csv.DictReader(io.StringIO(text.decode("utf-8"))))
+
+
+def _model(model_type: str, params_b: str):
+    m = cal.model_for(model_type, params_b)
+    if m is None and (model_type, params_b) in EXTRA_MODELS:
+        m = pm.MODELS[EXTRA_MODELS[(model_type, params_b)]]
+        if abs(m.total_params() / 1e9 - float(params_b)) > 0.01 * float(params_b):
+            m = None
+    return m
+
+
+def _placement(dev, backend: str, model, quant: str, n_ctx: int):
+    d = replace(dev, backend=backend)
+    mc = pm.Machine(dev.name, d, pm.DDR5_DUAL, cal.LINK_GBS, unified=backend == "metal")
+    return pm.place(model, mc, quant, n_ctx=n_ctx, n_gpu_layers=model.n_layers + 1, profile="measured")
+
+
+def samples() -> list:
+    """The batched-bench rows we can time (known model, file size within SIZE_TOLERANCE, known device)."""
+    devs = cal.devices()
+    out = []
+    for r in _rows("serving_batched_bench.csv"):
+        m = _model(r["model_type"], r["params_b"])
+        dev = devs.get(r["device"])
+        if m is None or dev is None or r["quant"] not in pm.ALL_QUANTS:
+            continue
+        gib = FILE_GIB.get((r["model_type"], r["params_b"], r["quant"]))
+        if gib and abs(pm.weight_bytes(m, r["quant"])["total"] / pm.GiB / gib - 1) > SIZE_TOLERANCE:
+            continue
+        b, pp, tg = int(r["B"]), int(r["pp"]), int(r["tg"])
+        p = _placement(dev, r["backend"], m, r["quant"], max(4096, int(r["n_kv"])))
+        label = f"{r['model']} B={b} PP={pp}"
+        out.append(
+            Sample(dev.name, r["backend"], label, b, pp + tg // 2, float(r["s_tg_tps"]), p, r["source"], date=r["date"])
+        )
+    return out
+
+
+def microbatch_samples() -> list:
+    """pr_tables.csv's llama-bench ppN rows at a micro-batch of 2-31 tokens (depth 0), as batched passes."""
+    devs = cal.devices()
+    out = []
+    for r in _rows("calibration_pr_tables.csv"):
+        if r.get("tps_kind") != "batched" or not r.get("microbatch") or r.get("depth") not in ("0", ""):
+            continue
+        words = r["model"].split()
+        m = cal.model_for(r["model_type"], cal.LABELS.get((r["model_type"], words[1] if len(words) > 1 else ""), ""))
+        quant = "Q2_K_MIX" if r["quant"] == "Q2_K" else r["quant"]
+        dev = devs.get(r["device"])
+        if m is None or dev is None or quant not in pm.ALL_QUANTS:
+            continue
+        u, n = int(r["microbatch"]), int(r["test"][2:])
+        try:
+            p = _placement(dev, r["backend"], m, quant, max(4096, n + u))
+        except ValueError:
+            continue
+        label = f"{r['model']} ub={u} {r['test']}"
+        out.append(
+            Sample(dev.name, r["backend"], label, u, n // 2, float(r["tps"]), p, r["source"], chunk=u, date=r["date"])
+        )
+    return out
+
+
+def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -> float:
+    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW)."""
+    old = kernels.MV_COL, kernels.MM_BW
+    if shape is not None:
+        kernels.MV_COL, kernels.MM_BW = shape
+    try:
+        if s.chunk:
+            start = s.context // s.chunk * s.chunk
+            t = step.batched_step(s.placement, [], [(start, s.chunk, False)], params=params, build=s.date)["total_s"]
+            return s.chunk / t
+        b = s.date  # the run's own build: MUL_MAT_ID's batched path changed since
+        t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=True, params=params, build=b)["total_s"]
+        return s.batch / t
+    finally:
+        kernels.MV_COL, kernels.MM_BW = old
+
+
+def errors(samples_: list, params: dict | None = None, shape: tuple | None = None) -> list:
+    """|predicted / measured - 1| per sample."""
+    return [abs(predict(s, params, shape) / s.measured_tps - 1.0) for s in samples_]
+
+
+def _log_err(samples_: list, params: dict | None, shape: tuple | None) -> float:
+    return statistics.median(abs(math.log(predict(s, params, shape) / s.measured_tps)) for s in samples_)
+
+
+def _is_moe(s: Sample) -> bool:
+    return s.placement.model.is_moe
+
+
+def fit_shape(samples_: list) -> tuple:
+    """(MV_COL, MM_BW) on the dense rows with a batch above 1, every GPU backend together."""
+    dense = [s for s in samples_ if not _is_moe(s) and s.batch > 1 and s.backend != "cpu"]
+    if not dense:
+        return kernels.MV_COL, kernels.MM_BW
+    best = None
+    for a in GRID_MV_COL:
+        for b in GRID_MM_BW:
+            e = _log_err(dense, None, (a, b))
+            if best is None or e < best[0] - 1e-12:
+                best = (e, (a, b))
+    return best[1]
+
+
+def fit(samples_: list, backend: str, shape: tuple | None = None) -> tuple:
+    """(moe_sync_us, moe_tok_us) of `backend` on its MoE rows with a batch above 1 (a grid search), or CUDA's
+    current values when it has none."""
+    moe = [s for s in samples_ if s.backend == backend and _is_moe(s) and s.batch > 1]
+    if not moe:
+        return kernels.BATCH_PARAMS["cuda"]
+    best = None
+    for a in GRID_MOE_SYNC_US:
+        for b in GRID_MOE_TOK_US:
+            e = _log_err(moe, {backend: (a, b)}, shape)
+            if best is None or e < best[0] - 1e-12:
+                best = (e, (a, b))
+    return best[1]
+
+
+def fit_all(samples_: list) -> tuple:
+    """((MV_COL, MM_BW), {backend: (moe_sync_us, moe_tok_us)}) fitted on samples_."""
+    shape = fit_shape(samples_)
+    params = {be: fit(samples_, be, shape) for be in sorted({s.backend for s in samples_})}
+    if "cuda" not in params:
+        params["cuda"] = kernels.BATCH_PARAMS["cuda"]
+    return shape, params
+
+
+# What a fit without any run to go on uses (loo: a held-out device whose backend, or whose kind of rows, no other
+# device has): no batched-kernel effect at all
+PRIOR_SHAPE = (0.0, 0.0)
+PRIOR_MOE = (0.0, 0.0)
+
+
+def _model_key(s: Sample) -> str:
+    return s.label.split(" B=")[0].split(" ub=")[0]
+
+
+def loo(samples_: list, by: str = "device") -> list:
+    """[(sample, held-out |error|)]: every device's (by="model": every model's) rows predicted by a fit on the
+    other rows only (parameters with no rows to fit on take PRIOR_*, never the values fitted on all the rows)."""
+    key = (lambda s: s.device) if by == "device" else _model_key
+    out = []
+    for dev in sorted({key(s) for s in samples_}):
+        train = [s for s in samples_ if key(s) != dev]
+        test = [s for s in samples_ if key(s) == dev]
+        dense = [s for s in train if not _is_moe(s) and s.batch > 1]
+        shape = fit_shape(train) if dense else PRIOR_SHAPE
+        params = {}
+        for be in {s.backend for s in test}:
+            mine = [s for s in train if s.backend == be and _is_moe(s) and s.batch > 1]
+            params[be] = fit(train, be, shape) if mine else PRIOR_MOE
+        out.extend(zip(test, errors(test, params, shape)))
+    return out
+
+
+def summary(errs: list) -> dict:
+    """Median and 90th percentile of |errors|."""
+    xs = sorted(errs)
+    if not xs:
+        return {"n": 0, "median": float("nan"), "p90": float("nan")}
+    return {"n": len(xs), "median": statistics.median(xs), "p90": xs[min(len(xs) - 1, int(0.9 * len(xs)))]}

@@ -1,0 +1,101 @@
+"""The serving simulation against published `vllm bench serve` / SGLang `bench_serving` runs.
+
+data/serving/serving_runs.csv holds each run's full setup (GPU, model, dtype, lengths, rate, concurrency, prompts,
+engine flags) and its results under vLLM's names. Nothing in the simulation is fitted to these runs (its only
+fitted numbers are the batched step's, from llama-batched-bench rows), so every run is held out.
+
+Runs that did not pass --ignore-eos stop replies early: their output_len is the mean the results imply (output
+tokens / requests), and the replies are spread by OUTPUT_SPREAD around it (our assumption: the runs print no
+distribution), which keeps requests from finishing, and the next ones from arriving, in lockstep.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from dataclasses import replace
+from pkgutil import get_data
+
+import perf_model as pm
+from enginelab import calibration as cal
+
+from . import sim
+
+OUTPUT_SPREAD = 0.28  # output lengths uniform in [mean x (1 - s), mean x (1 + s)]: 72-128 for a mean of 100
+METRICS = (
+    ("mean_ttft_ms", "mean_ttft_ms"),
+    ("mean_tpot_ms", "mean_tpot_ms"),
+    ("output_throughput", "output_throughput"),
+)
+
+
+def runs() -> list:
+    """The published runs, as dicts (data/serving/serving_runs.csv)."""
+    try:
+        text = get_data("enginelab", "data/serving_runs.csv")
+    except (FileNotFoundError, OSError):
+        return []
+    return list(csv.DictReader(io.StringIO(text.decode("utf-8"))))
+
+
+def _machine(gpu: str) -> pm.Machine:
+    """The catalog machine with this GPU (names compared without "GeForce "), else one built from the calibration
+    device table (its memory from devices.csv's mem_gib column: calibration's Devices leave memory unbounded)."""
+    short = gpu.removeprefix("GeForce ")
+    for mc in pm.MACHINES.values():
+        if mc.gpu is not None and mc.gpu.name.removeprefix("GeForce ") == short:
+            return mc
+    dev = cal.devices().get(gpu)
+    rows = {r["device"]: r for r in cal._csv("calibration_devices.csv")}
+    if dev is None or not _num(rows.get(gpu, {}).get("mem_gib")):
+        raise ValueError(f"gpu: {gpu!r} is neither a catalog machine's GPU nor a calibration device with memory")
+    dev = replace(dev, mem_gb=_num(rows[gpu]["mem_gib"]))
+    return pm.Machine(dev.name, dev, pm.DDR5_DUAL, cal.LINK_GBS)
+
+
+def _num(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def predict(run: dict, profile: str = "measured") -> dict:
+    """The simulation's metrics for one published run."""
+    quant = {"bf16": "BF16", "fp16": "F16"}.get(run["dtype"], "F16")
+    if quant not in pm.ALL_QUANTS:
+        quant = "F16"
+    model = pm.get_model(run["model"])
+    p = pm.place(model, _machine(run["gpu"]), quant, n_ctx=model.max_position_embeddings, profile=profile)
+    rate = _num(run["request_rate"])
+    w = sim.Workload(
+        num_prompts=int(run["num_prompts"]),
+        request_rate=math.inf if rate is None or math.isinf(rate) else rate,
+        max_concurrency=int(run["max_concurrency"]) if run["max_concurrency"] else None,
+        dataset=run["dataset"],
+        input_len=int(run["input_len"]),
+        output_len=int(run["output_len"]),
+        range_ratio=float(run["range_ratio"] or 0),
+        prefix_len=int(run["prefix_len"] or 0),
+        output_range_ratio=OUTPUT_SPREAD if "stopped before" in run["notes"] else None,
+    )
+    return sim.simulate(run["engine"], p, w, profile=profile).metrics
+
+
+def errors(profile: str = "measured") -> dict:
+    """{metric: [|predicted / published - 1| for each run that prints it]}."""
+    out = {name: [] for name, _ in METRICS}
+    for run in runs():
+        got = predict(run, profile)
+        for name, col in METRICS:
+            ref = _num(run[col])
+            if ref:
+                out[name].append(abs(got[name] / ref - 1.0))
+    return out
+
+
+def summary(errs: dict) -> dict:
+    """{metric: (runs, median |error|)}."""
+    return {k: (len(v), statistics.median(v) if v else float("nan")) for k, v in errs.items()}

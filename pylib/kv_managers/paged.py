@@ -1,0 +1,227 @@
+"""kv_managers section 4: vLLM's paged blocks (see the package docstring)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from enginelab.checks import check_bool, check_int
+
+from .pool import _ALLOC, _CACHED, _DECODE, _EVICT, _FREE, _PREEMPT, _PREFILL, _REUSED, _capacity, _CellMap, _Live
+
+# ----------------------------------------------------------------------------------------------------------------
+# 4. PagedManager: vLLM (v1)
+#
+# The pool is num_gpu_blocks blocks of block_size tokens (KVCacheBlock in kv_cache_utils.py). Each request has a
+# block table; it holds at most one partly filled block. Prefix caching: a full block's block_hash hashes its
+# tokens together with the hash of the block before it, so equal hashes mean equal whole prefixes
+# (hash_block_tokens). BlockPool keeps cached_block_hash_to_block and a free_block_queue: freed blocks go to its
+# tail (a request's blocks in reverse order, so its last block is evicted first), allocation pops the head, and a
+# popped block that still has a hash is evicted from the cache then (_maybe_evict_cached_block). A cached block that
+# a new request hits is "touched": ref_cnt += 1 and, if it was free, it leaves the queue.
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class PagedManager:
+    """vLLM paged blocks with automatic prefix caching, FCFS, preemption by recomputation."""
+
+    name = "paged"
+
+    def __init__(
+        self, capacity_tokens: int, block_size: int = 16, enable_prefix_caching: bool = True, track_cells: bool = True
+    ):
+        capacity_tokens = _capacity(capacity_tokens)
+        block_size = check_int(block_size, "block_size", 1, capacity_tokens)
+        check_bool(enable_prefix_caching, "enable_prefix_caching")
+        check_bool(track_cells, "track_cells")
+        self.capacity = capacity_tokens
+        self.block_size = block_size
+        self.num_gpu_blocks = capacity_tokens // block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.ref_cnt = [0] * self.num_gpu_blocks
+        self.block_hash: list = [None] * self.num_gpu_blocks
+        self.free_block_queue: OrderedDict = OrderedDict((b, None) for b in range(self.num_gpu_blocks))
+        self.cached_block_hash_to_block: dict = {}
+        self.req_to_blocks: dict = {}  # rid -> block table
+        self._hashes: dict = {}  # rid -> block hashes of its full blocks so far
+        self._n_cached: dict = {}  # rid -> how many of its blocks are registered in the cache
+        self._preempted_step = -1
+        self._step = 0
+        self._n_free_clean = self.num_gpu_blocks  # blocks in free_block_queue without a block_hash
+        self.cells = _CellMap(capacity_tokens, track_cells)
+        self.events: list = []
+
+    def max_request_tokens(self) -> int:
+        return self.num_gpu_blocks * self.block_size
+
+    def begin_step(self, step: int) -> None:
+        self.cells.settle()
+        self._step = step
+
+    def schedule(self, waiting, step: int):
+        # FCFS; preempted requests were put back at the front. Scheduler.schedule admits no waiting request in
+        # a step that had to preempt (`if not preempted_reqs:`), so freed blocks are not handed straight back.
+        return iter(()) if self._preempted_step == step else iter(waiting)
+
+    def _cells(self, block: int, lo: int = 0, hi: int | None = None):
+        base = block * self.block_size
+        return range(base + lo, base + (self.block_size if hi is None else hi))
+
+    def _block_hashes(self, live: _Live) -> list:
+        """hash_block_tokens: one hash per full block, chained through the parent block's hash."""
+        hs = self._hashes.setdefault(live.rid, [])
+        bs, toks = self.block_size, live.tokens
+        parent = hs[-1] if hs else None
+        for i in range(len(hs), len(toks) // bs):
+            parent = hash((parent, tuple(toks[i * bs : (i + 1) * bs])))
+            hs.append(parent)
+        return hs
+
+    def _pop_free(self) -> int:
+        """BlockPool.get_new_blocks: take the head of free_block_queue, evicting its cached hash if it has one."""
+        b, _ = self.free_block_queue.popitem(last=False)
+        h = self.block_hash[b]
+        if h is None:
+            self._n_free_clean -= 1
+        else:
+            if self.cached_block_hash_to_block.get(h) == b:
+                del self.cached_block_hash_to_block[h]
+            self.block_hash[b] = None
+            self.events.append(
+                {
+                    "type": "evict",
+                    "rid": self.cells.owner[b * self.block_size] if self.cells.enabled else -1,
+                    "cells": self.block_size,
+                }
+            )
+            if self.cells.enabled:
+                self.cells.set(self._cells(b), _EVICT)
+        self.ref_cnt[b] = 1
+        return b
+
+    def _cache_full_blocks(self, live: _Live) -> None:
+        """cache_blocks: register every newly full block of the request under its block_hash."""
+        if not self.enable_prefix_caching:
+            return
+        hs = self._block_hashes(live)
+        table = self.req_to_blocks[live.rid]
+        for i in range(self._n_cached.get(live.rid, 0), len(hs)):
+            b = table[i]
+            if self.block_hash[b] is None:
+                self.block_hash[b] = hs[i]
+                self.cached_block_hash_to_block.setdefault(hs[i], b)
+        self._n_cached[live.rid] = len(hs)
+
+    def admit(self, live: _Live, step: int):
+        n = len(live.tokens)
+        bs = self.block_size
+        # get_computed_blocks: the longest run of cached full blocks; at most n - 1 tokens may be hits, because
+        # the last prompt token must be computed to produce logits
+        computed = []
+        if self.enable_prefix_caching:
+            for h in self._block_hashes(live)[: (n - 1) // bs]:
+                b = self.cached_block_hash_to_block.get(h)
+                if b is None:
+                    break
+                computed.append(b)
+        n_hit = len(computed) * bs
+        n_new_blocks = -(-n // bs) - len(computed)
+        # allocate_slots: enough free blocks, not counting cached free blocks this request is about to touch
+        evictable_hits = sum(1 for b in computed if self.ref_cnt[b] == 0)
+        if len(self.free_block_queue) - evictable_hits < n_new_blocks:
+            return None
+        track = self.cells.enabled
+        for b in computed:  # touch
+            if self.ref_cnt[b] == 0:
+                del self.free_block_queue[b]
+            self.ref_cnt[b] += 1
+            if track:
+                self.cells.set(self._cells(b), _REUSED, live.rid)
+        table = list(computed)
+        for _ in range(n_new_blocks):
+            table.append(self._pop_free())
+        self.req_to_blocks[live.rid] = table
+        self._n_cached[live.rid] = len(computed)
+        # cells: computed tokens, then the unfilled tail of the last block
+        for i in range(len(computed), len(table) if track else 0):
+            lo_tok = i * bs
+            filled = min(bs, n - lo_tok)
+            self.cells.set(self._cells(table[i], 0, filled), _PREFILL, live.rid)
+            if filled < bs:
+                self.cells.set(self._cells(table[i], filled), _ALLOC, live.rid)
+        self._cache_full_blocks(live)
+        return n_hit, n - n_hit
+
+    def _free_request(self, live: _Live) -> list:
+        """KVCacheManager.free: blocks go back in reverse order; a block with ref_cnt 0 joins the queue's tail."""
+        table = self.req_to_blocks.pop(live.rid)
+        self._n_cached.pop(live.rid, None)
+        for b in reversed(table):
+            self.ref_cnt[b] -= 1
+            if self.ref_cnt[b] == 0:
+                self.free_block_queue[b] = None
+                if self.block_hash[b] is None:
+                    self._n_free_clean += 1
+        return table
+
+    def decode(self, live: _Live, running: list) -> list:
+        """Place the token just appended to live.tokens; when the last block is full, a new block is needed. If
+        none is free, preempt the most recently admitted running request (Scheduler.schedule:
+        self.running.pop()), which may be this one. Returns the preempted requests."""
+        preempted = []
+        n = len(live.tokens) - 1  # position of the new token
+        if n % self.block_size == 0:
+            while not self.free_block_queue:
+                victim = max(running, key=lambda r: r.order)
+                running.remove(victim)
+                preempted.append(victim)
+                self._preempt(victim)
+                if victim is live:
+                    return preempted
+            b = self._pop_free()
+            self.req_to_blocks[live.rid].append(b)
+            self.cells.set(self._cells(b), _ALLOC, live.rid)
+        table = self.req_to_blocks[live.rid]
+        b = table[n // self.block_size]
+        self.cells.set((b * self.block_size + n % self.block_size,), _DECODE, live.rid)
+        if len(live.tokens) % self.block_size == 0:
+            self._cache_full_blocks(live)
+        return preempted
+
+    def _preempt(self, live: _Live) -> None:
+        self._preempted_step = self._step
+        table = self._free_request(live)
+        self._hashes.pop(live.rid, None)
+        freed = [b for b in table if self.ref_cnt[b] == 0]
+        self.events.append({"type": "preempt", "rid": live.rid, "cells": len(freed) * self.block_size})
+        for b in freed:
+            if self.block_hash[b] is None:
+                self.cells.set(self._cells(b), _PREEMPT)
+            else:
+                self.cells.set(self._cells(b), _CACHED)  # its full blocks stay cached: the recompute may hit them
+
+    def finish(self, live: _Live, step: int) -> None:
+        table = self._free_request(live)
+        self._hashes.pop(live.rid, None)
+        if self.cells.enabled:
+            for b in table:
+                if self.ref_cnt[b] == 0:
+                    code = _CACHED if self.block_hash[b] is not None else _FREE
+                    self.cells.set(self._cells(b), code, -1 if code == _FREE else None)
+
+    def cells_used(self) -> int:
+        return (self.num_gpu_blocks - self._n_free_clean) * self.block_size
+
+    def check_invariants(self) -> None:
+        held: dict = {}
+        for table in self.req_to_blocks.values():
+            for b in table:
+                held[b] = held.get(b, 0) + 1
+        for b in range(self.num_gpu_blocks):
+            assert self.ref_cnt[b] >= 0, f"ref_cnt of block {b} is negative"
+            assert self.ref_cnt[b] == held.get(b, 0), f"ref_cnt of block {b} does not match the block tables"
+            assert (b in self.free_block_queue) == (self.ref_cnt[b] == 0), f"block {b} free-queue mismatch"
+        assert self._n_free_clean == sum(1 for b in self.free_block_queue if self.block_hash[b] is None)
+        for h, b in self.cached_block_hash_to_block.items():
+            assert self.block_hash[b] == h, "cache map points at a block with another hash"
+        for rid, table in self.req_to_blocks.items():
+            assert len(set(table)) == len(table), f"request {rid} holds a block twice"

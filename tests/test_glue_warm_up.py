@@ -1,0 +1,69 @@
+"""site/py/main.py's warm-up (op "warm"), in CPython: once a frame is live and idle, the session runs compute and
+render for one neighbouring state and throws the answer away; the session's state and what the frame was told
+stay as they were."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site" / "py"))
+import main  # noqa: E402
+
+from enginelab import page  # noqa: E402
+from enginelab.figures import REGISTRY  # noqa: E402
+
+
+def ask(client, **req):
+    return json.loads(main.serve(client, json.dumps(req)))
+
+
+@pytest.fixture
+def views(monkeypatch):
+    """The states page.view is asked to draw."""
+    seen = []
+    real = page.view
+
+    def spy(fig, state, **kw):
+        seen.append(state)
+        return real(fig, state, **kw)
+
+    monkeypatch.setattr(page, "view", spy)
+    return seen
+
+
+def warm(client, figure, search, views):
+    ask(client, op="open", figure=figure, search=search, sigs={}, values={}, layout="wide")
+    views.clear()  # only what the warm-up draws
+    app = main.SESSIONS[client]
+    before = None
+    if isinstance(app, main.App):  # (a frame at its default opens on its pre-render: a session comes with "warm")
+        before = (app.state, app.query, dict(app.sigs), dict(app.shown), app.message_list, app.deferred)
+    return before, ask(client, op="warm"), main.SESSIONS[client]
+
+
+def test_a_frame_with_its_own_settings_warms_up_on_the_default_state(views):
+    before, out, app = warm("w1", "calculator", "?machine=rtx3060&ctx=16384", views)
+    assert out == {"ok": True}  # nothing for the frame to write
+    assert views == [REGISTRY["calculator"].default_state()]
+    assert (app.state, app.query, app.sigs, app.shown, app.message_list, app.deferred) == before
+    assert app.state.machine == "rtx3060" and app.state.ctx == 16384
+
+
+def test_a_frame_at_the_default_warms_up_on_its_first_settings_next_option(views):
+    _before, out, app = warm("w2", "calculator", "", views)
+    fig = REGISTRY["calculator"]
+    assert out == {"ok": True} and app.state == fig.default_state()
+    options = [v for v, _ in fig.SPEC.by_key["model"].options_for({})]
+    want = options[(options.index(app.state.model) + 1) % len(options)]
+    assert [s.model for s in views] == [want]  # the model is the calculator's first setting
+
+
+def test_a_step_through_figure_at_its_default_does_not_warm_up_another_computation(views):
+    _before, out, app = warm("w3", "kv-managers", "", views)
+    assert out == {"ok": True} and views == []  # its changes are frame patches on the simulation it has
+    _before, out, app = warm("w4", "kv-managers", "?step=5", views)
+    assert [s.step for s in views] == [0] and app.state.step == 5  # the same simulation, at its first step
