@@ -5,14 +5,16 @@
 Three ways into the model, each checked against the same rule: for bad input only ValueError leaves the library;
 for anything accepted every call succeeds with finite, non-negative numbers, and no call takes 3 s or more.
 
-- GGUF: 5,000 x S hostile headers (tests/fuzz_pipeline.py: six architectures' seeds, hostile metadata values of
-  every GGUF type, tensors of every ggml type id, broken shapes and block numbers, flipped and cut bytes) through
+- GGUF: 5,000 x S hostile headers (tests/fuzz_pipeline.py: six architectures' seeds and a tensor table per block
+  kind the block reader knows, hostile metadata values of every GGUF type, tensors of every ggml type id, broken
+  shapes and block numbers, tensors renamed to another block kind's or dropped, flipped and cut bytes) through
   model_from_gguf -> place (3 machines x 2 quantizations, and the file's own context) -> decode_step_time ->
   prefill_time -> sizes;
-- config.json: 3,000 x S hostile dicts and texts (deep nesting, 5,000-digit numbers, cut text) through
+- config.json: 3,000 x S hostile dicts and texts (the 2025-2026 architectures' readers and the generic one, deep
+  nesting, 5,000-digit numbers, cut text) through
   model_from_hf_config / the calculator's parser -> place -> decode -> prefill;
 - arguments: every public function of the library with each argument replaced by each of 23 hostile values
-  (tests/hostile_args.py), 5,290 calls.
+  (tests/hostile_args.py), 7,866 calls.
 
 Prints inputs tried, failures by exception type, and the slowest call (CPU seconds); `run(scale) -> dict` is what
 `build.py bench` imports and calls. Exit status 1 if anything failed.

@@ -5,10 +5,14 @@ Standard library only (no gguf-py), so the bench runs anywhere the library does.
 
 - `gguf_bytes(kvs, tensors)` writes a GGUF header (v3, little-endian) from typed metadata and tensor infos.
 - `SEEDS`: small but real-shaped models of several architectures (dense, MoE, sliding window, MXFP4 experts,
-  per-layer head-count arrays, a fused-QKV model, every ggml tensor type), as (kvs, tensors).
+  per-layer head-count arrays, a fused-QKV model, every ggml tensor type), as (kvs, tensors); and BLOCK_SEEDS,
+  tensor tables written from typed blocks (enginelab.blocks) for the block reader (enginelab.arch_gguf): a
+  gated-delta-net hybrid, MLA with a DSA indexer, Mamba-2 with FFN-only blocks, short convolutions, Gemma 4's
+  two widths with shared caches and per-layer embeddings, Kimi's KDA, gpt-oss's sinks and biases.
 - `hostile_input(rng)`: one seed changed by one to three mutations: a metadata value replaced by a hostile one
   of any GGUF type (inf, NaN, negative, 2^64-1, a string, an array, a nested array), a key dropped, a tensor's
-  type, shape or block number changed, the tensors dropped; then sometimes bytes flipped, spliced or cut.
+  type, shape or block number changed, the tensors dropped, a tensor renamed to another block kind's or a
+  block's tensors dropped; then sometimes bytes flipped, spliced or cut.
 - `run_pipeline(data)`: model_from_gguf, then place / decode_step_time / prefill_time / sizes on three
   machines and two quantizations. The only exception allowed is ValueError from model_from_gguf (the file is
   refused); once a Model is made, every call must succeed and every number must be finite and non-negative.
@@ -25,6 +29,7 @@ import time
 from collections import Counter
 
 import perf_model as pm
+from enginelab import blocks as bl
 from enginelab import custom
 from enginelab.ggml import GGML_TYPES_BY_ID
 
@@ -213,7 +218,84 @@ def _seeds() -> dict:
     return seeds
 
 
-SEEDS = _seeds()
+def _block_seed(arch: str, bm, keys: dict) -> tuple:
+    """(kvs, tensors) of a GGUF holding bm's tensors (f32 vectors, f16 matrices) with the {arch}.* keys given."""
+    kvs = [
+        ("general.architecture", "str", arch),
+        ("general.name", "str", arch),
+        (f"{arch}.block_count", "u32", bm.n_layer),
+        (f"{arch}.embedding_length", "u32", bm.globals.n_embd),
+        (f"{arch}.context_length", "u32", 4096),
+        (f"{arch}.vocab_size", "u32", bm.globals.vocab),
+    ]
+    for k, v in keys.items():
+        if isinstance(v, list):
+            kvs.append((f"{arch}.{k}", "arr", ("bool" if isinstance(v[0], bool) else "u32", v)))
+        else:
+            kvs.append((f"{arch}.{k}", "u32", v))
+    tensors = [(name, list(ne), 0 if len(ne) == 1 else 1) for name, ne in bl.tensors(bm)]
+    return kvs, tensors
+
+
+def _block_models() -> dict:
+    """name -> (GGUF arch, BlockModel, keys): one small model per block kind the block reader knows."""
+    g = bl.Globals(vocab=256, n_embd=64, tied_output=False)
+    moe_sh = bl.MoEFFN(4, 2, 32, n_shared=1, shared_width=32, shared_gate=True)
+    gdn = bl.Recurrent("gated_delta_net", 4, 64, 16, 2, 4)
+    gated = bl.Attention(4, 2, 16, 16, q_gate=True, qk_norm=True)
+    mla = bl.Attention(4, 1, 24, 16, kv_lora_rank=16, rope_dim=8, q_lora_rank=32, indexer_head_dim=16, n_indexer_head=2)
+    moe_rb = bl.MoEFFN(4, 2, 32, n_shared=1, shared_width=32, routing_bias=True)
+    m2 = bl.Recurrent("mamba2", 4, 128, 16, 2, 8)
+    swa = bl.Attention(4, 2, 16, 16, window=64, qk_norm=True)
+    glob = bl.Attention(4, 1, 32, 32, qk_norm=True)
+    kda = bl.Recurrent("kda", 4, 64, 16, 4, 4)
+    sinks = bl.Attention(4, 2, 16, 16, window=32, qkv_bias=True, out_bias=True, sinks=True)
+    oss = bl.MoEFFN(4, 2, 32, router_bias=True, expert_bias=True)
+    return {
+        "b_qwen35moe": ("qwen35moe", bl.BlockModel(g, (bl.Block(gdn, moe_sh), bl.Block(gated, moe_sh)) * 2), {
+            "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 16,
+            "ssm.conv_kernel": 4, "ssm.inner_size": 64, "ssm.state_size": 16, "ssm.group_count": 2,
+            "ssm.time_step_rank": 4, "full_attention_interval": 2, "expert_count": 4, "expert_used_count": 2}),
+        "b_deepseek32": ("deepseek32", bl.BlockModel(g, (bl.Block(mla, bl.DenseFFN(96)),) + (bl.Block(mla, moe_rb),) * 2), {
+            "attention.head_count": 4, "rope.dimension_count": 8, "attention.kv_lora_rank": 16,
+            "attention.key_length_mla": 24, "attention.value_length_mla": 16, "attention.indexer.head_count": 2,
+            "attention.indexer.key_length": 16, "expert_count": 4, "expert_used_count": 2,
+            "leading_dense_block_count": 1}),
+        "b_nemotron_h": ("nemotron_h_moe", bl.BlockModel(g, (
+            bl.Block(m2, bl.NoFFN()), bl.Block(bl.NoMixer(), bl.MoEFFN(4, 2, 32, gated=False)),
+            bl.Block(bl.Attention(4, 2, 16, 16), bl.NoFFN()), bl.Block(bl.NoMixer(), bl.DenseFFN(96, gated=False)))), {
+            "attention.head_count": [0, 0, 4, 0], "attention.head_count_kv": [0, 0, 2, 0], "attention.key_length": 16,
+            "ssm.conv_kernel": 4, "ssm.inner_size": 128, "ssm.state_size": 16, "ssm.group_count": 2,
+            "ssm.time_step_rank": 8, "expert_count": 4, "expert_used_count": 2}),
+        "b_lfm2": ("lfm2", bl.BlockModel(g, (bl.Block(bl.ShortConv(3, 64), bl.DenseFFN(96)),
+                                            bl.Block(bl.Attention(4, 2, 16, 16, qk_norm=True), bl.DenseFFN(96))) * 2), {
+            "attention.head_count": 4, "attention.head_count_kv": [0, 2, 0, 2], "attention.key_length": 16,
+            "shortconv.l_cache": 3}),
+        "b_gemma4": ("gemma4", bl.BlockModel(bl.Globals(vocab=256, n_embd=64, tied_output=True, per_layer_width=8), (
+            bl.Block(swa, bl.DenseFFN(96)), bl.Block(glob, bl.DenseFFN(96)), bl.Block(swa, bl.DenseFFN(96)),
+            bl.Block(bl.Attention(4, 2, 16, 16, window=64, qk_norm=True, kv_shared_from=2), bl.DenseFFN(96)),
+            bl.Block(bl.Attention(4, 1, 32, 32, qk_norm=True, kv_shared_from=1), bl.DenseFFN(96)))), {
+            "attention.head_count": 4, "attention.head_count_kv": [2, 1, 2, 2, 1], "attention.key_length": 32,
+            "attention.key_length_swa": 16, "attention.sliding_window": 64,
+            "attention.sliding_window_pattern": [True, False, True, True, False], "attention.shared_kv_layers": 2,
+            "embedding_length_per_layer_input": 8}),
+        "b_kimi_linear": ("kimi-linear", bl.BlockModel(g, (bl.Block(kda, bl.DenseFFN(96)), bl.Block(mla.__class__(
+            4, 1, 24, 16, kv_lora_rank=16, rope_dim=8), moe_rb))), {
+            "attention.head_count": 4, "rope.dimension_count": 8, "attention.kv_lora_rank": 16,
+            "attention.key_length_mla": 24, "attention.value_length_mla": 16, "kda.head_dim": 16,
+            "ssm.conv_kernel": 4, "expert_count": 4, "expert_used_count": 2}),
+        "b_gpt_oss": ("gpt-oss", bl.BlockModel(g, (bl.Block(sinks, oss, ffn_norm_name="post_attention_norm"),
+                                                  bl.Block(bl.Attention(4, 2, 16, 16, qkv_bias=True, out_bias=True,
+                                                                        sinks=True), oss,
+                                                           ffn_norm_name="post_attention_norm"))), {
+            "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 16,
+            "attention.sliding_window": 32, "expert_count": 4, "expert_used_count": 2}),
+    }  # fmt: skip
+
+
+BLOCK_MODELS = _block_models()
+BLOCK_SEEDS = {name: _block_seed(arch, bm, keys) for name, (arch, bm, keys) in BLOCK_MODELS.items()}
+SEEDS = {**_seeds(), **BLOCK_SEEDS}
 SEED_NAMES = sorted(SEEDS)
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -268,17 +350,60 @@ _HPARAM_SUFFIXES = [
     "expert_used_count",
     "expert_feed_forward_length",
     "attention.sliding_window",
+    # the block reader's keys (enginelab.arch_gguf)
+    "ssm.conv_kernel",
+    "ssm.inner_size",
+    "ssm.state_size",
+    "ssm.group_count",
+    "ssm.time_step_rank",
+    "attention.kv_lora_rank",
+    "rope.dimension_count",
+    "attention.key_length_mla",
+    "attention.value_length_mla",
+    "attention.key_length_swa",
+    "attention.sliding_window_pattern",
+    "attention.shared_kv_layers",
+    "attention.indexer.head_count",
+    "attention.indexer.key_length",
+    "embedding_length_per_layer_input",
+    "shortconv.l_cache",
+    "kda.head_dim",
+    "nextn_predict_layers",
+    "expert_shared_count",
+    "full_attention_interval",
 ]
+# tensor names of every block kind (arch_gguf decides a block's mixer and FFN by them)
+_BLOCK_TENSORS = ["attn_q.weight", "attn_k.weight", "attn_qkv.weight", "attn_kv_a_mqa.weight", "attn_q_a.weight",
+                  "ssm_in.weight", "ssm_x.weight", "ssm_conv1d.weight", "ssm_conv1d_q.weight", "ssm_ba.weight",
+                  "ssm_beta.weight", "shortconv.conv.weight", "ffn_down_exps.weight", "ffn_gate_up_exps.weight",
+                  "ffn_gate_inp.weight", "ffn_up_shexp.weight", "ffn_up.weight", "ffn_down.weight",
+                  "indexer.attn_k.weight", "indexer.proj.weight", "attn_sinks.weight", "exp_probs_b.bias",
+                  "post_attention_norm.weight"]  # fmt: skip
 
 
 def _mutate_semantic(rng: random.Random, kvs: list, tensors: list) -> tuple:
     kvs, tensors = list(kvs), list(tensors)
     arch = next((v for k, _t, v in kvs if k == "general.architecture"), "llama")
     n_layers = next((v for k, _t, v in kvs if k == f"{arch}.block_count"), 4)
-    op = rng.randrange(10)
+    op = rng.randrange(12)
+    if op == 10 and tensors:  # a block tensor renamed to another kind's, its shape kept or changed
+        i = rng.randrange(len(tensors))
+        name, dims, tid = tensors[i]
+        block = name.split(".")[1] if name.startswith("blk.") else "0"
+        if rng.random() < 0.5:
+            dims = [rng.choice([1, 2, 3, 4, 16, 64, 2**20]) for _ in range(rng.randint(1, 3))]
+            tid = 0
+        tensors[i] = (f"blk.{block}.{rng.choice(_BLOCK_TENSORS)}", dims, tid)
+        return kvs, tensors
+    if op == 11 and tensors:  # one block's tensors dropped, or just its attention's keys
+        block = rng.choice([t[0].split(".")[1] for t in tensors if t[0].startswith("blk.")] or ["0"])
+        keep = (lambda n: "attn_k" not in n) if rng.random() < 0.5 else (lambda n: False)
+        tensors = [t for t in tensors if not t[0].startswith(f"blk.{block}.") or keep(t[0])]
+        return kvs, tensors
     if op <= 3:  # a hyper-parameter gets a hostile value (added if absent)
         key = f"{arch}.{rng.choice(_HPARAM_SUFFIXES)}"
-        vtype, value = _hostile_value(rng, n_layers if isinstance(n_layers, int) else 4)
+        # a per-layer array as long as block_count, unless a mutation made block_count absurd (2^32 - 1)
+        vtype, value = _hostile_value(rng, n_layers if isinstance(n_layers, int) and 0 < n_layers <= 4096 else 4)
         kvs = [k for k in kvs if k[0] != key] + [(key, vtype, value)]
     elif op == 4:  # a key dropped
         kvs.pop(rng.randrange(len(kvs)))
@@ -460,9 +585,48 @@ _CONFIG_SEEDS = [
      "layer_types": ["sliding_attention", "full_attention"] * 2},
     {"model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
      "num_attention_heads": 4, "vocab_size": 512},
+    # the block readers (enginelab.arch_config): 2025-2026 architectures and a generic unknown one
+    {"model_type": "qwen3_5_moe", "text_config": {"model_type": "qwen3_5_moe_text", "num_hidden_layers": 4,
+     "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512,
+     "full_attention_interval": 2, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 16,
+     "linear_value_head_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4, "num_experts": 8,
+     "num_experts_per_tok": 2, "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64}},
+    {"model_type": "gemma4", "text_config": {"model_type": "gemma4_text", "num_hidden_layers": 6, "hidden_size": 128,
+     "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "num_global_key_value_heads": 1,
+     "head_dim": 32, "global_head_dim": 64, "attention_k_eq_v": True, "sliding_window": 128,
+     "layer_types": ["sliding_attention", "full_attention"] * 3, "num_kv_shared_layers": 2, "hidden_size_per_layer_input": 16, "enable_moe_block": True, "num_experts": 4,
+     "top_k_experts": 2, "moe_intermediate_size": 32, "vocab_size": 512}},
+    {"model_type": "nemotron_h", "num_hidden_layers": 4, "hybrid_override_pattern": "M*-E", "hidden_size": 128,
+     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 256,
+     "mamba_num_heads": 4, "mamba_head_dim": 32, "n_groups": 2, "ssm_state_size": 16, "conv_kernel": 4,
+     "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "vocab_size": 512},
+    {"model_type": "lfm2", "num_hidden_layers": 4, "hidden_size": 128, "intermediate_size": 256,
+     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "conv_L_cache": 3,
+     "layer_types": ["conv", "full_attention", "conv", "full_attention"]},
+    {"model_type": "deepseek_v32", "num_hidden_layers": 3, "hidden_size": 128, "intermediate_size": 256,
+     "moe_intermediate_size": 32, "num_attention_heads": 4, "q_lora_rank": 32, "kv_lora_rank": 16,
+     "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 4, "n_shared_experts": 1,
+     "num_experts_per_tok": 2, "first_k_dense_replace": 1, "topk_method": "noaux_tc", "index_n_heads": 2,
+     "index_head_dim": 16, "vocab_size": 512},
+    {"model_type": "kimi_linear", "num_hidden_layers": 4, "hidden_size": 128, "intermediate_size": 256,
+     "moe_intermediate_size": 32, "num_attention_heads": 4, "kv_lora_rank": 16, "qk_nope_head_dim": 16,
+     "qk_rope_head_dim": 8, "v_head_dim": 16, "num_experts": 4, "num_experts_per_token": 2, "num_shared_experts": 1,
+     "first_k_dense_replace": 1, "vocab_size": 512,
+     "linear_attn_config": {"kda_layers": [1, 3], "head_dim": 16, "num_heads": 4, "short_conv_kernel_size": 4}},
+    {"model_type": "llama4", "text_config": {"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 128,
+     "intermediate_size": 64, "intermediate_size_mlp": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+     "head_dim": 32, "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
+     "attention_chunk_size": 256, "vocab_size": 512}},
+    {"model_type": "brand_new_arch", "num_hidden_layers": 3, "hidden_size": 128, "intermediate_size": 256,
+     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "num_experts": 4,
+     "num_experts_per_tok": 2, "layer_types": ["sliding_attention", "full_attention", "mystery"],
+     "sliding_window": 64},
 ]  # fmt: skip
 _JSON_VALUES = [None, True, False, -1, 0, 1, 2, 3, 1.5, 4096.0, 10**6, 10**8, 10**400, 2**63, 2**64, "", "32",
-                "llama", [], [1, 2], [0] * 4, {}, {"rope_type": "llama3"}, {"type": 1}, [[1]], 1e308]  # fmt: skip
+                "llama", [], [1, 2], [0] * 4, {}, {"rope_type": "llama3"}, {"type": 1}, [[1]], 1e308,
+                ["linear_attention"] * 4, ["conv", "x"], "M*-E", "MMMM", ["sliding_attention"] * 3,
+                {"kda_layers": [0, 99], "head_dim": 0}, {"kda_layers": "x"}, "qwen3_5", "gemma4_text",
+                "noaux_tc", [True, 1], {"model_type": "kimi_k2"}]  # fmt: skip
 
 
 def hostile_config(rng: random.Random):

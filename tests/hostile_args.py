@@ -16,6 +16,7 @@ import time
 import inference_trace as it
 import kv_managers as kv
 import perf_model as pm
+from enginelab import arch_config, arch_gguf, blocks, ggml
 from enginelab import serving_plan as sp
 from enginelab.advisor import diagnosis, lora, recipes
 from enginelab.advisor import setup as adv_setup
@@ -229,6 +230,25 @@ CASES = [
      False),
     ("sglang_plan (TP 2)", sp.sglang_plan, dict(model=M8, machine=GPU, context_length=8192, tp_size=2), False),
     ("tp_kv_heads", sp.tp_kv_heads, dict(model=M8, tp=4), True),
+    # the typed blocks: readers (kv_shared_from -1 means none: not a size), per-block serving plans, file names
+    ("read_config", arch_config.read_config, dict(config=LIVE, name=None), False),
+    ("read_generic", arch_config.read_generic, dict(config=LIVE), False),
+    ("read_gguf_blocks", arch_gguf.read_gguf_blocks, dict(source=LIVE), False),
+    ("kv_cache_elements", lambda **kw: blocks.kv_cache_elements(arch_config.read_config(LLAMA_CONFIG), **kw),
+     dict(n_ctx=4096, n_seq=2), True),
+    ("state_bytes", lambda **kw: blocks.state_bytes(pm.MODELS["qwen3.6-35b-a3b"].block_model, **kw), dict(n_seq=4),
+     True),
+    ("vllm_kv_groups", sp.vllm_kv_groups, dict(model="qwen3.6-35b-a3b", available_bytes=4e9, block_size=16,
+                                               kv_cache_dtype="fp8", max_model_len=32768, max_num_batched_tokens=2048,
+                                               mamba_cache_mode="align", tp=1), True),
+    ("vllm_plan (hybrid)", sp.vllm_plan, dict(model="qwen3.6-35b-a3b", machine=GPU, weight_dtype="awq",
+                                              max_model_len=32768, mamba_cache_mode="none"), False),
+    ("sglang_plan (hybrid)", sp.sglang_plan, dict(model="qwen3.6-35b-a3b", machine=GPU, weight_dtype="awq",
+                                                  context_length=32768), False),
+    ("sglang_cell_size_bytes", sp.sglang_cell_size_bytes, dict(model="gemma-4-31b", kv_cache_dtype="auto", tp=1),
+     True),
+    ("sglang_mamba_state_bytes", sp.sglang_mamba_state_bytes, dict(model="nemotron-3-nano-30b-a3b", tp=1), True),
+    ("file_quant", ggml.file_quant, dict(name="Qwen3.6-35B-A3B-UD-Q4_K_XL.gguf"), True),
     ("allreduce_bytes_per_token", sp.allreduce_bytes_per_token, dict(model=M8, tp=2, dtype_bytes=2), True),
 ]  # fmt: skip
 

@@ -196,8 +196,11 @@ def test_long_context_kv_rivals_weights():
     q8 = change(f, "-ctk q8_0")
     assert f"{q8.after['decode_tok_s']:.1f}" == "101.7"
     assert q8.after["gpu_layers"] == q8.before["gpu_layers"] == 32
-    # Qwen2.5 7B (4 KV heads, 28 layers) would be a fewer-KV-heads model, but it is trained to 32k only
-    assert not any(c.apply.get("model") for c in f.changes)
+    # Qwen2.5 7B (4 KV heads, 28 layers) would be a fewer-KV-heads model, but it is trained to 32k only; Gemma 4
+    # E4B (7.46B, 0.93 of the size) keeps 20 sliding blocks x 2 KV x 2 x 256 x 2 bytes + 4 global x 2 x 2 x 512
+    # x 2 = 57,344 bytes per token (the 18 KV-shared blocks none), under 3/4 of 131,072, for 131,072 tokens
+    assert pm.kv_bytes_per_token("gemma-4-e4b") == 20 * 2048 + 4 * 4096 <= 0.75 * 131072
+    assert [c.apply["model"] for c in f.changes if c.apply.get("model")] == ["gemma-4-e4b"]
 
 
 def test_long_context_suggests_a_model_with_fewer_kv_heads():

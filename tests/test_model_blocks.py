@@ -15,8 +15,12 @@ def test_catalog_blocks_match_the_fields(key):
         assert isinstance(blk.mixer, (b.Recurrent, b.ShortConv)) == m.is_recurrent_layer(il)
         assert isinstance(blk.ffn, b.MoEFFN) == m.is_moe_layer(il)
         if isinstance(blk.mixer, b.Attention):
-            assert (blk.mixer.window > 0) == m.is_swa_layer(il)
-            k, v = b.kv_elements_per_token(blk)
+            # a block reading an earlier block's cache (Gemma 4 E-models) keeps none of its own: kind "none"
+            own = blk.mixer.kv_shared_from < 0
+            assert (blk.mixer.window > 0 and own) == m.is_swa_layer(il)
+            src = blk if own else m.blocks[blk.mixer.kv_shared_from]
+            k, v = b.kv_elements_per_token(src)
+            k += b.indexer_elements_per_token(src)  # DeepSeek V3.2's lightning-indexer key
             assert k + v == pm.kv_elements_per_token_layer(m, il) <= pm.kv_elements_per_token_layer(m)
         elif isinstance(blk.mixer, (b.Recurrent, b.ShortConv)):
             assert b.state_elements(blk) == pm.recurrent_state_elements(m, il) == pm.recurrent_state_elements(m)

@@ -537,6 +537,28 @@ def test_fuzz_gguf_header_to_timing():
     assert s["accepted"] >= 50 and s["refused_value_error"] >= 100  # both sides of the boundary are exercised
 
 
+CONFIG_FUZZ_INPUTS = 300
+
+
+def test_fuzz_config_json_to_timing():
+    # the block readers (enginelab.arch_config) and the generic one, through placement and timing
+    s = fz.fuzz_configs(CONFIG_FUZZ_INPUTS, seed=5).as_dict()
+    assert s["failures_total"] == 0, s["examples"]
+    assert s["slow_calls_over_3s"] == 0
+    assert s["accepted"] >= 100 and s["refused_value_error"] >= 30
+
+
+@pytest.mark.parametrize("name", sorted(fz.BLOCK_SEEDS))
+def test_block_seeds_read_back_exactly(name):
+    # each block kind's tensor table (fuzz_pipeline.BLOCK_SEEDS) is what the block reader turns back into the
+    # blocks it was written from, so the GGUF fuzz starts from every kind arch_gguf knows
+    from enginelab import arch_gguf
+
+    _arch, bm, _keys = fz.BLOCK_MODELS[name]
+    got = arch_gguf.read_gguf_blocks(fz.gguf_bytes(*fz.BLOCK_SEEDS[name]))
+    assert got.blocks == bm.blocks and got.globals == bm.globals and got.unknown == ()
+
+
 def test_hostile_arguments_to_every_public_function():
     calls = unnamed = 0
     escapes = []

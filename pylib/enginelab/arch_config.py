@@ -40,6 +40,7 @@ GENERIC_WARNING = "architecture not verified: sizes approximate"
 
 # Every config.json key a reader here reads (a config kept to these, and its text_config's, reads the same)
 CONFIG_KEYS = (
+    "attention_bias",
     "attention_chunk_size",
     "attention_k_eq_v",
     "attn_output_gate",
@@ -112,6 +113,7 @@ CONFIG_KEYS = (
     "q_lora_rank",
     "qk_nope_head_dim",
     "qk_rope_head_dim",
+    "rope_scaling",
     "shared_expert_intermediate_size",
     "shared_intermediate_size",
     "sliding_window",
@@ -119,6 +121,7 @@ CONFIG_KEYS = (
     "tie_word_embeddings",
     "top_k",
     "top_k_experts",
+    "topk_method",
     "use_double_wide_mlp",
     "v_head_dim",
     "vocab_size",
@@ -254,9 +257,23 @@ def _window(c: _Cfg, maxpos: int, default=None, key: str = "sliding_window") -> 
 # ---------------------------------------------------------------------------
 
 
-def _dense(c: _Cfg, ctx: _Ctx, *, tied=False, qk_norm=False, swa_default=(), window_default=None) -> BlockModel:
+def _dense(
+    c: _Cfg,
+    ctx: _Ctx,
+    *,
+    tied=False,
+    qk_norm=False,
+    swa_default=(),
+    window_default=None,
+    bias=False,
+    fused=False,
+    post_norms=False,
+    fused_gate_up=False,
+) -> BlockModel:
     """A stack of attention + dense FFN blocks; sliding-window blocks where layer_types (or the architecture's
-    own layout, `swa_default`: one bool per position of a repeating pattern) says so."""
+    own layout, `swa_default`: one bool per position of a repeating pattern) says so. `bias`: q/k/v biases
+    (the default of attention_bias); `fused`: one attn_qkv and one ffn_up for gate and up (Phi-3);
+    `post_norms`: Gemma 2/3's norms after the mixer and the FFN; `fused_gate_up`: GLM-4-0414's ffn_up."""
     n = c.int("num_hidden_layers")
     hidden = c.int("hidden_size")
     heads = c.int("num_attention_heads", hi=MAX_HEADS)
@@ -266,10 +283,14 @@ def _dense(c: _Cfg, ctx: _Ctx, *, tied=False, qk_norm=False, swa_default=(), win
     ff = c.int("intermediate_size")
     swa = _swa_layers(c, n, swa_default)
     win = _window(c, maxpos, window_default) if any(swa) else 0
+    qkv_bias = c.bool("attention_bias", bias)
+    ffn = DenseFFN(ff, fused_gate_up=fused or fused_gate_up)
     blocks = []
     for il in range(n):
-        att = Attention(heads, kv, hd, hd, window=win if swa[il] else 0, qk_norm=qk_norm)
-        blocks.append(Block(att, DenseFFN(ff)))
+        att = Attention(
+            heads, kv, hd, hd, window=win if swa[il] else 0, qk_norm=qk_norm, fused_qkv=fused, qkv_bias=qkv_bias
+        )
+        blocks.append(Block(att, ffn, post_norms=post_norms))
     return BlockModel(_globals(c, tied), tuple(blocks))
 
 
@@ -289,12 +310,14 @@ def _swa_layers(c: _Cfg, n: int, default: tuple) -> list:
 # ---------------------------------------------------------------------------
 
 
-def _qwen3_5(c: _Cfg, ctx: _Ctx, moe: bool) -> BlockModel:
+def _qwen3_5(c: _Cfg, ctx: _Ctx, moe: bool, next_: bool = False) -> BlockModel:
     """qwen3_5 / qwen3_5_moe (and qwen3_next): src/models/qwen35.cpp load_arch_hparams: a layer is recurrent
     unless (il + 1) % full_attention_interval == 0 (or per layer_types); gated delta net with ssm_d_conv =
     linear_conv_kernel_dim, ssm_d_inner = linear_value_head_dim x linear_num_value_heads, ssm_d_state =
     linear_key_head_dim, ssm_n_group = linear_num_key_heads, ssm_dt_rank = linear_num_value_heads; attention
-    blocks have a gated query (attn_q is 2 x n_head x head_dim) and q/k norms."""
+    blocks have a gated query (attn_q is 2 x n_head x head_dim) and q/k norms. Qwen3-Next (`next_`,
+    src/models/qwen3next.cpp) fuses beta and alpha into ssm_ba, gates its shared expert (ffn_gate_inp_shexp)
+    and names the pre-FFN norm post_attention_norm."""
     n = c.int("num_hidden_layers")
     hidden = c.int("hidden_size")
     heads = c.int("num_attention_heads", hi=MAX_HEADS)
@@ -309,7 +332,7 @@ def _qwen3_5(c: _Cfg, ctx: _Ctx, moe: bool) -> BlockModel:
     kh, vh = c.int("linear_key_head_dim", hi=MAX_STATE), c.int("linear_value_head_dim", hi=MAX_STATE)
     nk, nv = c.int("linear_num_key_heads", hi=MAX_HEADS), c.int("linear_num_value_heads", hi=MAX_HEADS)
     check(nv % nk == 0, "linear_num_value_heads", f"must be a multiple of linear_num_key_heads ({nk:,}), got {nv:,}")
-    rec = Recurrent("gated_delta_net", c.int("linear_conv_kernel_dim"), vh * nv, kh, nk, nv)
+    rec = Recurrent("gated_delta_net", c.int("linear_conv_kernel_dim"), vh * nv, kh, nk, nv, fused_ba=next_)
     att = Attention(heads, kv, hd, hd, q_gate=c.bool("attn_output_gate", True), qk_norm=True)
     if moe:
         sw = c.int("shared_expert_intermediate_size", 0, lo=0)
@@ -319,10 +342,12 @@ def _qwen3_5(c: _Cfg, ctx: _Ctx, moe: bool) -> BlockModel:
             c.int("moe_intermediate_size"),
             n_shared=1 if sw else 0,
             shared_width=sw,
+            shared_gate=next_ and sw > 0,
         )
     else:
         ffn = DenseFFN(c.int("intermediate_size"))
-    blocks = tuple(Block(rec if recurrent[il] else att, ffn) for il in range(n))
+    norm = "post_attention_norm" if next_ else "ffn_norm"
+    blocks = tuple(Block(rec if recurrent[il] else att, ffn, ffn_norm_name=norm) for il in range(n))
     return BlockModel(_globals(c, False), blocks)
 
 
@@ -535,6 +560,13 @@ def _mla(c: _Cfg, heads: int, indexer: bool) -> Attention:
     )
 
 
+def _noaux_tc(c: _Cfg) -> bool:
+    """DeepSeek V3's router (topk_method "noaux_tc") keeps a score-correction bias, exp_probs_b."""
+    tm = c.d.get("topk_method")
+    check(tm is None or isinstance(tm, str), "topk_method", f"must be a string, got {brief(tm)}")
+    return tm == "noaux_tc"
+
+
 def _deepseek(c: _Cfg, ctx: _Ctx, indexer: bool) -> BlockModel:
     """deepseek_v2/v3, kimi_k2, deepseek_v32 and glm_moe_dsa: MLA (src/models/deepseek2.cpp, deepseek32.cpp,
     glm-dsa.cpp): the cache holds kv_lora_rank + qk_rope_head_dim per token (one K, no V); the first
@@ -553,6 +585,7 @@ def _deepseek(c: _Cfg, ctx: _Ctx, indexer: bool) -> BlockModel:
         moe_w,
         n_shared=n_sh,
         shared_width=moe_w * n_sh,
+        routing_bias=_noaux_tc(c),
     )
     dense = DenseFFN(c.int("intermediate_size"))
     k = c.int("first_k_dense_replace", 0, lo=0, hi=n)
@@ -611,9 +644,15 @@ def _moe_stack(
     window_default=None,
     dense_lead_key=None,
     step_key=None,
+    bias=False,
+    gpt_oss=False,
+    routing_bias=False,
+    post_attention_norm=False,
 ) -> BlockModel:
     """Attention + experts in every block (MiniMax M2, Qwen3-MoE, Mixtral, gpt-oss, GLM-4.5, ERNIE 4.5 MoE...),
-    with an optional dense lead (dense_lead_key) and MoE every step_key-th block."""
+    with an optional dense lead (dense_lead_key) and MoE every step_key-th block. `bias`: the default of
+    attention_bias; `gpt_oss`: attention sinks, attn_output, router and expert biases (llama-model.cpp
+    LLM_ARCH_OPENAI_MOE); `routing_bias`: exp_probs_b; `post_attention_norm`: the pre-FFN norm's name."""
     n = c.int("num_hidden_layers")
     hidden = c.int("hidden_size")
     heads = c.int("num_attention_heads", hi=MAX_HEADS)
@@ -633,15 +672,31 @@ def _moe_stack(
         w,
         n_shared=n_sh,
         shared_width=sw,
+        router_bias=gpt_oss,
+        expert_bias=gpt_oss,
+        routing_bias=routing_bias,
+        mxfp4=gpt_oss,
     )
     lead = c.int(dense_lead_key, 0, lo=0, hi=n) if dense_lead_key else 0
     step = c.int(step_key, 1, hi=n) if step_key else 1
     dense = DenseFFN(c.int("intermediate_size")) if lead or step > 1 else None
+    qkv_bias = c.bool("attention_bias", bias)
+    norm = "post_attention_norm" if post_attention_norm else "ffn_norm"
     blocks = []
     for il in range(n):
         moe = il >= lead and (il + 1) % step == 0 if step > 1 else il >= lead
-        att = Attention(heads, kv, hd, hd, window=win if swa[il] else 0, qk_norm=qk_norm)
-        blocks.append(Block(att, experts if moe else dense))
+        att = Attention(
+            heads,
+            kv,
+            hd,
+            hd,
+            window=win if swa[il] else 0,
+            qk_norm=qk_norm,
+            qkv_bias=qkv_bias,
+            out_bias=gpt_oss and qkv_bias,
+            sinks=gpt_oss,
+        )
+        blocks.append(Block(att, experts if moe else dense, ffn_norm_name=norm))
     return BlockModel(_globals(c, tied), tuple(blocks))
 
 
@@ -701,7 +756,7 @@ _READERS = {
     "qwen3_5_text": lambda c, x: _qwen3_5(c, x, False),
     "qwen3_5_moe": lambda c, x: _qwen3_5(c, x, True),
     "qwen3_5_moe_text": lambda c, x: _qwen3_5(c, x, True),
-    "qwen3_next": lambda c, x: _qwen3_5(c, x, True),
+    "qwen3_next": lambda c, x: _qwen3_5(c, x, True, next_=True),
     "gemma4": _gemma4,
     "gemma4_text": _gemma4,
     "nemotron_h": _nemotron_h,
@@ -723,19 +778,19 @@ _READERS = {
     "mistral": lambda c, x: _dense(c, x),
     "ministral": lambda c, x: _dense(c, x),
     "ministral3": lambda c, x: _dense(c, x),
-    "qwen2": lambda c, x: _dense(c, x),
+    "qwen2": lambda c, x: _dense(c, x, bias=True),
     "qwen3": lambda c, x: _dense(c, x, qk_norm=True),
     "smollm3": lambda c, x: _dense(c, x, tied=True),  # NoPE every 4th layer changes no size
     "seed_oss": lambda c, x: _dense(c, x),
-    "glm4": lambda c, x: _dense(c, x),  # GLM-4-0414: ffn_up holds gate and up (2 x intermediate_size)
+    "glm4": lambda c, x: _dense(c, x, fused_gate_up=True),  # GLM-4-0414: ffn_up holds gate and up
     "olmo3": lambda c, x: _dense(c, x, qk_norm=True, swa_default=(True, True, True, False), window_default=4096),
-    "phi3": lambda c, x: _dense(c, x),
-    "gemma2": lambda c, x: _dense(c, x, tied=True, swa_default=(True, False), window_default=4096),
+    "phi3": lambda c, x: _dense(c, x, fused=True),
+    "gemma2": lambda c, x: _dense(c, x, tied=True, swa_default=(True, False), window_default=4096, post_norms=True),
     "gemma3": lambda c, x: _dense(
-        c, x, tied=True, qk_norm=True, swa_default=(True,) * 5 + (False,), window_default=4096
+        c, x, tied=True, qk_norm=True, swa_default=(True,) * 5 + (False,), window_default=4096, post_norms=True
     ),
     "gemma3_text": lambda c, x: _dense(
-        c, x, tied=True, qk_norm=True, swa_default=(True,) * 5 + (False,), window_default=4096
+        c, x, tied=True, qk_norm=True, swa_default=(True,) * 5 + (False,), window_default=4096, post_norms=True
     ),
     # attention + experts in every block
     "minimax_m2": lambda c, x: _moe_stack(
@@ -760,6 +815,9 @@ _READERS = {
         width_key="intermediate_size",
         swa_default=(True, False),
         window_default=128,
+        bias=True,
+        gpt_oss=True,
+        post_attention_norm=True,
     ),
     "glm4_moe": lambda c, x: _moe_stack(
         c,
@@ -769,6 +827,8 @@ _READERS = {
         width_key="moe_intermediate_size",
         shared_key="n_shared_experts",
         dense_lead_key="first_k_dense_replace",
+        routing_bias=True,
+        post_attention_norm=True,
     ),
 }
 
@@ -788,8 +848,27 @@ def read_config(config: dict, name=None) -> BlockModel:
     ctx = _Ctx()
     if isinstance(mt, str) and mt in _READERS:
         bm = _READERS[mt](c, ctx)
-        return BlockModel(bm.globals, bm.blocks, arch=mt, warnings=tuple(ctx.warnings), unknown=tuple(ctx.unknown))
-    return _generic(c, ctx, mt)
+        g = _with_rope_freqs(c, bm)
+        return BlockModel(g, bm.blocks, arch=mt, warnings=tuple(ctx.warnings), unknown=tuple(ctx.unknown))
+    bm = _generic(c, ctx, mt)
+    return BlockModel(_with_rope_freqs(c, bm), bm.blocks, arch=bm.arch, warnings=bm.warnings, unknown=bm.unknown)
+
+
+def _with_rope_freqs(c: _Cfg, bm: BlockModel) -> Globals:
+    """The globals, with llama3-style rope scaling's rope_freqs tensor (head_dim / 2 factors) where
+    rope_scaling's rope_type (or type) is "llama3": convert_hf_to_gguf.py writes it for those (Llama 3.1+,
+    Llama 4)."""
+    rs = c.d.get("rope_scaling")
+    if rs is None:
+        return bm.globals
+    check(isinstance(rs, dict), "rope_scaling", f"must be a JSON object, got {brief(rs)}")
+    if rs.get("rope_type", rs.get("type")) != "llama3":
+        return bm.globals
+    att = next((blk.mixer for blk in bm.blocks if isinstance(blk.mixer, Attention)), None)
+    if att is None or att.kv_lora_rank:
+        return bm.globals
+    g = bm.globals
+    return Globals(g.vocab, g.n_embd, g.tied_output, g.per_layer_width, rope_freqs=att.head_dim_k // 2)
 
 
 def read_generic(config: dict) -> BlockModel:
@@ -831,8 +910,9 @@ def _generic(c: _Cfg, ctx: _Ctx, mt) -> BlockModel:
     if c.has("kv_lora_rank"):
         att_g = att_s = _mla(c, heads, c.has("index_head_dim"))
     else:
-        att_g = Attention(heads, kv, hd, hd)
-        att_s = Attention(heads, kv, hd, hd, window=win) if win else att_g
+        bias = c.bool("attention_bias", False)
+        att_g = Attention(heads, kv, hd, hd, qkv_bias=bias)
+        att_s = Attention(heads, kv, hd, hd, window=win, qkv_bias=bias) if win else att_g
     n_exp = 0
     for key in ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"):
         if c.has(key):
@@ -848,7 +928,7 @@ def _generic(c: _Cfg, ctx: _Ctx, mt) -> BlockModel:
         if not sw and c.has("n_shared_experts"):
             n_sh = c.int("n_shared_experts", lo=0)
             sw = w * n_sh
-        experts = MoEFFN(n_exp, used, w, n_shared=n_sh, shared_width=sw)
+        experts = MoEFFN(n_exp, used, w, n_shared=n_sh, shared_width=sw, routing_bias=_noaux_tc(c))
     lead = c.int("first_k_dense_replace", 0, lo=0, hi=n)
     check(ff or (experts and not lead), "intermediate_size", "missing from config.json")
     dense = DenseFFN(ff) if ff else None
@@ -865,20 +945,50 @@ def _generic(c: _Cfg, ctx: _Ctx, mt) -> BlockModel:
 # ---------------------------------------------------------------------------
 
 
+# What a model_type adds to the textbook block, as block properties (llama-model.cpp's load_tensors for each):
+#   phi3        one attn_qkv and gate + up in one ffn_up
+#   gemma2/3    post_attention_norm and post_ffw_norm beside the pre-norms
+#   gpt_oss     attention sinks, a bias on attn_output, router and expert biases, MXFP4 experts; the pre-FFN
+#               norm is post_attention_norm
+#   qwen3_next  a gated query, the shared expert's sigmoid gate, ssm_ba (beta and alpha in one); the pre-FFN
+#               norm is post_attention_norm
+#   qwen2_moe   the shared expert's sigmoid gate
+#   glm4_moe    the routing bias (exp_probs_b); the pre-FFN norm is post_attention_norm
+#   deepseek_v3 the routing bias (exp_probs_b)
+_FIELD_TRAITS = {
+    "phi3": {"fused_qkv", "fused_gate_up"},
+    "gemma2": {"post_norms"},
+    "gemma3": {"post_norms"},
+    "gpt_oss": {"sinks", "out_bias", "router_bias", "expert_bias", "post_attention_norm", "mxfp4"},
+    "qwen3_next": {"q_gate", "shared_gate", "fused_ba", "post_attention_norm"},
+    "qwen2_moe": {"shared_gate"},
+    "glm4_moe": {"routing_bias", "post_attention_norm"},
+    "deepseek_v3": {"routing_bias"},
+}
+
+
 def blocks_from_fields(m) -> BlockModel:
     """The blocks of a model given by perf_model.Model's config.json-named fields (any object with them).
 
     A block is a gated delta net where full_attention_interval says so ((il + 1) % interval != 0, as
     qwen35.cpp), MLA when kv_lora_rank is set, else attention (its window where sliding_window_pattern marks
     the block, chunked with chunked_attention); its FFN has experts where first_k_dense_replace and
-    interleave_moe_layer_step put them (with the shared expert of shared_expert_intermediate_size)."""
+    interleave_moe_layer_step put them (with the shared expert of shared_expert_intermediate_size). What the
+    model_type adds (_FIELD_TRAITS), attention_bias and rope_freqs become block and global properties."""
     n, heads, kv = m.num_hidden_layers, m.num_attention_heads, m.num_key_value_heads
     d = m.head_dim or m.hidden_size // heads
+    traits = _FIELD_TRAITS.get(m.model_type, set())
     rec = None
     if m.full_attention_interval:
         nv, nk = m.linear_num_value_heads, m.linear_num_key_heads
         rec = Recurrent(
-            "gated_delta_net", m.linear_conv_kernel_dim, m.linear_value_head_dim * nv, m.linear_key_head_dim, nk, nv
+            "gated_delta_net",
+            m.linear_conv_kernel_dim,
+            m.linear_value_head_dim * nv,
+            m.linear_key_head_dim,
+            nk,
+            nv,
+            fused_ba="fused_ba" in traits,
         )
     if m.kv_lora_rank:
         att = Attention(
@@ -892,14 +1002,19 @@ def blocks_from_fields(m) -> BlockModel:
         )
         swa_att = att
     else:
-        gated = m.model_type == "qwen3_next"  # Qwen3-Next's attn_q carries the output gate
-        att = Attention(heads, kv, d, d, q_gate=gated, qk_norm=m.qk_norm)
+        extra = dict(
+            q_gate="q_gate" in traits,
+            qk_norm=m.qk_norm,
+            fused_qkv="fused_qkv" in traits,
+            qkv_bias=m.attention_bias,
+            out_bias=m.attention_bias and "out_bias" in traits,
+            sinks="sinks" in traits,
+        )
+        att = Attention(heads, kv, d, d, **extra)
         swa_att = att
         if m.sliding_window and m.sliding_window_pattern:
-            swa_att = Attention(
-                heads, kv, d, d, window=m.sliding_window, chunked=m.chunked_attention, q_gate=gated, qk_norm=m.qk_norm
-            )
-    dense = DenseFFN(m.intermediate_size)
+            swa_att = Attention(heads, kv, d, d, window=m.sliding_window, chunked=m.chunked_attention, **extra)
+    dense = DenseFFN(m.intermediate_size, fused_gate_up="fused_gate_up" in traits)
     experts = None
     if m.num_local_experts > 1:
         sw = m.shared_expert_intermediate_size
@@ -909,9 +1024,18 @@ def blocks_from_fields(m) -> BlockModel:
             m.moe_intermediate_size or m.intermediate_size,
             n_shared=1 if sw else 0,
             shared_width=sw,
+            router_bias="router_bias" in traits,
+            expert_bias="expert_bias" in traits,
+            shared_gate="shared_gate" in traits and sw > 0,
+            routing_bias="routing_bias" in traits,
+            mxfp4="mxfp4" in traits,
         )
     pattern = m.sliding_window_pattern
     step = m.interleave_moe_layer_step
+    norms = dict(
+        post_norms="post_norms" in traits,
+        ffn_norm_name="post_attention_norm" if "post_attention_norm" in traits else "ffn_norm",
+    )
     out = []
     for il in range(n):
         if rec is not None and (il + 1) % m.full_attention_interval != 0:
@@ -921,6 +1045,6 @@ def blocks_from_fields(m) -> BlockModel:
         else:
             mixer = att
         moe = experts is not None and il >= m.first_k_dense_replace and (step <= 1 or (il + 1) % step == 0)
-        out.append(Block(mixer, experts if moe else dense))
-    g = Globals(m.vocab_size, m.hidden_size, m.tie_word_embeddings)
+        out.append(Block(mixer, experts if moe else dense, **norms))
+    g = Globals(m.vocab_size, m.hidden_size, m.tie_word_embeddings, rope_freqs=d // 2 if m.rope_freqs else 0)
     return BlockModel(g, tuple(out), arch=m.model_type)

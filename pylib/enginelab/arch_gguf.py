@@ -161,7 +161,14 @@ def read_gguf_blocks(source) -> BlockModel:
     if not ple and "per_layer_token_embd.weight" in glob:
         ple = _dim(glob["per_layer_token_embd.weight"], 0, "per_layer_token_embd") // n_file
         unknown.append("per-layer embedding width taken from per_layer_token_embd's shape")
-    g = Globals(vocab=vocab, n_embd=n_embd, tied_output="output.weight" not in glob, per_layer_width=ple)
+    rf = glob.get("rope_freqs.weight")
+    g = Globals(
+        vocab=vocab,
+        n_embd=n_embd,
+        tied_output="output.weight" not in glob,
+        per_layer_width=ple,
+        rope_freqs=_dim(rf, 0, "rope_freqs") if rf else 0,
+    )
 
     ctx = k.int("context_length", 0, hi=MAX_CONTEXT) or MAX_CONTEXT
     window = min(
@@ -186,7 +193,11 @@ def read_gguf_blocks(source) -> BlockModel:
         is_swa = bool(window and swa and swa[il])
         mixer = _mixer(k, ts, il, n_embd, is_swa, window, chunked, n_file - n_shared_kv, last_cache, unknown)
         ffn = _ffn(k, ts, il, unknown)
-        blocks.append(Block(mixer, ffn))
+        post = _has(ts, "post_attention_norm") and _has(ts, "post_ffw_norm") and not isinstance(ffn, NoFFN)
+        norm = "ffn_norm"
+        if not isinstance(ffn, NoFFN) and not post and not _has(ts, "ffn_norm") and _has(ts, "post_attention_norm"):
+            norm = "post_attention_norm"  # gpt-oss, GLM-4.5, Qwen3-Next name their pre-FFN norm so
+        blocks.append(Block(mixer, ffn, post_norms=post, ffn_norm_name=norm))
     return BlockModel(g, tuple(blocks), arch=arch, unknown=tuple(unknown))
 
 
@@ -252,6 +263,7 @@ def _attention(k, ts, il, n_embd, is_swa, window, chunked, kv_end, last_cache, u
         hk = k.int("attention.key_length", None, lo=1)
         hv = k.int("attention.value_length", hk, lo=1)
     q = _shape(ts, "attn_q")
+    fused = q is None and _has(ts, "attn_qkv")
     q_gate = False
     if hk is None:
         hk = n_embd // n_head
@@ -283,6 +295,10 @@ def _attention(k, ts, il, n_embd, is_swa, window, chunked, kv_end, last_cache, u
         q_gate=q_gate,
         v_from_k=has_k and not _has(ts, "attn_v", "attn_qkv"),
         qk_norm=_has(ts, "attn_q_norm"),
+        fused_qkv=fused,
+        qkv_bias="attn_q.bias" in ts or "attn_qkv.bias" in ts,
+        out_bias="attn_output.bias" in ts,
+        sinks=_has(ts, "attn_sinks"),
     )
     if shared_from < 0:
         last_cache[is_swa] = il
@@ -346,7 +362,7 @@ def _ssm(k, ts, il, unknown) -> Recurrent:
     if n_group is None:
         n_group = 1
         unknown.append(f"block {il}: ssm.group_count missing: read as 1")
-    return Recurrent(kind, d_conv, d_inner, d_state, n_group, dt_rank)
+    return Recurrent(kind, d_conv, d_inner, d_state, n_group, dt_rank, fused_ba=_has(ts, "ssm_ba"))
 
 
 def _ffn(k: _Keys, ts: dict, il: int, unknown: list):
@@ -375,13 +391,18 @@ def _ffn(k: _Keys, ts: dict, il: int, unknown: list):
             gated=merged or _has(ts, "ffn_gate_exps"),
             dense_width=_dim(dense, 1, "ffn_up") if dense else 0,
             merged_gate_up=merged,
+            router_bias="ffn_gate_inp.bias" in ts,
+            expert_bias=any(x.endswith("_exps.bias") for x in ts),
+            shared_gate=sw > 0 and _has(ts, "ffn_gate_inp_shexp"),
+            routing_bias="exp_probs_b.bias" in ts or "exp_probs_b" in ts,
         )
     up = _shape(ts, "ffn_up")
     if up is not None:
         gate = _has(ts, "ffn_gate")
         width = _dim(up, 1, "ffn_up")
         down = _shape(ts, "ffn_down")
-        if not gate and down is not None and width == 2 * _dim(down, 0, "ffn_down"):
+        fused = not gate and down is not None and width == 2 * _dim(down, 0, "ffn_down")
+        if fused:
             width, gate = down[0], True  # gate and up in one ffn_up (GLM-4, Phi-3)
-        return DenseFFN(width, gated=gate)
+        return DenseFFN(width, gated=gate, fused_gate_up=fused)
     return NoFFN()

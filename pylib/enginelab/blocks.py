@@ -85,6 +85,10 @@ class Attention:
     q_gate: bool = False  # attn_q also yields an output gate (Qwen3-Next/3.5: attn_q is 2 x n_head x head_dim_k)
     v_from_k: bool = False  # no attn_v: V is K's projection (Gemma 4's attention_k_eq_v global blocks)
     qk_norm: bool = False
+    fused_qkv: bool = False  # one attn_qkv projection instead of attn_q, attn_k, attn_v (Phi-3)
+    qkv_bias: bool = False  # the q, k and v projections carry biases (Qwen2, gpt-oss, GLM-4.5)
+    out_bias: bool = False  # attn_output carries a bias (gpt-oss)
+    sinks: bool = False  # one learned attention-sink logit per head, attn_sinks (gpt-oss)
 
     def __post_init__(self):
         _int(self, "n_head", 1, MAX_HEADS)
@@ -98,7 +102,7 @@ class Attention:
         _int(self, "q_lora_rank", 0, MAX_LORA_RANK)
         _int(self, "indexer_head_dim", 0, MAX_HEAD_DIM)
         _int(self, "n_indexer_head", 0, MAX_HEADS)
-        for name in ("chunked", "q_gate", "v_from_k", "qk_norm"):
+        for name in ("chunked", "q_gate", "v_from_k", "qk_norm", "fused_qkv", "qkv_bias", "out_bias", "sinks"):
             _bool(self, name)
         check(
             self.n_head % self.n_head_kv == 0,
@@ -139,6 +143,7 @@ class Recurrent:
     d_state: int  # ssm.state_size (the key head width in a delta net)
     n_group: int  # ssm.group_count (the key heads in a delta net; KDA: its heads)
     n_head: int  # ssm.time_step_rank (value heads; Mamba-2's heads; Mamba-1's dt_rank)
+    fused_ba: bool = False  # gated delta net: beta and alpha in one ssm_ba projection (Qwen3-Next)
 
     def __post_init__(self):
         check(
@@ -151,6 +156,8 @@ class Recurrent:
         _int(self, "d_state", 1, MAX_STATE)
         _int(self, "n_group", 0 if self.kind == "mamba" else 1, 0 if self.kind == "mamba" else MAX_HEADS)
         _int(self, "n_head", 1, MAX_HEADS)
+        _bool(self, "fused_ba")
+        check(not self.fused_ba or self.kind == "gated_delta_net", "fused_ba", "only a gated delta net has ssm_ba")
         check(
             self.kind == "mamba" or self.d_inner % self.n_head == 0,
             "d_inner",
@@ -208,10 +215,13 @@ class NoMixer:
 class DenseFFN:
     width: int
     gated: bool = True  # ffn_gate + ffn_up (SwiGLU/GeGLU); False: ffn_up only (Nemotron-H's ReLU^2)
+    fused_gate_up: bool = False  # gate and up in one ffn_up of 2 x width rows (Phi-3, GLM-4-0414)
 
     def __post_init__(self):
         _int(self, "width", 1, MAX_INTERMEDIATE)
         _bool(self, "gated")
+        _bool(self, "fused_gate_up")
+        check(not self.fused_gate_up or self.gated, "fused_gate_up", "needs a gated FFN")
 
 
 @dataclass(frozen=True)
@@ -224,6 +234,11 @@ class MoEFFN:
     gated: bool = True
     dense_width: int = 0  # a dense FFN run beside the experts (Gemma 4's MoE blocks)
     merged_gate_up: bool = False  # one ffn_gate_up_exps tensor (Gemma 4's converter) instead of gate + up
+    router_bias: bool = False  # ffn_gate_inp.bias (gpt-oss)
+    expert_bias: bool = False  # each expert's gate, up and down carry biases (gpt-oss)
+    shared_gate: bool = False  # the shared expert's own sigmoid gate, ffn_gate_inp_shexp (Qwen2-MoE, Qwen3-Next)
+    routing_bias: bool = False  # exp_probs_b: the router's score-correction bias (DeepSeek V3's noaux_tc, GLM-4.5)
+    mxfp4: bool = False  # the experts are released, and converted, as MXFP4 (gpt-oss)
 
     def __post_init__(self):
         _int(self, "n_expert", 1, MAX_EXPERTS)
@@ -233,7 +248,9 @@ class MoEFFN:
         _int(self, "shared_width", 0, MAX_INTERMEDIATE)
         _int(self, "dense_width", 0, MAX_INTERMEDIATE)
         _bool(self, "gated")
-        _bool(self, "merged_gate_up")
+        for name in ("merged_gate_up", "router_bias", "expert_bias", "shared_gate", "routing_bias", "mxfp4"):
+            _bool(self, name)
+        check(not self.shared_gate or self.shared_width, "shared_gate", "needs a shared expert")
         check(
             self.n_expert_used <= self.n_expert,
             "n_expert_used",
@@ -255,14 +272,34 @@ MIXERS = (Attention, Recurrent, ShortConv, NoMixer)
 FFNS = (DenseFFN, MoEFFN, NoFFN)
 
 
+FFN_NORM_NAMES = ("ffn_norm", "post_attention_norm")
+
+
 @dataclass(frozen=True)
 class Block:
     mixer: Attention | Recurrent | ShortConv | NoMixer
     ffn: DenseFFN | MoEFFN | NoFFN
+    post_norms: bool = (
+        False  # norms after the mixer and after the FFN too (Gemma 2/3: post_attention_norm, post_ffw_norm)
+    )
+    ffn_norm_name: str = (
+        "ffn_norm"  # the pre-FFN norm's GGUF name (post_attention_norm in gpt-oss, GLM-4.5, Qwen3-Next)
+    )
 
     def __post_init__(self):
         check(isinstance(self.mixer, MIXERS), "mixer", f"must be a blocks mixer, got {brief(self.mixer)}")
         check(isinstance(self.ffn, FFNS), "ffn", f"must be a blocks FFN, got {brief(self.ffn)}")
+        _bool(self, "post_norms")
+        check(
+            isinstance(self.ffn_norm_name, str) and self.ffn_norm_name in FFN_NORM_NAMES,
+            "ffn_norm_name",
+            f"must be one of {', '.join(FFN_NORM_NAMES)}, got {brief(self.ffn_norm_name)}",
+        )
+        check(
+            not (self.post_norms and self.ffn_norm_name == "post_attention_norm"),
+            "ffn_norm_name",
+            "post_attention_norm is already one of the post norms",
+        )
 
 
 @dataclass(frozen=True)
@@ -271,12 +308,14 @@ class Globals:
     n_embd: int
     tied_output: bool  # no output.weight: the output head reuses token_embd
     per_layer_width: int = 0  # Gemma 3n/4 E-models: per-layer token embeddings of this width per block
+    rope_freqs: int = 0  # llama3-style rope scaling: a rope_freqs tensor of this many factors (head_dim / 2)
 
     def __post_init__(self):
         _int(self, "vocab", 1, MAX_VOCAB)
         _int(self, "n_embd", 1, MAX_HIDDEN)
         _bool(self, "tied_output")
         _int(self, "per_layer_width", 0, MAX_HIDDEN)
+        _int(self, "rope_freqs", 0, MAX_HEAD_DIM)
 
 
 @dataclass(frozen=True)
@@ -382,17 +421,33 @@ def mixer_tensors(m, il: int, n_embd: int) -> list:
                 _t(il, "attn_k_b.weight", nope, m.kv_lora_rank, m.n_head),
                 _t(il, "attn_v_b.weight", m.kv_lora_rank, hv, m.n_head),
             ]
+        elif m.fused_qkv:  # llama-model.cpp (phi3): wqkv is n_embd -> q + k + v
+            qkv = m.n_head * hk + m.n_head_kv * (hk + hv)
+            out.append(_t(il, "attn_qkv.weight", n_embd, qkv))
+            if m.qkv_bias:
+                out.append(_t(il, "attn_qkv.bias", qkv))
         else:
-            out.append(_t(il, "attn_q.weight", n_embd, m.n_head * hk * (2 if m.q_gate else 1)))
+            q_rows = m.n_head * hk * (2 if m.q_gate else 1)
+            out.append(_t(il, "attn_q.weight", n_embd, q_rows))
+            if m.qkv_bias:
+                out.append(_t(il, "attn_q.bias", q_rows))
             if m.kv_shared_from < 0:
                 out.append(_t(il, "attn_k.weight", n_embd, m.n_head_kv * hk))
+                if m.qkv_bias:
+                    out.append(_t(il, "attn_k.bias", m.n_head_kv * hk))
                 if not m.v_from_k:
                     out.append(_t(il, "attn_v.weight", n_embd, m.n_head_kv * hv))
-            if m.qk_norm:
-                out.append(_t(il, "attn_q_norm.weight", hk))
-                if m.kv_shared_from < 0:
-                    out.append(_t(il, "attn_k_norm.weight", hk))
+                    if m.qkv_bias:
+                        out.append(_t(il, "attn_v.bias", m.n_head_kv * hv))
+        if m.qk_norm and not m.kv_lora_rank:
+            out.append(_t(il, "attn_q_norm.weight", hk))
+            if m.kv_shared_from < 0:
+                out.append(_t(il, "attn_k_norm.weight", hk))
         out.append(_t(il, "attn_output.weight", m.n_head * hv, n_embd))
+        if m.out_bias:
+            out.append(_t(il, "attn_output.bias", n_embd))
+        if m.sinks:  # llama-model.cpp (openai_moe): attn_sinks, one logit per head
+            out.append(_t(il, "attn_sinks.weight", m.n_head))
         if m.indexer_head_dim:  # deepseek32 / glm-dsa lightning indexer
             ni, di = m.n_indexer_head, m.indexer_head_dim
             out += [
@@ -435,8 +490,11 @@ def mixer_tensors(m, il: int, n_embd: int) -> list:
                 _t(il, "ssm_conv1d.weight", m.d_conv, conv_dim),
                 _t(il, "ssm_dt.bias", m.n_head),
                 _t(il, "ssm_a", m.n_head),
-                _t(il, "ssm_beta.weight", n_embd, m.n_head),
-                _t(il, "ssm_alpha.weight", n_embd, m.n_head),
+                *(
+                    [_t(il, "ssm_ba.weight", n_embd, 2 * m.n_head)]  # qwen3next: beta and alpha in one
+                    if m.fused_ba
+                    else [_t(il, "ssm_beta.weight", n_embd, m.n_head), _t(il, "ssm_alpha.weight", n_embd, m.n_head)]
+                ),
                 _t(il, "ssm_norm.weight", m.d_inner // m.n_head),
                 _t(il, "ssm_out.weight", m.d_inner, n_embd),
             ]
@@ -468,41 +526,65 @@ def mixer_tensors(m, il: int, n_embd: int) -> list:
     return out
 
 
-def ffn_tensors(f, il: int, n_embd: int) -> list:
+def ffn_tensors(f, il: int, n_embd: int, norm: str = "ffn_norm") -> list:
+    """An FFN's weights in block il, its pre-FFN norm (named `norm`) first."""
     if isinstance(f, NoFFN):
         return []
-    out = [_t(il, "ffn_norm.weight", n_embd)]
+    out = [_t(il, f"{norm}.weight", n_embd)]
     dense_w = f.width if isinstance(f, DenseFFN) else f.dense_width
     if dense_w:
-        if f.gated:
-            out.append(_t(il, "ffn_gate.weight", n_embd, dense_w))
-        out += [_t(il, "ffn_up.weight", n_embd, dense_w), _t(il, "ffn_down.weight", dense_w, n_embd)]
+        if isinstance(f, DenseFFN) and f.fused_gate_up:
+            out.append(_t(il, "ffn_up.weight", n_embd, 2 * dense_w))
+        else:
+            if f.gated:
+                out.append(_t(il, "ffn_gate.weight", n_embd, dense_w))
+            out.append(_t(il, "ffn_up.weight", n_embd, dense_w))
+        out.append(_t(il, "ffn_down.weight", dense_w, n_embd))
     if isinstance(f, MoEFFN):
         e, w = f.n_expert, f.expert_width
         out.append(_t(il, "ffn_gate_inp.weight", n_embd, e))
+        if f.router_bias:
+            out.append(_t(il, "ffn_gate_inp.bias", e))
         if f.merged_gate_up:
             out.append(_t(il, "ffn_gate_up_exps.weight", n_embd, 2 * w, e))
+            if f.expert_bias:
+                out.append(_t(il, "ffn_gate_up_exps.bias", 2 * w, e))
         else:
             if f.gated:
                 out.append(_t(il, "ffn_gate_exps.weight", n_embd, w, e))
+                if f.expert_bias:
+                    out.append(_t(il, "ffn_gate_exps.bias", w, e))
             out.append(_t(il, "ffn_up_exps.weight", n_embd, w, e))
+            if f.expert_bias:
+                out.append(_t(il, "ffn_up_exps.bias", w, e))
         out.append(_t(il, "ffn_down_exps.weight", w, n_embd, e))
+        if f.expert_bias:
+            out.append(_t(il, "ffn_down_exps.bias", n_embd, e))
         if f.shared_width:
             sw = f.shared_width
+            if f.shared_gate:
+                out.append(_t(il, "ffn_gate_inp_shexp.weight", n_embd))
             if f.gated:
                 out.append(_t(il, "ffn_gate_shexp.weight", n_embd, sw))
             out += [_t(il, "ffn_up_shexp.weight", n_embd, sw), _t(il, "ffn_down_shexp.weight", sw, n_embd)]
+        if f.routing_bias:
+            out.append(_t(il, "exp_probs_b.bias", e))
     return out
 
 
 def block_tensors(block: Block, il: int, n_embd: int) -> list:
-    return mixer_tensors(block.mixer, il, n_embd) + ffn_tensors(block.ffn, il, n_embd)
+    out = mixer_tensors(block.mixer, il, n_embd)
+    if block.post_norms:
+        out += [_t(il, "post_attention_norm.weight", n_embd), _t(il, "post_ffw_norm.weight", n_embd)]
+    return out + ffn_tensors(block.ffn, il, n_embd, block.ffn_norm_name)
 
 
 def global_tensors(g: Globals, n_layer: int) -> list:
     out = [("token_embd.weight", (g.n_embd, g.vocab)), ("output_norm.weight", (g.n_embd,))]
     if not g.tied_output:
         out.append(("output.weight", (g.n_embd, g.vocab)))
+    if g.rope_freqs:
+        out.append(("rope_freqs.weight", (g.rope_freqs,)))
     if g.per_layer_width:  # src/models/gemma4.cpp: per_layer_token_embd, per_layer_model_proj, ...
         w = g.per_layer_width * n_layer
         out += [

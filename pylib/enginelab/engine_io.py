@@ -424,13 +424,13 @@ def model_from_hf_config(config: dict, name, make):
 _GGUF_CLASSES = [  # (substring of the GGUF name, tensor class); first match wins
     ("token_embd", "token_embd"),
     ("output_norm", "norm"),
+    ("attn_output.", "attn_output"),  # before output.weight, which blk.N.attn_output.weight also contains
     ("output.weight", "output"),
     ("_exps", None),
     ("attn_qkv", "attn_qkv"),
     ("attn_q.", "attn_q"),
     ("attn_k.", "attn_k"),
     ("attn_v.", "attn_v"),
-    ("attn_output.", "attn_output"),
     ("ffn_gate_inp", "ffn_gate_inp"),
     ("ffn_gate", "ffn_gate"),
     ("ffn_up", "ffn_up"),

@@ -535,3 +535,47 @@ def _row(t: Tensor, typ: str) -> dict:
         "layer": t.layer,
         "ne": t.ne,
     }
+
+
+# ---------------------------------------------------------------------------
+# Presets from the file names people download
+# ---------------------------------------------------------------------------
+# A file's name says its preset (model-Q4_K_M.gguf), not always exactly: unsloth's dynamic quants (UD-Q4_K_XL,
+# UD-IQ1_S, ...) raise some tensors above a preset's rules, bartowski's *_L / *_XL keep the embeddings and
+# output in Q8_0, and some publishers write Q4_K for Q4_K_M (llama-quantize's own alias: Q3_K means Q3_K_M).
+# Such a name is sized as the nearest preset; a GGUF's header gives the exact types.
+_FILE_ALIASES = {"Q2_K": "Q2_K_MIX", "Q3_K": "Q3_K_M", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M", "MXFP4": "MXFP4_MOE"}
+_FILE_NEAREST = {  # a name that is no preset -> the preset it is sized as
+    "Q2_K_L": "Q2_K_MIX", "Q2_K_XL": "Q2_K_MIX", "Q3_K_XL": "Q3_K_L", "Q4_K_L": "Q4_K_M", "Q4_K_XL": "Q4_K_M",
+    "Q5_K_L": "Q5_K_M", "Q5_K_XL": "Q5_K_M", "Q6_K_L": "Q6_K", "Q6_K_XL": "Q6_K", "Q8_K_XL": "Q8_0",
+    "IQ2_XXS_L": "IQ2_XXS", "IQ3_XXS_L": "IQ3_XXS",
+}  # fmt: skip
+
+
+def file_quant(name) -> tuple:
+    """(preset, note) from a GGUF file's name: the preset it is sized as (None if the name says none) and, where
+    that is not the file's own name, a note: "UD-Q4_K_XL: sized as Q4_K_M (nearest preset; exact from the file)".
+    """
+    if not isinstance(name, str) or len(name) > 512:
+        return None, ""
+    words = name.rsplit("/", 1)[-1].upper().replace(".", "-").split("-")
+    found = None
+    for i, w in enumerate(words):  # the last tag wins: Qwen3-30B-A3B-Q4_K_M -> Q4_K_M
+        if w in _FILE_ALIASES or w in _FILE_NEAREST or (w in _FTYPE_DEFAULT and w != "F32"):
+            found = ("UD-" if i and words[i - 1] == "UD" else "", w)
+    if found is None:
+        return None, ""
+    ud, tag = found
+    said = ud + tag
+    if tag in _FILE_ALIASES:
+        preset = _FILE_ALIASES[tag]
+    elif tag in _FILE_NEAREST:
+        preset = _FILE_NEAREST[tag]
+    elif tag in _FTYPE_DEFAULT:
+        preset = tag
+    else:
+        return None, ""
+    if quant_label(preset) == said:
+        return preset, ""
+    why = "nearest preset; exact from the file" if ud or tag in _FILE_NEAREST else "the same preset under another name"
+    return preset, f"{said}: sized as {quant_label(preset)} ({why})"

@@ -35,6 +35,7 @@ from urllib.parse import quote, unquote, urlsplit
 import perf_model as pm
 
 from . import custom, fmt
+from .ggml import file_quant
 
 HF = "https://huggingface.co"
 MAX_FIRST_SLICE = 1 << 20  # the first Range request: 1 MiB (a header is mostly its vocabulary: 2-12 MB)
@@ -209,6 +210,11 @@ class GGUFFile:
     def label(self) -> str:
         n = len(self.parts)
         return f"{self.name} ({fmt.gb(self.size)}{f', {n} parts' if n > 1 else ''})"
+
+    @property
+    def quant(self) -> tuple:
+        """(preset, note) its name says (ggml.file_quant): what to size it as until its header is read."""
+        return file_quant(self.name)
 
 
 def gguf_files(listing) -> list:

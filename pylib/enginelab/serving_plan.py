@@ -308,6 +308,195 @@ def vllm_page_size_bytes(model, block_size: int = VLLM_BLOCK_SIZE, kv_cache_dtyp
     return block_size * per_gpu * kv_dtype_bytes(kv_cache_dtype)
 
 
+# 3b. The KV cache per block: vLLM's KV cache groups
+# ---------------------------------------------------------------------------
+# Read from vllm/v1/kv_cache_interface.py and vllm/v1/core/kv_cache_utils.py (vllm-project/vllm at
+# 001cabc1be16): each layer gets a spec from its block:
+#   FullAttentionSpec   page = block_size x kv_heads x (head_size + head_size_v) x dtype (a global block;
+#                       Llama 4's chunked blocks too: the hybrid manager is off for chunked local attention)
+#   SlidingWindowSpec   the same page; a request holds cdiv(min(window - 1 + max_num_batched_tokens,
+#                       max_model_len), block_size) + 1 blocks
+#   MLAAttentionSpec    page = block_size x (kv_lora_rank + qk_rope_head_dim) x dtype (no V)
+#   MambaSpec           page = the state of one request: the conv state in the model dtype and the SSM
+#                       state in mamba_ssm_dtype (f32 in Qwen3.5/3.6's config.json); a request holds 1
+#                       block ("none"), 2 with prefix caching ("align", vLLM's mode when prefix caching is
+#                       on, the default)
+# A block reading another block's cache (Gemma's KV sharing) has no spec. One spec for every layer: one group
+# (num_blocks = available // page // num_layers). The same kind with different widths (e.g. full attention
+# of two widths): one group whose layers each get num_blocks pages (num_blocks = available // sum of pages).
+# Otherwise (a hybrid): the attention block size grows so that an attention page holds a Mamba state
+# (kernel alignment max(16, block_size) x cdiv(mamba page, alignment x attention bytes per token)), the Mamba
+# page is padded to it, smaller attention pages take a block size that makes them equal (their page must
+# divide the largest: vLLM refuses otherwise); the layers of each kind are split into groups of group_size
+# layers (the smallest kind's count, or the largest's when it is under 1.5 times that);
+#   num_blocks = available // page // group_size,  "GPU KV cache size" = num_blocks // groups x block_size,
+#   concurrency = num_blocks / (the blocks one max_model_len request takes in every group).
+VLLM_MAMBA_CACHE_MODES = ("none", "align")
+MAMBA_ALIGNMENT = 16  # the attention backends' smallest kernel block size (kernel_block_alignment_size)
+
+
+def _block_specs(model, kv_bytes: int, tp: int, ssm_bytes=None) -> list:
+    """One entry per block: (kind, bytes) where kind is "full", "sliding", "mla" (bytes per token on one GPU)
+    or "mamba" (bytes of one request's state on one GPU), with the window for "sliding"; None for a block
+    that keeps nothing. `ssm_bytes`: the SSM state's element size (None: 4 for a gated delta net, whose
+    configs carry mamba_ssm_dtype float32, else the model dtype's 2)."""
+    from enginelab import blocks as bl
+
+    out = []
+    for blk in model.blocks:
+        m = blk.mixer
+        if isinstance(m, bl.Attention) and m.kv_shared_from < 0:
+            if m.kv_lora_rank:  # the latent is replicated on every GPU
+                out.append(("mla", (m.kv_lora_rank + m.rope_dim + m.indexer_head_dim) * kv_bytes, 0))
+            else:
+                kvh = max(1, m.n_head_kv // tp)
+                per = kvh * (m.head_dim_k + m.head_dim_v) * kv_bytes
+                sliding = m.window and not m.chunked
+                out.append(("sliding" if sliding else "full", per, m.window if sliding else 0))
+        elif isinstance(m, (bl.Recurrent, bl.ShortConv)):
+            r, st = bl.state_elements(blk)
+            sb = ssm_bytes if ssm_bytes is not None else (4 if getattr(m, "kind", "") == "gated_delta_net" else 2)
+            out.append(("mamba", (r * 2 + st * sb) // tp, 0))
+        else:
+            out.append(None)
+    return out
+
+
+def vllm_kv_groups(
+    model,
+    available_bytes: float,
+    block_size: int = VLLM_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    max_model_len=None,
+    max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS,
+    mamba_cache_mode: str = "align",
+    tp: int = 1,
+) -> dict:
+    """vLLM's KV cache layout for `available_bytes` (see above): the block size it settles on, the page, the
+    groups, num_gpu_blocks, the logged KV size in tokens, the concurrency at max_model_len and the bytes one
+    such request needs (or an error where vLLM cannot unify the pages)."""
+    model = pm.get_model(model)
+    check_number(available_bytes, "available_bytes", -float(1 << 60), float(1 << 60))
+    _int(block_size, "block_size", 1, 1 << 16)
+    _one_of(mamba_cache_mode, "mamba_cache_mode", VLLM_MAMBA_CACHE_MODES)
+    if max_model_len is None:
+        max_model_len = model.max_position_embeddings
+    _int(max_model_len, "max_model_len")
+    _int(max_num_batched_tokens, "max_num_batched_tokens")
+    _int(tp, "tp", 1, 64)
+    specs = [s for s in _block_specs(model, kv_dtype_bytes(kv_cache_dtype), tp) if s is not None]
+    _check(bool(specs), "model", "keeps no KV cache or state at all")
+    attn = [s for s in specs if s[0] != "mamba"]
+    mamba = [s for s in specs if s[0] == "mamba"]
+    error = None
+    bs = {}  # kind key -> block size
+    keys = sorted({s for s in specs})
+    if mamba and attn:
+        attn_1 = max(s[1] for s in attn)
+        mamba_page = max(s[1] for s in mamba)
+        align = max(MAMBA_ALIGNMENT, block_size)
+        block_size = max(block_size, align * -(-mamba_page // (align * attn_1)))
+    page_of = {}
+    for k in keys:
+        page_of[k] = k[1] if k[0] == "mamba" else block_size * k[1]
+        bs[k] = block_size
+    if mamba and attn:
+        top = block_size * max(s[1] for s in attn)
+        for k in keys:
+            if k[0] == "mamba":
+                page_of[k] = top  # padded to the attention page
+    counts = {k: sum(1 for s in specs if s == k) for k in keys}
+    uniform_type = len({k[0] for k in keys}) == 1 and keys[0][0] in ("full", "mla") and len(keys) > 1
+    if len(keys) == 1 or uniform_type:
+        if len(keys) == 1:
+            page = page_of[keys[0]]
+            n_layers = counts[keys[0]]
+            num_blocks = max(int(available_bytes // page // n_layers), 0) if available_bytes > 0 else 0
+        else:  # one kind of different widths: each layer its pages (UniformTypeKVCacheSpecs)
+            page = sum(page_of[k] * counts[k] for k in keys)
+            n_layers = 1
+            num_blocks = max(int(available_bytes // page), 0) if available_bytes > 0 else 0
+        groups = [(keys[0][0], 1)]
+        group_size = n_layers
+        per_request = {
+            k: _blocks_per_request(k, bs[k], max_model_len, max_num_batched_tokens, mamba_cache_mode) for k in keys
+        }
+        blocks_per_request = max(per_request.values())
+        needed = blocks_per_request * page * n_layers
+        kv_tokens = num_blocks * block_size
+    else:
+        top = max(page_of.values())
+        for k in keys:
+            if page_of[k] != top:
+                if top % page_of[k]:
+                    error = (
+                        "NotImplementedError: The page size of the layer is not divisible by the maximum page "
+                        "size. Cannot unify by adjusting block_size."
+                    )
+                    break
+                bs[k] = bs[k] * (top // page_of[k])
+                page_of[k] = top
+        page = top
+        lo, hi = min(counts.values()), max(counts.values())
+        group_size = hi if hi < lo * 1.5 else lo
+        groups = [(k[0], -(-counts[k] // group_size)) for k in keys]
+        n_groups = sum(g for _, g in groups)
+        num_blocks = max(int(available_bytes // page // group_size), 0) if available_bytes > 0 and not error else 0
+        per_request = {
+            k: _blocks_per_request(k, bs[k], max_model_len, max_num_batched_tokens, mamba_cache_mode) for k in keys
+        }
+        blocks_per_request = sum(per_request[k] * g for k, (_, g) in zip(keys, groups))
+        needed = blocks_per_request * page * group_size
+        kv_tokens = num_blocks // n_groups * min(bs.values())
+    concurrency = num_blocks / blocks_per_request if blocks_per_request else 0.0
+    return {
+        "block_size": min(bs.values()),
+        "page_size_bytes": page,
+        "kv_groups": [{"kind": k, "groups": g} for k, g in groups],
+        "group_size": group_size,
+        "num_gpu_blocks": num_blocks,
+        "kv_cache_bytes": num_blocks * page * group_size,
+        "gpu_kv_cache_tokens": kv_tokens,
+        "blocks_per_request": blocks_per_request,
+        "max_concurrency": concurrency,
+        "needed_bytes": needed,
+        "mamba_state_bytes": sum(s[1] for s in mamba),
+        "attention_layers": len(attn),
+        "error": error,
+    }
+
+
+def _estimate_max_model_len(model, available, block_size, kv_cache_dtype, max_model_len, mnbt, mode, tp) -> int:
+    """estimate_max_model_len: the longest max_model_len one request fits in `available` (binary search)."""
+    if available <= 0:
+        return 0
+
+    def fits(n):
+        g = vllm_kv_groups(model, available, block_size, kv_cache_dtype, n, mnbt, mode, tp)
+        return g["needed_bytes"] <= available
+
+    lo, hi = 1, max_model_len
+    if not fits(lo):
+        return 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _blocks_per_request(key, bs: int, max_model_len: int, mnbt: int, mamba_cache_mode: str) -> int:
+    """The blocks one request of max_model_len tokens holds in a group of this kind (max_memory_usage_bytes)."""
+    kind, _, window = key
+    if kind == "mamba":
+        return 2 if mamba_cache_mode == "align" else 1
+    if kind == "sliding":
+        return cdiv(min(window - 1 + mnbt, max_model_len), bs) + 1
+    return cdiv(max_model_len, bs)
+
+
 def peak_activation_bytes(
     model, max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = VLLM_MAX_NUM_SEQS, tp: int = 1
 ) -> float:
@@ -397,11 +586,13 @@ def vllm_plan(
     max_num_batched_tokens=None,
     other_processes_gib: float = 0.0,
     tensor_parallel_size: int = 1,
+    mamba_cache_mode: str = "align",
 ) -> dict:
     """vLLM's start-up memory plan: every term, the blocks, the log lines, fits or the error.
 
     With tensor_parallel_size > 1 every number is per GPU (each holds its shard of the weights and its KV
-    heads, section 2b); the pool in tokens is the same on every GPU."""
+    heads, section 2b); the pool in tokens is the same on every GPU. The KV cache is laid out per block
+    (section 3b): sliding-window blocks keep their window, recurrent blocks one state per request."""
     model = pm.get_model(model)
     mc = pm.get_machine(machine)
     tp = check_tp(model, tensor_parallel_size, "tensor_parallel_size")
@@ -433,14 +624,20 @@ def vllm_plan(
     available = requested - weights - act - non_torch - graphs
 
     n_layers = model.num_hidden_layers
-    page = vllm_page_size_bytes(model, block_size, kv_cache_dtype, tp)
-    per_token = page * n_layers / block_size  # all layers, one token
-    num_blocks = max(int(available // page // n_layers), 0) if available > 0 else 0
-    kv_bytes = num_blocks * page * n_layers
-    blocks_per_request = cdiv(max_model_len, block_size)
-    concurrency = num_blocks / blocks_per_request
-    kv_tokens = int(concurrency * max_model_len)
-    needed = blocks_per_request * page * n_layers  # one request at max_model_len
+    kvg = vllm_kv_groups(
+        model, available, block_size, kv_cache_dtype, max_model_len, max_num_batched_tokens, mamba_cache_mode, tp
+    )
+    page = kvg["page_size_bytes"]
+    specs = _block_specs(model, kv_dtype_bytes(kv_cache_dtype), tp)
+    per_token = sum(sp[1] for sp in specs if sp is not None and sp[0] != "mamba")  # every cached block, one token
+    num_blocks = kvg["num_gpu_blocks"]
+    kv_bytes = kvg["kv_cache_bytes"]
+    blocks_per_request = kvg["blocks_per_request"]
+    concurrency = kvg["max_concurrency"]
+    hybrid = len(kvg["kv_groups"]) > 1 or sum(g["groups"] for g in kvg["kv_groups"]) > 1
+    # one group: vLLM logs int(concurrency x max_model_len); several: num_blocks // groups x block_size
+    kv_tokens = kvg["gpu_kv_cache_tokens"] if hybrid else int(concurrency * max_model_len)
+    needed = kvg["needed_bytes"]  # one request at max_model_len
     free_at_start = total - CUDA_CONTEXT_BYTES - other_processes_gib * GiB
 
     error = None
@@ -462,9 +659,12 @@ def vllm_plan(
             "ValueError: No available memory for the cache blocks. Try increasing "
             "`gpu_memory_utilization` when initializing the engine."
         )
+    elif kvg["error"]:
+        error = kvg["error"]
     elif needed > available:
-        est = (int(available // (page * n_layers)) * block_size) if available > 0 else 0
-        est = min(est, max_model_len)
+        est = _estimate_max_model_len(
+            model, available, block_size, kv_cache_dtype, max_model_len, max_num_batched_tokens, mamba_cache_mode, tp
+        )
         hint = f"Based on the available memory, the estimated maximum model length is {est}. " if est > 0 else ""
         error = (
             f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
@@ -476,11 +676,26 @@ def vllm_plan(
     # vLLM measures the KV budget only once the weights are loaded: before that, no "Available KV cache memory"
     profiled = free_at_start >= requested and weights <= requested
     notes = []
-    if model.sliding_window:
+    kinds = {g["kind"] for g in kvg["kv_groups"]}
+    if "sliding" in kinds:
         notes.append(
-            "Sliding-window layers are counted as full attention here; vLLM's hybrid KV cache "
-            "manager gives them only their window, so the real pool holds more tokens."
+            "Sliding-window layers keep only their window (vLLM's hybrid KV cache manager): a request holds "
+            "window + max_num_batched_tokens tokens of them, however long it is."
         )
+    if "mamba" in kinds:
+        notes.append(
+            f"Recurrent layers keep one state per request ({gib(kvg['mamba_state_bytes']):.3f} GiB over all of "
+            f"them), each in a block padded to the attention page: the attention block size becomes "
+            f"{kvg['block_size']} tokens."
+        )
+    if hybrid:
+        notes.append(
+            f"The blocks are shared by {sum(g['groups'] for g in kvg['kv_groups'])} KV cache groups: vLLM's "
+            '"GPU KV cache size" divides them evenly between the groups, so the concurrency line is the '
+            "real capacity."
+        )
+    if any(getattr(b.mixer, "chunked", False) for b in model.blocks):
+        notes.append("Chunked-attention layers are allocated as full attention (vLLM turns the hybrid manager off).")
     if model.is_moe:
         notes.append("MoE activation and CUDA graph terms are rougher estimates than for dense models.")
     if tp > model.num_key_value_heads:
@@ -522,6 +737,10 @@ def vllm_plan(
         "page_size_bytes": page,
         "kv_bytes_per_token": per_token,
         "num_layers": n_layers,
+        "effective_block_size": kvg["block_size"],
+        "kv_groups": kvg["kv_groups"],
+        "mamba_cache_mode": mamba_cache_mode,
+        "mamba_state_bytes": kvg["mamba_state_bytes"],
         "num_gpu_blocks": num_blocks,
         "kv_cache_bytes": kv_bytes,
         "unused_bytes": max(available - kv_bytes, 0.0),
@@ -648,10 +867,28 @@ def sglang_mem_fraction_static(
 
 
 def sglang_cell_size_bytes(model, kv_cache_dtype: str = "auto", tp: int = 1) -> int:
-    """One token of K and V in every layer on one GPU (SGLang's token pool cell; its KV heads: tp_kv_heads)."""
+    """One token of K and V on one GPU (SGLang's token pool cell): every block with a cache of its own, each
+    with its KV heads and widths (a sliding-window block as a full one; recurrent blocks none)."""
     model = pm.get_model(model)
-    per_gpu = pm.kv_elements_per_token_layer(model) * tp_kv_heads(model, tp) // model.num_key_value_heads
-    return model.num_hidden_layers * per_gpu * kv_dtype_bytes(kv_cache_dtype)
+    _int(tp, "tp", 1, 64)
+    specs = _block_specs(model, kv_dtype_bytes(kv_cache_dtype), tp)
+    return sum(sp[1] for sp in specs if sp is not None and sp[0] != "mamba")
+
+
+# Hybrid (Mamba / linear-attention) models: SGLang's KV cache configurator (_handle_max_mamba_cache, sglang
+# main 2026) gives the recurrent states mamba_full_memory_ratio / (1 + ratio) of the rest, in whole requests
+# (max_mamba_cache_size = that // the state of one request), and the KV pool what is left; with the radix
+# cache max_running_requests is at most max_mamba_cache_size // 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO).
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
+SGLANG_MAMBA_REQUESTS_RATIO = 3
+
+
+def sglang_mamba_state_bytes(model, tp: int = 1) -> int:
+    """One request's recurrent state over every recurrent block on one GPU (mamba_cache_per_req): the conv
+    state in the model dtype, the SSM state in f32 for a gated delta net (mamba_ssm_dtype), else bf16."""
+    model = pm.get_model(model)
+    _int(tp, "tp", 1, 64)
+    return sum(sp[1] for sp in _block_specs(model, 2, tp) if sp is not None and sp[0] == "mamba")
 
 
 def sglang_plan(
@@ -690,7 +927,12 @@ def sglang_plan(
     static = free_before * mfs  # weights + KV pool
     rest = static - weights
     cell = sglang_cell_size_bytes(model, kv_cache_dtype, tp)
-    tokens = int(rest // cell) if rest > 0 else 0
+    per_req = sglang_mamba_state_bytes(model, tp)
+    mamba_reqs = 0
+    if per_req and rest > 0:
+        mamba_reqs = int(rest * SGLANG_MAMBA_FULL_MEMORY_RATIO / (1 + SGLANG_MAMBA_FULL_MEMORY_RATIO) // per_req)
+        rest -= mamba_reqs * per_req
+    tokens = int(rest // cell) if rest > 0 and cell else 0
     kv_bytes = tokens * cell
     error = None
     if weights > free_before:
@@ -698,6 +940,8 @@ def sglang_plan(
             f"torch.OutOfMemoryError while loading the weights: they take {gib(weights):.2f} GiB, "
             f"{gib(free_before):.2f} GiB is free. {_too_big_advice(weight_dtype)}"
         )
+    elif per_req and mamba_reqs <= 0:
+        error = "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache."
     elif tokens <= 0:
         error = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     estimated = min(max(int(tokens / context_length * 512), 2048), 4096)
@@ -705,6 +949,8 @@ def sglang_plan(
         running = min(estimated, tokens // 2)
     else:
         running = min(max_running_requests, tokens // 2)
+    if per_req:
+        running = min(running, mamba_reqs // SGLANG_MAMBA_REQUESTS_RATIO)
     max_req_len = min(context_length - 1, tokens - 1) if tokens > 0 else 0
     plan = {
         "engine": "sglang",
@@ -736,6 +982,9 @@ def sglang_plan(
         "activation_reserve_bytes": free_before - static,
         "rest_bytes": rest,
         "cell_size_bytes": cell,
+        "mamba_cache_per_req_bytes": per_req,
+        "max_mamba_cache_size": mamba_reqs,
+        "mamba_state_bytes": mamba_reqs * per_req,
         "max_total_num_tokens": tokens,
         "kv_cache_bytes": kv_bytes,
         "unused_bytes": max(rest - kv_bytes, 0.0),
@@ -746,8 +995,14 @@ def sglang_plan(
         "error": error,
         "notes": [],
     }
-    if model.sliding_window:
+    if any(sp is not None and sp[0] == "sliding" for sp in _block_specs(model, 2, tp)):
         plan["notes"].append("Sliding-window layers are counted as full attention here.")
+    if per_req:
+        plan["notes"].append(
+            f"Recurrent layers: {mamba_reqs:,} request states of {per_req / MiB:.2f} MiB "
+            f"(mamba_full_memory_ratio {SGLANG_MAMBA_FULL_MEMORY_RATIO}), beside the KV pool of the "
+            "attention layers; max_running_requests is at most a third of them."
+        )
     plan["log_lines"] = sglang_log_lines(plan)
     plan["command"] = sglang_command(
         model,

@@ -224,8 +224,6 @@ class Model:
         """Every tensor of the model's GGUF file, in llama-quantize's order."""
         if self.gguf_tensors:
             ts = list(self.gguf_tensors)
-        elif self.carried_blocks is not None:
-            ts = _block_tensors_of(self.carried_blocks)
         else:
             ts = _tensor_inventory(self)
         return sorted(ts, key=weight_order)
@@ -408,194 +406,60 @@ def _active_elements(model: Model, t: Tensor) -> float:
     return t.n_elements
 
 
-# -- The 2025 architectures ------------------------------------------------------------------------------
-# What differs from the textbook transformer, in the terms llama.cpp loads (src/llama-model.cpp load_hparams
-# and load_tensors); the cache each kind of block keeps is in perf_model.kv.
-#   Gemma 3      5 sliding-window blocks (window 512-1,024) per global one: sliding_window_pattern
-#                (llama.cpp set_swa_pattern(6)); q/k norms, post-attention and post-FFN norms; tied embeddings.
-#   Llama 4      chunked attention (chunks of 8,192) on 3 blocks of 4, a global one every 4th
-#                (set_swa_pattern(4), swa_type CHUNKED; chunked_attention); MoE with one shared expert
-#                as wide as a routed one; interleave_moe_layer_step (Scout 1: every block; Maverick 2).
-#   DeepSeek V2/V3, Kimi K2: multi-head latent attention (kv_lora_rank, qk_rope_head_dim, ...): the cache
-#                holds the compressed latent; first_k_dense_replace dense blocks, then routed + shared
-#                experts (V3 adds a routing bias, exp_probs_b).
-#   Qwen3-Next   a gated delta net (linear attention) in 3 blocks of 4 (full_attention_interval 4), gated
-#                attention in the 4th; 512 experts + a gated shared expert.
-#   GLM-4.5      a dense first block, then 128 routed + 1 shared expert; q/k/v biases; its MTP block
-#                (num_nextn_predict_layers) is in the GGUF file but llama.cpp neither loads nor caches it.
-#   gpt-oss      sliding window 128 on every other block, attention sinks, MXFP4 experts (20b: 32, 120b: 128).
+# -- The tensor inventory ------------------------------------------------------------------------------
+# Every model's tensors come from its blocks (enginelab.blocks.tensors): the reader (enginelab.arch_config for
+# a config.json or these fields, enginelab.arch_gguf for a GGUF header) sets what an architecture adds as
+# block properties (q/k/v biases, attention sinks, post-norms, a gated query, fused projections, the routing
+# bias...), so nothing here looks at model_type. Shapes are llama-arch.cpp / llama-model.cpp's (ggml order).
+
+
 def _tensor_inventory(m: Model) -> list:
-    """The tensors convert_hf_to_gguf.py writes for m (names and shapes from llama-arch.cpp and
-    llama-model.cpp's load_tensors; ggml order, ne[0] first)."""
-    h = m.hidden_size
-    ts = [Tensor("token_embd.weight", (h, m.vocab_size), "token_embd", -1)]
-    if not m.tie_word_embeddings:
-        ts.append(Tensor("output.weight", (h, m.vocab_size), "output", -1))
-    ts.append(Tensor("output_norm.weight", (h,), "norm", -1, "F32"))
-    if m.rope_freqs:
-        ts.append(Tensor("rope_freqs.weight", (m.d_head // 2,), "norm", -1, "F32"))
-    for il in range(m.num_hidden_layers):
-        ts += _block_tensors(m, il)
-    return ts
+    """The tensors convert_hf_to_gguf.py writes for m, from its blocks (Model.blocks)."""
+    return _block_tensors_of(m.block_model)
 
 
-_F32_2D = ("ssm_conv1d", "shortconv.conv", ".ssm_a", ".ssm_d")  # kept f32 by the converter (llama.cpp reads them so)
+# kept F32 by the converter (llama.cpp reads them so): the convolutions, SSM A and D
+_F32_2D = ("ssm_conv1d", "shortconv.conv", ".ssm_a", ".ssm_d")
+# block tensors llama-quantize has no category for, kept under their own name as their class
+_OWN_CLASS = ("attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_k_b", "attn_v_b", "attn_gate", "ssm_ba", "ssm_out")
+
+
+def _tensor_of(name: str, ne: tuple) -> Tensor:
+    """A tensor classed as llama-quantize classes it (engine_io's GGUF classes): norms, biases, the router and
+    the convolutions F32 (convert_hf_to_gguf.py keeps them so)."""
+    parts = name.split(".")
+    il = int(parts[1]) if parts[0] == "blk" else -1
+    if name.endswith(".bias"):
+        return Tensor(name, ne, "bias", il, "F32")
+    if len(ne) == 1 or any(k in name for k in _F32_2D):
+        return Tensor(name, ne, "norm", il, "F32")
+    if name.endswith("ffn_gate_inp.weight"):
+        return Tensor(name, ne, "ffn_gate_inp", il, "F32")
+    if il >= 0 and parts[2] in _OWN_CLASS:
+        return Tensor(name, ne, parts[2], il)
+    return Tensor(name, ne, _engine_io._gguf_class(name, len(ne)), il)
 
 
 def _block_tensors_of(bm: BlockModel) -> list:
-    """The tensors of a model read as typed blocks (enginelab.blocks.tensors), classed as llama-quantize
-    classes them (engine_io's GGUF classes): norms, biases and the convolutions f32."""
+    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of; the experts of
+    a block whose MoE ships them as MXFP4 (gpt-oss: released, and converted, so) are of that type."""
+    mxfp4 = {il for il, b in enumerate(bm.blocks) if isinstance(b.ffn, MoEFFN) and b.ffn.mxfp4}
     out = []
     for name, ne in _blocks.tensors(bm):
-        parts = name.split(".")
-        il = int(parts[1]) if parts[0] == "blk" else -1
-        if len(ne) == 1 or any(k in name for k in _F32_2D):
-            out.append(Tensor(name, ne, "bias" if name.endswith(".bias") else "norm", il, "F32"))
-        else:
-            out.append(Tensor(name, ne, _engine_io._gguf_class(name, len(ne)), il))
+        t = _tensor_of(name, ne)
+        if t.layer in mxfp4 and t.cls.endswith("_exps"):
+            t = Tensor(t.name, t.ne, t.cls, t.layer, "MXFP4")
+        out.append(t)
     return out
+
+
+def _block_tensors(m: Model, il: int) -> list:
+    """Block il's tensors: its norms, its mixer, its FFN."""
+    return [t for t in _tensor_inventory(m) if t.layer == il]
 
 
 def _norm(name: str, n: int, il: int) -> Tensor:
     return Tensor(name, (n,), "norm", il, "F32")
-
-
-def _block_tensors(m: Model, il: int) -> list:
-    """Block il's tensors: its norms, its attention (or linear attention), its FFN (dense or MoE)."""
-    h, d, mt, p = m.hidden_size, m.d_head, m.model_type, f"blk.{il}."
-    q_out, kv_out = m.num_attention_heads * d, m.num_key_value_heads * d
-    L = [_norm(p + "attn_norm.weight", h, il)]
-    # -- attention -------------------------------------------------------------------------------------------
-    if m.is_recurrent_layer(il):
-        L += _linear_attention_tensors(m, il)
-    elif m.is_mla:
-        L += _mla_tensors(m, il)
-    else:
-        if mt == "phi3":
-            L.append(Tensor(p + "attn_qkv.weight", (h, q_out + 2 * kv_out), "attn_qkv", il))
-        else:
-            # Qwen3-Next's attention is gated: attn_q holds the queries and their gate (2 x n_head x head_dim)
-            q_rows = 2 * q_out if mt == "qwen3_next" else q_out
-            L.append(Tensor(p + "attn_q.weight", (h, q_rows), "attn_q", il))
-            L.append(Tensor(p + "attn_k.weight", (h, kv_out), "attn_k", il))
-            L.append(Tensor(p + "attn_v.weight", (h, kv_out), "attn_v", il))
-        L.append(Tensor(p + "attn_output.weight", (q_out, h), "attn_output", il))
-        if m.attention_bias:
-            L += [
-                Tensor(p + "attn_q.bias", (q_out,), "bias", il, "F32"),
-                Tensor(p + "attn_k.bias", (kv_out,), "bias", il, "F32"),
-                Tensor(p + "attn_v.bias", (kv_out,), "bias", il, "F32"),
-            ]
-            if mt == "gpt_oss":
-                L.append(Tensor(p + "attn_output.bias", (h,), "bias", il, "F32"))
-        if m.qk_norm:
-            L += [_norm(p + "attn_q_norm.weight", d, il), _norm(p + "attn_k_norm.weight", d, il)]
-    # -- the norms around the FFN ----------------------------------------------------------------------------
-    if mt in ("gemma2", "gemma3"):
-        L += [_norm(p + "post_attention_norm.weight", h, il), _norm(p + "post_ffw_norm.weight", h, il)]
-    if mt == "gpt_oss":
-        L.append(Tensor(p + "attn_sinks.weight", (m.num_attention_heads,), "norm", il, "F32"))
-    if mt in ("gpt_oss", "glm4_moe", "qwen3_next"):
-        L.append(_norm(p + "post_attention_norm.weight", h, il))  # the pre-FFN norm goes by this name here
-    else:
-        L.append(_norm(p + "ffn_norm.weight", h, il))
-    # -- FFN -------------------------------------------------------------------------------------------------
-    if m.is_moe_layer(il):
-        L += _moe_tensors(m, il)
-    elif mt == "phi3":
-        f = m.intermediate_size
-        L += [
-            Tensor(p + "ffn_up.weight", (h, 2 * f), "ffn_up", il),  # gate and up fused
-            Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
-        ]
-    else:
-        f = m.intermediate_size
-        L += [
-            Tensor(p + "ffn_gate.weight", (h, f), "ffn_gate", il),
-            Tensor(p + "ffn_up.weight", (h, f), "ffn_up", il),
-            Tensor(p + "ffn_down.weight", (f, h), "ffn_down", il),
-        ]
-    return L
-
-
-def _mla_tensors(m: Model, il: int) -> list:
-    """Multi-head latent attention as current convert_hf_to_gguf.py writes it (DeepSeek V2/V3, Kimi K2): the
-    queries (through a low-rank q_a/q_b pair when q_lora_rank > 0), one projection to the latent plus the
-    rotary key (attn_kv_a_mqa: kv_lora_rank + qk_rope_head_dim), and the latent's per-head up-projections
-    split into attn_k_b and attn_v_b, so the cache only holds the latent (llama.cpp's is_mla path)."""
-    h, p, nh = m.hidden_size, f"blk.{il}.", m.num_attention_heads
-    r, rope, nope, vh = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
-    L = [_norm(p + "attn_kv_a_norm.weight", r, il)]
-    if m.q_lora_rank:
-        q = m.q_lora_rank
-        L += [
-            _norm(p + "attn_q_a_norm.weight", q, il),
-            Tensor(p + "attn_q_a.weight", (h, q), "attn_q_a", il),
-            Tensor(p + "attn_q_b.weight", (q, nh * (nope + rope)), "attn_q_b", il),
-        ]
-    else:
-        L.append(Tensor(p + "attn_q.weight", (h, nh * (nope + rope)), "attn_q", il))
-    L += [
-        Tensor(p + "attn_kv_a_mqa.weight", (h, r + rope), "attn_kv_a_mqa", il),
-        Tensor(p + "attn_k_b.weight", (nope, r, nh), "attn_k_b", il),
-        Tensor(p + "attn_v_b.weight", (r, vh, nh), "attn_v_b", il),
-        Tensor(p + "attn_output.weight", (nh * vh, h), "attn_output", il),
-    ]
-    return L
-
-
-def _linear_attention_tensors(m: Model, il: int) -> list:
-    """A gated-delta-net block of Qwen3-Next (llama.cpp LLM_ARCH_QWEN3NEXT): q, k and v in one projection
-    feeding a short causal convolution (ssm_conv1d), the output gate, the per-head decay and beta (ssm_ba,
-    ssm_a, ssm_dt), a norm and the output projection."""
-    h, p = m.hidden_size, f"blk.{il}."
-    key_dim = m.linear_key_head_dim * m.linear_num_key_heads
-    value_dim = m.linear_value_head_dim * m.linear_num_value_heads
-    conv_dim = 2 * key_dim + value_dim
-    nv = m.linear_num_value_heads
-    return [
-        Tensor(p + "attn_qkv.weight", (h, conv_dim), "attn_qkv", il),
-        Tensor(p + "attn_gate.weight", (h, value_dim), "attn_gate", il),
-        Tensor(p + "ssm_conv1d.weight", (m.linear_conv_kernel_dim, conv_dim), "norm", il, "F32"),
-        Tensor(p + "ssm_dt.bias", (nv,), "bias", il, "F32"),
-        Tensor(p + "ssm_a", (nv,), "norm", il, "F32"),
-        Tensor(p + "ssm_ba.weight", (h, 2 * nv), "ssm_ba", il),
-        _norm(p + "ssm_norm.weight", m.linear_value_head_dim, il),
-        Tensor(p + "ssm_out.weight", (value_dim, h), "ssm_out", il),
-    ]
-
-
-def _moe_tensors(m: Model, il: int) -> list:
-    """A block's router, routed experts and shared expert (a dense FFN every token runs)."""
-    h, p, mt = m.hidden_size, f"blk.{il}.", m.model_type
-    e, f = m.n_expert, m.moe_intermediate_size or m.intermediate_size
-    L = [Tensor(p + "ffn_gate_inp.weight", (h, e), "ffn_gate_inp", il, "F32")]
-    if mt == "gpt_oss":
-        L.append(Tensor(p + "ffn_gate_inp.bias", (e,), "bias", il, "F32"))
-    src = "MXFP4" if mt == "gpt_oss" else "F16"  # gpt-oss's experts are released, and converted, as MXFP4
-    L += [
-        Tensor(p + "ffn_gate_exps.weight", (h, f, e), "ffn_gate_exps", il, src),
-        Tensor(p + "ffn_up_exps.weight", (h, f, e), "ffn_up_exps", il, src),
-        Tensor(p + "ffn_down_exps.weight", (f, h, e), "ffn_down_exps", il, src),
-    ]
-    if mt == "gpt_oss":
-        L += [
-            Tensor(p + "ffn_gate_exps.bias", (f, e), "bias", il, "F32"),
-            Tensor(p + "ffn_up_exps.bias", (f, e), "bias", il, "F32"),
-            Tensor(p + "ffn_down_exps.bias", (h, e), "bias", il, "F32"),
-        ]
-    if m.shared_expert_intermediate_size:
-        s = m.shared_expert_intermediate_size
-        if mt in ("qwen2_moe", "qwen3_next"):  # Qwen's shared expert has a sigmoid gate of its own
-            L.append(Tensor(p + "ffn_gate_inp_shexp.weight", (h,), "norm", il, "F32"))
-        L += [
-            Tensor(p + "ffn_gate_shexp.weight", (h, s), "ffn_gate", il),
-            Tensor(p + "ffn_up_shexp.weight", (h, s), "ffn_up", il),
-            Tensor(p + "ffn_down_shexp.weight", (s, h), "ffn_down", il),
-        ]
-    if mt in ("glm4_moe", "deepseek_v3"):  # the routing bias (e_score_correction_bias)
-        L.append(Tensor(p + "exp_probs_b.bias", (e,), "bias", il, "F32"))
-    return L
 
 
 # convert_hf_to_gguf.py writes these architectures' multi-token-prediction blocks (num_nextn_predict_layers, 1
