@@ -102,6 +102,21 @@ def test_paged_never_hits_the_whole_prompt():
     assert run["requests"][1]["reused"] == 4 and run["requests"][1]["computed"] == 4
 
 
+def test_paged_prefix_cache_matches_exact_tokens_not_hashes():
+    # hash(-1) == hash(-2) in CPython, so these first blocks hash alike, but their tokens differ: no hit
+    assert hash((-1,) * 4) == hash((-2,) * 4)
+    a = Request(0, 0, (-1,) * 4 + (5,), 1)
+    b = Request(1, 3, (-2,) * 4 + (5,), 1)
+    run = simulate(PagedManager(32, block_size=4), [a, b], check=True)
+    assert run["requests"][1]["reused"] == 0 and run["requests"][1]["computed"] == 5
+    # a block matches only after the same parent: equal second blocks behind different first blocks do not hit
+    c = Request(2, 6, (1, 2, 3, 4, 9, 9, 9, 9, 7), 1)
+    d = Request(3, 9, (1, 2, 3, 5, 9, 9, 9, 9, 7), 1)
+    e = Request(4, 12, (1, 2, 3, 4, 9, 9, 9, 9, 8), 1)
+    run = simulate(PagedManager(64, block_size=4), [c, d, e], check=True)
+    assert [run["requests"][i]["reused"] for i in (2, 3, 4)] == [0, 0, 8]
+
+
 def test_paged_free_queue_evicts_last_block_first():
     # a's blocks 0,1 are freed in reverse order (1 then 0), after never-used blocks 2,3; c needs 3 blocks:
     # blocks 2, 3, then block 1 (a's last block) is evicted; block 0 (a's prefix) survives
