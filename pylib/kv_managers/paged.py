@@ -27,6 +27,7 @@ class PagedManager:
     """vLLM paged blocks with automatic prefix caching, FCFS, preemption by recomputation."""
 
     name = "paged"
+    record_events = True  # False: evictions append no event (a caller that never reads .events)
 
     def __init__(
         self, capacity_tokens: int, block_size: int = 16, enable_prefix_caching: bool = True, track_cells: bool = True
@@ -100,7 +101,7 @@ class PagedManager:
             self.cached_block_hash_to_block,
             self.events,
         )
-        track, bs = self.cells.enabled, self.block_size
+        track, bs, record = self.cells.enabled, self.block_size, self.record_events
         clean = 0
         for _ in range(n):
             b = pop(last=False)[0]
@@ -111,7 +112,8 @@ class PagedManager:
                 if cached.get(h) == b:
                     del cached[h]
                 block_hash[b] = None
-                events.append({"type": "evict", "rid": self.cells.owner[b * bs] if track else -1, "cells": bs})
+                if record:
+                    events.append({"type": "evict", "rid": self.cells.owner[b * bs] if track else -1, "cells": bs})
                 if track:
                     self.cells.set(self._cells(b), _EVICT)
             ref_cnt[b] = 1

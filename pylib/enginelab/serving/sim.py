@@ -25,6 +25,7 @@ affine in the KV read); detokenisation, sampling and HTTP costs are left out.
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 from collections import deque
@@ -376,6 +377,17 @@ def simulate(
     bad value: ValueError naming it). profile: the batched step's ("course" or "measured"; None = the
     placement's). record_tokens: each request's record also lists the times its tokens came out (token_times_s).
     Returns a Result."""
+    # the run allocates many small objects and frees them without cycles: the cyclic collector only costs time
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate(engine, placement, workload, profile, max_steps, record_tokens, flags)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _simulate(engine, placement, workload, profile, max_steps, record_tokens, flags):
     if engine not in ENGINES:
         _check(False, "engine", f"must be one of {', '.join(ENGINES)}, got {brief(engine)}")
     if not isinstance(placement, pm.Placement):
@@ -405,6 +417,7 @@ def simulate(
         timer = StepTimer(p, engine, profile)
     elif engine == "vllm":
         mgr = kvm.PagedManager(pool, sp.VLLM_BLOCK_SIZE, f["enable_prefix_caching"], track_cells=False)
+        mgr.record_events = False  # the simulation reads no events
         cap = f["max_num_seqs"]
         budget = f["max_num_batched_tokens"]
         chunked = f["enable_chunked_prefill"]
