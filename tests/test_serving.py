@@ -208,6 +208,21 @@ def test_held_out_serving_error():
     assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.45
 
 
+def test_simulate_restores_the_cyclic_collector(p8b):
+    # simulate() turns the cyclic GC off while it runs; afterwards it is as the caller left it
+    import gc
+
+    assert gc.isenabled()
+    sim.simulate("vllm", p8b, [(0.0, 8, 4)])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        sim.simulate("vllm", p8b, [(0.0, 8, 4)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_hostile_arguments_raise_value_errors_naming_them(p8b):
     for kwargs, name in (
         ({"request_rate": float("nan")}, "request_rate"),
