@@ -125,12 +125,12 @@ class PagedManager:
         if not self.enable_prefix_caching:
             return
         hs = self._block_hashes(live)
-        table = self.req_to_blocks[live.rid]
-        for i in range(self._n_cached.get(live.rid, 0), len(hs)):
-            b = table[i]
-            if self.block_hash[b] is None:
-                self.block_hash[b] = hs[i]
-                self.cached_block_hash_to_block.setdefault(hs[i], b)
+        start = self._n_cached.get(live.rid, 0)
+        block_hash, register = self.block_hash, self.cached_block_hash_to_block.setdefault
+        for b, h in zip(self.req_to_blocks[live.rid][start:], hs[start:]):
+            if block_hash[b] is None:
+                block_hash[b] = h
+                register(h, b)
         self._n_cached[live.rid] = len(hs)
 
     def admit(self, live: _Live, step: int):
@@ -203,13 +203,14 @@ class PagedManager:
                 self._preempt(victim)
                 if victim is live:
                     return preempted
-            b = self._pop_free()
-            self.req_to_blocks[live.rid].append(b)
-            self.cells.set(self._cells(b), _ALLOC, live.rid)
-        table = self.req_to_blocks[live.rid]
-        b = table[n // self.block_size]
-        self.cells.set((b * self.block_size + n % self.block_size,), _DECODE, live.rid)
-        if len(live.tokens) % self.block_size == 0:
+            table = self.req_to_blocks[live.rid]
+            self._pop_free_into(1, table)
+            if self.cells.enabled:
+                self.cells.set(self._cells(table[-1]), _ALLOC, live.rid)
+        if self.cells.enabled:
+            b = self.req_to_blocks[live.rid][n // self.block_size]
+            self.cells.set((b * self.block_size + n % self.block_size,), _DECODE, live.rid)
+        if (n + 1) % self.block_size == 0:
             self._cache_full_blocks(live)
         return preempted
 
