@@ -117,6 +117,19 @@ def test_paged_prefix_cache_matches_exact_tokens_not_hashes():
     assert [run["requests"][i]["reused"] for i in (2, 3, 4)] == [0, 0, 8]
 
 
+def test_paged_block_keys_stay_bounded_and_still_match():
+    # 60 distinct prompts of two full blocks each through a pool of 16 blocks: 120 block keys are numbered, but
+    # those no block and no request carries are forgotten, so at most 4 x 16 are kept; a prompt sent twice after
+    # them still reuses its two full blocks (8 tokens)
+    reqs = [Request(i, 2 * i, (1000 + i, 1, 2, 3, 4, 5, 6, 7, 8), 1) for i in range(60)]
+    q = (7, 7, 7, 7, 8, 8, 8, 8, 9)
+    reqs += [Request(60, 130, q, 1), Request(61, 134, q, 1)]
+    m = PagedManager(64, block_size=4)
+    run = simulate(m, reqs, check=True)
+    assert len(m._block_ids) <= 4 * m.num_gpu_blocks
+    assert run["requests"][61]["reused"] == 8 and run["requests"][61]["computed"] == 1
+
+
 def test_paged_free_queue_evicts_last_block_first():
     # a's blocks 0,1 are freed in reverse order (1 then 0), after never-used blocks 2,3; c needs 3 blocks:
     # blocks 2, 3, then block 1 (a's last block) is evicted; block 0 (a's prefix) survives

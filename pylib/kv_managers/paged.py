@@ -47,6 +47,8 @@ class PagedManager:
         self.req_to_blocks: dict = {}  # rid -> block table
         self._hashes: dict = {}  # rid -> block hashes of its full blocks so far
         self._block_ids: dict = {}  # (parent block_hash or -1, the block's tokens) -> its block_hash
+        self._next_id = 0
+        self._ids_limit = 4 * self.num_gpu_blocks  # _block_ids is pruned when it grows past this
         self._n_cached: dict = {}  # rid -> how many of its blocks are registered in the cache
         self._preempted_step = -1
         self._step = 0
@@ -79,12 +81,26 @@ class PagedManager:
         end = len(toks) // bs * bs
         start = len(hs) * bs
         if start < end:
-            ids = self._block_ids
+            ids, nxt = self._block_ids, self._next_id
             parent = hs[-1] if hs else -1
             for i in range(start, end, bs):
-                parent = ids.setdefault((parent, tuple(toks[i : i + bs])), len(ids))
+                parent = ids.setdefault((parent, tuple(toks[i : i + bs])), nxt)
+                if parent == nxt:
+                    nxt += 1
                 hs.append(parent)
+            self._next_id = nxt
+            if len(ids) > self._ids_limit:
+                self._prune_block_ids()
         return hs
+
+    def _prune_block_ids(self) -> None:
+        """Forget the pairs that no block and no request's block hashes carry: _block_ids then holds at most the
+        pool's blocks and the requests' full blocks. A forgotten prefix seen again gets a new number; no cached
+        block can still chain from the old one (a block is freed, so evicted, no earlier than its children)."""
+        keep = set(self.block_hash)
+        keep.update(*self._hashes.values())
+        self._block_ids = {k: h for k, h in self._block_ids.items() if h in keep}
+        self._ids_limit = max(4 * self.num_gpu_blocks, 2 * len(self._block_ids))
 
     def _pop_free(self) -> int:
         """BlockPool.get_new_blocks: take the head of free_block_queue, evicting its cached hash if it has one."""
