@@ -625,6 +625,21 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
         older: dict = {}
         emitted = 0
         ended = []
+        if not bs and not record_tokens:  # llama-server and SGLang: nobody is preempted mid-step, no block to take
+            for r in emit:
+                tl = r.t_last
+                if tl == prev:
+                    n_prev += 1
+                elif tl < 0:
+                    r.t_first = now
+                else:
+                    older[tl] = older.get(tl, 0) + 1
+                r.t_last = now
+                r.gen = g = r.gen + 1
+                if g >= r.n_out:
+                    ended.append(r)
+            emitted = len(emit)
+            emit = ()
         for r in emit:
             if not r.admitted:
                 continue  # preempted by an earlier request of this step
