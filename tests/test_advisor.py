@@ -247,6 +247,45 @@ def test_over_ask_forced_ngl():
         assert c.apply["ngl"] == "auto" and "-ngl auto" in c.flags["llama.cpp"]
 
 
+def test_sysmem_spill_on_an_nvidia_card_is_a_placement_finding():
+    # -ngl 65 of a 32B on a 16 GB card: NVIDIA's Windows driver loads it and reads the overflow across PCIe
+    state = st(model="qwen2.5-32b", machine="rtx4060ti", ngl=65)
+    fs = A.advise_state(state)
+    assert [f.cause for f in fs[:2]] == ["over_ask", "sysmem_spill"]
+    f = fs[1]
+    p = pm.place("qwen2.5-32b", "rtx4060ti", "Q4_K_M", n_ctx=8192, n_gpu_layers=65)
+    mc = pm.MACHINES["rtx4060ti"]
+    assert f.evidence["overflow_bytes"] == p.overflow_bytes > 0 and f.evidence["pcie_gbs"] == mc.pcie_gbs
+    # by hand: the same -ngl on a card with room for it, then the overflow read over PCIe once per token
+    from dataclasses import replace
+
+    big = replace(mc, gpu=replace(mc.gpu, mem_gb=100.0))
+    roomy = pm.place("qwen2.5-32b", big, "Q4_K_M", n_ctx=8192, n_gpu_layers=65)
+    assert roomy.fits and roomy.gpu_layers == 64
+    fit = pm.decode_step_time(roomy, big, context=2000)["tok_per_s"]
+    assert f.evidence["fit_decode_tok_s"] == pytest.approx(fit, rel=1e-9)
+    spilled = 1.0 / (1.0 / fit + p.overflow_bytes / (mc.pcie_gbs * 1e9))
+    assert f.evidence["spilled_decode_tok_s"] == pytest.approx(spilled, rel=1e-9)
+    assert spilled < fit / 4  # 7 GB over a 16 GB/s link per token: PCIe sets the speed
+    assert "placement question" in f.evidence_text[-1] and "Sysmem Fallback" in f.evidence_text[-1]
+    assert [c.apply for c in f.changes] == [{"ngl": "auto"}]
+    # the calculator's findings render its label
+    assert findings_mod.CAUSE_LABELS["sysmem_spill"]
+
+
+def test_no_sysmem_spill_where_the_driver_fails_the_load_or_fit_chooses():
+    # --fit (-ngl auto) never over-asks; a ROCm card's driver has no sysmem fallback; a setup that fits has none
+    assert all(f.cause != "sysmem_spill" for f in A.advise_state(st(model="qwen2.5-32b", machine="rtx4060ti")))
+    assert all(f.cause != "sysmem_spill" for f in A.advise_state(st(model="llama-3.1-8b", machine="rtx4090", ngl=33)))
+    from dataclasses import replace
+
+    mc = pm.MACHINES["rtx4060ti"]
+    amd = replace(mc, gpu=replace(mc.gpu, backend="rocm"))
+    p = pm.place("qwen2.5-32b", amd, "Q4_K_M", n_ctx=8192, n_gpu_layers=65)
+    fs = A.advise(p, amd, context=2000)
+    assert not p.fits and fs[0].cause == "over_ask" and all(f.cause != "sysmem_spill" for f in fs)
+
+
 def test_over_ask_keeps_the_users_ngl_when_something_else_fits():
     state = st(model="qwen2.5-32b", machine="rtx4060ti", ngl=50)
     f = findings(state)["over_ask"]

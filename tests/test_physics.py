@@ -289,6 +289,43 @@ def test_decode_time_is_the_sum_of_its_active_rows():
             assert terms["nograph_layer_us"][1] == 32
 
 
+def test_kepler_multiplies_the_emulated_dot_products_at_a_sixth_of_its_fp32_rate():
+    """No GPU before sm_61 has __dp4a: ggml_cuda_dp4a multiplies four byte pairs instead, the same code on Kepler and
+    Maxwell. Kepler issues those 32-bit integer multiply-adds at a sixth of its FP32 rate, Maxwell a byte product as
+    one full-rate XMAD: on the same figures only the dequantization's emulated part costs dq_emul_kepler times more.
+    Compute seconds by hand: weights x dq.legacy x dq_emul (x dq_emul_kepler) / the FP32 rate."""
+    from dataclasses import replace
+
+    from enginelab import measured as me
+
+    w = pm.Work(weight_bytes=4e9, flops=8e9, layers=32, weights_by_type=(("Q4_0", 7e9),))
+    prm = replace(me.PARAMS["cuda"], dq_emul_kepler=1.8)
+    params = dict(me.PARAMS, cuda=prm)
+    kepler = pm.Device("Tesla K80", 12, 240.5, 4.37, backend="cuda")
+    maxwell = pm.Device("Tesla M40", 12, 240.5, 4.37, backend="cuda")
+    pascal = pm.Device("Tesla P40", 12, 240.5, 4.37, backend="cuda")  # sm_61: __dp4a
+    assert me.rates(kepler, "cuda")["kepler"] and not me.rates(kepler, "cuda")["dp4a"]
+    assert not me.rates(maxwell, "cuda")["kepler"] and not me.rates(maxwell, "cuda")["dp4a"]
+    assert me.rates(pascal, "cuda")["dp4a"] and not me.rates(pascal, "cuda")["kepler"]
+    fp32 = me.vector_tflops(kepler, "cuda") * 1e12
+    cmp = {d.name: me.decode_seconds(w, d, "cuda", params=params)[2] for d in (kepler, maxwell, pascal)}
+    base = 7e9 * prm.dq["legacy"] / fp32
+    assert cmp["Tesla P40"] == pytest.approx(base)
+    assert cmp["Tesla M40"] == pytest.approx(base * prm.dq_emul)
+    assert cmp["Tesla K80"] == pytest.approx(base * prm.dq_emul * 1.8)
+    # Kepler's GeForce cards and a Maxwell GTX 750 Ti / Titan X by name
+    for name, is_kepler in (
+        ("GeForce GTX 780 Ti", True),
+        ("GeForce GTX TITAN Black", True),
+        ("Tesla K40m", True),
+        ("GeForce GTX 750 Ti", False),
+        ("GeForce GTX TITAN X", False),
+        ("GeForce GTX 980", False),
+    ):
+        r = me.rates(pm.Device(name, 6, 300, 5.0, backend="cuda"), "cuda")
+        assert r["kepler"] is is_kepler and not r["dp4a"], name
+
+
 def test_prefill_adds_its_active_rows_per_micro_batch():
     """By hand: 32 blocks and 64 expert calls over k = 3 micro-batches cost 3 x (32 pp_layer_us + 64 pp_expert_us);
     an offloaded pass (only the CPU blocks' matmuls run on the GPU) has no per-block row."""

@@ -18,6 +18,7 @@ from .svg import Raw, data_details, el, svg, table
 
 CAUSE_LABELS = {
     "over_ask": "Over-ask: load fails",
+    "sysmem_spill": "Windows: spills to system memory",
     "uneven_split": "Uneven GPU split",
     "partial_offload": "Partial offload",
     "kv_competes": "KV cache competes with weights",

@@ -3,6 +3,8 @@ changes that fix it (computed by running perf_model again), and advise(), which 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import perf_model as pm
 
 from ..checks import brief, check
@@ -37,6 +39,7 @@ CTX_LADDER = (4096, 8192, 16384, 32768, 65536, 131072)
 
 CAUSES = (
     "over_ask",
+    "sysmem_spill",
     "uneven_split",
     "partial_offload",
     "kv_competes",
@@ -292,6 +295,61 @@ def diagnose_over_ask(s: Setup, o: Outcome) -> Finding | None:
             c.flags["vLLM"] += " (or lower --gpu-memory-utilization next to a desktop)"
     return Finding(
         "over_ask", f"Asks for more memory than the {p.failing_device} has", ev, text, changes, severity=float("inf")
+    )
+
+
+# The drivers that back a GPU allocation that does not fit with shared system memory instead of failing it: NVIDIA's
+# Windows driver from 536.40 ("CUDA - Sysmem Fallback Policy", on by default; "Prefer No Sysmem Fallback" turns it
+# off per application from 546.01). ggml-cuda allocates with cudaMalloc, so a CUDA build on Windows loads an -ngl that
+# over-asks and then reads the part that did not fit across PCIe on every token. On Linux the same load fails.
+SYSMEM_FALLBACK_BACKENDS = ("cuda",)
+
+
+def diagnose_sysmem_spill(s: Setup, o: Outcome) -> Finding | None:
+    """A forced -ngl that does not fit one NVIDIA GPU: what Windows' sysmem fallback makes of it (a load that
+    succeeds, then decodes at PCIe speed), and that the fix is the placement, not the card."""
+    p = o.placement
+    if p.fits or s.ngl is None or not p.failing_device.startswith("GPU") or len(s.machine.gpus) != 1:
+        return None
+    if pm.device_backend(s.machine, "gpu") not in SYSMEM_FALLBACK_BACKENDS or s.machine.unified:
+        return None
+    gpu = s.machine.gpus[0]
+    # the same -ngl on this card with room for all of it: the speed the spill takes away
+    try:
+        room = replace(gpu, mem_gb=gpu.mem_gb + p.overflow_bytes / 1e9 + 2.0 * pm.DRIVER_RESERVE_MIB / 1024)
+        roomy = evaluate(s.changed(machine=replace(s.machine, gpu=room)), prefill=False)
+    except ValueError:  # a card as large as that is beyond the catalog's bounds: no estimate to give
+        return None
+    if not roomy.fits or not roomy.decode_tok_s or s.machine.pcie_gbs <= 0:
+        return None
+    link_s = p.overflow_bytes / (s.machine.pcie_gbs * 1e9)
+    spilled = 1.0 / (1.0 / roomy.decode_tok_s + link_s)
+    ev = {
+        "overflow_bytes": p.overflow_bytes,
+        "pcie_gbs": s.machine.pcie_gbs,
+        "n_gpu_layers": p.n_gpu_layers,
+        "fit_decode_tok_s": roomy.decode_tok_s,
+        "spilled_decode_tok_s": spilled,
+    }
+    asked = "every layer" if p.n_gpu_layers > s.model.n_layers else f"{p.n_gpu_layers} layers"
+    text = [
+        f"On Windows, NVIDIA's driver (536.40 and later) does not refuse -ngl {s.ngl}: it puts the "
+        f"{gb_text(p.overflow_bytes)} that do not fit in shared system memory (its sysmem fallback), and the load "
+        "succeeds. On Linux the same load fails.",
+        f"Every token then reads that part across PCIe ({s.machine.pcie_gbs:g} GB/s, at most): decode about "
+        f"{rate_text(spilled)} instead of the {rate_text(roomy.decode_tok_s)} {asked} would give on a card with room.",
+        "This is a placement question, not the card's speed: leave -ngl to --fit (it keeps a margin free), or set "
+        '"CUDA - Sysmem Fallback Policy" to "Prefer No Sysmem Fallback" in the NVIDIA Control Panel '
+        "(driver 546.01+) so that an over-ask fails loudly.",
+    ]
+    changes = _rank(_ngl_change(s, o))
+    return Finding(
+        "sysmem_spill",
+        "On Windows this over-ask loads, then spills into system memory",
+        ev,
+        text,
+        changes,
+        severity=_severity(changes, spilled),
     )
 
 
@@ -809,6 +867,7 @@ def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
 
 DIAGNOSES = (
     diagnose_over_ask,
+    diagnose_sysmem_spill,
     diagnose_uneven_split,
     diagnose_partial_offload,
     diagnose_kv_competes,

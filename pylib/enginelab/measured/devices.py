@@ -108,6 +108,12 @@ _NO_DP4A = re.compile(
     r"\brx\s?(4|5)[6-9]0\b|vega\s*(56|64)|\bmi25\b|\brx\s?5[5-7]\d\d",
     re.I,
 )
+# Kepler (compute capability 3.x): the 32-bit integer multiply-adds of the emulated __dp4a run at 32 a clock per SM,
+# a sixth of its 192 FP32 lanes (CUDA C Programming Guide, arithmetic instruction throughput); Maxwell and Pascal
+# issue a product of two bytes as one full-rate XMAD (GTX 745/750 and Titan X are Maxwell)
+_KEPLER = re.compile(
+    r"\btesla\s*k\d{2}|\bk(10|20|40|80)[a-z]?\b|\bgtx\s*(6\d\d|7[6-9]0)\b|\bgtx\s*titan\b(?!\s*x)", re.I
+)
 # HBM parts (stacked memory: more latency, more bytes in flight needed to fill it at batch 1)
 _HBM = re.compile(
     r"\bmi\s?\d{2,3}[a-z]?\b|instinct|v100|p100|a100|a800|\ba30\b|h100|h800|h200|\bh20\b|gh200|b100|b200|gb200|"
@@ -168,7 +174,7 @@ def rates(device, backend: str) -> dict:
     out = {"bw": device.bandwidth_gbs * 1e9, "tf": tf}
     if backend in ("metal", "cpu"):
         vendor = "apple" if backend == "metal" else ""
-        out.update(fp32=tf, f16=tf, int8=0.0, dp4a=True, hbm=False, vendor=vendor, basis="device")
+        out.update(fp32=tf, f16=tf, int8=0.0, dp4a=True, kepler=False, hbm=False, vendor=vendor, basis="device")
         return out
     fp32_r, int8_r, acc = _rule_rates(device, backend)
     cat = catalog_rates(device)
@@ -182,7 +188,8 @@ def rates(device, backend: str) -> dict:
         fp32=fp32 * 1e12,
         f16=tf * acc,
         int8=int8 * 1e12,
-        dp4a=not _NO_DP4A.search(name),
+        dp4a=not (_NO_DP4A.search(name) or _KEPLER.search(name)),
+        kepler=bool(_KEPLER.search(name)),
         hbm=bool(_HBM.search(name)),
         vendor=gpu_vendor(device),
         basis=basis,

@@ -157,6 +157,8 @@ def _dq_seconds(work, device, backend: str, prm, n_threads, batch: int = 1, buil
         emul = prm.vendor_dq.get(rates(device, backend)["vendor"], 1.0)
     if backend != "cpu" and not rates(device, backend)["dp4a"]:
         emul *= prm.dq_emul  # ggml emulates __dp4a with byte extracts and multiply-adds
+        if rates(device, backend)["kepler"]:
+            emul *= prm.dq_emul_kepler  # ... whose integer multiply-adds Kepler issues at a sixth of its FP32 rate
     n = 0.0
     for t, w in work.weights_by_type:
         c = type_class(t, backend)
