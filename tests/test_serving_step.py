@@ -121,8 +121,8 @@ def test_batched_decode_error_gates(bench_samples):
 def test_leave_one_device_out_error(bench_samples):
     # The gate (median 10%, p90 25%) is not met: the rows come from two devices, one per backend, so a
     # held-out DGX Spark leaves no CUDA row to fit on and takes the prior (no batched-kernel effect). Measured:
-    # median 61.2%, p90 162% (DGX Spark 61.5% / 162%; M2 Ultra, 3 rows, 6.6% / 19.3%). This keeps it from
-    # getting worse until rows from more devices per backend are in data/serving/batched_bench.csv.
+    # median 60.8%, p90 162% (the M2 Ultra's 3 rows near 7% / 19%). This keeps it from getting worse until rows
+    # from more devices per backend are in data/serving/batched_bench.csv.
     held = fit.loo(bench_samples, by="device")
     assert {s.device for s, _e in held} == {s.device for s in bench_samples}
     s = fit.summary([e for _s, e in held])
