@@ -209,7 +209,7 @@ def test_serving_runs_carry_their_setup_and_source():
 
 def test_held_out_serving_error():
     # Nothing of the simulation is fitted to these runs. Output throughput meets the issue's 25% target (measured
-    # 10.4%); mean TTFT does not (measured 59.7%: the simulated TTFT stays near one step while the runs' median
+    # 10.4%); mean TTFT does not (measured 59.8%: the simulated TTFT stays near one step while the runs' median
     # TTFT grows from 53 to 840 ms with concurrency; the API server's own time is not modelled). This gate keeps
     # both from getting worse than today.
     from enginelab.serving import validate
