@@ -444,7 +444,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
 
     # requests: a shared prefix (token ids 0 .. prefix_len - 1), then a token of their own (id 2^40 + rid) and
     # zeros: the caches match prompts up to that token and no further, and a prompt costs a pointer per token
-    # (the replies' synthetic ids are negative; hash(-1) == hash(-2) in CPython, so the own token is positive)
+    # (positive, apart from the replies' synthetic ids, which are negative)
     shared = list(range(workload.prefix_len if isinstance(workload, Workload) else 0))
     reqs = []
     for rid, (t, n_p, n_o) in enumerate(trace):
