@@ -102,6 +102,34 @@ def test_paged_never_hits_the_whole_prompt():
     assert run["requests"][1]["reused"] == 4 and run["requests"][1]["computed"] == 4
 
 
+def test_paged_prefix_cache_matches_exact_tokens_not_hashes():
+    # hash(-1) == hash(-2) in CPython, so these first blocks hash alike, but their tokens differ: no hit
+    assert hash((-1,) * 4) == hash((-2,) * 4)
+    a = Request(0, 0, (-1,) * 4 + (5,), 1)
+    b = Request(1, 3, (-2,) * 4 + (5,), 1)
+    run = simulate(PagedManager(32, block_size=4), [a, b], check=True)
+    assert run["requests"][1]["reused"] == 0 and run["requests"][1]["computed"] == 5
+    # a block matches only after the same parent: equal second blocks behind different first blocks do not hit
+    c = Request(2, 6, (1, 2, 3, 4, 9, 9, 9, 9, 7), 1)
+    d = Request(3, 9, (1, 2, 3, 5, 9, 9, 9, 9, 7), 1)
+    e = Request(4, 12, (1, 2, 3, 4, 9, 9, 9, 9, 8), 1)
+    run = simulate(PagedManager(64, block_size=4), [c, d, e], check=True)
+    assert [run["requests"][i]["reused"] for i in (2, 3, 4)] == [0, 0, 8]
+
+
+def test_paged_block_keys_stay_bounded_and_still_match():
+    # 60 distinct prompts of two full blocks each through a pool of 16 blocks: 120 block keys are numbered, but
+    # those no block and no request carries are forgotten, so at most 4 x 16 are kept; a prompt sent twice after
+    # them still reuses its two full blocks (8 tokens)
+    reqs = [Request(i, 2 * i, (1000 + i, 1, 2, 3, 4, 5, 6, 7, 8), 1) for i in range(60)]
+    q = (7, 7, 7, 7, 8, 8, 8, 8, 9)
+    reqs += [Request(60, 130, q, 1), Request(61, 134, q, 1)]
+    m = PagedManager(64, block_size=4)
+    run = simulate(m, reqs, check=True)
+    assert len(m._block_ids) <= 4 * m.num_gpu_blocks
+    assert run["requests"][61]["reused"] == 8 and run["requests"][61]["computed"] == 1
+
+
 def test_paged_free_queue_evicts_last_block_first():
     # a's blocks 0,1 are freed in reverse order (1 then 0), after never-used blocks 2,3; c needs 3 blocks:
     # blocks 2, 3, then block 1 (a's last block) is evicted; block 0 (a's prefix) survives

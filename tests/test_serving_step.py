@@ -118,6 +118,18 @@ def test_batched_decode_error_gates(bench_samples):
     assert held["median"] <= 0.10 and held["p90"] <= 0.25
 
 
+def test_leave_one_device_out_error(bench_samples):
+    # The issue's gate (median 10%, p90 25%) is not met: the rows come from two devices, one per backend, so a
+    # held-out DGX Spark leaves no CUDA row to fit on and takes the prior (no batched-kernel effect). Measured:
+    # median 60.8%, p90 162% (the M2 Ultra's 3 rows near 7% / 19%). This keeps it from getting worse until rows
+    # from more devices per backend are in data/serving/batched_bench.csv.
+    held = fit.loo(bench_samples, by="device")
+    assert {s.device for s, _e in held} == {s.device for s in bench_samples}
+    s = fit.summary([e for _s, e in held])
+    assert s["n"] == len(bench_samples)
+    assert s["median"] <= 0.65 and s["p90"] <= 1.70
+
+
 @pytest.mark.parametrize("b", [2, 8, 9, 32])
 def test_decode_step_time_times_a_batch_with_the_batched_kernels(b):
     """decode_step_time(batch=B) in the measured profile is the batched step's pass of B sequences at one context

@@ -12,9 +12,11 @@ from .pool import _ALLOC, _CACHED, _DECODE, _EVICT, _FREE, _PREEMPT, _PREFILL, _
 # 4. PagedManager: vLLM (v1)
 #
 # The pool is num_gpu_blocks blocks of block_size tokens (KVCacheBlock in kv_cache_utils.py). Each request has a
-# block table; it holds at most one partly filled block. Prefix caching: a full block's block_hash hashes its
-# tokens together with the hash of the block before it, so equal hashes mean equal whole prefixes
-# (hash_block_tokens). BlockPool keeps cached_block_hash_to_block and a free_block_queue: freed blocks go to its
+# block table; it holds at most one partly filled block. Prefix caching: a full block's block_hash stands for its
+# tokens together with the block_hash of the block before it (hash_block_tokens), so equal block_hashes mean equal
+# whole prefixes. Here a block_hash is exact, not a hash: the number _block_ids gives the pair (parent block_hash,
+# the block's tokens) the first time it is seen. (A hash of the tokens could match another prefix: in CPython
+# hash(-1) == hash(-2).) BlockPool keeps cached_block_hash_to_block and a free_block_queue: freed blocks go to its
 # tail (a request's blocks in reverse order, so its last block is evicted first), allocation pops the head, and a
 # popped block that still has a hash is evicted from the cache then (_maybe_evict_cached_block). A cached block that
 # a new request hits is "touched": ref_cnt += 1 and, if it was free, it leaves the queue.
@@ -25,6 +27,7 @@ class PagedManager:
     """vLLM paged blocks with automatic prefix caching, FCFS, preemption by recomputation."""
 
     name = "paged"
+    record_events = True  # False: evictions append no event (a caller that never reads .events)
 
     def __init__(
         self, capacity_tokens: int, block_size: int = 16, enable_prefix_caching: bool = True, track_cells: bool = True
@@ -43,6 +46,9 @@ class PagedManager:
         self.cached_block_hash_to_block: dict = {}
         self.req_to_blocks: dict = {}  # rid -> block table
         self._hashes: dict = {}  # rid -> block hashes of its full blocks so far
+        self._block_ids: dict = {}  # (parent block_hash or -1, the block's tokens) -> its block_hash
+        self._next_id = 0
+        self._ids_limit = 4 * self.num_gpu_blocks  # _block_ids is pruned when it grows past this
         self._n_cached: dict = {}  # rid -> how many of its blocks are registered in the cache
         self._preempted_step = -1
         self._step = 0
@@ -67,48 +73,80 @@ class PagedManager:
         return range(base + lo, base + (self.block_size if hi is None else hi))
 
     def _block_hashes(self, live: _Live) -> list:
-        """hash_block_tokens: one hash per full block, chained through the parent block's hash."""
-        hs = self._hashes.setdefault(live.rid, [])
+        """hash_block_tokens: one block_hash per full block, chained through the parent block's."""
+        hs = self._hashes.get(live.rid)
+        if hs is None:
+            hs = self._hashes[live.rid] = []
         bs, toks = self.block_size, live.tokens
-        parent = hs[-1] if hs else None
-        for i in range(len(hs), len(toks) // bs):
-            parent = hash((parent, tuple(toks[i * bs : (i + 1) * bs])))
-            hs.append(parent)
+        end = len(toks) // bs * bs
+        start = len(hs) * bs
+        if start < end:
+            ids, nxt = self._block_ids, self._next_id
+            parent = hs[-1] if hs else -1
+            for i in range(start, end, bs):
+                parent = ids.setdefault((parent, tuple(toks[i : i + bs])), nxt)
+                if parent == nxt:
+                    nxt += 1
+                hs.append(parent)
+            self._next_id = nxt
+            if len(ids) > self._ids_limit:
+                self._prune_block_ids()
         return hs
+
+    def _prune_block_ids(self) -> None:
+        """Forget the pairs that no block and no request's block hashes carry: _block_ids then holds at most the
+        pool's blocks and the requests' full blocks. A forgotten prefix seen again gets a new number; no cached
+        block can still chain from the old one (a block is freed, so evicted, no earlier than its children)."""
+        keep = set(self.block_hash)
+        keep.update(*self._hashes.values())
+        self._block_ids = {k: h for k, h in self._block_ids.items() if h in keep}
+        self._ids_limit = max(4 * self.num_gpu_blocks, 2 * len(self._block_ids))
 
     def _pop_free(self) -> int:
         """BlockPool.get_new_blocks: take the head of free_block_queue, evicting its cached hash if it has one."""
-        b, _ = self.free_block_queue.popitem(last=False)
-        h = self.block_hash[b]
-        if h is None:
-            self._n_free_clean -= 1
-        else:
-            if self.cached_block_hash_to_block.get(h) == b:
-                del self.cached_block_hash_to_block[h]
-            self.block_hash[b] = None
-            self.events.append(
-                {
-                    "type": "evict",
-                    "rid": self.cells.owner[b * self.block_size] if self.cells.enabled else -1,
-                    "cells": self.block_size,
-                }
-            )
-            if self.cells.enabled:
-                self.cells.set(self._cells(b), _EVICT)
-        self.ref_cnt[b] = 1
-        return b
+        table: list = []
+        self._pop_free_into(1, table)
+        return table[0]
+
+    def _pop_free_into(self, n: int, table: list) -> None:
+        """_pop_free n times, appending the blocks to table."""
+        pop = self.free_block_queue.popitem
+        block_hash, ref_cnt, cached, events = (
+            self.block_hash,
+            self.ref_cnt,
+            self.cached_block_hash_to_block,
+            self.events,
+        )
+        track, bs, record = self.cells.enabled, self.block_size, self.record_events
+        clean = 0
+        for _ in range(n):
+            b = pop(last=False)[0]
+            h = block_hash[b]
+            if h is None:
+                clean += 1
+            else:  # _maybe_evict_cached_block: the block forgets its block_hash
+                if cached.get(h) == b:
+                    del cached[h]
+                block_hash[b] = None
+                if record:
+                    events.append({"type": "evict", "rid": self.cells.owner[b * bs] if track else -1, "cells": bs})
+                if track:
+                    self.cells.set(self._cells(b), _EVICT)
+            ref_cnt[b] = 1
+            table.append(b)
+        self._n_free_clean -= clean
 
     def _cache_full_blocks(self, live: _Live) -> None:
         """cache_blocks: register every newly full block of the request under its block_hash."""
         if not self.enable_prefix_caching:
             return
         hs = self._block_hashes(live)
-        table = self.req_to_blocks[live.rid]
-        for i in range(self._n_cached.get(live.rid, 0), len(hs)):
-            b = table[i]
-            if self.block_hash[b] is None:
-                self.block_hash[b] = hs[i]
-                self.cached_block_hash_to_block.setdefault(hs[i], b)
+        start = self._n_cached.get(live.rid, 0)
+        block_hash, register = self.block_hash, self.cached_block_hash_to_block.setdefault
+        for b, h in zip(self.req_to_blocks[live.rid][start:], hs[start:]):
+            if block_hash[b] is None:
+                block_hash[b] = h
+                register(h, b)
         self._n_cached[live.rid] = len(hs)
 
     def admit(self, live: _Live, step: int):
@@ -118,27 +156,28 @@ class PagedManager:
         # the last prompt token must be computed to produce logits
         computed = []
         if self.enable_prefix_caching:
+            cached = self.cached_block_hash_to_block
             for h in self._block_hashes(live)[: (n - 1) // bs]:
-                b = self.cached_block_hash_to_block.get(h)
+                b = cached.get(h)
                 if b is None:
                     break
                 computed.append(b)
         n_hit = len(computed) * bs
         n_new_blocks = -(-n // bs) - len(computed)
         # allocate_slots: enough free blocks, not counting cached free blocks this request is about to touch
-        evictable_hits = sum(1 for b in computed if self.ref_cnt[b] == 0)
+        ref_cnt = self.ref_cnt
+        evictable_hits = [ref_cnt[b] for b in computed].count(0)
         if len(self.free_block_queue) - evictable_hits < n_new_blocks:
             return None
         track = self.cells.enabled
         for b in computed:  # touch
-            if self.ref_cnt[b] == 0:
+            if ref_cnt[b] == 0:
                 del self.free_block_queue[b]
-            self.ref_cnt[b] += 1
+            ref_cnt[b] += 1
             if track:
                 self.cells.set(self._cells(b), _REUSED, live.rid)
         table = list(computed)
-        for _ in range(n_new_blocks):
-            table.append(self._pop_free())
+        self._pop_free_into(n_new_blocks, table)
         self.req_to_blocks[live.rid] = table
         self._n_cached[live.rid] = len(computed)
         # cells: computed tokens, then the unfilled tail of the last block
@@ -155,12 +194,15 @@ class PagedManager:
         """KVCacheManager.free: blocks go back in reverse order; a block with ref_cnt 0 joins the queue's tail."""
         table = self.req_to_blocks.pop(live.rid)
         self._n_cached.pop(live.rid, None)
+        ref_cnt, queue, block_hash = self.ref_cnt, self.free_block_queue, self.block_hash
+        clean = 0
         for b in reversed(table):
-            self.ref_cnt[b] -= 1
-            if self.ref_cnt[b] == 0:
-                self.free_block_queue[b] = None
-                if self.block_hash[b] is None:
-                    self._n_free_clean += 1
+            ref_cnt[b] -= 1
+            if ref_cnt[b] == 0:
+                queue[b] = None
+                if block_hash[b] is None:
+                    clean += 1
+        self._n_free_clean += clean
         return table
 
     def decode(self, live: _Live, running: list) -> list:
@@ -177,13 +219,14 @@ class PagedManager:
                 self._preempt(victim)
                 if victim is live:
                     return preempted
-            b = self._pop_free()
-            self.req_to_blocks[live.rid].append(b)
-            self.cells.set(self._cells(b), _ALLOC, live.rid)
-        table = self.req_to_blocks[live.rid]
-        b = table[n // self.block_size]
-        self.cells.set((b * self.block_size + n % self.block_size,), _DECODE, live.rid)
-        if len(live.tokens) % self.block_size == 0:
+            table = self.req_to_blocks[live.rid]
+            self._pop_free_into(1, table)
+            if self.cells.enabled:
+                self.cells.set(self._cells(table[-1]), _ALLOC, live.rid)
+        if self.cells.enabled:
+            b = self.req_to_blocks[live.rid][n // self.block_size]
+            self.cells.set((b * self.block_size + n % self.block_size,), _DECODE, live.rid)
+        if (n + 1) % self.block_size == 0:
             self._cache_full_blocks(live)
         return preempted
 

@@ -25,6 +25,7 @@ affine in the KV read); detokenisation, sampling and HTTP costs are left out.
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 from collections import deque
@@ -376,6 +377,17 @@ def simulate(
     bad value: ValueError naming it). profile: the batched step's ("course" or "measured"; None = the
     placement's). record_tokens: each request's record also lists the times its tokens came out (token_times_s).
     Returns a Result."""
+    # the run allocates many small objects and frees them without cycles: the cyclic collector only costs time
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate(engine, placement, workload, profile, max_steps, record_tokens, flags)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _simulate(engine, placement, workload, profile, max_steps, record_tokens, flags):
     if engine not in ENGINES:
         _check(False, "engine", f"must be one of {', '.join(ENGINES)}, got {brief(engine)}")
     if not isinstance(placement, pm.Placement):
@@ -405,6 +417,7 @@ def simulate(
         timer = StepTimer(p, engine, profile)
     elif engine == "vllm":
         mgr = kvm.PagedManager(pool, sp.VLLM_BLOCK_SIZE, f["enable_prefix_caching"], track_cells=False)
+        mgr.record_events = False  # the simulation reads no events
         cap = f["max_num_seqs"]
         budget = f["max_num_batched_tokens"]
         chunked = f["enable_chunked_prefill"]
@@ -431,7 +444,7 @@ def simulate(
 
     # requests: a shared prefix (token ids 0 .. prefix_len - 1), then a token of their own (id 2^40 + rid) and
     # zeros: the caches match prompts up to that token and no further, and a prompt costs a pointer per token
-    # (the replies' synthetic ids are negative; hash(-1) == hash(-2) in CPython, so the own token is positive)
+    # (positive, apart from the replies' synthetic ids, which are negative)
     shared = list(range(workload.prefix_len if isinstance(workload, Workload) else 0))
     reqs = []
     for rid, (t, n_p, n_o) in enumerate(trace):
@@ -612,6 +625,21 @@ def simulate(
         older: dict = {}
         emitted = 0
         ended = []
+        if not bs and not record_tokens:  # llama-server and SGLang: nobody is preempted mid-step, no block to take
+            for r in emit:
+                tl = r.t_last
+                if tl == prev:
+                    n_prev += 1
+                elif tl < 0:
+                    r.t_first = now
+                else:
+                    older[tl] = older.get(tl, 0) + 1
+                r.t_last = now
+                r.gen = g = r.gen + 1
+                if g >= r.n_out:
+                    ended.append(r)
+            emitted = len(emit)
+            emit = ()
         for r in emit:
             if not r.admitted:
                 continue  # preempted by an earlier request of this step

@@ -4,8 +4,8 @@ data/serving/serving_runs.csv holds each run's full setup (GPU, model, dtype, le
 engine flags) and its results under vLLM's names. Nothing in the simulation is fitted to these runs (its only
 fitted numbers are the batched step's, from llama-batched-bench rows), so every run is held out.
 
-Runs that did not pass --ignore-eos stop replies early: their output_len is the mean the results imply (output
-tokens / requests), and the replies are spread by OUTPUT_SPREAD around it (our assumption: the runs print no
+Runs that did not pass --ignore-eos (ignore_eos 0) stop replies early: their output_len is the mean the results
+imply (output tokens / requests), and the replies are spread by OUTPUT_SPREAD around it (our assumption: the runs print no
 distribution), which keeps requests from finishing, and the next ones from arriving, in lockstep.
 """
 
@@ -79,7 +79,7 @@ def predict(run: dict, profile: str = "measured") -> dict:
         output_len=int(run["output_len"]),
         range_ratio=float(run["range_ratio"] or 0),
         prefix_len=int(run["prefix_len"] or 0),
-        output_range_ratio=OUTPUT_SPREAD if "stopped before" in run["notes"] else None,
+        output_range_ratio=OUTPUT_SPREAD if run.get("ignore_eos") == "0" else None,
     )
     return sim.simulate(run["engine"], p, w, profile=profile).metrics
 
