@@ -42,6 +42,8 @@ SHOTS = [
     # unknown model_type read generically
     ("calculator-qwen35-hybrid", "figures/calculator.html?model=qwen3.5-27b&machine=rtx4090", "ready"),
     ("calculator-gemma4", "figures/calculator.html?model=gemma-4-31b&machine=rtx5090", "ready"),
+    ("calculator-gemma4-moe", "figures/calculator.html?model=gemma-4-26b-a4b&machine=rtx4060ti&ctx=32768", "ready"),
+    ("serving-plan-hybrid", "figures/serving-plan.html?model=qwen3.6-35b-a3b", "ready"),
     ("calculator-generic-config", "figures/calculator.html?model=custom&cfg=" + quote(GENERIC_CONFIG), "ready"),
     # a reader's older llama.cpp build: the explain box names what it lacks
     ("calculator-build", "figures/calculator.html?model=qwen3-30b-a3b&machine=rtx4090&build=2025-08-28", "ready"),
