@@ -156,3 +156,30 @@ def test_timelapse_engine_that_cannot_run_says_why():
     d = fig.compute(fig.SPEC.from_query("?machine=m4max&kv_engine=sglang")[0])
     assert d.timelapse.error and not d.timelapse.frames
     assert "SGLang cannot run here" in fig.render(d)
+
+
+def test_links_carry_the_calculators_model_machine_quant_and_ctx():
+    from enginelab import links
+    from enginelab.figures import calculator, engines, serving_plan
+
+    cs, msgs = calculator.SPEC.from_query("?model=qwen2.5-14b&machine=rtx3060&quant=Q5_K_M&ctx=16384")
+    assert not msgs
+    q = links.users_query(cs)
+    us, msgs = fig.SPEC.from_query(q)
+    assert not msgs
+    assert (us.model, us.machine, us.quant, us.ctx) == ("qwen2.5-14b", "rtx3060", "Q5_K_M", 16384)
+    calc_html = str(calculator.findings_slot(calculator.compute(cs), defer=True))
+    assert 'href="users.html?model=qwen2.5-14b&amp;machine=rtx3060&amp;quant=Q5_K_M&amp;ctx=16384"' in calc_html
+    # what the users figure does not know stays out: an own model, several GPUs, a quant it has no preset for
+    assert links.users_query({"model": "custom", "machine": "rtx3090", "gpus": "rtx3090,rtx3060"}) == ""
+    assert links.users_query({"model": "llama-3.1-8b", "quant": "IQ9_Z", "ctx": 100}) == "?model=llama-3.1-8b"
+    # the serving plan carries its model, GPU and --max-model-len
+    sp_html = serving_plan.render(serving_plan.compute(serving_plan.SPEC.from_query("?model=qwen2.5-14b&ctx=4096")[0]))
+    assert 'href="users.html?model=qwen2.5-14b&amp;machine=rtx4090&amp;ctx=4096"' in sp_html
+    # the engines figure: each engine's concurrency cap links here
+    rows = [r for rows in engines.CONFIG.values() for r in rows if any(f == "users" for f, _q in r[3])]
+    assert {r[0].split(",")[0].split(" /")[0] for r in rows} == {"-np", "--max-num-seqs", "--max-running-requests"}
+    for r in rows:
+        for f, q in r[3]:
+            if f == "users":
+                assert not fig.SPEC.from_query(q)[1]
