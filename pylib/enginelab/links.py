@@ -43,8 +43,9 @@ def users_query(state) -> str:
     """The "How many users?" figure's query for another figure's state (a State or a dict): its model, machine,
     quant and ctx, each only if the users figure takes it (a catalogue model and machine, a preset quant, a
     context it accepts), so a reader's own model or several GPUs fall back to that figure's defaults."""
-    import perf_model as pm
     from urllib.parse import urlencode
+
+    import perf_model as pm
 
     get = state.get if isinstance(state, dict) else lambda k, d=None: getattr(state, k, d)
     out = {}

@@ -3,16 +3,17 @@ its throughput from growing as users are added.
 
     pts = sweep("vllm", placement, (1, 2, 4, 8), input_len=512, output_len=128)
     flat = first_flat(pts)                  # the first point where doubling the users adds < FLAT_GAIN throughput
-    cause_of("vllm", placement, pts[flat])  # "cap", "kv" or "compute"
+    cause_of("vllm", placement, pts[flat - 1], pts[flat], 512, 128, pool)  # "cap", "kv" or "compute"
 
 The load is closed-loop, like `vllm bench serve --max-concurrency C --request-rate inf`: 2C + 8 prompts, C of them
 in flight. The cause is read off the simulation at that point:
   cap      the engine runs fewer requests than the users send: llama-server's n_parallel slots, vLLM's
            max_num_seqs, SGLang's max_running_requests; the rest wait in its queue;
-  kv       the KV pool ran out: requests were preempted (vLLM recomputes them), or the pool holds fewer than
-           C whole requests (prompt + reply), so admissions wait for cells;
-  compute  neither: every request runs and has cells, and each step costs more as the batch grows (past the
-           batched pass's knee the GPU's arithmetic, not its bandwidth, sets the step time).
+  kv       the KV pool ran out: requests were preempted (vLLM recomputes them), or the pool holds fewer whole
+           requests (prompt + reply) than the users, so admissions wait for cells;
+  compute  neither binds: more requests run as the users double, but each step costs more as the batch grows
+           (past the batched pass's knee the GPU's arithmetic, not its bandwidth, sets the step time; prompt
+           chunks share the steps).
 """
 
 from __future__ import annotations
@@ -104,13 +105,25 @@ def first_flat(points) -> int | None:
     return None
 
 
-def cause_of(engine: str, placement, pt: LoadPoint, input_len: int, output_len: int, pool: int, **flags) -> str:
-    """Why throughput at pt does not grow with the users: "cap", "kv" or "compute" (see the module docstring).
-    pool: the KV pool in tokens (sim.Result.pool_tokens)."""
-    if running_cap(engine, placement, **flags) < pt.concurrency:
-        return "cap"
-    if pt.preemptions > 0 or pool < pt.concurrency * (input_len + output_len):
+def running(engine: str, placement, concurrency: int, request_tokens: int, pool: int, **flags) -> int:
+    """Requests that can run at once: the users, the engine's cap, or the whole requests its pool holds."""
+    return max(1, min(concurrency, running_cap(engine, placement, **flags), pool // max(1, request_tokens)))
+
+
+def cause_of(
+    engine: str, placement, lo: LoadPoint, hi: LoadPoint, input_len: int, output_len: int, pool: int, **flags
+) -> str:
+    """Why throughput from lo to hi (twice the users) does not grow: "cap", "kv" or "compute" (see the module
+    docstring). pool: the KV pool in tokens (sim.Result.pool_tokens). A cap or the pool is the cause when it
+    binds: when hi preempts, or when the requests that can run grow by less than half as the users double
+    (the smaller of the cap and the pool's whole requests names which); otherwise the step's cost is."""
+    if hi.preemptions > 0:
         return "kv"
+    req = input_len + output_len
+    r_lo = running(engine, placement, lo.concurrency, req, pool, **flags)
+    r_hi = running(engine, placement, hi.concurrency, req, pool, **flags)
+    if 2 * r_hi < 3 * r_lo:
+        return "cap" if running_cap(engine, placement, **flags) <= pool // max(1, req) else "kv"
     return "compute"
 
 
@@ -137,6 +150,7 @@ def cause_text(engine: str, cause: str, pt: LoadPoint, cap: int, pool: int, requ
             text += f", and {n} preemption{'s' if n != 1 else ''} threw away work that was computed again"
         return text + "."
     return (
-        "every request runs and has cells, but each step does more arithmetic as the batch grows, so the "
-        "step time rises with the users and TPOT with it."
+        "more of the users' requests run at once as they double, but each step costs more as the batch grows "
+        "(its arithmetic, and the prompt chunks that share the steps), so the step time rises with the users and "
+        "TPOT with it."
     )

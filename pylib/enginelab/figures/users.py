@@ -197,10 +197,11 @@ def _line(state: State, engine: str) -> EngineLine:
     )
     users = max((pt.concurrency for pt in points if pt.within_slo), default=0)
     i = load.first_flat(lps)
-    at = lps[i] if i is not None else lps[-1]
+    j = i if i is not None else len(lps) - 1
+    at = lps[j]
     flags = _flags(state, engine, at.concurrency)
     cap = load.running_cap(engine, p, **flags)
-    cause = load.cause_of(engine, p, at, input_len=state.input_len, output_len=state.output_len, pool=pool, **flags)
+    cause = load.cause_of(engine, p, lps[j - 1], at, state.input_len, state.output_len, pool, **flags)
     why = load.cause_text(engine, cause, at, cap, pool, state.input_len + state.output_len)
     return EngineLine(engine, points, None, users, at.concurrency if i is not None else 0, cause, why, cap, pool)
 
