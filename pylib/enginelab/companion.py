@@ -183,7 +183,7 @@ SECTIONS = [
         "id": "users",
         "heading": "How many users can one GPU serve?",
         "text": [
-            "\"How many users\" is a latency question. Every user who joins adds a sequence to the batch, and "
+            '"How many users" is a latency question. Every user who joins adds a sequence to the batch, and '
             "while reading the weights dominates a step the batch is almost free: throughput climbs and each "
             "user's time per token barely moves. The number of users an engine serves is the largest load at "
             "which each of them still gets a first token (TTFT) and every token after it (TPOT) within a "

@@ -861,7 +861,7 @@ def diagnose_flat_throughput(s: Setup, o: Outcome) -> Finding | None:
     text = [
         f"Simulated llama-server with {lo.concurrency} and then {s.users} users, each sending {prompt:,} prompt "
         f"tokens and reading {reply:,}: {rate_text(lo.output_throughput)} and {rate_text(hi.output_throughput)} "
-        f"in all ({g:+.0%} for twice the users). Mean TTFT at {s.users} users: {hi.mean_ttft_ms:,.0f} ms.",
+        f"in all ({round(g * 100) or 0:+d}% for twice the users). Mean TTFT at {s.users} users: {hi.mean_ttft_ms:,.0f} ms.",
         f"The cause is {label}: " + load.cause_text("llama.cpp", cause, hi, np_, pool, per_req),
     ]
     if cause == "compute":

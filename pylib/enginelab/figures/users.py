@@ -353,13 +353,17 @@ def _why(data: UsersData) -> Raw:
         if ln.error:
             continue
         name = ENGINE_LABEL[ln.engine]
+
+        def pct(g):
+            return f"{round(g * 100) or 0:+d}%"  # no "-0%"
+
         if ln.flat_at:
             i = CONCURRENCY.index(ln.flat_at)
             g = ln.points[i].output_throughput / ln.points[i - 1].output_throughput - 1
-            head = f"flat from {CONCURRENCY[i - 1]} to {ln.flat_at} users ({g:+.0%} throughput), because of "
+            head = f"flat from {CONCURRENCY[i - 1]} to {ln.flat_at} users ({pct(g)} throughput), because of "
         else:
             g = ln.points[-1].output_throughput / ln.points[-2].output_throughput - 1
-            head = f"still rising at {CONCURRENCY[-1]} users ({g:+.0%} from {CONCURRENCY[-2]}); it is bent by "
+            head = f"still rising at {CONCURRENCY[-1]} users ({pct(g)} from {CONCURRENCY[-2]}); it is bent by "
         items.append(
             el(
                 "li",
