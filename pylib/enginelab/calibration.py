@@ -373,7 +373,7 @@ def samples(include_lab: bool = True, bounds: bool = True, hybrid: bool = False)
     if include_lab:
         runs += _lab_rows()
     if hybrid:
-        from . import hybrid_calibration as hc
+        from . import hybrid_models as hc
 
         runs += _csv("calibration_hybrid_runs.csv")
     for r in runs:

@@ -178,17 +178,19 @@ def batched_step(
     max_num_seqs: int = 256,
     same_tokens: bool = False,
     params: dict | None = None,
+    build=None,
 ) -> dict:
     """Time of one forward pass over decode sequences at `contexts` and prefill `chunks` ((start, tokens,
     last) each). engine: whose kernels run it ("llama.cpp", "vllm", "sglang": CUDA-graph padding of
-    decode-only batches, max_num_seqs sets the largest captured size). Returns total_s, tokens, logits,
-    per-side seconds and the Work, and tok_per_s (decode tokens per second)."""
+    decode-only batches, max_num_seqs sets the largest captured size). build: the llama.cpp build, as for
+    decode_step_time. Returns total_s, tokens, logits, per-side seconds and the Work, and tok_per_s (decode
+    tokens per second)."""
     p = placement
     if engine not in ENGINES:
         _check(False, "engine", f"must be one of {', '.join(ENGINES)}, got {brief(engine)}")
     if not isinstance(p, Placement):
         _check(False, "placement", f"must be a Placement (from place()), got {brief(p)}")
-    prof = get_profile(profile, p)
+    prof = get_profile(profile, p, build)
     n_threads = _check_threads(n_threads)
     if p is not None and isinstance(p, Placement) and p.machine.multi_gpu:
         _check(False, "placement", "batched_step times one GPU (or CPU) machine; several GPUs are not modelled")

@@ -17,8 +17,11 @@ from enginelab import measured as _measured
 
 MMV_MAX_COLS = 8  # the most columns (tokens) a mat-vec kernel takes; every GPU backend agrees
 # MoE: the most tokens MUL_MAT_ID still runs on mat-vec kernels (ggml-cuda.cu's ggml_cuda_mul_mat_id: ne2 == 1 in
-# the builds the batched runs used; ggml-metal-ops.cpp keeps mul_mv_id below ne21_mm_id_min = 32)
+# builds before #18958; ggml-metal-ops.cpp keeps mul_mv_id below ne21_mm_id_min = 32)
 MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
+# ggml-cuda since #18958 (the change table's mmvq_mmid rows): MMVQ for MUL_MAT_ID up to get_mmvq_mmid_max_batch
+# columns, 4 for most types and architectures (MMVQ_MMID_MAX_BATCH_SIZE 4 where it is one constant)
+MMID_MMVQ_MAX = 4
 MV_COL = 0.03  # each mat-vec column after the first: this share of the weights' streaming time
 MM_BW = 0.5  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's host sync and the gathered GEMMs' cost per token and block;
@@ -38,7 +41,8 @@ def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, pa
     moe_sync_us, moe_tok_us = (params or BATCH_PARAMS).get(backend, BATCH_PARAMS["cuda"])
     t_w = t_mem * w.weight_bytes / w.bytes if w.bytes else 0.0  # the weights' share of the streaming time
     extra = 0.0
-    if engine == "llama.cpp" and w.moe_layers and n_tok > MMID_MV_MAX.get(backend, 1):
+    mmid_max = MMID_MMVQ_MAX if f"mmvq_mmid:{backend}" in _measured.feature_set(build) else MMID_MV_MAX.get(backend, 1)
+    if engine == "llama.cpp" and w.moe_layers and n_tok > mmid_max:
         # past the mat-vec kernel a step's graph is not replayed either
         extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6 + w.layers * prm.nograph_layer_us * 1e-6
     if engine == "llama.cpp" and n_tok <= MMV_MAX_COLS:

@@ -3,7 +3,7 @@ convert_hf_to_gguf.py writes for it (GGUF names, ggml's dimension order: ne[0] t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from enginelab import arch_config as _arch_config
 from enginelab import blocks as _blocks
@@ -605,10 +605,12 @@ _NEXTN_LAYERS = {"glm4_moe": 1}
 
 
 def _nextn_tensors(m: Model) -> list:
-    h, v, L = m.hidden_size, m.vocab_size, []
-    for il in range(m.num_hidden_layers, m.num_hidden_layers + _NEXTN_LAYERS.get(m.model_type, 0)):
+    h, v, n, L = m.hidden_size, m.vocab_size, m.num_hidden_layers, []
+    for il in range(n, n + _NEXTN_LAYERS.get(m.model_type, 0)):
         p = f"blk.{il}.nextn."
-        L += _block_tensors(m, il) + [
+        # a full block, shaped as the last main one (whose kind Model.blocks knows), under its own index
+        last = f"blk.{n - 1}."
+        L += [replace(t, name=f"blk.{il}." + t.name[len(last) :], layer=il) for t in _block_tensors(m, n - 1)] + [
             Tensor(p + "eh_proj.weight", (2 * h, h), "nextn", il),
             Tensor(p + "embed_tokens.weight", (h, v), "nextn", il),
             Tensor(p + "shared_head_head.weight", (h, v), "nextn", il),

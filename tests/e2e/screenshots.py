@@ -43,6 +43,8 @@ SHOTS = [
     ("calculator-qwen35-hybrid", "figures/calculator.html?model=qwen3.5-27b&machine=rtx4090", "ready"),
     ("calculator-gemma4", "figures/calculator.html?model=gemma-4-31b&machine=rtx5090", "ready"),
     ("calculator-generic-config", "figures/calculator.html?model=custom&cfg=" + quote(GENERIC_CONFIG), "ready"),
+    # a reader's older llama.cpp build: the explain box names what it lacks
+    ("calculator-build", "figures/calculator.html?model=qwen3-30b-a3b&machine=rtx4090&build=2025-08-28", "ready"),
     ("calculator-shared-before-python", "calculator.html?model=qwen2.5-14b&machine=rtx3060&ctx=16384", "static"),
     ("advisor", "figures/advisor.html", "ready"),
     ("tiers", "figures/tiers.html", "ready"),

@@ -18,6 +18,7 @@ TODAY = frozenset(
     {
         "fused_expert_adds:metal", "fused_expert_adds:vulkan", "fused_expert_adds:cuda", "fused_expert_adds:rocm",
         "hip_graphs:rocm", "cuda_graphs:cuda:volta_turing", "vulkan_node_deps:vulkan",
+        "mmvq_mmid:cuda", "mmvq_mmid:rocm",
         "vulkan_mmvq:vulkan:Q4_1", "vulkan_mmvq:vulkan:Q5_0", "vulkan_mmvq:vulkan:Q8_0",
         "sycl_reorder_default:sycl",
         "sycl_reorder:sycl:Q4_0", "sycl_reorder:sycl:Q4_K", "sycl_reorder:sycl:Q6_K", "sycl_reorder:sycl:Q8_0",

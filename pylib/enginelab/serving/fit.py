@@ -96,7 +96,9 @@ def samples() -> list:
         b, pp, tg = int(r["B"]), int(r["pp"]), int(r["tg"])
         p = _placement(dev, r["backend"], m, r["quant"], max(4096, int(r["n_kv"])))
         label = f"{r['model']} B={b} PP={pp}"
-        out.append(Sample(dev.name, r["backend"], label, b, pp + tg // 2, float(r["s_tg_tps"]), p, r["source"]))
+        out.append(
+            Sample(dev.name, r["backend"], label, b, pp + tg // 2, float(r["s_tg_tps"]), p, r["source"], date=r["date"])
+        )
     return out
 
 
@@ -133,9 +135,10 @@ def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -
     try:
         if s.chunk:
             start = s.context // s.chunk * s.chunk
-            t = step.batched_step(s.placement, [], [(start, s.chunk, False)], params=params)["total_s"]
+            t = step.batched_step(s.placement, [], [(start, s.chunk, False)], params=params, build=s.date)["total_s"]
             return s.chunk / t
-        t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=True, params=params)["total_s"]
+        b = s.date  # the run's own build: MUL_MAT_ID's batched path changed since
+        t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=True, params=params, build=b)["total_s"]
         return s.batch / t
     finally:
         kernels.MV_COL, kernels.MM_BW = old
