@@ -379,6 +379,50 @@ def test_concurrency_cap_kv_pool():
     check_changes(state, f)
 
 
+# Row 8 again, from the serving simulation: throughput flat as users are added, with the cause named
+def flat(state):
+    return findings(state).get("throughput_flat")
+
+
+def test_throughput_flat_cap_slots():
+    # -np 2, 8 users of 2,000 + 128 tokens: at 4 and at 8 users llama-server decodes 2 at a time, the same
+    # batches, so twice the users give the same throughput; the rest queue (TTFT grows)
+    f = flat(st(model="llama-3.1-8b", machine="rtx4090", np=2, users=8, ctx=8192))
+    assert f and f.evidence["cause"] == "cap" and f.title.endswith("a concurrency cap")
+    assert f.evidence["tok_s"] == pytest.approx(f.evidence["tok_s_half"], rel=0.05)
+    assert "-np (n_parallel) allows 2 slots" in f.evidence_text[1] and "6 wait in the queue" in f.evidence_text[1]
+    # the change: a slot per user and a context that holds them all, simulated again
+    (c,) = f.changes
+    assert c.apply == {"np": 8, "ctx": -(-8 * 2128 // 256) * 256}
+    assert c.after["aggregate_tok_s"] > 1.5 * c.before["aggregate_tok_s"]
+    from enginelab.advisor import load
+
+    p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=c.apply["ctx"])
+    again, _ = load.run("llama.cpp", p, 8, 2000, 128, n_parallel=8, kv_unified=True)
+    assert c.after["aggregate_tok_s"] == pytest.approx(again.output_throughput)
+
+
+def test_throughput_flat_kv_pool():
+    # -np 8 but -c 8192 holds 8192 // 2128 = 3 whole requests: at 4 and at 8 users 3 run
+    f = flat(st(model="llama-3.1-8b", machine="rtx4090", np=8, users=8, ctx=8192))
+    assert f and f.evidence["cause"] == "kv" and f.evidence["kv_pool_tokens"] == 8192
+    assert "hold 3 requests of 2,128 tokens, not 8" in f.evidence_text[1]
+    assert f.evidence["gain"] < 0.25
+
+
+def test_throughput_flat_compute_and_no_finding_for_one_user():
+    # a CPU: 16 then 32 users, all of whom fit -c 131072 and the 32 slots; the arithmetic of their prompts and
+    # decodes is what does not grow, and no flag is offered for it
+    f = flat(st(model="llama-3.1-8b", machine="cpu-ddr5", np=32, users=32, ctx=131072))
+    assert f and f.evidence["cause"] == "compute" and f.changes == []
+    assert flat(st(model="llama-3.1-8b", machine="rtx4090")) is None  # one user
+    # 8 slots and room for 8 on a 4090, 512-token prompts: 4 -> 8 users adds more than a quarter
+    assert flat(st(model="llama-3.1-8b", machine="rtx4090", np=8, users=8, ctx=32768, tokens=512)) is None
+    # with 2,000-token prompts the prompts' arithmetic, shared by the steps, flattens it: compute
+    f = flat(st(model="llama-3.1-8b", machine="rtx4090", np=8, users=8, ctx=32768))
+    assert f and f.evidence["cause"] == "compute" and f.evidence["tok_s"] > f.evidence["tok_s_half"]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # advise() on a Placement, and bad input
 # ---------------------------------------------------------------------------------------------------------

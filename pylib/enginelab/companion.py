@@ -180,6 +180,28 @@ SECTIONS = [
         "try": [],
     },
     {
+        "id": "users",
+        "heading": "How many users can one GPU serve?",
+        "text": [
+            '"How many users" is a latency question. Every user who joins adds a sequence to the batch, and '
+            "while reading the weights dominates a step the batch is almost free: throughput climbs and each "
+            "user's time per token barely moves. The number of users an engine serves is the largest load at "
+            "which each of them still gets a first token (TTFT) and every token after it (TPOT) within a "
+            "target you choose.",
+            "The three engines stop at different places for different reasons. llama-server runs as many "
+            "requests as it has slots (-np), all sharing one context (-c), so a long context split across "
+            "many users runs out of cells first. vLLM and SGLang size their KV pool from the memory the "
+            "weights leave and admit requests while it has room, until the arithmetic of a big batch makes "
+            "each step slower. The figure simulates each engine's scheduler step by step, names what flattens "
+            "its curve, and plays back its KV pool as the requests come and go.",
+        ],
+        "figure": "users",
+        "try": [
+            ("Long prompts: the KV pool runs out", {"input_len": "4096", "output_len": "512"}),
+            ("llama-server capped at four slots", {"np": "4", "kv_engine": "llama.cpp", "kv_users": "16"}),
+        ],
+    },
+    {
         "id": "validation",
         "heading": "How good are these estimates?",
         "text": [

@@ -27,6 +27,7 @@ CAUSE_LABELS = {
     "too_many_threads": "Too many CPU threads",
     "too_few_threads": "Too few CPU threads",
     "concurrency_cap": "Concurrency cap",
+    "throughput_flat": "Under load (simulated)",
 }
 
 

@@ -34,3 +34,33 @@ def figures_base(base: str):
         yield
     finally:
         _base[0] = old
+
+
+USERS_KEYS = ("model", "machine", "quant", "ctx")  # what the calculator and the serving plan carry to "users"
+
+
+def users_query(state) -> str:
+    """The "How many users?" figure's query for another figure's state (a State or a dict): its model, machine,
+    quant and ctx, each only if the users figure takes it (a catalogue model and machine, a preset quant, a
+    context it accepts), so a reader's own model or several GPUs fall back to that figure's defaults."""
+    from urllib.parse import urlencode
+
+    import perf_model as pm
+
+    get = state.get if isinstance(state, dict) else lambda k, d=None: getattr(state, k, d)
+    out = {}
+    model = get("model")
+    if model in pm.MODELS:
+        out["model"] = model
+    if get("machine") in pm.MACHINES and not get("gpus"):
+        out["machine"] = get("machine")
+    if get("quant") in pm.QUANT_PRESETS:
+        out["quant"] = get("quant")
+    ctx = get("ctx")
+    if isinstance(ctx, int) and not isinstance(ctx, bool) and (ctx == 0 or ctx >= 256):
+        out["ctx"] = ctx
+    return "?" + urlencode(out) if out else ""
+
+
+def users_href(state) -> str:
+    return figure_href("users", users_query(state))

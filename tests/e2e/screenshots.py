@@ -65,6 +65,11 @@ SHOTS = [
     ("kv-managers", "figures/kv-managers.html", "ready"),
     ("kv-managers-middle", "figures/kv-managers.html?step=7", "ready"),
     ("kv-managers-radix-loses", "figures/kv-managers.html?workload=radix-loses&step=9", "ready"),
+    ("users", "figures/users.html", "ready"),
+    # long prompts: each engine's KV pool holds a handful of requests; vLLM preempts
+    ("users-kv-pool", "figures/users.html?input_len=4096&output_len=512", "ready"),
+    # llama-server capped at 4 slots; its KV pool in time
+    ("users-np4", "figures/users.html?np=4&kv_engine=llama.cpp&kv_users=16", "ready"),
     ("companion", "index.html", "static"),
     ("figure-index", "figures/index.html", "static"),
     ("exercises", "exercises.html", "ready"),

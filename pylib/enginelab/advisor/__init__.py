@@ -2,10 +2,12 @@
 
 The bottleneck advisor, built only on perf_model's public functions (place, decode_step_time,
 prefill_time, kv_cache_bytes, weight_bytes, quantize_plan, and the catalogs). Every predicted effect is
-computed by changing the setup and running the model again, never by a rule of thumb.
+computed by changing the setup and running the model (or the serving simulation) again, never by a rule of thumb.
 
   setup.py        Setups (a placement plus threads, slots, users), Outcomes, one change re-run
   diagnosis.py    the diagnoses, one per row of the module's "Where Bottlenecks Happen" table; advise()
+  load.py         load sweeps on the serving simulation, and why throughput goes flat as users are added
+                  (a concurrency cap, the KV pool, or compute); imported only when a setup has several users
   recipes.py      tuning recipes for the module's five goals: recipe()
   lora.py         a runtime LoRA adapter against merged weights: lora_cost()
   speculative.py  speculative decoding with a draft model: speculative()

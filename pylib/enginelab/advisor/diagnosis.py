@@ -48,6 +48,7 @@ CAUSES = (
     "too_many_threads",
     "too_few_threads",
     "concurrency_cap",
+    "throughput_flat",
 )
 
 # ---------------------------------------------------------------------------
@@ -865,6 +866,105 @@ def diagnose_concurrency(s: Setup, o: Outcome) -> Finding | None:
     )
 
 
+SIM_MAX_USERS = 64  # the flat-throughput check simulates up to this many users (its cost grows with them)
+REPLY_TOKENS = 128  # the reply simulated when the conversation is no longer than the prompt
+
+
+def _sim_point(p, users: int, n_parallel: int, prompt: int, reply: int):
+    from . import load  # the serving simulation and the KV managers: imported only when users > 1
+
+    return load.run("llama.cpp", p, users, prompt, reply, n_parallel=n_parallel, kv_unified=True)
+
+
+def diagnose_flat_throughput(s: Setup, o: Outcome) -> Finding | None:
+    """Throughput flat as users are added, from llama-server's serving simulation (enginelab.serving): the
+    setup's users against half as many, each sending a prompt of `prompt` tokens and a reply of the rest of
+    `tokens` (REPLY_TOKENS if none is left); flat when the second half adds less than load.FLAT_GAIN. The cause
+    (advisor.load): the -np slots, the KV pool (-c, shared by the slots: --kv-unified) or compute. The change
+    for a cap or the pool is simulated too."""
+    if not o.fits or s.users < 2 or s.users > SIM_MAX_USERS or s.machine.multi_gpu:
+        return None
+    from . import load
+
+    prompt = s.prompt
+    reply = s.tokens - s.prompt if s.tokens > s.prompt else REPLY_TOKENS
+    p = o.placement
+    np_ = max(1, s.n_parallel)
+    try:
+        lo, _ = _sim_point(p, s.users // 2, np_, prompt, reply)
+        hi, res = _sim_point(p, s.users, np_, prompt, reply)
+    except ValueError:
+        return None  # a request longer than the context: the other diagnoses say so
+    g = load.gain(lo, hi)
+    if hi.completed == 0 or g >= load.FLAT_GAIN:
+        return None
+    pool = res.pool_tokens
+    cause = load.cause_of("llama.cpp", p, lo, hi, prompt, reply, pool, n_parallel=np_)
+    per_req = prompt + reply
+    ev = {
+        "users": s.users,
+        "half_users": lo.concurrency,
+        "tok_s_half": lo.output_throughput,
+        "tok_s": hi.output_throughput,
+        "gain": g,
+        "cause": cause,
+        "n_parallel": np_,
+        "kv_pool_tokens": pool,
+        "request_tokens": per_req,
+        "mean_ttft_ms": hi.mean_ttft_ms,
+        "mean_tpot_ms": hi.mean_tpot_ms,
+        "preemptions": hi.preemptions,
+    }
+    label = {"cap": "a concurrency cap", "kv": "the KV pool", "compute": "compute"}[cause]
+    text = [
+        f"Simulated llama-server with {lo.concurrency} and then {s.users} users, each sending {prompt:,} prompt "
+        f"tokens and reading {reply:,}: {rate_text(lo.output_throughput)} and {rate_text(hi.output_throughput)} "
+        f"in all ({round(g * 100) or 0:+d}% for twice the users). Mean TTFT at {s.users} users: {hi.mean_ttft_ms:,.0f} ms.",
+        f"The cause is {label}: " + load.cause_text("llama.cpp", cause, hi, np_, pool, per_req),
+    ]
+    if cause == "compute":
+        text.append(
+            "No flag adds arithmetic: fewer users per server, a smaller quant (less to read leaves more of the "
+            "step to compute only on a bandwidth-bound GPU) or a faster GPU."
+        )
+    changes = []
+    if cause in ("cap", "kv"):
+        want_np = max(np_, s.users) if cause == "cap" else np_
+        ctx = max(s.ctx, -(-min(s.users, want_np) * per_req // 256) * 256)
+        edits, apply = {"n_parallel": want_np, "ctx": ctx}, {"np": want_np, "ctx": ctx}
+        try:
+            p2 = place_setup(s.changed(**edits))
+            if p2.fits:
+                after, _ = _sim_point(p2, s.users, want_np, prompt, reply)
+                gain_abs = after.output_throughput - hi.output_throughput
+                if gain_abs > 0:
+                    changes.append(
+                        Change(
+                            f"-np {want_np} -c {ctx} -kvu",
+                            {"llama.cpp": f"-np {want_np} -c {ctx} --kv-unified"},
+                            apply,
+                            {"aggregate_tok_s": hi.output_throughput, "mean_ttft_ms": hi.mean_ttft_ms},
+                            {"aggregate_tok_s": after.output_throughput, "mean_ttft_ms": after.mean_ttft_ms},
+                            metric="aggregate_tok_s",
+                            gain=gain_abs,
+                            effect=f"{rate_text(hi.output_throughput)} → {rate_text(after.output_throughput)} "
+                            f"for {s.users} users (simulated)",
+                            note=f"{want_np} slots share {ctx:,} cells: {ctx // max(1, min(s.users, want_np)):,} "
+                            "per request",
+                        )
+                    )
+        except ValueError:
+            pass
+    return Finding(
+        "throughput_flat",
+        f"Throughput flat as users are added: {label}",
+        ev,
+        text,
+        changes,
+        severity=_severity(changes, hi.output_throughput),
+    )
+
+
 DIAGNOSES = (
     diagnose_over_ask,
     diagnose_sysmem_spill,
@@ -875,6 +975,7 @@ DIAGNOSES = (
     diagnose_pp_pcie,
     diagnose_threads,
     diagnose_concurrency,
+    diagnose_flat_throughput,
 )
 
 

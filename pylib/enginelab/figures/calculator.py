@@ -975,11 +975,20 @@ def findings_slot(data, defer: bool = False) -> Raw:
             inner,
             el(
                 "p",
-                el(
-                    "a",
-                    "Open the advisor for recipes, LoRA and speculative decoding",
-                    href=links.figure_href("advisor", SPEC.to_query(state)),
-                ),
+                [
+                    el(
+                        "a",
+                        "Open the advisor for recipes, LoRA and speculative decoding",
+                        href=links.figure_href("advisor", SPEC.to_query(state)),
+                    ),
+                    " · ",
+                    el(
+                        "a",
+                        "How many users? This model under load",
+                        href=links.users_href(state),
+                        data_figure_link="users",
+                    ),
+                ],
                 class_="note",
             ),
         ],

@@ -41,6 +41,7 @@ FIGURES = {
     "tiers": "memory tiers",
     "kv-managers": "KV managers",
     "serving-plan": "serving plan",
+    "users": "how many users",
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -151,7 +152,7 @@ CONFIG = {
             "-np, --parallel",
             "auto (4)",
             "Server slots, i.e. sequences decoded at the same time.",
-            [("kv-managers", "")],
+            [("kv-managers", ""), ("users", "?np=4&kv_engine=llama.cpp&kv_users=16")],
         ),
         (
             "-kvu, --kv-unified",
@@ -209,7 +210,7 @@ CONFIG = {
             "--max-num-seqs / --max-num-batched-tokens",
             "256 / 2048 (server, GPU < 70 GiB)",
             "Requests running at once, and tokens the scheduler packs into one step.",
-            [("roofline", "?batch=256")],
+            [("roofline", "?batch=256"), ("users", "")],
         ),
         (
             "--kv-cache-dtype",
@@ -264,7 +265,12 @@ CONFIG = {
             [("serving-plan", "")],
         ),
         ("--context-length", "from model config", "Longest sequence accepted.", [("serving-plan", "")]),
-        ("--max-running-requests", "auto", "Requests decoded at the same time.", [("kv-managers", "")]),
+        (
+            "--max-running-requests",
+            "auto",
+            "Requests decoded at the same time.",
+            [("kv-managers", ""), ("users", "?kv_engine=sglang")],
+        ),
         (
             "--chunked-prefill-size",
             "auto (2048 on GPUs < 20 GB)",

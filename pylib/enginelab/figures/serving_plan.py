@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import perf_model as pm
 
-from .. import chart, fmt
+from .. import chart, fmt, links
 from .. import serving_plan as sp
 from ..chart import readout as _readout  # the data-readout contract, in one place
 from ..state import Bool, Choice, Float, Int, Spec
@@ -727,5 +727,7 @@ def render(data: ServingPlanData) -> str:
             "context, which sets the free memory before the weights load."
         )
     parts.append(el("ul", [el("li", n) for n in notes], class_="sp-notes"))
+    parts.append(el("p", el("a", "How many users does this serve? vLLM, SGLang and llama-server under load",
+                            href=links.users_href(s), data_figure_link="users"), class_="note"))  # fmt: skip
     parts.append(_table(data))
     return el("div", parts, class_="serving-plan", data_state="ok" if p.fits else "error")
