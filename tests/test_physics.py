@@ -394,3 +394,25 @@ def test_the_explanation_reads_the_computations_terms_and_recomputes_no_conditio
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "me"
     }
     assert used <= {"params_for", "basis_summary", "explain_sentence", "READ_TEST_SHARE", "CPU_BW_KNEE"}, used
+
+
+def test_devices_csv_names_each_gpus_architecture_and_a_name_outside_it_is_classed_by_its_name():
+    """A GPU row of devices.csv gives its architecture (arch: an ARCH_RATIOS key) and its dp4a, kepler and hbm
+    flags; the rates of a listed card come from those columns, and a card the file does not list (a reader's own
+    24gb-936gbs-71tf, a new name) is classed by its name as before."""
+    from enginelab.measured import devices as md
+
+    rows = [r for r in md._device_rows() if r.get("kind") not in ("cpu", "apple")]
+    assert rows and all(r["arch"] in md.ARCH_RATIOS and {r["dp4a"], r["kepler"], r["hbm"]} <= {"0", "1"} for r in rows)
+    k80 = next(r for r in rows if "K80" in r["device"])
+    assert (k80["arch"], k80["dp4a"], k80["kepler"]) == ("nv_no_tensor", "0", "1")
+
+    class Card:  # the classification reads a name only
+        def __init__(self, name):
+            self.name = name
+
+    # the column wins over the name: a listed name with its row's architecture
+    assert md.gpu_arch(Card(k80["device"]), "cuda") == ("nv_no_tensor", False, True, False)
+    # an unlisted name falls back to the name rules
+    assert md.gpu_arch(Card("GeForce RTX 9999 Super"), "cuda")[0] == "nv_geforce"
+    assert md.gpu_arch(Card("Radeon RX 7777 XT"), "rocm")[0] == "rdna3"

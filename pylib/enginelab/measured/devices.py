@@ -123,46 +123,99 @@ _HBM = re.compile(
 _INTEL = re.compile(r"\barc\b|\bb[56]0\b|\bb70\b|\ba[357]\d0\b", re.I)
 
 
+# The ratios of an architecture's rates to its datasheet FP16 figure tf: (non-tensor FP32 / tf, int8 / tf, how much
+# faster than tf its FP16 matrix units run at the accumulation llama.cpp uses). devices.csv's `arch` column names one
+# per device; a device not in it is classed by its name (_arch_by_name).
+ARCH_RATIOS = {
+    "cdna3": (1 / 8, 2.0, 1.0),  # MI300: MFMA int8 twice the FP16 matrix rate; FP32 vector 1/8
+    "cdna": (1 / 8, 1.0, 1.0),  # MFMA: int8 at the FP16 matrix rate
+    "vega": (1 / 2, 2.0, 1.0),  # packed FP16 = 2x FP32; v_dot4 int8 = 4x FP32
+    "polaris": (1.0, 0.0, 1.0),  # no packed FP16, no int8 dot: all at the FP32 rate
+    "rdna4": (1 / 4, 2.0, 1.0),  # WMMA: FP16 4x the (dual-issue) FP32 figure, int8 twice FP16
+    "rdna3": (1 / 2, 1.0, 1.0),  # WMMA at the packed FP16 rate, int8 the same; the FP32 figure counts dual issue
+    "rdna12": (1 / 2, 2.0, 1.0),  # RDNA1/2: packed FP16, dot4 int8 = 2x FP16
+    "xe": (1 / 8, 2.0, 1.0),  # Intel XMX: FP16 8x the FP32 vector rate, int8 twice FP16
+    "volta": (1 / 8, 0.0, 1.0),  # FP16 tensor cores only (no int8): 8x FP32
+    "gp100": (1 / 2, 0.0, 1.0),  # packed FP16 at twice FP32, no dp4a
+    "pascal_dp4a": (1.0, 4.0, 1.0),  # no tensor cores: tf is the FP32 rate; dp4a at 4x
+    "nv_no_tensor": (1.0, 0.0, 1.0),  # Maxwell, Kepler: tf is the FP32 rate, no int8 dot
+    "l40": (1 / 2, 2.0, 1.0),  # AD102 with the FP32 ALUs of a GeForce
+    "nv_hbm": (1 / 16, 2.0, 1.0),  # A100/H100 class: FP32 1/16 of the tensor figure, int8 twice
+    "turing_geforce": (1 / 4, 4.0, 2.0),  # half-rate FP32 accumulate on GeForce
+    "turing_pro": (1 / 8, 2.0, 1.0),
+    "nv_geforce": (1 / 2, 4.0, 2.0),  # Ampere/Ada/Blackwell GeForce: FP32 half the FP32-accumulate figure, int8 4x
+    "nv_pro": (1 / 4, 2.0, 1.0),  # workstation / inference parts: full-rate FP32 accumulate
+    "other": (1 / 2, 2.0, 1.0),  # unknown: a consumer-like ratio
+}
+
+
+def _arch_by_name(name: str, backend: str) -> str:
+    """The ARCH_RATIOS key of a GPU known only by its name."""
+    if _AMD_CDNA.search(name):
+        return "cdna3" if re.search(r"mi\s?3", name, re.I) else "cdna"
+    for label, rx in (("vega", _AMD_VEGA), ("polaris", _AMD_POLARIS), ("rdna4", _AMD_RDNA4), ("rdna3", _AMD_RDNA3)):
+        if rx.search(name):
+            return label
+    if re.search(r"\brx\s?[56]\d{3}|v620|w6\d00", name, re.I):
+        return "rdna12"
+    if _INTEL.search(name):
+        return "xe"
+    if _VOLTA.search(name):
+        return "volta"
+    if re.search(r"p100|gp100", name, re.I):
+        return "gp100"
+    if _NO_TENSOR_NV.search(name) and not _TURING.search(name):
+        return "pascal_dp4a" if _DP4A_NV.search(name) else "nv_no_tensor"
+    if re.search(r"\bl40\b(?!s)", name, re.I):
+        return "l40"
+    if _HBM_NV.search(name):
+        return "nv_hbm"
+    geforce = bool(_GEFORCE.search(name)) and not _NOT_GEFORCE.search(name)
+    if _TURING.search(name):
+        return "turing_geforce" if geforce else "turing_pro"
+    if geforce:
+        return "nv_geforce"
+    if backend in ("cuda", "vulkan") and re.search(r"\brtx\b|\bl4\b|\bl40|\ba\d{1,2}\b|dgx|gb10", name, re.I):
+        return "nv_pro"
+    return "other"
+
+
+def _flags_by_name(name: str) -> tuple:
+    """(has an int8 dot instruction, is Kepler, has HBM) of a GPU known only by its name."""
+    kepler = bool(_KEPLER.search(name))
+    return not (_NO_DP4A.search(name) or kepler), kepler, bool(_HBM.search(name))
+
+
+@lru_cache(maxsize=1)
+def _arch_rows() -> dict:
+    """{name key: (arch, dp4a, kepler, hbm)} of devices.csv's GPU rows that give their architecture."""
+    out = {}
+    for r in _device_rows():
+        if r.get("kind") in ("cpu", "apple") or not r.get("arch"):
+            continue
+        flag = {"1": True, "0": False}
+        out.setdefault(_name_key(r["device"]), (r["arch"], flag[r["dp4a"]], flag[r["kepler"]], flag[r["hbm"]]))
+    return out
+
+
+def gpu_arch(device, backend: str) -> tuple:
+    """(ARCH_RATIOS key, dp4a, kepler, hbm) of a GPU: its devices.csv row's columns, else what its name says."""
+    name = getattr(device, "name", "") or ""
+    row = _arch_rows().get(_name_key(name))
+    if row is not None:
+        return row
+    return (_arch_by_name(name, backend), *_flags_by_name(name))
+
+
 def _rule_rates(device, backend: str) -> tuple:
     """(fp32, int8, f16_acc_factor) from the architecture's ratios to the datasheet FP16 figure (tf): the
     non-tensor FP32 rate, the int8 rate of the units a quantized matmul multiplies on (0: none), and how much
     faster than tf the FP16 matrix units run at the accumulation llama.cpp uses."""
-    name = getattr(device, "name", "") or ""
     tf = getattr(device, "spec_tflops", 0.0) or device.fp16_tflops
     if backend in ("metal", "cpu"):
         return tf, 0.0, 1.0
-    if _AMD_CDNA.search(name):  # MFMA: int8 at the FP16 matrix rate (MI300: twice), FP32 vector 1/8
-        return tf / 8, (2 * tf if re.search(r"mi\s?3", name, re.I) else tf), 1.0
-    if _AMD_VEGA.search(name):  # packed FP16 = 2x FP32; v_dot4 int8 = 4x FP32
-        return tf / 2, 2 * tf, 1.0
-    if _AMD_POLARIS.search(name):  # no packed FP16, no int8 dot: all at the FP32 rate
-        return tf, 0.0, 1.0
-    if _AMD_RDNA4.search(name):  # WMMA: FP16 4x the (dual-issue) FP32 figure, int8 twice FP16
-        return tf / 4, 2 * tf, 1.0
-    if _AMD_RDNA3.search(name):  # WMMA at the packed FP16 rate, int8 the same; FP32 figure counts dual issue
-        return tf / 2, tf, 1.0
-    if re.search(r"\brx\s?[56]\d{3}|v620|w6\d00", name, re.I):  # RDNA1/2: packed FP16, dot4 int8 = 2x FP16
-        return tf / 2, 2 * tf, 1.0
-    if _INTEL.search(name):  # XMX: FP16 8x the FP32 vector rate, int8 twice FP16
-        return tf / 8, 2 * tf, 1.0
-    if _VOLTA.search(name):  # FP16 tensor cores only (no int8): 8x FP32
-        return tf / 8, 0.0, 1.0
-    if re.search(r"p100|gp100", name, re.I):  # GP100: packed FP16 at twice FP32, no dp4a
-        return tf / 2, 0.0, 1.0
-    if _NO_TENSOR_NV.search(name) and not _TURING.search(name):  # Pascal and older: tf is the FP32 rate
-        return tf, (4 * tf if _DP4A_NV.search(name) else 0.0), 1.0
-    if re.search(r"\bl40\b(?!s)", name, re.I):  # L40: AD102 with the FP32 ALUs of a GeForce
-        return tf / 2, 2 * tf, 1.0
-    if _HBM_NV.search(name):  # A100/H100 class: FP32 1/16 of the tensor figure, int8 twice
-        return tf / 16, 2 * tf, 1.0
-    geforce = bool(_GEFORCE.search(name)) and not _NOT_GEFORCE.search(name)
-    if _TURING.search(name):  # Turing: FP32 1/4 (GeForce, half-rate FP32 accumulate) or 1/8 of tf
-        return (tf / 4, 4 * tf, 2.0) if geforce else (tf / 8, 2 * tf, 1.0)
-    if geforce:  # Ampere/Ada/Blackwell GeForce: FP32 half the FP32-accumulate tensor figure, int8 4x
-        return tf / 2, 4 * tf, 2.0
-    if backend in ("cuda", "vulkan") and re.search(r"\brtx\b|\bl4\b|\bl40|\ba\d{1,2}\b|dgx|gb10", name, re.I):
-        return tf / 4, 2 * tf, 1.0  # workstation / inference parts: full-rate FP32 accumulate
-    return tf / 2, 2 * tf, 1.0  # unknown: a consumer-like ratio
+    fp32_r, int8_r, acc = ARCH_RATIOS[gpu_arch(device, backend)[0]]
+    return tf * fp32_r, tf * int8_r, acc
 
 
 @lru_cache(maxsize=4096)
@@ -183,14 +236,14 @@ def rates(device, backend: str) -> dict:
     if not fp32:
         fp32 = cat[1] if cat and cat[1] else fp32_r
     int8 = cat[2] if cat and cat[2] else int8_r
-    name = getattr(device, "name", "") or ""
+    _arch, dp4a, kepler, hbm = gpu_arch(device, backend)
     out.update(
         fp32=fp32 * 1e12,
         f16=tf * acc,
         int8=int8 * 1e12,
-        dp4a=not (_NO_DP4A.search(name) or _KEPLER.search(name)),
-        kepler=bool(_KEPLER.search(name)),
-        hbm=bool(_HBM.search(name)),
+        dp4a=dp4a,
+        kepler=kepler,
+        hbm=hbm,
         vendor=gpu_vendor(device),
         basis=basis,
     )
