@@ -221,12 +221,13 @@ class Model:
         return self._kinds()[il]
 
     def tensors(self) -> list:
-        """Every tensor of the model's GGUF file, in llama-quantize's order."""
-        if self.gguf_tensors:
-            ts = list(self.gguf_tensors)
-        else:
-            ts = _tensor_inventory(self)
-        return sorted(ts, key=weight_order)
+        """Every tensor of the model's GGUF file, in llama-quantize's order (listed once per Model: every
+        quantization's plan reads the same list)."""
+        ts = self.__dict__.get("_tensors")
+        if ts is None:
+            ts = tuple(sorted(self.gguf_tensors or _tensor_inventory(self), key=weight_order))
+            object.__setattr__(self, "_tensors", ts)
+        return list(ts)
 
     def file_only_tensors(self) -> list:
         """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
