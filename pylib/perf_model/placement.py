@@ -359,102 +359,208 @@ def place(
     if n_cpu_moe and not model.is_moe:
         n_cpu_moe = 0
     tensor_split, split_mode, main_gpu = check_split(machine, tensor_split, split_mode, main_gpu)
-    if machine.multi_gpu:
-        return _place_multi(
-            model,
-            machine,
-            quant,
-            n_ctx,
-            kv_type,
-            n_gpu_layers,
-            n_cpu_moe,
-            n_ubatch,
-            fit_target_mib,
-            profile,
-            tensor_split,
-            split_mode,
-            main_gpu,
-            n_seq,
-            kv_unified,
-        )
-
     tables = _byte_tables(model, quant, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
     prof = PROFILE_OBJECTS[profile]
-    cap_gpu = prof.gpu_capacity(machine)
-    cap_cpu = prof.ram_capacity(machine)
-    margin = fit_target_mib * MiB if machine.gpu is not None else 0.0
+    rule_of = _SplitRule if machine.multi_gpu else _ModuleRule
+    rule = rule_of(model, machine, prof, tables, n_ctx, n_ubatch, fit_target_mib, tensor_split, split_mode, main_gpu)
+    common = dict(model=model, machine=machine, quant=quant, n_ctx=n_ctx, kv_type=kv_type, n_cpu_moe=n_cpu_moe)
+    common.update(n_ubatch=n_ubatch, profile=profile, n_seq=n_seq, kv_unified=kv_unified)
 
-    def build(ngl: int) -> Placement:
-        # the module's rule on one GPU: blocks 0 .. ngl-1 there, and the output layer with ngl = n + 1
-        if machine.gpu is None:
-            ngl = 0
-        on_gpu = tuple("gpu" if il < ngl else "cpu" for il in range(n))
-        out_gpu = ngl > n
-        lg = tuple(0 if il < ngl else None for il in range(n))
-        w, k, cw, ck, _blocks, _cpu = _device_bytes(machine, tables, lg, 0 if out_gpu else None, n_cpu_moe)
-        gw, gk = (w[0], k[0]) if machine.gpu is not None else (0.0, 0.0)
-        any_gpu = machine.gpu is not None and (ngl > 0)
-        # The GPU runs every micro-batch matmul (op offload included), so its
-        # buffer holds the logits; the host keeps a small staging buffer.
-        gc = compute_buffer_bytes(model, n_ubatch) if any_gpu else 0.0
-        cc = compute_buffer_bytes(model, n_ubatch) if not any_gpu else 4.0 * n_ubatch * 2 * model.hidden_size
-        cap_cpu_eff = cap_cpu  # (unified memory: one pool, which the CPU side shares too)
-        p = Placement(
-            model,
-            machine,
-            quant,
-            n_ctx,
-            kv_type,
-            ngl,
-            n_cpu_moe,
-            n_gpu_layers is None,
-            on_gpu,
-            out_gpu,
-            gw,
-            gk,
-            gc,
-            cw,
-            ck,
-            cc,
-            cap_gpu,
-            cap_cpu_eff,
-            margin,
-            n_ubatch,
-            profile=profile,
-            n_seq=n_seq,
-            kv_unified=kv_unified,
-        )
-        return _check_fit(p)
+    def build(ngl: int, auto: bool, weights=None, ts_out: tuple = (), fit_wrote: bool = False) -> Placement:
+        """The placement of -ngl ngl (the rule's own split arguments besides): one account for any rule."""
+        ngl, lg, og = rule.layers(ngl, weights)
+        acc = _device_bytes(machine, tables, lg, og, n_cpu_moe, rule.row_fr)
+        fields = rule.fields(ngl, lg, og, acc, ts_out, fit_wrote)
+        return rule.check(Placement(**common, n_gpu_layers=ngl, auto=auto, **fields))
 
     if n_gpu_layers is not None or machine.gpu is None:
-        return build(n_gpu_layers or 0)
+        return build(n_gpu_layers or 0, n_gpu_layers is None, rule.weights, tensor_split)
+    return rule.fit(build)
 
-    # --fit: the largest ngl whose GPU total keeps the margin free.  GPU bytes
-    # grow with ngl (tested), so a binary search finds it.
-    tried: dict = {}
 
-    def gpu_total(ngl: int) -> float:
-        if ngl not in tried:
-            tried[ngl] = build(ngl).gpu_total
-        return tried[ngl]
+def _fit_search(n: int, total, room: float) -> int:
+    """The largest count from 0 to n + 1 whose total(count) is within room (total grows with the count; 0 is taken
+    to fit): a binary search."""
+    if total(n + 1) <= room:
+        return n + 1
+    lo, hi = 0, n + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if total(mid) <= room:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
-    def ok(ngl: int) -> bool:
-        return gpu_total(ngl) + margin <= cap_gpu
 
-    if ok(n + 1):
-        best = n + 1
-    else:
-        lo, hi = 0, n + 1  # ok(lo) assumed (0 layers: only nothing on the GPU), not ok(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid
-        best = lo
-    # the first -ngl that did not fit (what stopped --fit), for explanations
-    nxt = gpu_total(best + 1) if best < n + 1 else None
-    return replace(build(best), auto=True, fit_next_gpu_total=nxt)
+class _ModuleRule:
+    """One GPU, the module's rule: blocks 0 .. ngl-1 on the GPU and the output layer with ngl = n + 1 (llama.cpp
+    counts -ngl from the last block; the bytes per tier are nearly the same), the module's compute buffers, and
+    --fit as the largest ngl whose GPU total keeps the margin free."""
+
+    row_fr: tuple = ()
+    weights = None
+
+    def __init__(self, model, machine, prof, tables, n_ctx, n_ubatch, fit_target_mib, *_split):
+        self.model, self.machine, self.n_ubatch = model, machine, n_ubatch
+        self.cap_gpu, self.cap_cpu = prof.gpu_capacity(machine), prof.ram_capacity(machine)
+        self.margin = fit_target_mib * MiB if machine.gpu is not None else 0.0
+
+    def layers(self, ngl: int, _weights) -> tuple:
+        n = self.model.num_hidden_layers
+        ngl = 0 if self.machine.gpu is None else ngl
+        return ngl, tuple(0 if il < ngl else None for il in range(n)), (0 if ngl > n else None)
+
+    def fields(self, ngl, lg, og, acc, _ts_out, _fit_wrote) -> dict:
+        w, k, cw, ck, _blocks, _cpu = acc
+        any_gpu = self.machine.gpu is not None and ngl > 0
+        # The GPU runs every micro-batch matmul (op offload included), so its buffer holds the logits; the host
+        # keeps a small staging buffer.
+        buf = compute_buffer_bytes(self.model, self.n_ubatch)
+        return dict(
+            layer_device=tuple("cpu" if g is None else "gpu" for g in lg),
+            output_on_gpu=og is not None,
+            gpu_weights=w[0] if w else 0.0,
+            gpu_kv=k[0] if k else 0.0,
+            gpu_compute=buf if any_gpu else 0.0,
+            cpu_weights=cw,
+            cpu_kv=ck,
+            cpu_compute=4.0 * self.n_ubatch * 2 * self.model.hidden_size if any_gpu else buf,
+            gpu_capacity=self.cap_gpu,
+            cpu_capacity=self.cap_cpu,  # (unified memory: one pool, which the CPU side shares too)
+            fit_margin=self.margin,
+        )
+
+    def check(self, p: Placement) -> Placement:
+        return _check_fit(p)
+
+    def fit(self, build) -> Placement:
+        tried: dict = {}
+
+        def gpu_total(ngl: int) -> float:
+            if ngl not in tried:
+                tried[ngl] = build(ngl, True).gpu_total
+            return tried[ngl]
+
+        n = self.model.num_hidden_layers
+        best = _fit_search(n, lambda c: gpu_total(c) + self.margin, self.cap_gpu)
+        # the first -ngl that did not fit (what stopped --fit), for explanations
+        nxt = gpu_total(best + 1) if best < n + 1 else None
+        return replace(build(best, True), fit_next_gpu_total=nxt)
+
+
+class _SplitRule:
+    """Several GPUs, llama.cpp's rule (see multigpu.py): the last ngl layers split over the active GPUs by -ts or
+    their free memory, -sm row spreading each matrix's rows, per-device compute buffers, and --fit's default
+    placement or its back-to-front fill."""
+
+    def __init__(self, model, machine, prof, tables, n_ctx, n_ubatch, fit_target_mib, ts, sm, mg):
+        gpus = machine.gpus
+        self.model, self.machine, self.tables, self.n_ctx, self.n_ubatch = model, machine, tables, n_ctx, n_ubatch
+        self.ts, self.sm, self.mg = ts, sm, mg
+        self.active = (mg,) if sm == "none" else tuple(range(len(gpus)))
+        self.caps = [prof.device_capacity(d) for d in gpus]
+        self.cap_cpu = prof.ram_capacity(machine)
+        self.margin = fit_target_mib * MiB
+        self.row = (
+            sm == "row"
+            and len(self.active) > 1
+            and all(device_backend(machine, f"gpu{i}") in ROW_SPLIT_BACKENDS for i in self.active)
+        )
+        self.row_fr = ()
+        if self.row:
+            w = ts if ts else tuple(d.mem_gb for d in gpus)  # ggml-cuda's default: each card's total memory
+            self.row_fr = tuple(x / sum(w) for x in w)
+        # -ts, or the split by free memory when it is not given (llama.cpp reads each device's free memory)
+        self.weights = [ts[i] for i in self.active] if ts else [self.caps[i] for i in self.active]
+
+    def layers(self, ngl: int, weights) -> tuple:
+        if not any(weights):
+            weights = [1.0] * len(self.active)  # no GPU layers at all: the split does not matter
+        n = self.model.num_hidden_layers
+        lg = tuple(None if d is None else self.active[d] for d in layer_devices(n, ngl, split_points(weights)))
+        return ngl, lg[:n], lg[n]
+
+    def fields(self, ngl, lg, og, acc, ts_out, fit_wrote) -> dict:
+        w, k, cw, ck, has_blocks, cpu_blocks = acc
+        m, gpus, n = self.model, self.machine.gpus, self.model.num_hidden_layers
+        comp = [_multi_compute_bytes(m, self.n_ubatch, self.n_ctx, has_blocks[i], og == i) for i in range(len(gpus))]
+        cc = _multi_compute_bytes(m, self.n_ubatch, self.n_ctx, cpu_blocks, og is None, host=True)
+        on = lg + (og,)
+        uses = tuple(
+            DeviceUse(
+                i,
+                gpus[i].name,
+                tuple(il for il in range(n + 1) if on[il] == i),
+                w[i],
+                k[i],
+                comp[i],
+                self.caps[i],
+                self.margin,
+            )
+            for i in range(len(gpus))
+        )
+        return dict(
+            layer_device=tuple("cpu" if g is None else "gpu" for g in lg),
+            output_on_gpu=og is not None,
+            gpu_weights=sum(w),
+            gpu_kv=sum(k),
+            gpu_compute=sum(comp),
+            cpu_weights=cw,
+            cpu_kv=ck,
+            cpu_compute=cc,
+            gpu_capacity=sum(self.caps),
+            cpu_capacity=self.cap_cpu,
+            fit_margin=self.margin * sum(1 for u in uses if u.total > 0),
+            split_mode=self.sm,
+            main_gpu=self.mg,
+            tensor_split=ts_out,
+            fit_wrote_split=fit_wrote,
+            gpu_devices=uses,
+            layer_gpu=lg,
+            output_gpu=og,
+            row_split=self.row,
+            row_fractions=self.row_fr,
+        )
+
+    def check(self, p: Placement) -> Placement:
+        return _check_fit_multi(p)
+
+    def fit(self, build) -> Placement:
+        n = self.model.num_hidden_layers
+        full = build(n + 1, True, self.weights, self.ts)
+        if self.ts or self.row or all(u.fits for u in full.gpu_devices):
+            return full  # step 1 (nothing to change), or a placement --fit does not change
+        # step 3: fill the GPUs back to front, whole layers, the output layer first
+        dense, experts, _matrix, kv_layer, _embd, out_small, out_matrix, _tied = self.tables
+        n_cpu_moe = full.n_cpu_moe
+        lb = [dense[il] + (0 if il < n_cpu_moe else experts[il]) + kv_layer[il] for il in range(n)]
+        prefix = [0.0]
+        for b in lb:
+            prefix.append(prefix[-1] + b)
+        out_bytes = out_small + out_matrix
+
+        def need(end: int, count: int) -> float:
+            """Bytes on a GPU holding layers end-count .. end-1 (end = n + 1 includes the output layer)."""
+            if count <= 0:
+                return 0.0
+            first, last = end - count, min(end, n)
+            b = prefix[last] - prefix[first] if last > first else 0.0
+            has_out = end == n + 1
+            if has_out:
+                b += out_bytes
+            return b + _multi_compute_bytes(self.model, self.n_ubatch, self.n_ctx, last > first, has_out)
+
+        counts = [0] * len(self.active)
+        end = n + 1
+        for j in reversed(range(len(self.active))):
+            target = self.caps[self.active[j]] - self.margin
+            counts[j] = _fit_search(end - 1, lambda c, end=end: need(end, c), target) if target >= 0 else 0
+            end -= counts[j]
+        ng = len(self.machine.gpus)
+        ts_fit = tuple(float(counts[self.active.index(i)]) if i in self.active else 0.0 for i in range(ng))
+        total = sum(counts)
+        return build(total, True, counts, ts_fit if total else (), fit_wrote=bool(total))
 
 
 def _check_fit(p: Placement) -> Placement:
@@ -489,150 +595,6 @@ def _fail(p: Placement, dev: str, need: float, free: float) -> Placement:
         overflow_bytes=need - free,
         failing_device=dev,
     )
-
-
-def _place_multi(
-    model,
-    machine,
-    quant,
-    n_ctx,
-    kv_type,
-    n_gpu_layers,
-    n_cpu_moe,
-    n_ubatch,
-    fit_target_mib,
-    profile,
-    ts,
-    sm,
-    mg,
-    n_seq=1,
-    kv_unified=False,
-) -> Placement:
-    """place() on a machine with several GPUs (see the section comment)."""
-    n = model.num_hidden_layers
-    gpus = machine.gpus
-    ng = len(gpus)
-    active = (mg,) if sm == "none" else tuple(range(ng))
-    prof = PROFILE_OBJECTS[profile]
-    caps = [prof.device_capacity(d) for d in gpus]
-    cap_cpu = prof.ram_capacity(machine)
-    margin = fit_target_mib * MiB
-    tables = _byte_tables(model, quant, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
-    dense, experts, _matrix, kv_layer, _embd, out_small, out_matrix, _tied = tables
-    row = (
-        sm == "row"
-        and len(active) > 1
-        and all(device_backend(machine, f"gpu{i}") in ROW_SPLIT_BACKENDS for i in active)
-    )
-    row_fr: tuple = ()
-    if row:
-        w = ts if ts else tuple(d.mem_gb for d in gpus)  # ggml-cuda's default: each card's total memory
-        s = sum(w)
-        row_fr = tuple(x / s for x in w)
-    # the split by free memory when -ts is not given (llama.cpp reads each device's free memory)
-    default_weights = [caps[i] for i in active]
-
-    def build(ngl: int, weights, auto: bool, ts_out: tuple, fit_wrote: bool = False) -> Placement:
-        if not any(weights):
-            weights = [1.0] * len(active)  # no GPU layers at all: the split does not matter
-        devs = layer_devices(n, ngl, split_points(weights))
-        lg = tuple(None if d is None else active[d] for d in devs)
-        og = lg[n]
-        w, k, cw, ck, has_blocks, cpu_blocks = _device_bytes(machine, tables, lg[:n], og, n_cpu_moe, row_fr)
-        comp = [_multi_compute_bytes(model, n_ubatch, n_ctx, has_blocks[i], og == i) for i in range(ng)]
-        cc = _multi_compute_bytes(model, n_ubatch, n_ctx, cpu_blocks, og is None, host=True)
-        uses = tuple(
-            DeviceUse(
-                i,
-                gpus[i].name,
-                tuple(il for il in range(n + 1) if lg[il] == i),
-                w[i],
-                k[i],
-                comp[i],
-                caps[i],
-                margin,
-            )
-            for i in range(ng)
-        )
-        used = sum(1 for u in uses if u.total > 0)
-        p = Placement(
-            model=model,
-            machine=machine,
-            quant=quant,
-            n_ctx=n_ctx,
-            kv_type=kv_type,
-            n_gpu_layers=ngl,
-            n_cpu_moe=n_cpu_moe,
-            auto=auto,
-            layer_device=tuple("cpu" if g is None else "gpu" for g in lg[:n]),
-            output_on_gpu=og is not None,
-            gpu_weights=sum(w),
-            gpu_kv=sum(k),
-            gpu_compute=sum(comp),
-            cpu_weights=cw,
-            cpu_kv=ck,
-            cpu_compute=cc,
-            gpu_capacity=sum(caps),
-            cpu_capacity=cap_cpu,
-            fit_margin=margin * used,
-            n_ubatch=n_ubatch,
-            profile=profile,
-            split_mode=sm,
-            main_gpu=mg,
-            tensor_split=ts_out,
-            fit_wrote_split=fit_wrote,
-            gpu_devices=uses,
-            layer_gpu=lg[:n],
-            output_gpu=og,
-            row_split=row,
-            row_fractions=row_fr,
-            n_seq=n_seq,
-            kv_unified=kv_unified,
-        )
-        return _check_fit_multi(p)
-
-    weights = [ts[i] for i in active] if ts else default_weights
-    if n_gpu_layers is not None:
-        return build(n_gpu_layers, weights, False, ts)
-    full = build(n + 1, weights, True, ts)
-    if ts or row or all(u.fits for u in full.gpu_devices):
-        return full  # step 1 (nothing to change), or a placement --fit does not change
-    # step 3: fill the GPUs back to front, whole layers, the output layer first
-    lb = [dense[il] + (0 if il < n_cpu_moe else experts[il]) + kv_layer[il] for il in range(n)]
-    prefix = [0.0]
-    for b in lb:
-        prefix.append(prefix[-1] + b)
-    out_bytes = out_small + out_matrix
-
-    def need(end: int, count: int) -> float:
-        """Bytes on a GPU holding layers end-count .. end-1 (end = n + 1 includes the output layer)."""
-        if count <= 0:
-            return 0.0
-        first, last = end - count, min(end, n)
-        b = prefix[last] - prefix[first] if last > first else 0.0
-        has_out = end == n + 1
-        if has_out:
-            b += out_bytes
-        return b + _multi_compute_bytes(model, n_ubatch, n_ctx, last > first, has_out)
-
-    counts = [0] * len(active)
-    end = n + 1
-    for j in reversed(range(len(active))):
-        target = caps[active[j]] - margin
-        lo, hi = 0, end  # need(end, lo) fits; find the largest count that does
-        if need(end, hi) <= target:
-            lo = hi
-        else:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if need(end, mid) <= target:
-                    lo = mid
-                else:
-                    hi = mid
-        counts[j] = lo if target >= 0 else 0
-        end -= counts[j]
-    ts_fit = tuple(float(counts[active.index(i)]) if i in active else 0.0 for i in range(ng))
-    return build(sum(counts), counts, True, ts_fit if sum(counts) else (), fit_wrote=bool(sum(counts)))
 
 
 def _check_fit_multi(p: Placement) -> Placement:
