@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_pipeline as fz  # noqa: E402
 
 import perf_model as pm  # noqa: E402
+from enginelab import blocks as eb  # noqa: E402
 from enginelab.ggml import GGML_TYPES, GGML_TYPES_BY_ID  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -533,3 +534,52 @@ def test_several_gpus_hold_their_own_blocks_caches():
         d = pm.decode_step_time(p, context=8000)
         want = sum(pm.decode_kv_read_bytes(m, il, 8000) for il in range(m.num_hidden_layers))
         assert sum(e["kv_bytes"] for e in d["devices"]) == pytest.approx(want)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Published llama.cpp load logs of the 2026 catalog models (data/architectures/load_logs.csv), against the catalog's
+# Model: the whole cache line (to 0.01 MiB, its two-decimal rounding) and, for a recurrent line, its R and S parts
+# ---------------------------------------------------------------------------------------------------------------
+ARCH_LOGS = list(csv.DictReader((ROOT / "data/architectures/load_logs.csv").open()))
+LOG_MODEL = {  # the row's model (as it begins) -> the catalog key whose header the log prints
+    "Qwen3.5/3.6-27B": "qwen3.5-27b",  # 64 blocks, 5120 wide, 24 heads, 4 KV heads x 256
+    "Gemma 4 edge model": "gemma-4-e4b",  # 42 blocks, the last 18 sharing: E4B in llama.cpp's gemma4 table
+}
+CATALOG_LOG_ROWS = [r for r in ARCH_LOGS if any(r["model"].startswith(p) for p in LOG_MODEL)]
+
+
+def _catalog_key(row) -> str:
+    return next(k for p, k in LOG_MODEL.items() if row["model"].startswith(p))
+
+
+@pytest.mark.parametrize("row", CATALOG_LOG_ROWS, ids=lambda r: f"{_catalog_key(r)}-{r['memory']}-{r['n_seq']}seq")
+def test_catalog_model_matches_the_published_load_log(row):
+    m = pm.MODELS[_catalog_key(row)]
+    n_seq, cells = int(row["n_seq"]), int(row["cells"])
+    if row["memory"] == "rs":
+        # llama_memory_recurrent holds one cell per sequence (cells = n_seq); the context does not enter
+        alloc = {r["kind"]: r for r in pm.kv_allocation(m, n_ctx=4096, kv_type="f16", n_seq=n_seq)}
+        rec = alloc["recurrent"]
+        assert rec["cells"] == cells == n_seq
+        assert abs(rec["bytes"] - float(row["size_mib"]) * MiB) <= ROUND
+        # R (conv) and S (recurrent) separately, F32, from the blocks
+        r_el = sum(eb.state_elements(x)[0] for x in m.blocks)
+        s_el = sum(eb.state_elements(x)[1] for x in m.blocks)
+        assert abs(r_el * 4 * n_seq - float(row["k_or_r_mib"]) * MiB) <= ROUND
+        assert abs(s_el * 4 * n_seq - float(row["v_or_s_mib"]) * MiB) <= ROUND
+    else:
+        # a KV line: its cells are the context per stream; the row's kind is the global (non-SWA) cache
+        alloc = {r["kind"]: r for r in pm.kv_allocation(m, n_ctx=cells, kv_type=row["type"], n_seq=n_seq)}
+        full = alloc["full"]
+        assert full["layers"] == int(row["layers"])
+        assert full["cells"] == cells * n_seq
+        assert abs(full["bytes"] - float(row["size_mib"]) * MiB) <= ROUND
+        assert abs(full["bytes"] / 2 - float(row["k_or_r_mib"]) * MiB) <= ROUND  # K and V alike here
+        assert abs(full["bytes"] / 2 - float(row["v_or_s_mib"]) * MiB) <= ROUND
+
+
+def test_every_catalog_log_row_is_checked():
+    # the Qwen3.5-9B row is checked in test_arch_readers.py (no catalog entry); every other row has a catalog model
+    unchecked = [r["model"] for r in ARCH_LOGS if r not in CATALOG_LOG_ROWS]
+    assert unchecked == ["Qwen3.5-9B"]
+    assert len(CATALOG_LOG_ROWS) >= 3
