@@ -342,7 +342,7 @@ def _qwen3_5(c: _Cfg, ctx: _Ctx, moe: bool, next_: bool = False) -> BlockModel:
             c.int("moe_intermediate_size"),
             n_shared=1 if sw else 0,
             shared_width=sw,
-            shared_gate=next_ and sw > 0,
+            shared_gate=sw > 0,  # shared_expert_gate: Qwen3.5-MoE keeps Qwen3-Next's (ffn_gate_inp_shexp)
         )
     else:
         ffn = DenseFFN(c.int("intermediate_size"))
