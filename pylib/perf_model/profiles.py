@@ -79,6 +79,10 @@ class CourseProfile:
     def annotate(self, res: dict, kind: str, backend: str, dev, basis=None) -> None:
         """Add the profile's own keys to a decode or prefill result: none for the course profile."""
 
+    def for_build(self, day: str):
+        """The profile for a llama.cpp build of this day ("": today's): the course profile has no builds."""
+        return self
+
 
 class MeasuredProfile(CourseProfile):
     """llama.cpp as published runs measure it (enginelab.measured), for one build: "" is today's; a date
@@ -132,6 +136,9 @@ class MeasuredProfile(CourseProfile):
     def ram_capacity(self, machine: Machine) -> float:
         return machine.ram.mem_gib_bytes
 
+    def for_build(self, day: str):
+        return MeasuredProfile(day) if day else self
+
     def annotate(self, res: dict, kind: str, backend: str, dev, basis=None) -> None:
         """The backend that did most of the work, and where most published runs fall around the estimate."""
         if basis is not None:
@@ -150,6 +157,4 @@ def get_profile(profile, placement=None, build=None):
     """The profile object for a name (None: the placement's profile, else "course"). build: the llama.cpp
     build the measured profile estimates (None or "today": today's; "YYYY-MM-DD" or "YYYY-MM": a build of that
     day); the course profile has no builds and ignores it."""
-    prof = PROFILE_OBJECTS[_check_profile(profile, placement)]
-    day = _builds.parse_build(build)
-    return MeasuredProfile(day) if day and prof.name == "measured" else prof
+    return PROFILE_OBJECTS[_check_profile(profile, placement)].for_build(_builds.parse_build(build))
