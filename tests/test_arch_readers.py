@@ -550,14 +550,16 @@ def test_gguf_mla_with_indexer_and_moe_shared(tmp_path):
     assert b.kv_elements_per_token_model(got) == (2 * (40 + 16), 0)
 
 
-def test_gguf_hybrid_mamba2_and_ffn_only(tmp_path):
+def nemotron_like() -> tuple:
+    """(blocks, GGUF keys) of a small Nemotron-H-like hybrid: a Mamba-2 block, an FFN-only block, an attention
+    block and an MoE block with a shared expert."""
     rec = b.Recurrent("mamba2", 4, 64, 16, 2, 8)
-    blocks = [
+    blocks = (
         b.Block(rec, b.NoFFN()),
         b.Block(b.NoMixer(), b.DenseFFN(64, gated=False)),
         b.Block(b.Attention(4, 2, 8, 8), b.NoFFN()),
         b.Block(b.NoMixer(), b.MoEFFN(4, 2, 16, n_shared=1, shared_width=32, gated=False)),
-    ]
+    )
     keys = {
         "attention.head_count": 4,
         "attention.head_count_kv": [0, 0, 2, 0],
@@ -571,6 +573,11 @@ def test_gguf_hybrid_mamba2_and_ffn_only(tmp_path):
         "expert_count": 4,
         "expert_used_count": 2,
     }
+    return blocks, keys
+
+
+def test_gguf_hybrid_mamba2_and_ffn_only(tmp_path):
+    blocks, keys = nemotron_like()
     got = _roundtrip(tmp_path, blocks, "nemotron_h_moe", keys)
     # r = 3 * (64 + 2 * 2 * 16) = 384, s = 16 * 64 = 1024
     assert b.state_bytes(got) == (384 + 1024) * 4

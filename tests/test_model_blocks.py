@@ -53,7 +53,7 @@ def test_blocks_are_carried_when_given():
 # Models read as blocks: the 2025-2026 architectures through model_from_hf_config / model_from_gguf
 # ---------------------------------------------------------------------------
 
-from test_arch_readers import G, _write_gguf, gemma4_cfg, qwen35_cfg  # noqa: E402
+from test_arch_readers import G, _write_gguf, gemma4_cfg, nemotron_like, qwen35_cfg  # noqa: E402
 
 
 def test_qwen3_5_moe_config_plans_its_hybrid_cache():
@@ -203,27 +203,8 @@ def test_explain_names_each_kind_of_block_and_what_was_not_verified():
 
 
 def test_gguf_of_a_nemotron_like_hybrid_plans_and_times(tmp_path):
-    rec = b.Recurrent("mamba2", 4, 64, 16, 2, 8)
-    blocks = (
-        b.Block(rec, b.NoFFN()),
-        b.Block(b.NoMixer(), b.DenseFFN(64, gated=False)),
-        b.Block(b.Attention(4, 2, 8, 8), b.NoFFN()),
-        b.Block(b.NoMixer(), b.MoEFFN(4, 2, 16, n_shared=1, shared_width=32, gated=False)),
-    )
-    keys = {
-        "attention.head_count": 4,
-        "attention.head_count_kv": [0, 0, 2, 0],
-        "attention.key_length": 8,
-        "feed_forward_length": [0, 64, 0, 16],
-        "ssm.conv_kernel": 4,
-        "ssm.inner_size": 64,
-        "ssm.state_size": 16,
-        "ssm.group_count": 2,
-        "ssm.time_step_rank": 8,
-        "expert_count": 4,
-        "expert_used_count": 2,
-        "context_length": 4096,
-    }
+    blocks, keys = nemotron_like()
+    keys = {**keys, "context_length": 4096}
     m = pm.model_from_gguf(_write_gguf(tmp_path, b.BlockModel(G, blocks), "nemotron_h_moe", keys))
     assert m.blocks == blocks
     rows = {r["kind"]: r for r in pm.kv_allocation(m, 4096, "f16", n_seq=2)}

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fuzz_pipeline as fz  # noqa: E402
 import remote_fixtures as rf  # noqa: E402
+from test_advisor import BASE as ADVISOR_BASE  # noqa: E402  (the advisor tests' state)
 
 import perf_model as pm  # noqa: E402
 from enginelab import advisor as A  # noqa: E402
@@ -84,22 +85,7 @@ def test_calculator(key):
 # The advisor: its diagnosis of the calculator's state; every change it proposes checked against perf_model
 # ---------------------------------------------------------------------------------------------------------------
 def _state(key: str, **kw) -> dict:
-    return {
-        "model": key,
-        "machine": MACHINE,
-        "quant": "Q4_K_M",
-        "kv": "f16",
-        "ctx": 32768,
-        "ngl": "auto",
-        "tokens": 2000,
-        "n_cpu_moe": 0,
-        "threads": "auto",
-        "np": 1,
-        "users": 1,
-        "ub": 512,
-        "b": 2048,
-        **kw,
-    }
+    return {**ADVISOR_BASE, "model": key, "machine": MACHINE, "ctx": 32768, **kw}
 
 
 @pytest.mark.parametrize("key", NEW_ARCHS)
