@@ -126,3 +126,23 @@ def test_the_pure_rows_still_store_every_tensor_in_one_type():
     # the module's "every tensor Q4_K" row: experts too (2880-wide rows fall back to Q5_0)
     t = _types(M["gpt-oss-20b"], "Q4_K")
     assert t["blk.0.ffn_gate_exps.weight"] == "Q5_0" and t["blk.0.attn_output.weight"] == "Q4_K"
+
+
+# ---------------------------------------------------------------- fused qkv of a hybrid model
+def test_fused_qkv_is_an_attn_v_tensor_sharing_its_counter():
+    # Since llama.cpp PR #19770 (2026-03-10) category_is_attn_v() takes ATTENTION_QKV: Qwen3.5-27B's 48 Gated
+    # DeltaNet attn_qkv and 16 attention attn_v are one sequence for use_more_bits, counted before any type is
+    # chosen (n_attention_wv = 64, PR #20357) and walked in the loader's order (block, then name). Before #19770
+    # fused qkv had its own branch, which left IQ4_XS's attn_qkv at IQ4_XS (data/sizes/README.md).
+    m = M["qwen3.5-27b"]
+    plan = ggml.quantize_plan(m, "Q4_K_M", file=True)
+    wv = [r for r in plan if r["cls"] in ("attn_v", "attn_qkv")]
+    assert Counter(r["cls"] for r in wv) == {"attn_qkv": 48, "attn_v": 16}
+    assert [r["layer"] for r in wv] == list(range(64))  # one attn_v-like tensor per block: 3 qkv, then 1 v
+    for i, r in enumerate(wv):
+        assert r["type"] == ("Q6_K" if _use_more_bits(i, 64) else "Q4_K"), r["name"]
+    # IQ4_XS: Qwen3.5-27B has 24 query heads on 4 KV heads (n_gqa 6 >= 4), so every attn_v-like tensor is Q5_K
+    assert m.n_gqa >= 4
+    t = ggml.quantize_plan(m, "IQ4_XS", imatrix=True, file=True)
+    assert {r["type"] for r in t if r["cls"] in ("attn_v", "attn_qkv")} == {"Q5_K"}
+    assert {r["type"] for r in t if r["cls"] == "attn_q"} == {"IQ4_XS"}
