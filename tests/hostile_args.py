@@ -115,7 +115,7 @@ def placement2():
 # (label, function, keyword arguments that work, outputs are sizes/times: finite and non-negative)
 CASES = [
     ("place", pm.place, dict(model=M8, machine="rtx3060", quant="Q4_K_M", n_ctx=4096, kv_type="f16",
-                             n_gpu_layers=None, n_cpu_moe=0, n_ubatch=512, fit_target_mib=1024), True),
+                             n_gpu_layers=None, n_cpu_moe=0, n_ubatch=512, fit_target_mib=1024, n_rs_seq=0), True),
     ("decode_step_time", pm.decode_step_time, dict(placement=LIVE, machine=None, context=100, batch=1), True),
     ("prefill_time", pm.prefill_time, dict(placement=LIVE, machine=None, n_tokens=512, n_ubatch=None,
                                            n_batch=2048, op_offload=True), True),

@@ -614,6 +614,13 @@ def test_rollback_states_multiply_the_recurrent_buffer():
     assert full == [r["bytes"] for r in pm.kv_allocation(m, 8192) if r["kind"] == "full"] == [10 * 2 * 512 * 2 * 8192]
     with pytest.raises(ValueError, match="^n_rs_seq"):
         pm.kv_allocation(m, 8192, n_rs_seq=-1)
+    # place() counts them on the device of each recurrent block: 7 more states of 2 sequences, all on one GPU
+    args = dict(quant="Q4_K_M", n_ctx=8192, n_seq=2, n_gpu_layers=99)
+    p0 = pm.place(m, pm.MACHINES["rtx5090"], **args)
+    p7 = pm.place(m, pm.MACHINES["rtx5090"], n_rs_seq=7, **args)
+    assert p7.n_rs_seq == 7 and p7.gpu_kv - p0.gpu_kv == 2 * 7 * per_seq
+    with pytest.raises(ValueError, match="^n_rs_seq"):
+        pm.place(m, pm.MACHINES["rtx5090"], n_rs_seq=True, **args)
 
 
 # LFM2 of 16 blocks (LFM2-350M, LFM2-1.2B and the LFM2.5-Audio-1.5B backbone alike): conv, conv, attention, ... with

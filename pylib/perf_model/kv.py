@@ -255,10 +255,10 @@ def kv_layer_bytes(
 _KV_LAYERS_CACHE: dict = {}
 
 
-def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) -> list:
+def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq=0) -> list:
     """[kv_layer_bytes(model, il, ...) for every block]: each kind of block computed once (every block of a kind
     allocates the same), memoised per arguments."""
-    key = (model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+    key = (model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
     try:
         hit = _KV_LAYERS_CACHE.get(key)
     except TypeError:  # an unhashable argument: kv_layer_bytes says what is wrong with it
@@ -270,7 +270,7 @@ def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) -> list
         for il, (kind, elems, w, _src, rs) in enumerate(_block_info(model)):
             sig = (kind, elems, w, rs)  # blocks alike allocate alike
             if sig not in by_kind:
-                by_kind[sig] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+                by_kind[sig] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
             hit.append(by_kind[sig])
         if key is not None:
             if len(_KV_LAYERS_CACHE) >= WORK_CACHE_MAX:
