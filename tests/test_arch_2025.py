@@ -562,12 +562,14 @@ def _mib(row, col):
 
 
 @pytest.mark.parametrize(
-    "row", CATALOG_LOG_ROWS, ids=lambda r: f"{_catalog_key(r)}-{r['memory']}-{r['n_seq']}seq-{r['n_rs_seq']}rs"
+    "row",
+    CATALOG_LOG_ROWS,
+    ids=lambda r: f"{_catalog_key(r)}-{r['memory']}-{r['cells']}-{r['n_seq']}seq-{r['n_rs_seq']}rs",
 )
 def test_catalog_model_matches_the_published_load_log(row):
     m = pm.MODELS[_catalog_key(row)]
     n_seq, n_rs, cells = int(row["n_seq"]), int(row["n_rs_seq"]), int(row["cells"])
-    args = dict(n_ctx=int(row["n_ctx"] or 4096), n_seq=n_seq, n_rs_seq=n_rs)
+    args = dict(n_ctx=int(row["n_ctx"] or 4096), n_seq=n_seq, n_rs_seq=n_rs, swa_full=row["swa_full"] == "1")
     if row["n_ubatch"]:
         args["n_ubatch"] = int(row["n_ubatch"])
     if row["memory"] == "rs":
@@ -694,3 +696,17 @@ def test_every_catalog_log_row_is_checked():
     unchecked = {r["model"].split(" ")[0] for r in ARCH_LOGS if r not in CATALOG_LOG_ROWS}
     assert unchecked == {"Qwen3.5-9B", "LFM2.5-Audio-1.5B", "LFM2-350M"}
     assert len(CATALOG_LOG_ROWS) >= 8
+
+
+def test_swa_full_keeps_the_whole_context_in_windowed_blocks():
+    # --swa-full (llama_context_default_params() turns it on for library users): size_swa = size_base.  Gemma 4
+    # E4B's sliding blocks (window 512) at -c 4096: 4,096 cells instead of PAD(512 + 512) = 1,024; the global
+    # blocks do not change
+    m = pm.MODELS["gemma-4-e4b"]
+    il = next(i for i in range(m.num_hidden_layers) if pm.kv_cells(m, i, 4096) == 1024)
+    assert pm.kv_cells(m, il, 4096, swa_full=True) == 4096
+    base = {r["kind"]: r for r in pm.kv_allocation(m, 4096)}
+    full = {r["kind"]: r for r in pm.kv_allocation(m, 4096, swa_full=True)}
+    assert full["swa"]["bytes"] == 4 * base["swa"]["bytes"] and full["full"] == base["full"]
+    with pytest.raises(ValueError, match="^swa_full"):
+        pm.kv_cells(m, il, 4096, swa_full="yes")

@@ -192,12 +192,16 @@ def _pad(n: int, to: int = KV_PAD) -> int:
     return -(-n // to) * to
 
 
-def kv_cells(model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False) -> int:
+def kv_cells(
+    model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False, swa_full=False
+) -> int:
     """Cells llama.cpp allocates for block il, over all sequences (streams), at -c n_ctx -np n_seq -ub n_ubatch
-    (see the section comment): 0 for a recurrent block."""
+    (see the section comment): 0 for a recurrent block.  swa_full (--swa-full; llama_context_default_params()
+    turns it on for library users): a windowed block keeps every cell of the context."""
     if type(model) is not Model:
         model = get_model(model)
     _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+    check_bool(swa_full, "swa_full")
     kind, _e, window, _src, _rs = _block_info(model)[il]
     if kind in ("recurrent", "shared", "none"):
         return 0
@@ -206,7 +210,7 @@ def kv_cells(model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATC
         streams, kv_size = 1, ctx
     else:  # one stream per sequence, n_ctx_seq = PAD(n_ctx / n_seq, 256) cells each
         streams, kv_size = n_seq, _pad(ctx // n_seq)
-    if kind == "swa":
+    if kind == "swa" and not swa_full:
         # llama_kv_cache_iswa: size_swa = GGML_PAD(min(size_base, n_swa*(unified ? n_seq_max : 1) + n_ubatch), 256)
         kv_size = _pad(min(kv_size, window * (n_seq if kv_unified else 1) + n_ubatch))
     return streams * kv_size
@@ -238,6 +242,7 @@ def kv_layer_bytes(
     n_ubatch: int = N_UBATCH_DEFAULT,
     kv_unified=False,
     n_rs_seq: int = 0,
+    swa_full=False,
 ) -> float:
     """Bytes llama.cpp allocates for block il's memory: its cells x bytes per cell, or for a recurrent block
     n_seq x (1 + n_rs_seq) states (llama_memory_recurrent keeps one per sequence, whatever the context, and
@@ -246,9 +251,10 @@ def kv_layer_bytes(
         model = get_model(model)
     _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
     _check_rs_seq(n_rs_seq)
+    check_bool(swa_full, "swa_full")
     if _block_info(model)[il][0] == "recurrent":
         return float(n_seq * (1 + n_rs_seq) * recurrent_state_bytes(model, il))
-    cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+    cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified, swa_full)
     return cells * kv_bytes_per_token_layer(model, kv_type, il)
 
 
@@ -290,6 +296,7 @@ def kv_allocation(
     n_ubatch: int = N_UBATCH_DEFAULT,
     kv_unified=False,
     n_rs_seq: int = 0,
+    swa_full=False,
 ) -> list:
     """llama.cpp's memory for the model at these settings, one row per kind of block (what its load log
     prints as one llama_kv_cache or llama_memory_recurrent line each):
@@ -301,6 +308,7 @@ def kv_allocation(
     model = get_model(model)
     _kv_type(kv_type)
     _check_rs_seq(n_rs_seq)
+    check_bool(swa_full, "swa_full")
     rows: dict = {}
     for il, (kind, _e, _w, _src, _rs) in enumerate(_block_info(model)):
         if kind in ("shared", "none"):
@@ -309,7 +317,7 @@ def kv_allocation(
             _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
             cells, per = n_seq, float((1 + n_rs_seq) * recurrent_state_bytes(model, il))
         else:
-            cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+            cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified, swa_full)
             per = kv_bytes_per_token_layer(model, kv_type, il)
         r = rows.setdefault(kind, {"kind": kind, "layers": 0, "cells": cells, "bytes_per_cell": per, "bytes": 0.0})
         r["layers"] += 1
