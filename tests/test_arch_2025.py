@@ -548,8 +548,11 @@ LOG_MODEL = {  # the row's model (as it begins) -> the catalog key whose header 
     # Qwen3.5-35B-A3B and Qwen3.6-35B-A3B share one config (40 blocks, 10 with attention, 2 KV heads x 256, 30
     # gated delta nets of 16 key / 32 value heads x 128); the catalog holds the 3.6 release
     "Qwen3.5-35B-A3B": "qwen3.6-35b-a3b",
+    "Qwen3.6-35B-A3B": "qwen3.6-35b-a3b",
 }
-CATALOG_LOG_ROWS = [r for r in ARCH_LOGS if any(r["model"].startswith(p) for p in LOG_MODEL)]
+CATALOG_LOG_ROWS = [
+    r for r in ARCH_LOGS if any(r["model"].startswith(p) for p in LOG_MODEL) and r["memory"] in ("kv", "kv_swa", "rs")
+]
 LOG_KIND = {"kv_swa": "swa", "rs": "recurrent"}  # the row's memory -> kv_allocation's kind ("kv": full or MLA)
 
 
@@ -691,11 +694,25 @@ def test_lfm2_audio_backbone_buffers_match_the_log():
     assert kv["recurrent"]["bytes"] == 10 * 2048 * 2 * 4
 
 
+def test_qwen3_6_27b_host_buffer_is_its_token_embd():
+    # Metal with mmap: the host's CPU_Mapped buffer is token_embd alone (248,320 x 5120 in Q4_K under Q4_K_M's
+    # rules: 144 bytes per 256 weights = 682.03 MiB); MTL0_Mapped maps the rest of the file
+    row = _log_row("Qwen3.5/3.6-27B (Qwen3.6-27B", "model_buffer")
+    plan = pm.quantize_plan(pm.MODELS["qwen3.5-27b"], "Q4_K_M")
+    embd = next(r for r in plan if r["name"] == "token_embd.weight")
+    assert (embd["type"], embd["bytes"]) == ("Q4_K", 248320 * 5120 // 256 * 144)
+    assert abs(embd["bytes"] - _mib(row, "size_mib")) <= ROUND
+
+
 def test_every_catalog_log_row_is_checked():
-    # the rows without a catalog model are checked above (LFM2) or in test_arch_readers.py (Qwen3.5-9B)
+    # the rows without a catalog model are checked above (LFM2) or in test_arch_readers.py (Qwen3.5-9B); the
+    # catalog models' buffer rows by their own tests above
     unchecked = {r["model"].split(" ")[0] for r in ARCH_LOGS if r not in CATALOG_LOG_ROWS}
-    assert unchecked == {"Qwen3.5-9B", "LFM2.5-Audio-1.5B", "LFM2-350M"}
-    assert len(CATALOG_LOG_ROWS) >= 8
+    assert unchecked == {"Qwen3.5-9B", "LFM2.5-Audio-1.5B", "LFM2-350M", "Qwen3.5/3.6-27B"}
+    assert [
+        r["memory"] for r in ARCH_LOGS if r["model"].startswith("Qwen3.5/3.6-27B") and r not in CATALOG_LOG_ROWS
+    ] == ["model_buffer"]
+    assert len(CATALOG_LOG_ROWS) >= 16
 
 
 def test_swa_full_keeps_the_whole_context_in_windowed_blocks():
