@@ -544,42 +544,186 @@ ARCH_LOGS = list(csv.DictReader((ROOT / "data/architectures/load_logs.csv").open
 LOG_MODEL = {  # the row's model (as it begins) -> the catalog key whose header the log prints
     "Qwen3.5/3.6-27B": "qwen3.5-27b",  # 64 blocks, 5120 wide, 24 heads, 4 KV heads x 256
     "Gemma 4 edge model": "gemma-4-e4b",  # 42 blocks, the last 18 sharing: E4B in llama.cpp's gemma4 table
+    "Gemma 4 E4B": "gemma-4-e4b",
+    # Qwen3.5-35B-A3B and Qwen3.6-35B-A3B share one config (40 blocks, 10 with attention, 2 KV heads x 256, 30
+    # gated delta nets of 16 key / 32 value heads x 128); the catalog holds the 3.6 release
+    "Qwen3.5-35B-A3B": "qwen3.6-35b-a3b",
+    "Qwen3.6-35B-A3B": "qwen3.6-35b-a3b",
 }
-CATALOG_LOG_ROWS = [r for r in ARCH_LOGS if any(r["model"].startswith(p) for p in LOG_MODEL)]
+CATALOG_LOG_ROWS = [
+    r for r in ARCH_LOGS if any(r["model"].startswith(p) for p in LOG_MODEL) and r["memory"] in ("kv", "kv_swa", "rs")
+]
+LOG_KIND = {"kv_swa": "swa", "rs": "recurrent"}  # the row's memory -> kv_allocation's kind ("kv": full or MLA)
 
 
 def _catalog_key(row) -> str:
     return next(k for p, k in LOG_MODEL.items() if row["model"].startswith(p))
 
 
-@pytest.mark.parametrize("row", CATALOG_LOG_ROWS, ids=lambda r: f"{_catalog_key(r)}-{r['memory']}-{r['n_seq']}seq")
+def _mib(row, col):
+    return float(row[col]) * MiB
+
+
+@pytest.mark.parametrize(
+    "row",
+    CATALOG_LOG_ROWS,
+    ids=lambda r: f"{_catalog_key(r)}-{r['memory']}-{r['cells']}-{r['n_seq']}seq-{r['n_rs_seq']}rs",
+)
 def test_catalog_model_matches_the_published_load_log(row):
     m = pm.MODELS[_catalog_key(row)]
-    n_seq, cells = int(row["n_seq"]), int(row["cells"])
+    n_seq, n_rs, cells = int(row["n_seq"]), int(row["n_rs_seq"]), int(row["cells"])
+    args = dict(n_ctx=int(row["n_ctx"] or 4096), n_seq=n_seq, n_rs_seq=n_rs, swa_full=row["swa_full"] == "1")
+    if row["n_ubatch"]:
+        args["n_ubatch"] = int(row["n_ubatch"])
     if row["memory"] == "rs":
-        # llama_memory_recurrent holds one cell per sequence (cells = n_seq); the context does not enter
-        alloc = {r["kind"]: r for r in pm.kv_allocation(m, n_ctx=4096, kv_type="f16", n_seq=n_seq)}
-        rec = alloc["recurrent"]
+        # llama_memory_recurrent holds one cell per sequence (cells = n_seq), each with its state and n_rs_seq
+        # rollback copies; the context does not enter
+        rec = {r["kind"]: r for r in pm.kv_allocation(m, kv_type="f16", **args)}["recurrent"]
         assert rec["cells"] == cells == n_seq
-        assert abs(rec["bytes"] - float(row["size_mib"]) * MiB) <= ROUND
-        # R (conv) and S (recurrent) separately, F32, from the blocks
-        r_el = sum(eb.state_elements(x)[0] for x in m.blocks)
-        s_el = sum(eb.state_elements(x)[1] for x in m.blocks)
-        assert abs(r_el * 4 * n_seq - float(row["k_or_r_mib"]) * MiB) <= ROUND
-        assert abs(s_el * 4 * n_seq - float(row["v_or_s_mib"]) * MiB) <= ROUND
+        assert abs(rec["bytes"] - _mib(row, "size_mib")) <= ROUND
+        assert eb.state_bytes(m.block_model, n_seq, n_rs) == rec["bytes"]
+        # R (conv) and S (recurrent) separately, F32, from the blocks, where the line prints them
+        states = n_seq * (1 + n_rs)
+        if row["k_or_r_mib"]:
+            r_el = sum(eb.state_elements(x)[0] for x in m.blocks)
+            s_el = sum(eb.state_elements(x)[1] for x in m.blocks)
+            assert abs(r_el * 4 * states - _mib(row, "k_or_r_mib")) <= ROUND
+            assert abs(s_el * 4 * states - _mib(row, "v_or_s_mib")) <= ROUND
     else:
-        # a KV line: its cells are the context per stream; the row's kind is the global (non-SWA) cache
-        alloc = {r["kind"]: r for r in pm.kv_allocation(m, n_ctx=cells, kv_type=row["type"], n_seq=n_seq)}
-        full = alloc["full"]
-        assert full["layers"] == int(row["layers"])
-        assert full["cells"] == cells * n_seq
-        assert abs(full["bytes"] - float(row["size_mib"]) * MiB) <= ROUND
-        assert abs(full["bytes"] / 2 - float(row["k_or_r_mib"]) * MiB) <= ROUND  # K and V alike here
-        assert abs(full["bytes"] / 2 - float(row["v_or_s_mib"]) * MiB) <= ROUND
+        # a KV line: its cells are per stream; "kv" is the global (non-SWA) cache, "kv_swa" the sliding one
+        alloc = {r["kind"]: r for r in pm.kv_allocation(m, kv_type=row["type"], **args)}
+        kv = alloc[LOG_KIND.get(row["memory"], "mla" if "mla" in alloc else "full")]
+        if row["layers"]:
+            assert kv["layers"] == int(row["layers"])
+        if row["n_ctx"]:
+            assert kv["cells"] == cells * n_seq
+        else:  # a line without its run's -c / -ub: the blocks and their bytes per cell, at the cells it prints
+            kv = dict(kv, bytes=kv["layers"] * kv["bytes_per_cell"] * cells)
+        assert abs(kv["bytes"] - _mib(row, "size_mib")) <= ROUND
+        for col in ("k_or_r_mib", "v_or_s_mib"):  # K and V alike in these models
+            if row[col]:
+                assert abs(kv["bytes"] / 2 - _mib(row, col)) <= ROUND
+
+
+def test_rollback_states_multiply_the_recurrent_buffer():
+    # hand-derived: Qwen3.6-35B-A3B's 30 delta nets keep R = 3 x (4096 + 2 x 16 x 128) = 24,576 and S = 128 x 4096
+    # = 524,288 f32 per sequence: 30 x 548,864 x 4 B = 65,863,680 B (62.81 MiB); with n_rs_seq = 7 each of 2
+    # sequences keeps 8 of them
+    m = pm.MODELS["qwen3.6-35b-a3b"]
+    per_seq = 30 * (24576 + 524288) * 4
+    rec = [r for r in pm.kv_allocation(m, 8192, n_seq=2, n_rs_seq=7) if r["kind"] == "recurrent"][0]
+    assert (rec["cells"], rec["bytes"]) == (2, 2 * 8 * per_seq)
+    assert pm.kv_layer_bytes(m, 0, 8192, n_seq=2, n_rs_seq=7) == 2 * 8 * per_seq / 30
+    # the attention blocks' cache does not change
+    full = [r["bytes"] for r in pm.kv_allocation(m, 8192, n_rs_seq=7) if r["kind"] == "full"]
+    assert full == [r["bytes"] for r in pm.kv_allocation(m, 8192) if r["kind"] == "full"] == [10 * 2 * 512 * 2 * 8192]
+    with pytest.raises(ValueError, match="^n_rs_seq"):
+        pm.kv_allocation(m, 8192, n_rs_seq=-1)
+    # place() counts them on the device of each recurrent block: 7 more states of 2 sequences, all on one GPU
+    args = dict(quant="Q4_K_M", n_ctx=8192, n_seq=2, n_gpu_layers=99)
+    p0 = pm.place(m, pm.MACHINES["rtx5090"], **args)
+    p7 = pm.place(m, pm.MACHINES["rtx5090"], n_rs_seq=7, **args)
+    assert p7.n_rs_seq == 7 and p7.gpu_kv - p0.gpu_kv == 2 * 7 * per_seq
+    with pytest.raises(ValueError, match="^n_rs_seq"):
+        pm.place(m, pm.MACHINES["rtx5090"], n_rs_seq=True, **args)
+
+
+# LFM2 of 16 blocks (LFM2-350M, LFM2-1.2B and the LFM2.5-Audio-1.5B backbone alike): conv, conv, attention, ... with
+# attention at blocks 2, 5, 8, 10, 12, 14 (the n_head_kv array the logs print), short conv of 3 taps, tied, vocab 65,536
+LFM2_TYPES = ["full_attention" if il in (2, 5, 8, 10, 12, 14) else "conv" for il in range(16)]
+
+
+def _lfm2(hidden, heads, block_ff_dim):
+    return pm.model_from_hf_config(
+        {
+            "model_type": "lfm2",
+            "num_hidden_layers": 16,
+            "layer_types": LFM2_TYPES,
+            "hidden_size": hidden,
+            "num_attention_heads": heads,
+            "num_key_value_heads": 8,
+            "conv_L_cache": 3,
+            "block_ff_dim": block_ff_dim,
+            "block_auto_adjust_ff_dim": True,
+            "block_ffn_dim_multiplier": 1.0,
+            "block_multiple_of": 256,
+            "vocab_size": 65536,
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 128000,
+        }
+    )
+
+
+def _log_row(model_prefix, memory, size=None):
+    return next(
+        r
+        for r in ARCH_LOGS
+        if r["model"].startswith(model_prefix) and r["memory"] == memory and size in (None, r["size_mib"])
+    )
+
+
+def test_lfm2_350m_f16_tensor_bytes_match_the_log():
+    # print_info's "file size" is the tensors' bytes (llama_model_loader::n_bytes).  LFM2-350M: 1024 wide, 16 heads,
+    # n_ff 2 x 6656 / 3 rounded up to 256 = 4608.  F16 except the norms, the q/k norms and the 10 short convolutions
+    # (3 x 1024 each), which convert_hf_to_gguf.py keeps in F32: with the convolutions in F16 the sum was 676.19 MiB
+    row = _log_row("LFM2-350M", "file_size")
+    m = _lfm2(1024, 16, 6656)
+    plan = pm.quantize_plan(m, "F16")
+    conv = [r for r in plan if "shortconv.conv" in r["name"]]
+    assert [(r["type"], r["n_elements"]) for r in conv] == [("F32", 3 * 1024)] * 10
+    assert abs(sum(r["bytes"] for r in plan) - _mib(row, "size_mib")) <= ROUND
+
+
+def test_lfm2_audio_backbone_buffers_match_the_log():
+    # LFM2.5-Audio-1.5B's backbone: 2048 wide, 32 heads, n_ff 2 x 12288 / 3 = 8192.  Q4_0 (llama-quantize keeps the
+    # short convolutions F32 and puts the tied token_embd in Q6_K): 55 F32, 92 Q4_0 and 1 Q6_K tensors.  With
+    # -ngl 99 the CPU keeps token_embd (65,536 x 2048 in Q6_K = 105.00 MiB) and the GPU holds the rest plus the
+    # tied output's copy of it
+    m = _lfm2(2048, 32, 12288)
+    plan = pm.quantize_plan(m, "Q4_0")
+    counts = {t: sum(1 for r in plan if r["type"] == t) for t in ("F32", "Q4_0", "Q6_K")}
+    assert counts == {"F32": 55, "Q4_0": 92, "Q6_K": 1} and len(plan) == 148
+    p = pm.place(m, pm.MACHINES["rtx3090"], "Q4_0", n_ctx=4096)
+    assert p.output_on_gpu and p.n_gpu_layers == 17
+    assert abs(p.cpu_weights - _mib(_log_row("LFM2.5-Audio", "model_buffer", "105.00"), "size_mib")) <= ROUND
+    assert abs(p.gpu_weights - _mib(_log_row("LFM2.5-Audio", "model_buffer", "661.25"), "size_mib")) <= ROUND
+    # the KV line: 6 attention blocks x 8 KV heads x 64 x (K + V) x 2 B x 4096 cells = 48 MiB
+    kv = {r["kind"]: r for r in pm.kv_allocation(m, 4096)}
+    assert kv["full"]["bytes"] == 6 * 8 * 64 * 2 * 2 * 4096 == _mib(_log_row("LFM2.5-Audio", "kv"), "size_mib")
+    # (its RS line is not in the published excerpt: 10 conv blocks x 2048 x (3 - 1) x 4 B = 0.16 MiB)
+    assert kv["recurrent"]["bytes"] == 10 * 2048 * 2 * 4
+
+
+def test_qwen3_6_27b_host_buffer_is_its_token_embd():
+    # Metal with mmap: the host's CPU_Mapped buffer is token_embd alone (248,320 x 5120 in Q4_K under Q4_K_M's
+    # rules: 144 bytes per 256 weights = 682.03 MiB); MTL0_Mapped maps the rest of the file
+    row = _log_row("Qwen3.5/3.6-27B (Qwen3.6-27B", "model_buffer")
+    plan = pm.quantize_plan(pm.MODELS["qwen3.5-27b"], "Q4_K_M")
+    embd = next(r for r in plan if r["name"] == "token_embd.weight")
+    assert (embd["type"], embd["bytes"]) == ("Q4_K", 248320 * 5120 // 256 * 144)
+    assert abs(embd["bytes"] - _mib(row, "size_mib")) <= ROUND
 
 
 def test_every_catalog_log_row_is_checked():
-    # the Qwen3.5-9B row is checked in test_arch_readers.py (no catalog entry); every other row has a catalog model
-    unchecked = [r["model"] for r in ARCH_LOGS if r not in CATALOG_LOG_ROWS]
-    assert unchecked == ["Qwen3.5-9B"]
-    assert len(CATALOG_LOG_ROWS) >= 3
+    # the rows without a catalog model are checked above (LFM2) or in test_arch_readers.py (Qwen3.5-9B); the
+    # catalog models' buffer rows by their own tests above
+    unchecked = {r["model"].split(" ")[0] for r in ARCH_LOGS if r not in CATALOG_LOG_ROWS}
+    assert unchecked == {"Qwen3.5-9B", "LFM2.5-Audio-1.5B", "LFM2-350M", "Qwen3.5/3.6-27B"}
+    assert [
+        r["memory"] for r in ARCH_LOGS if r["model"].startswith("Qwen3.5/3.6-27B") and r not in CATALOG_LOG_ROWS
+    ] == ["model_buffer"]
+    assert len(CATALOG_LOG_ROWS) >= 16
+
+
+def test_swa_full_keeps_the_whole_context_in_windowed_blocks():
+    # --swa-full (llama_context_default_params() turns it on for library users): size_swa = size_base.  Gemma 4
+    # E4B's sliding blocks (window 512) at -c 4096: 4,096 cells instead of PAD(512 + 512) = 1,024; the global
+    # blocks do not change
+    m = pm.MODELS["gemma-4-e4b"]
+    il = next(i for i in range(m.num_hidden_layers) if pm.kv_cells(m, i, 4096) == 1024)
+    assert pm.kv_cells(m, il, 4096, swa_full=True) == 4096
+    base = {r["kind"]: r for r in pm.kv_allocation(m, 4096)}
+    full = {r["kind"]: r for r in pm.kv_allocation(m, 4096, swa_full=True)}
+    assert full["swa"]["bytes"] == 4 * base["swa"]["bytes"] and full["full"] == base["full"]
+    with pytest.raises(ValueError, match="^swa_full"):
+        pm.kv_cells(m, il, 4096, swa_full="yes")

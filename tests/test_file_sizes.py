@@ -100,7 +100,7 @@ def test_moe_files_within_two_percent_by_tensor_data_alone():
 
 
 def test_printed_sizes_table_is_sourced():
-    assert {r["model_key"] for r in PRINTED} == {"mixtral-8x7b", "glm-4.5-air"}
+    assert {r["model_key"] for r in PRINTED} == {"mixtral-8x7b", "glm-4.5-air", "qwen3.5-27b"}
     assert all(r["source"].startswith("https://") for r in PRINTED)
 
 

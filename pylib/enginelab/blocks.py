@@ -691,11 +691,13 @@ def kv_cache_elements(bm: BlockModel, n_ctx: int, n_seq: int = 1) -> tuple:
     return k, v
 
 
-def state_bytes(bm: BlockModel, n_seq: int = 1) -> int:
-    """llama_memory_recurrent's RS buffer: (r + s) x 4 bytes per recurrent block, per sequence (-np)."""
+def state_bytes(bm: BlockModel, n_seq: int = 1, n_rs_seq: int = 0) -> int:
+    """llama_memory_recurrent's RS buffer: (r + s) x 4 bytes per recurrent block, per sequence (-np), times
+    1 + n_rs_seq (the rollback copies llama_context keeps for speculative decoding; 0 without a draft)."""
     check(type(n_seq) is int and 1 <= n_seq <= 1 << 16, "n_seq", "must be from 1 to 65,536")
+    check(type(n_rs_seq) is int and 0 <= n_rs_seq <= 1 << 10, "n_rs_seq", "must be from 0 to 1,024")
     per = sum(sum(state_elements(b)) for b in bm.blocks)
-    return per * RS_BYTES_PER_ELEMENT * n_seq
+    return per * RS_BYTES_PER_ELEMENT * n_seq * (1 + n_rs_seq)
 
 
 def weight_elements(bm: BlockModel) -> int:

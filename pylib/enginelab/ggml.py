@@ -277,7 +277,10 @@ def _allows_quantization(t: Tensor) -> bool:
         and t.name.endswith("weight")
         and "_norm.weight" not in t.name
         and "ffn_gate_inp.weight" not in t.name
-        and "ssm_conv1d.weight" not in t.name  # linear attention's short convolution stays F32
+        # llama-quant.cpp: the SSM / linear attention convolutions (ssm_conv1d, Kimi's ssm_conv1d_q/k/v) and
+        # LFM2's short convolution stay F32
+        and "ssm_conv1d" not in t.name
+        and "shortconv.conv.weight" not in t.name
     )
 
 

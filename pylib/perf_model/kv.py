@@ -35,10 +35,16 @@ from .units import WORK_CACHE_MAX, _check
 # (llama-kv-cache-iswa.cpp) has PAD(min(n_ctx_seq, n_swa x (n if unified else 1)
 # + n_ubatch), 256) cells per stream: the window plus one micro-batch, never more
 # than the full cache.
+#
+# Recurrent state: one cell per sequence, each holding its state and n_rs_seq
+# rollback copies of it (llama_context's n_rs_seq: states kept for speculative
+# decoding with a draft model or MTP head, 0 otherwise).  Its log line reads
+# "(1 cells, 64 layers, 1 seqs 2 rs_seq)" for a buffer of 1 x 3 states.
 
 KV_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 KV_PAD = 256  # llama.cpp pads n_ctx and every cache to a multiple of 256 cells (llama-context.cpp, -kv-cache-iswa.cpp)
 MAX_SEQ = 1 << 16  # -np: parallel sequences (llama.cpp's LLAMA_MAX_SEQ is 256; far above it is still bounded)
+MAX_RS_SEQ = 1 << 10  # n_rs_seq: rollback states per sequence (a draft's length; far above any draft is still bounded)
 RS_BYTES_PER_ELEMENT = 4  # the recurrent state's type_r and type_s: f32 (llama-memory-recurrent.cpp)
 
 
@@ -186,12 +192,16 @@ def _pad(n: int, to: int = KV_PAD) -> int:
     return -(-n // to) * to
 
 
-def kv_cells(model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False) -> int:
+def kv_cells(
+    model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False, swa_full=False
+) -> int:
     """Cells llama.cpp allocates for block il, over all sequences (streams), at -c n_ctx -np n_seq -ub n_ubatch
-    (see the section comment): 0 for a recurrent block."""
+    (see the section comment): 0 for a recurrent block.  swa_full (--swa-full; llama_context_default_params()
+    turns it on for library users): a windowed block keeps every cell of the context."""
     if type(model) is not Model:
         model = get_model(model)
     _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+    check_bool(swa_full, "swa_full")
     kind, _e, window, _src, _rs = _block_info(model)[il]
     if kind in ("recurrent", "shared", "none"):
         return 0
@@ -200,7 +210,7 @@ def kv_cells(model, il: int, n_ctx: int, n_seq: int = 1, n_ubatch: int = N_UBATC
         streams, kv_size = 1, ctx
     else:  # one stream per sequence, n_ctx_seq = PAD(n_ctx / n_seq, 256) cells each
         streams, kv_size = n_seq, _pad(ctx // n_seq)
-    if kind == "swa":
+    if kind == "swa" and not swa_full:
         # llama_kv_cache_iswa: size_swa = GGML_PAD(min(size_base, n_swa*(unified ? n_seq_max : 1) + n_ubatch), 256)
         kv_size = _pad(min(kv_size, window * (n_seq if kv_unified else 1) + n_ubatch))
     return streams * kv_size
@@ -218,27 +228,43 @@ def _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified) -> None:
     check_bool(kv_unified, "kv_unified")
 
 
+def _check_rs_seq(n_rs_seq) -> None:
+    if not (is_int(n_rs_seq) and 0 <= n_rs_seq <= MAX_RS_SEQ):
+        check_int(n_rs_seq, "n_rs_seq", 0, MAX_RS_SEQ)
+
+
 def kv_layer_bytes(
-    model, il: int, n_ctx: int, kv_type: str = "f16", n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False
+    model,
+    il: int,
+    n_ctx: int,
+    kv_type: str = "f16",
+    n_seq: int = 1,
+    n_ubatch: int = N_UBATCH_DEFAULT,
+    kv_unified=False,
+    n_rs_seq: int = 0,
+    swa_full=False,
 ) -> float:
     """Bytes llama.cpp allocates for block il's memory: its cells x bytes per cell, or for a recurrent block
-    n_seq states (llama_memory_recurrent keeps one per sequence, whatever the context)."""
+    n_seq x (1 + n_rs_seq) states (llama_memory_recurrent keeps one per sequence, whatever the context, and
+    n_rs_seq rollback copies of it for speculative decoding)."""
     if type(model) is not Model:
         model = get_model(model)
     _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+    _check_rs_seq(n_rs_seq)
+    check_bool(swa_full, "swa_full")
     if _block_info(model)[il][0] == "recurrent":
-        return float(n_seq * recurrent_state_bytes(model, il))
-    cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+        return float(n_seq * (1 + n_rs_seq) * recurrent_state_bytes(model, il))
+    cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified, swa_full)
     return cells * kv_bytes_per_token_layer(model, kv_type, il)
 
 
 _KV_LAYERS_CACHE: dict = {}
 
 
-def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) -> list:
+def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq=0) -> list:
     """[kv_layer_bytes(model, il, ...) for every block]: each kind of block computed once (every block of a kind
     allocates the same), memoised per arguments."""
-    key = (model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+    key = (model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
     try:
         hit = _KV_LAYERS_CACHE.get(key)
     except TypeError:  # an unhashable argument: kv_layer_bytes says what is wrong with it
@@ -250,7 +276,7 @@ def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified) -> list
         for il, (kind, elems, w, _src, rs) in enumerate(_block_info(model)):
             sig = (kind, elems, w, rs)  # blocks alike allocate alike
             if sig not in by_kind:
-                by_kind[sig] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified)
+                by_kind[sig] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
             hit.append(by_kind[sig])
         if key is not None:
             if len(_KV_LAYERS_CACHE) >= WORK_CACHE_MAX:
@@ -263,26 +289,35 @@ KV_KIND_LABELS = {"full": "global", "swa": "sliding", "mla": "MLA latent", "recu
 
 
 def kv_allocation(
-    model, n_ctx: int, kv_type: str = "f16", n_seq: int = 1, n_ubatch: int = N_UBATCH_DEFAULT, kv_unified=False
+    model,
+    n_ctx: int,
+    kv_type: str = "f16",
+    n_seq: int = 1,
+    n_ubatch: int = N_UBATCH_DEFAULT,
+    kv_unified=False,
+    n_rs_seq: int = 0,
+    swa_full=False,
 ) -> list:
     """llama.cpp's memory for the model at these settings, one row per kind of block (what its load log
     prints as one llama_kv_cache or llama_memory_recurrent line each):
 
         {"kind", "layers" (count), "cells" (per block, all streams), "bytes_per_cell", "bytes"}
 
-    bytes_per_cell is per block; a recurrent row has cells = n_seq (one state each) and bytes_per_cell the
-    state's bytes."""
+    bytes_per_cell is per block; a recurrent row has cells = n_seq (one per sequence, as the log counts
+    them) and bytes_per_cell the state's bytes times 1 + n_rs_seq (the state and its rollback copies)."""
     model = get_model(model)
     _kv_type(kv_type)
+    _check_rs_seq(n_rs_seq)
+    check_bool(swa_full, "swa_full")
     rows: dict = {}
     for il, (kind, _e, _w, _src, _rs) in enumerate(_block_info(model)):
         if kind in ("shared", "none"):
             continue
         if kind == "recurrent":
             _check_kv_args(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
-            cells, per = n_seq, float(recurrent_state_bytes(model, il))
+            cells, per = n_seq, float((1 + n_rs_seq) * recurrent_state_bytes(model, il))
         else:
-            cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified)
+            cells = kv_cells(model, il, n_ctx, n_seq, n_ubatch, kv_unified, swa_full)
             per = kv_bytes_per_token_layer(model, kv_type, il)
         r = rows.setdefault(kind, {"kind": kind, "layers": 0, "cells": cells, "bytes_per_cell": per, "bytes": 0.0})
         r["layers"] += 1
