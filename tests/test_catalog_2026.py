@@ -10,7 +10,7 @@ import perf_model as pm
 from enginelab import blocks as b
 
 ROOT = Path(__file__).resolve().parents[1]
-NEW = ("gemma-4-26b-a4b", "gemma-4-e4b", "deepseek-v3.2", "kimi-k2.5", "llama-4-maverick")
+NEW = ("gemma-4-26b-a4b", "gemma-4-e4b", "deepseek-v3.2", "kimi-k2.5", "llama-4-maverick", "mistral-small-3.2-24b")
 
 
 @pytest.mark.parametrize("key", NEW)
@@ -92,3 +92,16 @@ def test_llama4_maverick_alternates_dense_and_experts():
     chunked = [il for il, x in enumerate(m.blocks) if x.mixer.chunked]
     assert len(chunked) == 36 and 3 not in chunked and chunked[:3] == [0, 1, 2]
     assert m.block_model.globals.rope_freqs == 0  # rope_scaling null: no rope_freqs tensor
+
+
+def test_mistral_small_32_unwraps_mistral3_and_caches_full_attention():
+    m = pm.MODELS["mistral-small-3.2-24b"]
+    assert m.block_model.arch == "mistral" and len(m.blocks) == 40
+    att = m.blocks[0].mixer
+    assert (att.n_head, att.n_head_kv, att.head_dim_k, att.window) == (32, 8, 128, 0)
+    # 40 layers x (8 KV heads x 128) for K and again for V, F16: 160 KiB per token
+    assert sum(sum(b.kv_elements_per_token(x)) for x in m.blocks) == 40 * 2 * 8 * 128
+    assert pm.kv_cache_bytes(m, 1) == 40 * 2 * 8 * 128 * 2
+    # 40 x (q 5120x4096 + k, v 5120x1024 + o 4096x5120 + 3 x 5120x32768) + 2 x 131072x5120 (untied)
+    n = 40 * (5120 * 4096 * 2 + 5120 * 1024 * 2 + 3 * 5120 * 32768) + 2 * 131072 * 5120
+    assert sum(r["n_elements"] for r in pm.quantize_plan(m, "F16")) == n + 40 * 2 * 5120 + 5120  # + norms
