@@ -84,10 +84,10 @@ def predict(run: dict, profile: str = "measured") -> dict:
     return sim.simulate(run["engine"], p, w, profile=profile).metrics
 
 
-def errors(profile: str = "measured") -> dict:
-    """{metric: [|predicted / published - 1| for each run that prints it]}."""
+def errors(profile: str = "measured", rows: list | None = None) -> dict:
+    """{metric: [|predicted / published - 1| for each run that prints it]} over rows (None: every run)."""
     out = {name: [] for name, _ in METRICS}
-    for run in runs():
+    for run in runs() if rows is None else rows:
         got = predict(run, profile)
         for name, col in METRICS:
             ref = _num(run[col])
