@@ -195,7 +195,7 @@ def test_serving_runs_carry_their_setup_and_source():
         assert r["source"].startswith("https://")
         # every run's GPU and model resolve: a catalog model and a catalog or calibration device with its memory
         assert validate._machine(r["gpu"]).gpu is not None, r["gpu"]
-        assert validate.pm.get_model(r["model"]).name, r["model"]
+        assert validate.run_model(r["model"]).name, r["model"]
         for col in (
             "engine",
             "gpu",
@@ -208,6 +208,15 @@ def test_serving_runs_carry_their_setup_and_source():
             "ignore_eos",
         ):
             assert r[col], col
+
+
+def test_the_serving_runs_models_outside_the_catalog_have_their_published_sizes():
+    # validate.CONFIGS: Qwen3-14B and Qwen3-32B, 14.8 B and 32.8 B parameters on their model cards
+    from enginelab.serving import validate
+
+    assert validate.run_model("qwen3-14b").total_params() / 1e9 == pytest.approx(14.8, abs=0.05)
+    assert validate.run_model("qwen3-32b").total_params() / 1e9 == pytest.approx(32.8, abs=0.05)
+    assert validate.run_model("qwen3-8b") is pm.MODELS["qwen3-8b"]
 
 
 BLOG_4090 = (
