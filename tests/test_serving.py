@@ -193,6 +193,9 @@ def test_serving_runs_carry_their_setup_and_source():
     assert len(rows) >= 5
     for r in rows:
         assert r["source"].startswith("https://")
+        # every run's GPU and model resolve: a catalog model and a catalog or calibration device with its memory
+        assert validate._machine(r["gpu"]).gpu is not None, r["gpu"]
+        assert validate.run_model(r["model"]).name, r["model"]
         for col in (
             "engine",
             "gpu",
@@ -207,14 +210,30 @@ def test_serving_runs_carry_their_setup_and_source():
             assert r[col], col
 
 
-def test_held_out_serving_error():
-    # Nothing of the simulation is fitted to these runs. Output throughput meets the issue's 25% target (measured
-    # 10.4%); mean TTFT does not (measured 59.8%: the simulated TTFT stays near one step while the runs' median
-    # TTFT grows from 53 to 840 ms with concurrency; the API server's own time is not modelled). This gate keeps
-    # both from getting worse than today.
+def test_the_serving_runs_models_outside_the_catalog_have_their_published_sizes():
+    # validate.CONFIGS: Qwen3-14B and Qwen3-32B, 14.8 B and 32.8 B parameters on their model cards
     from enginelab.serving import validate
 
-    s = validate.summary(validate.errors("measured"))
+    assert validate.run_model("qwen3-14b").total_params() / 1e9 == pytest.approx(14.8, abs=0.05)
+    assert validate.run_model("qwen3-32b").total_params() / 1e9 == pytest.approx(32.8, abs=0.05)
+    assert validate.run_model("qwen3-8b") is pm.MODELS["qwen3-8b"]
+
+
+BLOG_4090 = (
+    "https://mushfiqrahman.dev/benchmarking-mistral-7b-on-rtx-4090-vllm-concurrency-latency-and-capacity-planning/"
+)
+
+
+def test_held_out_serving_error():
+    # Nothing of the simulation is fitted to these runs. On the RTX 4090 blog's five runs output throughput meets
+    # the issue's 25% target (measured 10.4%); mean TTFT does not (measured 59.8%: the simulated TTFT stays near one
+    # step while the runs' median TTFT grows from 53 to 840 ms with concurrency; the API server's own time is not
+    # modelled). This gate keeps both from getting worse than today. The table's other runs (A100 / H100, see
+    # data/serving/README.md) are not gated here.
+    from enginelab.serving import validate
+
+    blog = [r for r in validate.runs() if r["source"] == BLOG_4090]
+    s = validate.summary(validate.errors("measured", blog))
     assert s["output_throughput"][0] == 5 and s["output_throughput"][1] <= 0.13
     assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.65
 

@@ -29,6 +29,17 @@ METRICS = (
     ("mean_tpot_ms", "mean_tpot_ms"),
     ("output_throughput", "output_throughput"),
 )
+# The runs' models that perf_model's catalog does not list: their config.json keys (as calibration.CONFIGS holds the
+# llama-bench runs' models)
+CONFIGS = {
+    "qwen3-14b": dict(model_type="qwen3", num_hidden_layers=40, hidden_size=5120, intermediate_size=17408,
+                      num_attention_heads=40, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                      max_position_embeddings=40960, tie_word_embeddings=False),  # Qwen/Qwen3-14B config.json
+    "qwen3-32b": dict(model_type="qwen3", num_hidden_layers=64, hidden_size=5120, intermediate_size=25600,
+                      num_attention_heads=64, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                      max_position_embeddings=40960, tie_word_embeddings=False),  # Qwen/Qwen3-32B config.json
+}  # fmt: skip
+_MODELS: dict = {}
 
 
 def runs() -> list:
@@ -55,6 +66,15 @@ def _machine(gpu: str) -> pm.Machine:
     return pm.Machine(dev.name, dev, pm.DDR5_DUAL, cal.LINK_GBS)
 
 
+def run_model(key: str) -> pm.Model:
+    """A run's model: the catalog's, else one built from CONFIGS."""
+    if key in pm.MODELS or key not in CONFIGS:
+        return pm.get_model(key)
+    if key not in _MODELS:
+        _MODELS[key] = pm.model_from_hf_config(CONFIGS[key], name=key)
+    return _MODELS[key]
+
+
 def _num(s):
     try:
         return float(s)
@@ -67,7 +87,7 @@ def predict(run: dict, profile: str = "measured") -> dict:
     quant = {"bf16": "BF16", "fp16": "F16"}.get(run["dtype"], "F16")
     if quant not in pm.ALL_QUANTS:
         quant = "F16"
-    model = pm.get_model(run["model"])
+    model = run_model(run["model"])
     p = pm.place(model, _machine(run["gpu"]), quant, n_ctx=model.max_position_embeddings, profile=profile)
     rate = _num(run["request_rate"])
     w = sim.Workload(
@@ -84,10 +104,10 @@ def predict(run: dict, profile: str = "measured") -> dict:
     return sim.simulate(run["engine"], p, w, profile=profile).metrics
 
 
-def errors(profile: str = "measured") -> dict:
-    """{metric: [|predicted / published - 1| for each run that prints it]}."""
+def errors(profile: str = "measured", rows: list | None = None) -> dict:
+    """{metric: [|predicted / published - 1| for each run that prints it]} over rows (None: every run)."""
     out = {name: [] for name, _ in METRICS}
-    for run in runs():
+    for run in runs() if rows is None else rows:
         got = predict(run, profile)
         for name, col in METRICS:
             ref = _num(run[col])
