@@ -271,13 +271,19 @@ def _is_70b(model) -> bool:
 
 
 def _allows_quantization(t: Tensor) -> bool:
-    # tensor_allows_quantization: 2-D and 3-D weights only; no norms, no router.
+    # tensor_allows_quantization (src/llama-quant.cpp): 2-D and 3-D weights only; no norms, no router; Gemma
+    # 3n/4's per_layer_model_proj ("not too big so keep them as it is"), altup and laurel stay as converted;
+    # so do Mamba's and LFM2's short convolutions.
     return (
         len(t.ne) >= 2
         and t.name.endswith("weight")
         and "_norm.weight" not in t.name
         and "ffn_gate_inp.weight" not in t.name
         and "ssm_conv1d.weight" not in t.name  # linear attention's short convolution stays F32
+        and "shortconv.conv.weight" not in t.name
+        and "per_layer_model_proj" not in t.name
+        and "altup" not in t.name
+        and "laurel" not in t.name
     )
 
 

@@ -55,7 +55,10 @@ def _layer_plan(m: Model, quant) -> tuple:
         head_rows: dict = {}
         plan = quantize_plan(m, quant)
         tied = not any(r["cls"] == "output" for r in plan)
+        unread = m.unread_tensors()  # loaded, never read: memory only
         for r in plan:
+            if r["name"] in unread:
+                continue
             il, typ, n = r["layer"], r["type"], r["n_elements"]
             ne = r.get("ne") or (n,)
             nr = n / max(1, ne[0]) if len(ne) >= 2 else 0  # norms and biases: added, not multiplied
