@@ -70,7 +70,8 @@ def test_file_size(row):
 
 
 def test_the_new_architectures_have_published_files():
-    assert {"glm-4.7-flash", "qwen3.5-27b", "qwen3.6-35b-a3b"} <= {r["model_key"] for r in STANDARD} & NEW_ARCHS
+    have = {r["model_key"] for r in STANDARD} & NEW_ARCHS
+    assert {"glm-4.7-flash", "qwen3.5-27b", "qwen3.6-35b-a3b", "lfm2.5-2.6b", "gemma-4-26b-a4b"} <= have
 
 
 @pytest.mark.parametrize("row", MIXED, ids=lambda r: f"{r['model_key']}-{r['file_quant']}-{r['hf_repo'].split('/')[0]}")
@@ -153,3 +154,13 @@ def test_gemma4_tensor_inventory_as_llama_cpp_loads_it():
     assert sum(t.n_elements for t in e4b.tensors() if t.name in unread) == 55_055_616
     types = {r["name"]: r["type"] for r in ggml.quantize_plan(e4b, "Q4_K_M", imatrix=False)}
     assert types["per_layer_model_proj.weight"] == "F16" and types["blk.0.proj.weight"] == "Q4_K"
+
+
+def test_short_convolutions_stay_f32_in_every_preset():
+    # conversion/base.py writes LFM2's shortconv.conv.weight in F32 (as it does ssm_conv1d) and llama-quantize
+    # never quantizes it (tensor_allows_quantization); its 3 columns would otherwise fall back to F16
+    m = pm.MODELS["lfm2.5-2.6b"]
+    for quant in ("Q4_0", "Q4_K_M", "Q8_0"):
+        conv = [r["type"] for r in ggml.quantize_plan(m, quant, imatrix=False) if "shortconv.conv." in r["name"]]
+        assert len(conv) == sum(type(x.mixer).__name__ == "ShortConv" for x in m.blocks) > 0
+        assert set(conv) == {"F32"}
