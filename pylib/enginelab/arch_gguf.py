@@ -295,7 +295,7 @@ def _attention(k, ts, il, n_embd, is_swa, window, chunked, kv_end, last_cache, u
         chunked=chunked and is_swa,
         kv_shared_from=shared_from,
         q_gate=q_gate,
-        v_from_k=has_k and shared_from < 0 and not _has(ts, "attn_v", "attn_qkv"),
+        v_from_k=has_k and not _has(ts, "attn_v", "attn_qkv"),
         qk_norm=_has(ts, "attn_q_norm"),
         fused_qkv=fused,
         qkv_bias="attn_q.bias" in ts or "attn_qkv.bias" in ts,
