@@ -527,6 +527,55 @@ def test_gguf_gemma4_like_swa_widths_shared_kv_and_ple(tmp_path):
     _roundtrip(tmp_path, blocks, "gemma4", keys, g=b.Globals(64, 32, True, per_layer_width=4))
 
 
+def test_gguf_gemma4_e_model_file_keeps_unread_kv_projections(tmp_path):
+    # Gemma 4 E-models' files hold attn_k/attn_v/attn_k_norm in the KV-shared blocks too: the reader still
+    # shares from attention.shared_kv_layers' first block on (llama_hparams::has_kv) and marks them unread;
+    # layer_output_scale and the expert branch's norms and scales read back as block traits
+    swa = b.Attention(4, 2, 8, 8, window=16, qk_norm=True)
+    glob = b.Attention(4, 1, 16, 16, qk_norm=True)
+    moe = b.MoEFFN(4, 2, 8, dense_width=48, merged_gate_up=True, branch_norms=True)
+    blocks = [
+        b.Block(swa, moe, post_norms=True, out_scale=True),
+        b.Block(glob, moe, post_norms=True, out_scale=True),
+        b.Block(b.Attention(4, 2, 8, 8, window=16, kv_shared_from=0, qk_norm=True, unused_kv_proj=True), moe,
+                post_norms=True, out_scale=True),
+        b.Block(b.Attention(4, 1, 16, 16, kv_shared_from=1, qk_norm=True, unused_kv_proj=True), moe,
+                post_norms=True, out_scale=True),
+        # a shared global block whose file holds attn_k only (V from K, attention_k_eq_v)
+        b.Block(b.Attention(4, 1, 16, 16, kv_shared_from=1, v_from_k=True, qk_norm=True, unused_kv_proj=True), moe,
+                post_norms=True, out_scale=True),
+    ]  # fmt: skip
+    keys = {
+        "attention.head_count": 4,
+        "attention.head_count_kv": [2, 1, 2, 1, 1],
+        "attention.key_length": 16,
+        "attention.value_length": 16,
+        "attention.key_length_swa": 8,
+        "attention.value_length_swa": 8,
+        "attention.sliding_window": 16,
+        "attention.sliding_window_pattern": [True, False, True, False, False],
+        "attention.shared_kv_layers": 3,
+        "embedding_length_per_layer_input": 4,
+        "expert_count": 4,
+        "expert_used_count": 2,
+        "context_length": 1024,
+    }
+    g = b.Globals(64, 32, True, per_layer_width=4, rope_freqs=8)
+    got = _roundtrip(tmp_path, blocks, "gemma4", keys, g=g)
+    names = {n for n, _ in b.tensors(got)}
+    assert {"blk.3.attn_k.weight", "blk.3.attn_v.weight", "blk.2.layer_output_scale.weight"} <= names
+    assert {"blk.0.pre_ffw_norm_2.weight", "blk.0.ffn_gate_inp.scale", "blk.0.ffn_down_exps.scale"} <= names
+    assert b.unread_tensor_names(got) == {
+        f"blk.{il}.{t}.weight" for il in (2, 3, 4) for t in ("attn_k", "attn_v", "attn_k_norm")
+    }
+    assert "blk.4.attn_v.weight" not in names  # named unread, held by no file: nothing counts it
+    # the shared blocks keep no cache and their unread projections are no per-token work
+    assert [sum(b.kv_elements_per_token(x)) for x in got.blocks] == [2 * 2 * 8, 2 * 16, 0, 0, 0]
+    assert b.active_weight_elements(got.blocks[2], 2, 32) < b.active_weight_elements(got.blocks[0], 0, 32)
+    with pytest.raises(ValueError, match="^unused_kv_proj"):
+        b.Attention(4, 2, 8, 8, unused_kv_proj=True)  # a block with its own cache reads its projections
+
+
 def test_gguf_mla_with_indexer_and_moe_shared(tmp_path):
     att = b.Attention(4, 1, 24, 16, kv_lora_rank=32, rope_dim=8, q_lora_rank=16, indexer_head_dim=16, n_indexer_head=2)
     blocks = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import perf_model as pm
-from enginelab import calibration, hybrid_calibration, measured
+from enginelab import calibration, ggml, hybrid_calibration, measured
 
 ROOT = Path(__file__).resolve().parents[1]
 F32 = 4
@@ -174,3 +174,27 @@ def test_the_scan_row_lowers_the_held_out_prefill_error(held_out, family):
     )
     assert with_row["median"] < without["median"]
     assert abs(with_row["bias"]) < abs(without["bias"])
+
+
+def test_a_short_convolution_is_recurrent_state_but_no_scan():
+    # ggml's ssm_conv is a 3-tap dot product per token and channel with no carried state: CUDA/HIP split a long
+    # micro-batch into 32-token chunks across thread blocks, Vulkan runs one invocation per token and channel. A
+    # short-conv block keeps a decode state (rec_blocks) but adds no sequential prefill steps; a delta-net does.
+    lfm2 = pm.MODELS["lfm2.5-2.6b"]
+    n_conv = sum(type(x.mixer).__name__ == "ShortConv" for x in lfm2.blocks)
+    w = pm._prefill_work(_on_gpu(lfm2), 0, 512)["gpu"]
+    assert (w.rec_blocks, w.rec_steps) == (n_conv, 0.0) and n_conv == 22
+    q = pm._prefill_work(_on_gpu(_qwen35_08b()), 0, 512)["gpu"]
+    assert q.rec_steps == 18 * 512
+
+
+def test_lfm2_12b_published_files_differ_by_our_tensor_bytes():
+    # LiquidAI/LFM2-1.2B-GGUF's Q4_K_M and Q4_0 are 730,893,248 and 695,749,568 bytes (exact sizes in a public
+    # GitHub model list, code index file id 71187888670): one header, so the files differ by their tensors alone,
+    # and our rules (no imatrix) give that difference to the byte; llama-bench prints 694.76 MiB for the Q4_K_M's
+    # tensors, which also needs the short convolutions in F32 (F16 would be 0.12 MiB less)
+    m, _ = hybrid_calibration.model_for("lfm2", "1.17")
+    assert hybrid_calibration.family(m) == "short conv"
+    ours = {q: sum(r["bytes"] for r in ggml.quantize_plan(m, q, imatrix=False)) for q in ("Q4_K_M", "Q4_0")}
+    assert 730_893_248 - ours["Q4_K_M"] == 695_749_568 - ours["Q4_0"]
+    assert round(ours["Q4_K_M"] / 2**20, 2) == 694.76

@@ -70,7 +70,8 @@ def test_file_size(row):
 
 
 def test_the_new_architectures_have_published_files():
-    assert {"glm-4.7-flash", "qwen3.5-27b", "qwen3.6-35b-a3b"} <= {r["model_key"] for r in STANDARD} & NEW_ARCHS
+    have = {r["model_key"] for r in STANDARD} & NEW_ARCHS
+    assert {"glm-4.7-flash", "qwen3.5-27b", "qwen3.6-35b-a3b", "lfm2.5-2.6b", "gemma-4-26b-a4b"} <= have
 
 
 @pytest.mark.parametrize("row", MIXED, ids=lambda r: f"{r['model_key']}-{r['file_quant']}-{r['hf_repo'].split('/')[0]}")
@@ -100,8 +101,10 @@ def test_moe_files_within_two_percent_by_tensor_data_alone():
 
 
 def test_printed_sizes_table_is_sourced():
-    assert {r["model_key"] for r in PRINTED} == {"mixtral-8x7b", "glm-4.5-air", "qwen3.5-27b"}
+    keys = {r["model_key"] for r in PRINTED}
+    assert {"mixtral-8x7b", "glm-4.5-air", "qwen3.5-27b", "gemma-4-31b", "gemma-4-26b-a4b", "gemma-4-e4b"} <= keys
     assert all(r["source"].startswith("https://") for r in PRINTED)
+    assert all(r["size_bytes"] == "" or int(r["size_bytes"]) > 0 for r in PRINTED)
 
 
 @pytest.mark.parametrize("row", PRINTED, ids=lambda r: f"{r['model_key']}-{r['quant']}")
@@ -119,3 +122,45 @@ def test_model_size_as_llama_cpp_printed_it(row):
     # the printed value is rounded; 0.1% is well below the smallest rule change tested here (attn_output
     # Q4_K -> Q5_K in Mixtral's Q3_K_M: 0.06 GiB of 20.9, 0.3%)
     assert total / GIB == pytest.approx(float(row["size_gib"]), rel=0.001)
+    if row["size_bytes"]:  # llama-bench -o json prints the byte count itself: the tensors to the byte
+        assert total == int(row["size_bytes"])
+
+
+def _type_counts(m, quant) -> dict:
+    counts: dict = {}
+    for r in ggml.quantize_plan(m, quant, imatrix=False, file=True):
+        counts[r["type"]] = counts.get(r["type"], 0) + 1
+    return counts
+
+
+def test_gemma4_tensor_inventory_as_llama_cpp_loads_it():
+    # lmstudio-community's gemma-4-26B-A4B-it-Q4_K_M.gguf as llama.cpp's loader counts it
+    # (https://github.com/scrya-com/rotorquant/issues/9): besides the weights, every block has its two post
+    # norms, a layer_output_scale, the router's input scale, a per-expert output scale and the three norms of
+    # the expert branch (392 F32 in all, with rope_freqs); the experts' 704 and the dense FFN's 2,112 columns
+    # are no multiple of 256, so ffn_down falls back to Q5_0 (Q4_K) and Q8_0 (Q6_K)
+    assert _type_counts(pm.MODELS["gemma-4-26b-a4b"], "Q4_K_M") == {
+        "F32": 392, "Q5_0": 32, "Q8_0": 28, "Q4_K": 192, "Q6_K": 14,
+    }  # fmt: skip
+    # bartowski's gemma-4-31B-it-Q8_0.gguf: "833 tensors" (https://github.com/ggml-org/llama.cpp/pull/21760)
+    assert len(pm.MODELS["gemma-4-31b"].tensors()) == 833
+    # Gemma 4 E4B: 7,518,069,290 parameters (llama-bench, gemma-4-E4B-it-Q4_K_M.gguf, a public benchmark
+    # note): the 18 KV-shared blocks still hold attn_k, attn_v and attn_k_norm (55,055,616 of them), which
+    # llama.cpp loads and never reads; per_layer_model_proj stays BF16 (tensor_allows_quantization), as the
+    # one bf16 tensor of the E2B's load log shows (https://github.com/animehacker/llama-turboquant/issues/3)
+    e4b = pm.MODELS["gemma-4-e4b"]
+    assert e4b.total_params() == 7_518_069_290
+    unread = e4b.unread_tensors()
+    assert sum(t.n_elements for t in e4b.tensors() if t.name in unread) == 55_055_616
+    types = {r["name"]: r["type"] for r in ggml.quantize_plan(e4b, "Q4_K_M", imatrix=False)}
+    assert types["per_layer_model_proj.weight"] == "F16" and types["blk.0.proj.weight"] == "Q4_K"
+
+
+def test_short_convolutions_stay_f32_in_every_preset():
+    # conversion/base.py writes LFM2's shortconv.conv.weight in F32 (as it does ssm_conv1d) and llama-quantize
+    # never quantizes it (tensor_allows_quantization); its 3 columns would otherwise fall back to F16
+    m = pm.MODELS["lfm2.5-2.6b"]
+    for quant in ("Q4_0", "Q4_K_M", "Q8_0"):
+        conv = [r["type"] for r in ggml.quantize_plan(m, quant, imatrix=False) if "shortconv.conv." in r["name"]]
+        assert len(conv) == sum(type(x.mixer).__name__ == "ShortConv" for x in m.blocks) > 0
+        assert set(conv) == {"F32"}

@@ -10,6 +10,8 @@ This module imports enginelab.checks and enginelab.blocks only.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .blocks import (
     MAX_CONTEXT,
     MAX_CONV_KERNEL,
@@ -356,9 +358,13 @@ def _gemma4(c: _Cfg, ctx: _Ctx) -> BlockModel:
     load_arch_tensors. Sliding blocks: num_key_value_heads x head_dim (attention.key_length_swa); global
     blocks: num_global_key_value_heads x global_head_dim (attention.key_length), with V from K's projection
     when attention_k_eq_v. The last num_kv_shared_layers blocks keep no cache (n_layer_kv_from_start) and
-    read the last earlier block of their kind's. Per-layer embeddings of hidden_size_per_layer_input per
-    block (E-models). MoE blocks (enable_moe_block) run the dense FFN beside the experts; KV-shared blocks
-    get a double-wide FFN when use_double_wide_mlp."""
+    read the last earlier block of their kind's; their files still hold their own k_proj/v_proj (the
+    checkpoint keeps them; llama.cpp loads them, TENSOR_NOT_REQUIRED, and never reads them). Per-layer
+    embeddings of hidden_size_per_layer_input per block (E-models). Every block has a norm after the
+    attention and after the FFN and a layer_output_scale; the converter adds a rope_freqs tensor of
+    global_head_dim / 2 factors (conversion/gemma.py generate_extra_tensors). MoE blocks (enable_moe_block)
+    run the dense FFN beside the experts, with their own norms and scales; KV-shared blocks get a double-wide
+    FFN when use_double_wide_mlp."""
     n = c.int("num_hidden_layers")
     c.int("hidden_size")
     heads = c.int("num_attention_heads", hi=MAX_HEADS)
@@ -390,14 +396,23 @@ def _gemma4(c: _Cfg, ctx: _Ctx) -> BlockModel:
             shared_from = last_of_kind[s]
         else:
             last_of_kind[s] = il
+        unused = shared_from >= 0
         if s:
-            att = Attention(heads, kv, hd, hd, window=win, kv_shared_from=shared_from, qk_norm=True)
+            att = Attention(
+                heads, kv, hd, hd, window=win, kv_shared_from=shared_from, qk_norm=True, unused_kv_proj=unused
+            )
         else:
-            att = Attention(heads, gkv, ghd, ghd, kv_shared_from=shared_from, v_from_k=k_eq_v, qk_norm=True)
+            att = Attention(
+                heads, gkv, ghd, ghd, kv_shared_from=shared_from, v_from_k=k_eq_v, qk_norm=True, unused_kv_proj=unused
+            )
         width = ff * 2 if double and il >= first_shared else ff
-        ffn = MoEFFN(n_exp, used, exp_w, dense_width=width, merged_gate_up=True) if moe else DenseFFN(width)
-        blocks.append(Block(att, ffn))
-    return BlockModel(_globals(c, True, ple), tuple(blocks))
+        if moe:
+            ffn = MoEFFN(n_exp, used, exp_w, dense_width=width, merged_gate_up=True, branch_norms=True)
+        else:
+            ffn = DenseFFN(width)
+        blocks.append(Block(att, ffn, post_norms=True, out_scale=True))
+    g = _globals(c, True, ple)
+    return BlockModel(replace(g, rope_freqs=ghd // 2), tuple(blocks))
 
 
 def _mamba2(c: _Cfg, heads_key, head_dim_key, groups_key, state_key, conv_key, expand_key=None) -> Recurrent:

@@ -2,8 +2,9 @@
 
 Each block's tensors decide its mixer and FFN, as llama.cpp's loaders create them:
   attn_kv_a_mqa                       MLA attention (kv_lora_rank = its width - rope.dimension_count)
-  attn_q / attn_qkv (+ attn_k, attn_v) attention; no attn_k: a block reading an earlier block's cache
-                                      (attention.shared_kv_layers); no attn_v: V from K's projection
+  attn_q / attn_qkv (+ attn_k, attn_v) attention; a block from attention.shared_kv_layers' first on reads
+                                      an earlier block's cache (any attn_k/attn_v it holds are unread);
+                                      no attn_v: V from K's projection
   ssm_conv1d_q/k/v                    Kimi's KDA (kda.head_dim)
   ssm_in + ssm_d, ssm_x               Mamba-2 / Mamba-1 (ssm.*)
   ssm_conv1d + ssm_beta/ssm_ba/ssm_alpha  a gated delta net (ssm.*)
@@ -197,7 +198,7 @@ def read_gguf_blocks(source) -> BlockModel:
         norm = "ffn_norm"
         if not isinstance(ffn, NoFFN) and not post and not _has(ts, "ffn_norm") and _has(ts, "post_attention_norm"):
             norm = "post_attention_norm"  # gpt-oss, GLM-4.5, Qwen3-Next name their pre-FFN norm so
-        blocks.append(Block(mixer, ffn, post_norms=post, ffn_norm_name=norm))
+        blocks.append(Block(mixer, ffn, post_norms=post, ffn_norm_name=norm, out_scale=_has(ts, "layer_output_scale")))
     return BlockModel(g, tuple(blocks), arch=arch, unknown=tuple(unknown))
 
 
@@ -275,12 +276,13 @@ def _attention(k, ts, il, n_embd, is_swa, window, chunked, kv_end, last_cache, u
         q_gate = True  # attn_q also holds the output gate (Qwen3-Next, Qwen3.5)
     has_k = _has(ts, "attn_k", "attn_qkv")
     shared_from = -1
-    if not has_k:
-        src = last_cache.get(is_swa)
-        if il >= kv_end and src is not None:
-            shared_from = src
-        else:
-            check(False, "tensors", f"block {il} has attention without attn_k and no earlier cache to share")
+    src = last_cache.get(is_swa)
+    if il >= kv_end and src is not None:
+        # past attention.shared_kv_layers' first block (llama_hparams::has_kv): no cache of its own, whatever
+        # projections the file still holds (Gemma 4's E-models keep attn_k and attn_v; llama.cpp never reads them)
+        shared_from = src
+    elif not has_k:
+        check(False, "tensors", f"block {il} has attention without attn_k and no earlier cache to share")
     if n_kv == 0:
         n_kv = n_head
         unknown.append(f"block {il}: attention.head_count_kv is 0 in an attention block: read as head_count")
@@ -299,6 +301,7 @@ def _attention(k, ts, il, n_embd, is_swa, window, chunked, kv_end, last_cache, u
         qkv_bias="attn_q.bias" in ts or "attn_qkv.bias" in ts,
         out_bias="attn_output.bias" in ts,
         sinks=_has(ts, "attn_sinks"),
+        unused_kv_proj=shared_from >= 0 and has_k,
     )
     if shared_from < 0:
         last_cache[is_swa] = il
@@ -395,6 +398,7 @@ def _ffn(k: _Keys, ts: dict, il: int, unknown: list):
             expert_bias=any(x.endswith("_exps.bias") for x in ts),
             shared_gate=sw > 0 and _has(ts, "ffn_gate_inp_shexp"),
             routing_bias="exp_probs_b.bias" in ts or "exp_probs_b" in ts,
+            branch_norms=_has(ts, "pre_ffw_norm_2"),
         )
     up = _shape(ts, "ffn_up")
     if up is not None:

@@ -89,6 +89,10 @@ class Attention:
     qkv_bias: bool = False  # the q, k and v projections carry biases (Qwen2, gpt-oss, GLM-4.5)
     out_bias: bool = False  # attn_output carries a bias (gpt-oss)
     sinks: bool = False  # one learned attention-sink logit per head, attn_sinks (gpt-oss)
+    # a block sharing another's cache whose file still holds its own attn_k, attn_v and attn_k_norm: Gemma 4's
+    # E-models keep k_proj/v_proj in every layer, llama.cpp loads them (gemma4.cpp: TENSOR_NOT_REQUIRED) and
+    # its graph never reads them (hparams.has_kv(il) is false)
+    unused_kv_proj: bool = False
 
     def __post_init__(self):
         _int(self, "n_head", 1, MAX_HEADS)
@@ -102,8 +106,15 @@ class Attention:
         _int(self, "q_lora_rank", 0, MAX_LORA_RANK)
         _int(self, "indexer_head_dim", 0, MAX_HEAD_DIM)
         _int(self, "n_indexer_head", 0, MAX_HEADS)
-        for name in ("chunked", "q_gate", "v_from_k", "qk_norm", "fused_qkv", "qkv_bias", "out_bias", "sinks"):
+        for name in (
+            "chunked", "q_gate", "v_from_k", "qk_norm", "fused_qkv", "qkv_bias", "out_bias", "sinks", "unused_kv_proj"
+        ):  # fmt: skip
             _bool(self, name)
+        check(
+            not self.unused_kv_proj or self.kv_shared_from >= 0,
+            "unused_kv_proj",
+            "only a block that shares another's cache can hold projections it does not use",
+        )
         check(
             self.n_head % self.n_head_kv == 0,
             "n_head_kv",
@@ -239,6 +250,10 @@ class MoEFFN:
     shared_gate: bool = False  # the shared expert's own sigmoid gate, ffn_gate_inp_shexp (Qwen2-MoE, Qwen3-Next)
     routing_bias: bool = False  # exp_probs_b: the router's score-correction bias (DeepSeek V3's noaux_tc, GLM-4.5)
     mxfp4: bool = False  # the experts are released, and converted, as MXFP4 (gpt-oss)
+    # Gemma 4's experts beside a dense FFN: the router's input scale (ffn_gate_inp.scale), one output scale per
+    # expert (ffn_down_exps.scale) and a norm before the expert branch and after each branch (pre_ffw_norm_2,
+    # post_ffw_norm_1, post_ffw_norm_2); src/models/gemma4.cpp load_arch_tensors
+    branch_norms: bool = False
 
     def __post_init__(self):
         _int(self, "n_expert", 1, MAX_EXPERTS)
@@ -248,7 +263,9 @@ class MoEFFN:
         _int(self, "shared_width", 0, MAX_INTERMEDIATE)
         _int(self, "dense_width", 0, MAX_INTERMEDIATE)
         _bool(self, "gated")
-        for name in ("merged_gate_up", "router_bias", "expert_bias", "shared_gate", "routing_bias", "mxfp4"):
+        for name in (
+            "merged_gate_up", "router_bias", "expert_bias", "shared_gate", "routing_bias", "mxfp4", "branch_norms"
+        ):  # fmt: skip
             _bool(self, name)
         check(not self.shared_gate or self.shared_width, "shared_gate", "needs a shared expert")
         check(
@@ -285,11 +302,13 @@ class Block:
     ffn_norm_name: str = (
         "ffn_norm"  # the pre-FFN norm's GGUF name (post_attention_norm in gpt-oss, GLM-4.5, Qwen3-Next)
     )
+    out_scale: bool = False  # one learned scalar on the block's output, layer_output_scale (Gemma 4)
 
     def __post_init__(self):
         check(isinstance(self.mixer, MIXERS), "mixer", f"must be a blocks mixer, got {brief(self.mixer)}")
         check(isinstance(self.ffn, FFNS), "ffn", f"must be a blocks FFN, got {brief(self.ffn)}")
         _bool(self, "post_norms")
+        _bool(self, "out_scale")
         check(
             isinstance(self.ffn_norm_name, str) and self.ffn_norm_name in FFN_NORM_NAMES,
             "ffn_norm_name",
@@ -431,7 +450,7 @@ def mixer_tensors(m, il: int, n_embd: int) -> list:
             out.append(_t(il, "attn_q.weight", n_embd, q_rows))
             if m.qkv_bias:
                 out.append(_t(il, "attn_q.bias", q_rows))
-            if m.kv_shared_from < 0:
+            if m.kv_shared_from < 0 or m.unused_kv_proj:
                 out.append(_t(il, "attn_k.weight", n_embd, m.n_head_kv * hk))
                 if m.qkv_bias:
                     out.append(_t(il, "attn_k.bias", m.n_head_kv * hk))
@@ -441,7 +460,7 @@ def mixer_tensors(m, il: int, n_embd: int) -> list:
                         out.append(_t(il, "attn_v.bias", m.n_head_kv * hv))
         if m.qk_norm and not m.kv_lora_rank:
             out.append(_t(il, "attn_q_norm.weight", hk))
-            if m.kv_shared_from < 0:
+            if m.kv_shared_from < 0 or m.unused_kv_proj:
                 out.append(_t(il, "attn_k_norm.weight", hk))
         out.append(_t(il, "attn_output.weight", m.n_head * hv, n_embd))
         if m.out_bias:
@@ -558,6 +577,14 @@ def ffn_tensors(f, il: int, n_embd: int, norm: str = "ffn_norm") -> list:
             if f.expert_bias:
                 out.append(_t(il, "ffn_up_exps.bias", w, e))
         out.append(_t(il, "ffn_down_exps.weight", w, n_embd, e))
+        if f.branch_norms:
+            out += [
+                _t(il, "ffn_gate_inp.scale", n_embd),
+                _t(il, "ffn_down_exps.scale", e),
+                _t(il, "pre_ffw_norm_2.weight", n_embd),
+                _t(il, "post_ffw_norm_1.weight", n_embd),
+                _t(il, "post_ffw_norm_2.weight", n_embd),
+            ]
         if f.expert_bias:
             out.append(_t(il, "ffn_down_exps.bias", n_embd, e))
         if f.shared_width:
@@ -576,7 +603,20 @@ def block_tensors(block: Block, il: int, n_embd: int) -> list:
     out = mixer_tensors(block.mixer, il, n_embd)
     if block.post_norms:
         out += [_t(il, "post_attention_norm.weight", n_embd), _t(il, "post_ffw_norm.weight", n_embd)]
+    if block.out_scale:
+        out.append(_t(il, "layer_output_scale.weight", 1))
     return out + ffn_tensors(block.ffn, il, n_embd, block.ffn_norm_name)
+
+
+def unread_tensor_names(bm: BlockModel) -> frozenset:
+    """Tensors llama.cpp loads but no forward pass reads: the K/V projections a cache-sharing block still holds
+    (Attention.unused_kv_proj). They take memory, not decode or prefill work."""
+    out = set()
+    for il, blk in enumerate(bm.blocks):
+        m = blk.mixer
+        if isinstance(m, Attention) and m.unused_kv_proj:
+            out |= {f"blk.{il}.attn_k.weight", f"blk.{il}.attn_v.weight", f"blk.{il}.attn_k_norm.weight"}
+    return frozenset(out)
 
 
 def global_tensors(g: Globals, n_layer: int) -> list:
@@ -618,10 +658,15 @@ def _is_expert(name: str) -> bool:
 
 
 def active_weight_elements(block: Block, il: int, n_embd: int) -> int:
-    """Weights one token reads in this block: all but the experts it does not use."""
+    """Weights one token reads in this block: all but the experts it does not use (and the K/V projections of a
+    cache-sharing block, which it never reads)."""
     total = 0
     f = block.ffn
+    m = block.mixer
+    unread = ("attn_k.weight", "attn_v.weight", "attn_k_norm.weight")
     for name, shape in block_tensors(block, il, n_embd):
+        if isinstance(m, Attention) and m.unused_kv_proj and name.endswith(unread):
+            continue
         n = n_elements(shape)
         if _is_expert(name) and isinstance(f, MoEFFN):
             n = n // f.n_expert * f.n_expert_used

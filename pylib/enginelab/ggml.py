@@ -271,16 +271,19 @@ def _is_70b(model) -> bool:
 
 
 def _allows_quantization(t: Tensor) -> bool:
-    # tensor_allows_quantization: 2-D and 3-D weights only; no norms, no router.
+    # tensor_allows_quantization (src/llama-quant.cpp): 2-D and 3-D weights only; no norms, no router; Gemma
+    # 3n/4's per_layer_model_proj ("not too big so keep them as it is"), altup and laurel stay as converted;
+    # so do the SSM / linear-attention convolutions (ssm_conv1d, Kimi's ssm_conv1d_q/k/v) and LFM2's short one.
     return (
         len(t.ne) >= 2
         and t.name.endswith("weight")
         and "_norm.weight" not in t.name
         and "ffn_gate_inp.weight" not in t.name
-        # llama-quant.cpp: the SSM / linear attention convolutions (ssm_conv1d, Kimi's ssm_conv1d_q/k/v) and
-        # LFM2's short convolution stay F32
         and "ssm_conv1d" not in t.name
         and "shortconv.conv.weight" not in t.name
+        and "per_layer_model_proj" not in t.name
+        and "altup" not in t.name
+        and "laurel" not in t.name
     )
 
 

@@ -77,6 +77,25 @@ _NEMOTRON_NANO_9B_V2 = {
     "mamba_head_dim": 80,
     "tie_word_embeddings": False,
 }
+# LiquidAI/LFM2-1.2B config.json (code index: test fixtures quoting it verbatim, file ids 59124207504 "read from the
+# Hub" and 68303452161, and three more with the same keys): 16 blocks, hidden 2048, 32 heads of 64, 8 KV heads,
+# block_ff_dim 12288 auto-adjusted to 8192, conv_L_cache 3, attention at full_attn_idxs [2, 5, 8, 10, 12, 14] (here
+# as layer_types, the form the lfm2 reader reads), vocabulary 65536, tied; 1.17 B as llama-bench prints it
+_LFM2_12B = {
+    "model_type": "lfm2",
+    "hidden_size": 2048,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "block_ff_dim": 12288,
+    "block_auto_adjust_ff_dim": True,
+    "block_ffn_dim_multiplier": 1.0,
+    "block_multiple_of": 256,
+    "conv_L_cache": 3,
+    "layer_types": ["full_attention" if il in (2, 5, 8, 10, 12, 14) else "conv" for il in range(16)],
+    "vocab_size": 65536,
+    "tie_word_embeddings": True,
+}
 CONFIGS = {
     ("qwen35", "0.75"): _QWEN35_08B,
     ("qwen35", "8.95"): _QWEN35_9B,
@@ -86,6 +105,7 @@ CONFIGS = {
     ("nemotron_h_moe", "31.58"): "nemotron-3-nano-30b-a3b",
     ("nemotron_h", "8.89"): _NEMOTRON_NANO_9B_V2,
     ("lfm2", "2.70"): "lfm2.5-2.6b",
+    ("lfm2", "1.17"): _LFM2_12B,
 }
 # the size labels of pull-request tables (compare-llama-bench prints no params column)
 LABELS = {
@@ -96,6 +116,7 @@ LABELS = {
     ("qwen3next", "80B.A3B"): "79.67",
     ("nemotron_h_moe", "31B.A3.5B"): "31.58",
     ("nemotron_h", "9B"): "8.89",
+    ("lfm2", "1.2B"): "1.17",
 }
 SIZE_TOLERANCE = 0.15  # a UD file against llama-quantize's preset of the same name (5-8% in the runs read)
 

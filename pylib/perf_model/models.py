@@ -238,11 +238,17 @@ class Model:
     def total_params(self) -> int:
         return sum(t.n_elements for t in self.tensors())
 
+    def unread_tensors(self) -> frozenset:
+        """Names of the tensors llama.cpp loads (memory) but no forward pass reads (no work): the K/V projections
+        of a cache-sharing block whose file still holds them (enginelab.blocks.unread_tensor_names)."""
+        return _blocks.unread_tensor_names(self.block_model)
+
     def active_params(self) -> int:
-        """Parameters one token touches: experts scaled by used/total, no embedding table."""
+        """Parameters one token touches: experts scaled by used/total, no embedding table, nothing unread."""
         n = 0
+        unread = self.unread_tensors()
         for t in self.tensors():
-            if t.cls == "token_embd":
+            if t.cls == "token_embd" or t.name in unread:
                 continue
             n += _active_elements(self, t)
         return n

@@ -132,9 +132,10 @@ def _layer_parts(m: Model, quant) -> tuple:
              "n_out": 0, "n_mat": 0}
             for _ in range(m.n_layers)
         ]  # fmt: skip
+        unread = m.unread_tensors()  # loaded, never multiplied: not the kernels' work
         for r in quantize_plan(m, quant):
             il, cls = r["layer"], r["cls"]
-            if il < 0:
+            if il < 0 or r["name"] in unread:
                 continue
             b = blocks[il]
             part = "exp" if cls.endswith("_exps") else "small" if cls in ("norm", "bias") else "mat"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from enginelab.blocks import ShortConv
 from enginelab.checks import check_int, is_int
 
 from .catalog import get_model
@@ -33,7 +34,8 @@ class Work:
     rows_by_type: tuple = ()  # ((ggml type, matrix rows multiplied), ...): one dot product each per token
     expert_weights_by_type: tuple = ()  # MoE: the part of weights_by_type in routed experts (MUL_MAT_ID kernels)
     rec_blocks: int = 0  # blocks with a recurrent mixer (linear attention, SSM, short conv) that run here
-    rec_steps: float = 0.0  # their sequential token steps in this pass: blocks x tokens (decode: blocks, one step)
+    rec_steps: float = 0.0  # sequential token steps in this pass: scanning blocks (not short convolutions) x tokens
+    # (decode: those blocks, one step each)
 
     @property
     def bytes(self) -> float:
@@ -55,7 +57,10 @@ def _layer_plan(m: Model, quant) -> tuple:
         head_rows: dict = {}
         plan = quantize_plan(m, quant)
         tied = not any(r["cls"] == "output" for r in plan)
+        unread = m.unread_tensors()  # loaded, never read: memory only
         for r in plan:
+            if r["name"] in unread:
+                continue
             il, typ, n = r["layer"], r["type"], r["n_elements"]
             ne = r.get("ne") or (n,)
             nr = n / max(1, ne[0]) if len(ne) >= 2 else 0  # norms and biases: added, not multiplied
@@ -275,6 +280,7 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     plan = _kv_plan(m, p.kv_type)
     af = {"gpu": 0.0, "cpu": 0.0}
     nrec = {"gpu": 0, "cpu": 0}
+    nscan = {"gpu": 0, "cpu": 0}
     pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
@@ -282,6 +288,8 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
         if kind == 2:
             af[dev] += rec_per * u  # linear attention: a fixed cost per token, no pairs
             nrec[dev] += 1
+            if not isinstance(m.blocks[il].mixer, ShortConv):
+                nscan[dev] += 1
         elif kind < 2:
             if win not in pairs:
                 pairs[win] = _causal_pairs_window(win, start, start + u)
@@ -289,8 +297,9 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     out = {}
     for s in ("gpu", "cpu"):
         w, f, layers, types, x, xf, mx, rows, et = static[s]
-        # llama.cpp's scan kernels walk the micro-batch's tokens in order: u steps per recurrent block
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et, nrec[s], float(nrec[s] * u))
+        # llama.cpp's scan kernels walk the micro-batch's tokens in order: u steps per scanning block (a short
+        # convolution's ssm_conv has none: enginelab.measured.recurrent)
+        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et, nrec[s], float(nscan[s] * u))
     return out
 
 
@@ -393,7 +402,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
 
     def acc():
-        zero = {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "x": 0.0, "mx": 0, "rec": 0}
+        zero = {"w": 0.0, "kv": 0.0, "f": 0.0, "af": 0.0, "layers": 0, "x": 0.0, "mx": 0, "rec": 0, "scan": 0}
         return {s: {**zero, "types": {}, "rows": {}, "et": {}} for s in sides}
 
     loc, spl = acc(), acc()
@@ -440,6 +449,8 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 ae["et"][typ] = ae["et"].get(typ, 0.0) + n * touched
         if plan[il][5] == 2:
             a["rec"] += 1
+            if not isinstance(m.blocks[il].mixer, ShortConv):
+                a["scan"] += 1  # a short convolution has no sequential scan (enginelab.measured.recurrent)
         if context is not None:  # decode: every sequence reads its KV (each kind of block its own, perf_model.timing)
             a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * tokens
             a["af"] += decode_attention_flops(m, il, context) * tokens
@@ -483,7 +494,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
                 rows_by_type=tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)),
                 expert_weights_by_type=tuple(sorted((t, n) for t, n in a["et"].items() if n > 0)),
                 rec_blocks=a["rec"],
-                rec_steps=float(a["rec"] * (1 if context is not None else tokens)),
+                rec_steps=float(a["scan"] * (1 if context is not None else tokens)),
             )
             for s, a in d.items()
         }

@@ -13,8 +13,13 @@ the matmuls. The update itself is sequential over a micro-batch's tokens: ggml-c
 "TODO: Add chunked kernel for even faster pre-fill" at its launch, and ssm_scan (ssm-scan.cu) loops over the
 tokens the same way, so a micro-batch of u tokens costs u dependent steps per recurrent block whatever the GPU's
 width (RTX 5090, Qwen3.5's 32 x 128 x 128 state: 279.6 µs for 512 tokens, 0.55 µs a step, PR #22587). scan_us is
-that step and Work.rec_steps counts them (blocks x tokens). LFM2's short convolution counts as a recurrent block
-too: its ssm_conv walks the tokens of the micro-batch, with no state update.
+that step and Work.rec_steps counts them (blocks x tokens). LFM2's short convolution has no such step: its ssm_conv
+is a d_conv-tap dot product per token and channel with no state carried between tokens, which ggml-cuda (HIP too)
+splits into 32-token chunks across thread blocks past 32 tokens (ssm-conv.cu, ssm_conv_long_token_f32) and Vulkan
+runs as one invocation per channel and token (vulkan-shaders/ssm_conv.comp). A short-conv block is recurrent in
+its decode state (Work.rec_blocks counts it) but adds no steps. On LFM2-1.2B's published prefill runs (RX 7900
+XTX, ROCm; data/calibration/hybrid_runs.csv) charging it scan steps put the estimates 25% and 43% below the
+measured rates.
 """
 
 from __future__ import annotations
