@@ -140,7 +140,7 @@ CASES = [
     ("decode_attention_flops", pm.decode_attention_flops, dict(model="qwen3-next-80b-a3b", il=0, context=4096),
      True),
     ("place (2025)", pm.place, dict(model="gemma-3-12b", machine="rtx3060", quant="Q4_K_M", n_ctx=8192, n_seq=4,
-                                    kv_unified=False), True),
+                                    kv_unified=False, swa_full=True), True),
     ("compute_buffer_bytes", pm.compute_buffer_bytes, dict(model=M8, n_ubatch=512, with_logits=True), True),
     ("roofline", pm.roofline, dict(device=pm.RTX_4090, bpw=4.5, batch=1), True),
     ("ridge_batch", pm.ridge_batch, dict(device=pm.RTX_4090, quant="Q4_K_M", model=None), True),

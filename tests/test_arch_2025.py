@@ -727,3 +727,29 @@ def test_swa_full_keeps_the_whole_context_in_windowed_blocks():
     assert full["swa"]["bytes"] == 4 * base["swa"]["bytes"] and full["full"] == base["full"]
     with pytest.raises(ValueError, match="^swa_full"):
         pm.kv_cells(m, il, 4096, swa_full="yes")
+
+
+def test_swa_full_placement_holds_and_reads_the_whole_context():
+    # Gemma 3 12B: 48 blocks (5 of 6 sliding, window 1024), 8 KV heads x 256, K and V in f16
+    per_token = 48 * 2 * 8 * 256 * 2
+    m = pm.MODELS["gemma-3-12b"]
+    windowed = pm.place(m, "rtx3090", "Q4_K_M", n_ctx=32768, profile="measured")
+    full = pm.place(m, "rtx3090", "Q4_K_M", n_ctx=32768, profile="measured", swa_full=True)
+    assert full.swa_full and not windowed.swa_full
+    assert full.gpu_kv == per_token * 32768  # every block keeps n_ctx cells, as a full-attention block does
+    assert windowed.gpu_kv == sum(r["bytes"] for r in pm.kv_allocation(m, 32768))
+    assert windowed.gpu_kv < full.gpu_kv / 4
+    # decode reads every cached token of every block (fattn-vec masks the old ones, it does not skip them)
+    ctx = 30000
+    assert pm.decode_step_time(full, context=ctx)["gpu_kv_bytes"] == per_token * ctx
+    assert pm.decode_step_time(windowed, context=ctx)["gpu_kv_bytes"] == 2 * 8 * 256 * 2 * (8 * ctx + 40 * 1024)
+    assert pm.decode_step_time(full, context=ctx)["total_s"] > pm.decode_step_time(windowed, context=ctx)["total_s"]
+    # within the window, nothing differs
+    assert pm.decode_step_time(full, context=900)["total_s"] == pm.decode_step_time(windowed, context=900)["total_s"]
+    assert pm.llama_server_command(full).endswith(" --swa-full")
+    assert "--swa-full" not in pm.llama_server_command(windowed)
+    # a model without sliding windows: the flag changes no byte
+    dense = pm.place("llama-3.1-8b", "rtx3090", "Q4_K_M", n_ctx=16384, swa_full=True)
+    assert dense.gpu_kv == pm.place("llama-3.1-8b", "rtx3090", "Q4_K_M", n_ctx=16384).gpu_kv
+    with pytest.raises(ValueError, match="^swa_full"):
+        pm.place(m, "rtx3090", "Q4_K_M", swa_full="yes")

@@ -159,6 +159,11 @@ def test_np_sizes_each_sequences_window(capsys):
     for n_seq, kv in want.items():
         d = run_json(capsys, "gemma-3-12b", "--machine", "rtx4090", "--ctx", "32768", "--np", n_seq)
         assert d["rows"][0]["fit"]["kv_bytes"] == kv
+    # --swa-full: the sliding layers keep every cell too, 32,768 x 48 layers; the command asks for it
+    d = run_json(capsys, "gemma-3-12b", "--machine", "rtx4090", "--ctx", "32768", "--swa-full")
+    assert d["settings"]["swa_full"] is True
+    assert d["rows"][0]["fit"]["kv_bytes"] == 32768 * 48 * per_cell
+    assert d["rows"][0]["command"].endswith(" --swa-full")
 
 
 def test_n_cpu_moe_keeps_the_experts_in_ram(capsys):

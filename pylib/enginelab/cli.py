@@ -15,7 +15,7 @@ It prints where llama.cpp would put the model (memory per device, the -ngl --fit
 speed (the measured profile's range of published runs with them), decode against context, and the
 llama-server command; --json prints the same numbers as one JSON object. The numbers come from the functions
 the calculator's Scenario calls (perf_model.place, decode_step_time, prefill_time, llama_server_command), with
-the calculator's 2,000-token conversation, plus what the calculator has no control for: -np and --build.
+the calculator's 2,000-token conversation, plus what the calculator has no control for: -np, --swa-full and --build.
 
 Bad input prints one line naming the argument and exits with 2; a model that does not fit is an answer (exit 0).
 """
@@ -51,6 +51,7 @@ ARG_NAMES = {
     "n_ctx": "--ctx",
     "n_gpu_layers": "--ngl",
     "n_seq": "--np",
+    "swa_full": "--swa-full",
     "kv_type": "--kv",
     "quant": "--quant",
     "build": "--build",
@@ -136,6 +137,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ngl", default="auto", help="-ngl: layers on the GPU, or auto (what --fit picks; the default)")
     p.add_argument("--n-cpu-moe", default="0", help="--n-cpu-moe: keep the experts of the first N layers in RAM")
     p.add_argument("--np", default="1", help="-np: parallel sequences, each with n_ctx/np of context (default 1)")
+    p.add_argument(
+        "--swa-full", action="store_true", help="--swa-full: sliding-window layers keep the whole context (default off)"
+    )
     p.add_argument("--profile", default="measured", help="measured (fitted on llama-bench runs; default) or course")
     p.add_argument("--build", default=None, help="the llama.cpp build the measured profile estimates (default today)")
     p.add_argument("--json", action="store_true", help="print one JSON object for scripts")
@@ -151,6 +155,7 @@ class Options:
     ngl: int | None  # None: auto
     n_cpu_moe: int
     np: int
+    swa_full: bool
     profile: str
     build: str | None
     json: bool
@@ -211,6 +216,7 @@ def options(ns) -> Options:
         ngl=ngl,
         n_cpu_moe=_int_arg(ns.n_cpu_moe, "--n-cpu-moe", 0, pm.MAX_LAYERS),
         np=_int_arg(ns.np, "--np", 1, pm.MAX_SEQ),
+        swa_full=bool(ns.swa_full),
         profile=profile,
         build=ns.build,
         json=ns.json,
@@ -685,6 +691,7 @@ def compute(src: Source, opts: Options) -> dict:
             n_gpu_layers=opts.ngl,
             n_cpu_moe=n_cpu_moe,
             n_seq=opts.np,
+            swa_full=opts.swa_full,
             profile=opts.profile,
         )
     except ValueError as e:
@@ -937,7 +944,18 @@ def _finite(obj):
     return obj
 
 
-OPTION_ARGS = ("--machine", "--quant", "--ctx", "--kv", "--ngl", "--n-cpu-moe", "--np", "--profile", "--build")
+OPTION_ARGS = (
+    "--machine",
+    "--quant",
+    "--ctx",
+    "--kv",
+    "--ngl",
+    "--n-cpu-moe",
+    "--np",
+    "--swa-full",
+    "--profile",
+    "--build",
+)
 
 
 def run(ns, opts: Options, fetch=None) -> dict:
@@ -965,6 +983,7 @@ def run(ns, opts: Options, fetch=None) -> dict:
                 "n_gpu_layers": "auto" if opts.ngl is None else opts.ngl,
                 "n_cpu_moe": opts.n_cpu_moe,
                 "n_parallel": opts.np,
+                "swa_full": opts.swa_full,
                 "profile": opts.profile,
                 "build": opts.build or "today",
                 "tokens": TOKENS,

@@ -799,4 +799,6 @@ def llama_server_command(p, n_parallel=None, flash_attn: str = "on") -> str:
         parts += ["-ub", str(p.n_ubatch)]
     if n_parallel:
         parts += ["-np", str(n_parallel)]
+    if p.swa_full:
+        parts += ["--swa-full"]
     return " ".join(parts)

@@ -115,7 +115,7 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
         return windowed[w]
 
     n_seq = len(contexts) + len(chunks)
-    counts = _kind_counts(p, _kv_plan(m, p.kv_type))
+    counts = _kind_counts(p, _kv_plan(m, p.kv_type, p.swa_full))
     kv = {"gpu": 0.0, "cpu": 0.0}
     af = {"gpu": 0.0, "cpu": 0.0}
     nrec = {"gpu": 0, "cpu": 0}

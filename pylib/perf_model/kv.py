@@ -261,10 +261,10 @@ def kv_layer_bytes(
 _KV_LAYERS_CACHE: dict = {}
 
 
-def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq=0) -> list:
+def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq=0, swa_full=False) -> list:
     """[kv_layer_bytes(model, il, ...) for every block]: each kind of block computed once (every block of a kind
     allocates the same), memoised per arguments."""
-    key = (model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
+    key = (model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq, swa_full)
     try:
         hit = _KV_LAYERS_CACHE.get(key)
     except TypeError:  # an unhashable argument: kv_layer_bytes says what is wrong with it
@@ -276,7 +276,9 @@ def _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_se
         for il, (kind, elems, w, _src, rs) in enumerate(_block_info(model)):
             sig = (kind, elems, w, rs)  # blocks alike allocate alike
             if sig not in by_kind:
-                by_kind[sig] = kv_layer_bytes(model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
+                by_kind[sig] = kv_layer_bytes(
+                    model, il, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq, swa_full
+                )
             hit.append(by_kind[sig])
         if key is not None:
             if len(_KV_LAYERS_CACHE) >= WORK_CACHE_MAX:
@@ -366,13 +368,15 @@ _KV_PLAN_CACHE: dict = {}
 KIND_FULL, KIND_WINDOW, KIND_RECURRENT, KIND_NONE = 0, 1, 2, 3
 
 
-def _kv_plan(m: Model, kv_type: str) -> tuple:
+def _kv_plan(m: Model, kv_type: str, swa_full: bool = False) -> tuple:
     """Per (model, KV type), what decode_kv_read_bytes and decode_attention_flops multiply, one entry per block:
     (bytes per cached token it reads, FLOPs per cached token, window (0: every token), a recurrent block's
     bytes moved and FLOPs per token, kind: KIND_FULL, KIND_WINDOW, KIND_RECURRENT or KIND_NONE). A block that
     shares an earlier block's cache reads that cache. Decode at many contexts (the decode curve) reads it
-    once."""
-    key = (m, kv_type)
+    once. swa_full (llama.cpp's --swa-full): a sliding-window block keeps every cell, and its attention reads
+    them all: ggml-cuda's fattn-vec.cuh loops over every K/V cell up to KV_max and masks the old ones, and
+    KV_max (flash_attn_mask_to_KV_max) only trims masked cells at the end, so the block reads as a full one."""
+    key = (m, kv_type, bool(swa_full))
     plan = _KV_PLAN_CACHE.get(key)
     if plan is None:
         g = _kv_type(kv_type)
@@ -384,6 +388,7 @@ def _kv_plan(m: Model, kv_type: str) -> tuple:
                 rows.append((0.0, 0.0, 0, 0.0, 0.0, 3))
             else:
                 per = elems * g.type_size / g.block_size
+                w = 0 if swa_full else w
                 rows.append((per, _attention_flops_per_token_pair(m, il), w, 0.0, 0.0, 1 if w else 0))
         plan = tuple(rows)
         if len(_KV_PLAN_CACHE) >= WORK_CACHE_MAX:

@@ -70,6 +70,7 @@ class Placement:
     n_seq: int = 1  # -np: sequences the KV cache is allocated for (one stream each unless kv_unified)
     kv_unified: bool = False  # --kv-unified: one stream shared by all sequences
     n_rs_seq: int = 0  # rollback copies of each sequence's recurrent state (speculative decoding; kv.kv_allocation)
+    swa_full: bool = False  # --swa-full: sliding-window blocks keep the whole context (and decode reads it all)
     # Several GPUs (perf_model.multigpu; a machine with one GPU leaves these at their defaults, see per_gpu):
     split_mode: str = "layer"  # llama.cpp --split-mode: none, layer or row
     main_gpu: int = 0  # --main-gpu: the one GPU used with split_mode none
@@ -118,6 +119,7 @@ class Placement:
         check_int(self.n_seq, "n_seq", 1, MAX_SEQ)
         check_bool(self.kv_unified, "kv_unified")
         check_int(self.n_rs_seq, "n_rs_seq", 0, MAX_RS_SEQ)
+        check_bool(self.swa_full, "swa_full")
         if self.machine.multi_gpu:  # perf_model.multigpu's fields, which the timing functions read
             ng = len(self.machine.gpus)
             if self.split_mode not in SPLIT_MODES:
@@ -289,12 +291,20 @@ def _device_bytes(machine: Machine, tables: tuple, lg: tuple, og, n_cpu_moe: int
 
 
 def _byte_tables(
-    model: Model, quant, n_ctx: int, kv_type: str, n_seq: int, n_ubatch: int, kv_unified: bool, n_rs_seq: int = 0
+    model: Model,
+    quant,
+    n_ctx: int,
+    kv_type: str,
+    n_seq: int,
+    n_ubatch: int,
+    kv_unified: bool,
+    n_rs_seq: int = 0,
+    swa_full: bool = False,
 ) -> tuple:
     """_device_bytes's tables: per block its dense and expert weights, its matrices, its cache (or recurrent
     state) as llama.cpp allocates it; the input embeddings and the output layer."""
     dense, experts, other = _layer_bytes(model, quant)
-    kv_layer = _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
+    kv_layer = _kv_layers_bytes(model, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq, swa_full)
     embd = other.get("token_embd", 0)
     out_matrix = other.get("output", embd)  # the output projection: token_embd itself when tied
     out_small = sum(v for k, v in other.items() if k not in ("token_embd", "output"))
@@ -327,6 +337,7 @@ def place(
     n_seq: int = 1,
     kv_unified: bool = False,
     n_rs_seq: int = 0,
+    swa_full: bool = False,
 ) -> Placement:
     """Place a model on a machine the way llama.cpp would (see the section comment).
 
@@ -340,7 +351,8 @@ def place(
     n_seq (-np) and kv_unified (--kv-unified) size the KV cache as llama.cpp does (kv_layer_bytes: padded
     cells, windows, one recurrent state per sequence); each block's cache lives on its block's device.
     n_rs_seq: the rollback copies of each recurrent state llama.cpp keeps for speculative decoding (a draft
-    model or MTP head; 0 without one)."""
+    model or MTP head; 0 without one). swa_full (--swa-full): sliding-window blocks keep a cell per token of the
+    context, as a full block does, and decode reads them all."""
     model, machine = get_model(model), get_machine(machine)
     profile = _check_profile(profile)
     if quant is not None or not model.gguf_tensors:
@@ -361,18 +373,20 @@ def place(
     check_int(n_seq, "n_seq", 1, MAX_SEQ)
     check_bool(kv_unified, "kv_unified")
     check_int(n_rs_seq, "n_rs_seq", 0, MAX_RS_SEQ)
+    check_bool(swa_full, "swa_full")
     n_ctx, n_cpu_moe, n_ubatch, n_seq = int(n_ctx), int(n_cpu_moe), int(n_ubatch), int(n_seq)
     # as llama.cpp: -ngl past the model's n_layer + 1 (the habitual -ngl 99) means every layer and the head
     n_gpu_layers = None if n_gpu_layers is None else min(int(n_gpu_layers), n + 1)
     if n_cpu_moe and not model.is_moe:
         n_cpu_moe = 0
     tensor_split, split_mode, main_gpu = check_split(machine, tensor_split, split_mode, main_gpu)
-    tables = _byte_tables(model, quant, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq)
+    tables = _byte_tables(model, quant, n_ctx, kv_type, n_seq, n_ubatch, kv_unified, n_rs_seq, swa_full)
     prof = PROFILE_OBJECTS[profile]
     rule_of = _SplitRule if machine.multi_gpu else _ModuleRule
     rule = rule_of(model, machine, prof, tables, n_ctx, n_ubatch, fit_target_mib, tensor_split, split_mode, main_gpu)
     common = dict(model=model, machine=machine, quant=quant, n_ctx=n_ctx, kv_type=kv_type, n_cpu_moe=n_cpu_moe)
     common.update(n_ubatch=n_ubatch, profile=profile, n_seq=n_seq, kv_unified=kv_unified, n_rs_seq=n_rs_seq)
+    common.update(swa_full=swa_full)
 
     def build(ngl: int, auto: bool, weights=None, ts_out: tuple = (), fit_wrote: bool = False) -> Placement:
         """The placement of -ngl ngl (the rule's own split arguments besides): one account for any rule."""

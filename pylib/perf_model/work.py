@@ -246,7 +246,7 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
         check_int(context, "context", 0, MAX_CONTEXT)
     static, hd = _blocks_static(p, batch, True)
     # decode_kv_read_bytes / decode_attention_flops of every block, from one plan (the same products)
-    counts = _kind_counts(p, _kv_plan(m, p.kv_type))
+    counts = _kind_counts(p, _kv_plan(m, p.kv_type, p.swa_full))
     kv = {"gpu": 0.0, "cpu": 0.0}
     af = {"gpu": 0.0, "cpu": 0.0}
     nrec = {"gpu": 0, "cpu": 0}
@@ -277,7 +277,7 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     head is _head_work: it runs for the last token only)."""
     m = p.model
     static, _hd = _blocks_static(p, u, False)
-    plan = _kv_plan(m, p.kv_type)
+    plan = _kv_plan(m, p.kv_type, p.swa_full)
     af = {"gpu": 0.0, "cpu": 0.0}
     nrec = {"gpu": 0, "cpu": 0}
     nscan = {"gpu": 0, "cpu": 0}
@@ -398,7 +398,7 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
     blocks, _ = _layer_parts(m, p.quant)
     _blocks, head, row_blocks, head_rows = _layer_plan(m, p.quant)
     touched, routed = _moe_fraction(m, tokens)
-    plan = _kv_plan(m, p.kv_type)
+    plan = _kv_plan(m, p.kv_type, p.swa_full)
     sides = [_gpu_side(i) for i in range(len(p.machine.gpus))] + ["cpu"]
 
     def acc():
@@ -452,8 +452,10 @@ def _work_multi(p: Placement, tokens: int, context: int | None, start: int = 0, 
             if not isinstance(m.blocks[il].mixer, ShortConv):
                 a["scan"] += 1  # a short convolution has no sequential scan (enginelab.measured.recurrent)
         if context is not None:  # decode: every sequence reads its KV (each kind of block its own, perf_model.timing)
-            a["kv"] += decode_kv_read_bytes(m, il, context, p.kv_type) * tokens
-            a["af"] += decode_attention_flops(m, il, context) * tokens
+            per_tok, per_pair, win, rec_b, rec_f, kind = plan[il]  # decode_kv_read_bytes' and _attention_flops'
+            seen = min(context, win) if win else context
+            a["kv"] += (rec_b if kind >= 2 else per_tok * seen) * tokens
+            a["af"] += (rec_f if kind >= 2 else per_pair * seen) * tokens
         elif plan[il][5] == 2:
             a["af"] += plan[il][4] * tokens  # linear attention: a fixed cost per token, no pairs
         elif plan[il][5] < 2:
