@@ -44,6 +44,10 @@ _MODELS: dict = {}
 # engine's defaults). The simulation's own flags (sim.FLAGS) reach sim.simulate; the context flags set the
 # placement's n_ctx; flags that change nothing the simulation times are listed here, and any other is an error.
 CONTEXT_FLAGS = {"vllm": "max_model_len", "sglang": "context_length"}
+# The defaults of the engine version a run used where they differ from what sim takes by default (serving_plan
+# follows vLLM's main): vLLM v0.11's CacheConfig.gpu_memory_utilization is 0.9 (vllm/config/cache.py of that
+# series; its engine-args docs: "If unspecified, will use the default value of 0.9"), main's 0.92.
+VERSION_DEFAULTS = {("vllm", "0.11"): {"gpu_memory_utilization": 0.9}}
 UNTIMED_FLAGS = {
     "tokenizer_mode": "which tokenizer the API server loads (mistral_common for Mistral models): not an engine step",
 }
@@ -102,9 +106,11 @@ def _value(text: str):
 
 
 def engine_flags(run: dict) -> tuple:
-    """(flags for sim.simulate, context length or None) from a run's engine_flags column."""
+    """(flags for sim.simulate, context length or None) from a run's engine_flags column, over the defaults of
+    the run's engine version (VERSION_DEFAULTS)."""
     engine = run["engine"]
-    flags, n_ctx = {}, None
+    version = ".".join((run.get("engine_version") or "").split(".")[:2])
+    flags, n_ctx = dict(VERSION_DEFAULTS.get((engine, version), {})), None
     for item in (run.get("engine_flags") or "").split(";"):
         if not item.strip():
             continue
