@@ -196,6 +196,17 @@ def _weight_dtype(p) -> str:
     return "bf16" if p.quant in ("F16", "BF16", "F32") else "awq" if "4" in p.quant else "fp8"
 
 
+def vllm_defaults(p, flags: dict) -> dict:
+    """vLLM's flags with max_num_batched_tokens and max_num_seqs, where unset, at vLLM's defaults on the
+    placement's GPU (serving_plan.vllm_gpu_defaults)."""
+    d = sp.vllm_gpu_defaults(p.machine, max_num_batched_tokens=flags["max_num_batched_tokens"])
+    return dict(
+        flags,
+        max_num_batched_tokens=d["max_num_batched_tokens"],
+        max_num_seqs=flags["max_num_seqs"] or d["max_num_seqs"],
+    )
+
+
 def pool_tokens(engine: str, p, flags: dict) -> int:
     """KV cells the engine's pool holds on this placement (vLLM / SGLang: serving_plan's start-up plans, their
     context capped at the placement's n_ctx; llama.cpp: the placement's n_ctx)."""
@@ -204,6 +215,7 @@ def pool_tokens(engine: str, p, flags: dict) -> int:
     if engine == "vllm":
         if flags["num_gpu_blocks_override"] is not None:
             return flags["num_gpu_blocks_override"] * sp.VLLM_BLOCK_SIZE
+        flags = vllm_defaults(p, flags)
         plan = sp.vllm_plan(
             p.model, p.machine, _weight_dtype(p), gpu_memory_utilization=flags["gpu_memory_utilization"],
             max_model_len=min(p.n_ctx, p.model.max_position_embeddings), max_num_seqs=flags["max_num_seqs"],
@@ -405,9 +417,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
         _check(False, "placement", "the serving simulation runs on one GPU (or the CPU); several GPUs are not modelled")
     profile = pm._check_profile(profile, p)
     if engine == "vllm":  # the flags left unset take vLLM's defaults on this GPU
-        d = sp.vllm_gpu_defaults(p.machine, max_num_batched_tokens=f["max_num_batched_tokens"])
-        f["max_num_batched_tokens"] = d["max_num_batched_tokens"]
-        f["max_num_seqs"] = f["max_num_seqs"] or d["max_num_seqs"]
+        f = vllm_defaults(p, f)
     pool = pool_tokens(engine, p, f)
     _check(pool > 0, "placement", f"{engine} has no room for a KV cache on this machine")
     _check(
