@@ -193,6 +193,8 @@ CASES = [
                                                                        cuda_graph_max_bs=None, tp_size=1, pp_size=1),
      False),
     ("sglang_gpu_defaults", sp.sglang_gpu_defaults, dict(total_bytes=24e9, tp_size=1), False),
+    ("vllm_gpu_defaults", sp.vllm_gpu_defaults, dict(machine=GPU, usage_context="openai_api_server",
+                                                     max_num_batched_tokens=None, tensor_parallel_size=1), False),
     ("gpu_total_bytes", sp.gpu_total_bytes, dict(machine=GPU), True),
     ("advise", diagnosis.advise, dict(placement=LIVE, machine=None, context=2000, n_parallel=1, n_threads=None,
                                       concurrent_users=None, prompt_tokens=None, perf_cores=None, op_offload=True),

@@ -238,6 +238,69 @@ def test_held_out_serving_error():
     assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.65
 
 
+@pytest.mark.parametrize(("gpu", "chunks"), [("A100 SXM4 80GB", [2048, 2048]), ("H100 SXM5 80GB", [4096])])
+def test_vllm_prefills_in_the_gpus_default_budget(gpu, chunks):
+    # vLLM v0.11's server default: 2048 tokens a step on an A100 80GB (the A100 exception), 8192 on an H100: a
+    # 4,096-token prompt is two chunks on the A100 (the first one ends no prompt) and one on the H100
+    from enginelab.serving import validate
+
+    p = pm.place(pm.MODELS["qwen3-8b"], validate._machine(gpu), "BF16", n_ctx=8192)
+    res = sim.simulate("vllm", p, [(0.0, 4096, 2)], profile="course")
+    starts = [sum(chunks[:i]) for i in range(len(chunks))]
+    ttft = sum(t_step(p, "vllm", chunks=[(s, u, i == len(chunks) - 1)]) for i, (s, u) in enumerate(zip(starts, chunks)))
+    assert res.requests[0]["ttft_s"] == pytest.approx(ttft, rel=1e-12)
+
+
+def test_a_runs_engine_flags_reach_the_simulation(monkeypatch):
+    # the CSV's engine_flags column, in the engine's own names: a context flag sets the placement's n_ctx, the
+    # simulation's flags are passed on, untimed ones are dropped, and anything else is refused
+    from enginelab.serving import validate
+
+    run = dict(validate.runs()[5])
+    assert run["gpu"] == "A100 SXM4 80GB" and run["engine"] == "vllm"
+    run["engine_flags"] = "max_model_len=16384; max_num_seqs=64;tokenizer_mode=auto; enable_prefix_caching=false"
+    seen = {}
+
+    def spy(engine, placement, workload, profile=None, **flags):
+        seen.update(engine=engine, n_ctx=placement.n_ctx, flags=flags)
+        return sim.Result({}, [], [], 0, 0, 0, 0)
+
+    monkeypatch.setattr(validate.sim, "simulate", spy)
+    validate.predict(run)
+    # vLLM v0.11.0's own default gpu_memory_utilization (0.9; sim takes main's 0.92) comes with the run's version
+    want = {"max_num_seqs": 64, "enable_prefix_caching": False, "gpu_memory_utilization": 0.9}
+    assert run["engine_version"] == "0.11.0" and sim.FLAGS["vllm"]["gpu_memory_utilization"] == 0.92
+    assert seen == {"engine": "vllm", "n_ctx": 16384, "flags": want}
+    run["engine_flags"], run["engine_version"] = "gpu_memory_utilization=0.8", "0.11.0"
+    validate.predict(run)
+    assert seen["flags"] == {"gpu_memory_utilization": 0.8}  # a flag given wins over the version's default
+    run["engine_flags"], run["engine_version"] = "", ""
+    validate.predict(run)
+    assert seen["flags"] == {} and seen["n_ctx"] == validate.run_model(run["model"]).max_position_embeddings
+    for bad, msg in (("n_parallel=4", "not a vllm flag"), ("max_num_seqs", "not name=value")):
+        run["engine_flags"] = bad
+        with pytest.raises(ValueError, match=f"^engine_flags: .*{msg}"):
+            validate.predict(run)
+    # every published run's flags parse; the A100 Qwen3-32B ShareGPT server ran with --max-model-len 32768
+    parsed = [validate.engine_flags(r) for r in validate.runs()]
+    assert ({"gpu_memory_utilization": 0.9}, 32768) in parsed
+
+
+def test_held_out_error_on_the_a100_and_h100_runs():
+    # gpustack's 40 runs (vLLM v0.11.0 and SGLang v0.5.x on one A100 / H100, data/serving/README.md), nothing fitted
+    # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization and each run's engine flags,
+    # median |error| is 49.1% for mean TTFT, 32.4% for mean TPOT and 24.4% for output throughput (before: 46.8%,
+    # 47.9%, 23.0%). Throughput meets the issue's 25%; TTFT and TPOT do not (data/serving/README.md names the
+    # causes left). The gate keeps them there.
+    from enginelab.serving import validate
+
+    rows = [r for r in validate.runs() if "gpustack" in r["source"]]
+    s = validate.summary(validate.errors("measured", rows))
+    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.26
+    assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.35
+    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.52
+
+
 def test_runs_that_stop_at_eos_spread_their_replies():
     # every run of the table stopped replies at EOS (ignore_eos 0): all are simulated with spread reply lengths,
     # so requests do not finish, and the client's next ones do not start, in lockstep

@@ -311,3 +311,29 @@ def test_the_caption_is_html_that_wraps():
         d = fsp.compute(fsp.SPEC.from_query(q)[0])
         html = fsp.render(d)
         assert '<figcaption class="sp-caption">' in html and "<text" not in str(fsp._bar(d)).split("legend")[-1]
+
+
+def test_vllm_batch_defaults_follow_the_gpu_like_vllm_0_11():
+    # vllm/engine/arg_utils.py (v0.11.0, EngineArgs._set_default_args): >= 70 GiB and "a100" not in the device
+    # name -> {LLM_CLASS: 16384, OPENAI_API_SERVER: 8192} tokens and 1024 seqs; otherwise {8192, 2048} and 256
+    from enginelab.serving import validate
+
+    a100, h100 = validate._machine("A100 SXM4 80GB"), validate._machine("H100 SXM5 80GB")
+    assert sp.gpu_total_bytes(a100) >= 70 * GiB and sp.gpu_total_bytes(h100) >= 70 * GiB
+    got = {(mc.gpu.name, u): sp.vllm_gpu_defaults(mc, u) for mc in (a100, h100) for u in sp.VLLM_USAGE_CONTEXTS}
+    want = {
+        ("A100 SXM4 80GB", "openai_api_server"): (2048, 256),
+        ("A100 SXM4 80GB", "llm_class"): (8192, 256),
+        ("H100 SXM5 80GB", "openai_api_server"): (8192, 1024),
+        ("H100 SXM5 80GB", "llm_class"): (16384, 1024),
+    }
+    assert {k: (v["max_num_batched_tokens"], v["max_num_seqs"]) for k, v in got.items()} == want
+    assert not got[("A100 SXM4 80GB", "openai_api_server")]["large_gpu"]
+    # a 24 GiB card is under 70 GiB whatever its name
+    small = sp.vllm_gpu_defaults("rtx4090")
+    assert (small["max_num_batched_tokens"], small["max_num_seqs"]) == (2048, 256) and not small["large_gpu"]
+    # a given max_num_batched_tokens is kept, and max_num_seqs = min(default, max_num_batched_tokens)
+    capped = sp.vllm_gpu_defaults(h100, max_num_batched_tokens=512)
+    assert (capped["max_num_batched_tokens"], capped["max_num_seqs"]) == (512, 512)
+    with pytest.raises(ValueError, match="^usage_context"):
+        sp.vllm_gpu_defaults(h100, "batch")

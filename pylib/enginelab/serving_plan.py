@@ -801,6 +801,47 @@ def vllm_log_lines(plan: dict) -> list:
     return lines + [vllm_kv_log_line(plan), vllm_concurrency_log_line(plan)]
 
 
+# vLLM's batch defaults by GPU and usage context. vLLM v0.11.0 (vllm/engine/arg_utils.py,
+# EngineArgs._set_default_args; the same table moved into EngineArgs.get_batch_defaults in later releases)
+# reads the device's total memory and name: a GPU with at least 70 GiB whose name does not contain "a100"
+# (H100, H200, MI300X, ...) gets the large defaults; every other GPU, the A100 80GB included ("Setting large
+# `max_num_batched_tokens` for A100 reduces throughput, see PR #17885"), the small ones. Where the user gives
+# max_num_batched_tokens but not max_num_seqs, max_num_seqs is at most max_num_batched_tokens.
+VLLM_LARGE_GPU_BYTES = 70 * GiB
+VLLM_USAGE_CONTEXTS = ("openai_api_server", "llm_class")  # `vllm serve` / the offline LLM class
+VLLM_BATCH_DEFAULTS = {  # (large GPU?) -> usage context -> (max_num_batched_tokens, max_num_seqs)
+    True: {"openai_api_server": (8192, 1024), "llm_class": (16384, 1024)},
+    False: {"openai_api_server": (2048, 256), "llm_class": (8192, 256)},
+}
+
+
+def vllm_gpu_defaults(
+    machine, usage_context: str = "openai_api_server", max_num_batched_tokens=None, tensor_parallel_size: int = 1
+) -> dict:
+    """vLLM's max_num_batched_tokens and max_num_seqs on this machine's GPU (VLLM_BATCH_DEFAULTS), for a server
+    (usage_context "openai_api_server") or the offline LLM class ("llm_class"); a given max_num_batched_tokens
+    is kept and caps max_num_seqs."""
+    mc = pm.get_machine(machine)
+    tp = _int(tensor_parallel_size, "tensor_parallel_size", 1, 64)
+    total = gpu_total_bytes(mc, tp)
+    _one_of(usage_context, "usage_context", VLLM_USAGE_CONTEXTS)
+    name = gpu_name(mc).lower()
+    large = total >= VLLM_LARGE_GPU_BYTES and "a100" not in name
+    tokens, seqs = VLLM_BATCH_DEFAULTS[large][usage_context]
+    if max_num_batched_tokens is not None:
+        tokens = _int(max_num_batched_tokens, "max_num_batched_tokens")
+    return {
+        "max_num_batched_tokens": tokens,
+        "max_num_seqs": min(seqs, tokens),
+        "large_gpu": large,
+        "rule": (
+            f"{gpu_name(mc)}: {gib(total):.0f} GiB"
+            + (", at least 70 GiB and not an A100" if large else (", an A100" if "a100" in name else ", under 70 GiB"))
+            + f": vLLM's {usage_context} defaults"
+        ),
+    }
+
+
 # ---------------------------------------------------------------------------
 # 4. SGLang
 # ---------------------------------------------------------------------------
@@ -822,7 +863,8 @@ SGLANG_KV_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 
 
 def sglang_gpu_defaults(total_bytes: float, tp_size: int = 1) -> dict:
-    """chunked_prefill_size and cuda_graph_max_bs by GPU memory (server_args.py buckets)."""
+    """chunked_prefill_size and cuda_graph_max_bs by GPU memory (server_args.py _handle_gpu_memory_settings
+    buckets; the same in v0.5.3-v0.5.5, where an 80 GB A100 and an H100 share the < 90 GiB bucket)."""
     mem = _total_bytes(total_bytes) / MiB
     _int(tp_size, "tp_size", 1, 1024)
     if mem < 20 * 1024:  # T4, 4080, 4060 Ti

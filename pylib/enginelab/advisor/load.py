@@ -72,11 +72,16 @@ def sweep(engine: str, placement, concurrencies, input_len: int, output_len: int
 
 def running_cap(engine: str, placement, **flags) -> int:
     """How many requests the engine runs at once: n_parallel (llama-server's slots; its automatic count is 4),
-    max_num_seqs (vLLM), max_running_requests (SGLang; its start-up plan's when not given)."""
+    max_num_seqs (vLLM; its default on the GPU when not given), max_running_requests (SGLang; its start-up plan's when not given)."""
     if engine == "llama.cpp":
         return flags.get("n_parallel") or 4
-    if engine == "vllm":
-        return flags.get("max_num_seqs") or sp.VLLM_MAX_NUM_SEQS
+    if engine == "vllm":  # vLLM's default by GPU (serving_plan.vllm_gpu_defaults)
+        return (
+            flags.get("max_num_seqs")
+            or sp.vllm_gpu_defaults(placement.machine, max_num_batched_tokens=flags.get("max_num_batched_tokens"))[
+                "max_num_seqs"
+            ]
+        )
     if flags.get("max_running_requests"):
         return flags["max_running_requests"]
     return _sglang_cap(placement.model.key, placement.machine.key, placement.quant, placement.n_ctx)

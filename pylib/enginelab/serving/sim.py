@@ -141,7 +141,7 @@ def _sharegpt_lengths(rng: random.Random) -> tuple:
 FLAGS = {
     "llama.cpp": {"n_parallel": None, "n_batch": 2048, "n_ubatch": 512, "kv_unified": None},
     "vllm": {
-        "max_num_seqs": sp.VLLM_MAX_NUM_SEQS,
+        "max_num_seqs": None,  # None: vLLM's default on the GPU (serving_plan.vllm_gpu_defaults)
         "max_num_batched_tokens": None,
         "enable_chunked_prefill": True,
         "enable_prefix_caching": True,
@@ -171,7 +171,8 @@ def _flags(engine: str, given: dict) -> dict:
         if f["kv_unified"] is not None:
             check_bool(f["kv_unified"], "kv_unified")
     elif engine == "vllm":
-        check_int(f["max_num_seqs"], "max_num_seqs", 1, sp.MAX_SEQS)
+        if f["max_num_seqs"] is not None:
+            check_int(f["max_num_seqs"], "max_num_seqs", 1, sp.MAX_SEQS)
         if f["max_num_batched_tokens"] is not None:
             check_int(f["max_num_batched_tokens"], "max_num_batched_tokens", 1, pm.MAX_CONTEXT)
         check_bool(f["enable_chunked_prefill"], "enable_chunked_prefill")
@@ -195,6 +196,17 @@ def _weight_dtype(p) -> str:
     return "bf16" if p.quant in ("F16", "BF16", "F32") else "awq" if "4" in p.quant else "fp8"
 
 
+def vllm_defaults(p, flags: dict) -> dict:
+    """vLLM's flags with max_num_batched_tokens and max_num_seqs, where unset, at vLLM's defaults on the
+    placement's GPU (serving_plan.vllm_gpu_defaults)."""
+    d = sp.vllm_gpu_defaults(p.machine, max_num_batched_tokens=flags["max_num_batched_tokens"])
+    return dict(
+        flags,
+        max_num_batched_tokens=d["max_num_batched_tokens"],
+        max_num_seqs=flags["max_num_seqs"] or d["max_num_seqs"],
+    )
+
+
 def pool_tokens(engine: str, p, flags: dict) -> int:
     """KV cells the engine's pool holds on this placement (vLLM / SGLang: serving_plan's start-up plans, their
     context capped at the placement's n_ctx; llama.cpp: the placement's n_ctx)."""
@@ -203,9 +215,11 @@ def pool_tokens(engine: str, p, flags: dict) -> int:
     if engine == "vllm":
         if flags["num_gpu_blocks_override"] is not None:
             return flags["num_gpu_blocks_override"] * sp.VLLM_BLOCK_SIZE
+        flags = vllm_defaults(p, flags)
         plan = sp.vllm_plan(
             p.model, p.machine, _weight_dtype(p), gpu_memory_utilization=flags["gpu_memory_utilization"],
             max_model_len=min(p.n_ctx, p.model.max_position_embeddings), max_num_seqs=flags["max_num_seqs"],
+            max_num_batched_tokens=flags["max_num_batched_tokens"],
         )  # fmt: skip
         return int(plan["gpu_kv_cache_tokens"])
     plan = sp.sglang_plan(
@@ -402,6 +416,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
     if p.machine.multi_gpu:
         _check(False, "placement", "the serving simulation runs on one GPU (or the CPU); several GPUs are not modelled")
     profile = pm._check_profile(profile, p)
+    if engine == "vllm":  # the flags left unset take vLLM's defaults on this GPU
+        f = vllm_defaults(p, f)
     pool = pool_tokens(engine, p, f)
     _check(pool > 0, "placement", f"{engine} has no room for a KV cache on this machine")
     _check(
@@ -421,8 +437,6 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
         cap = f["max_num_seqs"]
         budget = f["max_num_batched_tokens"]
         chunked = f["enable_chunked_prefill"]
-        if budget is None:  # the server's default by GPU memory (serving_plan.VLLM_MAX_NUM_BATCHED_TOKENS)
-            budget = 8192 if sp.gpu_total_bytes(p.machine) >= 70 * 2**30 else sp.VLLM_MAX_NUM_BATCHED_TOKENS
         if not chunked:  # vLLM then needs max_num_batched_tokens >= max_model_len: a whole prompt fits a step
             budget = max(budget, min(p.n_ctx, p.model.max_position_embeddings))
         timer = StepTimer(p, engine, profile, cap)
@@ -434,7 +448,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
             context_length=min(p.n_ctx, p.model.max_position_embeddings),
         )["max_running_requests"])  # fmt: skip
         budget = f["chunked_prefill_size"] or d["chunked_prefill_size"]
-        timer = StepTimer(p, engine, profile, min(cap, d["cuda_graph_max_bs"]))
+        # SGLang captures graphs up to cuda_graph_max_bs (the ladder's top is 2 x StepTimer's max_num_seqs)
+        timer = StepTimer(p, engine, profile, max(1, min(cap, d["cuda_graph_max_bs"]) // 2))
     limit = mgr.max_request_tokens()
     if engine != "llama.cpp":  # vLLM and SGLang refuse a request longer than max_model_len / context_length
         limit = min(limit, p.n_ctx, p.model.max_position_embeddings)

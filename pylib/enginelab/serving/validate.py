@@ -40,6 +40,17 @@ CONFIGS = {
                       max_position_embeddings=40960, tie_word_embeddings=False),  # Qwen/Qwen3-32B config.json
 }  # fmt: skip
 _MODELS: dict = {}
+# engine_flags: the server's flags in the engine's own (Python) names, "name=value" separated by ";" (empty: the
+# engine's defaults). The simulation's own flags (sim.FLAGS) reach sim.simulate; the context flags set the
+# placement's n_ctx; flags that change nothing the simulation times are listed here, and any other is an error.
+CONTEXT_FLAGS = {"vllm": "max_model_len", "sglang": "context_length"}
+# The defaults of the engine version a run used where they differ from what sim takes by default (serving_plan
+# follows vLLM's main): vLLM v0.11's CacheConfig.gpu_memory_utilization is 0.9 (vllm/config/cache.py of that
+# series; its engine-args docs: "If unspecified, will use the default value of 0.9"), main's 0.92.
+VERSION_DEFAULTS = {("vllm", "0.11"): {"gpu_memory_utilization": 0.9}}
+UNTIMED_FLAGS = {
+    "tokenizer_mode": "which tokenizer the API server loads (mistral_common for Mistral models): not an engine step",
+}
 
 
 def runs() -> list:
@@ -82,13 +93,49 @@ def _num(s):
         return None
 
 
+def _value(text: str):
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(low)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def engine_flags(run: dict) -> tuple:
+    """(flags for sim.simulate, context length or None) from a run's engine_flags column, over the defaults of
+    the run's engine version (VERSION_DEFAULTS)."""
+    engine = run["engine"]
+    version = ".".join((run.get("engine_version") or "").split(".")[:2])
+    flags, n_ctx = dict(VERSION_DEFAULTS.get((engine, version), {})), None
+    for item in (run.get("engine_flags") or "").split(";"):
+        if not item.strip():
+            continue
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"engine_flags: {item.strip()!r} is not name=value")
+        if name == CONTEXT_FLAGS.get(engine):
+            n_ctx = int(_value(text))
+        elif name in sim.FLAGS.get(engine, {}):
+            flags[name] = _value(text)
+        elif name not in UNTIMED_FLAGS:
+            raise ValueError(f"engine_flags: {name!r} is not a {engine} flag the simulation models")
+    return flags, n_ctx
+
+
 def predict(run: dict, profile: str = "measured") -> dict:
-    """The simulation's metrics for one published run."""
+    """The simulation's metrics for one published run, with its engine flags."""
     quant = {"bf16": "BF16", "fp16": "F16"}.get(run["dtype"], "F16")
     if quant not in pm.ALL_QUANTS:
         quant = "F16"
     model = run_model(run["model"])
-    p = pm.place(model, _machine(run["gpu"]), quant, n_ctx=model.max_position_embeddings, profile=profile)
+    flags, n_ctx = engine_flags(run)
+    n_ctx = n_ctx or model.max_position_embeddings
+    p = pm.place(model, _machine(run["gpu"]), quant, n_ctx=n_ctx, profile=profile)
     rate = _num(run["request_rate"])
     w = sim.Workload(
         num_prompts=int(run["num_prompts"]),
@@ -101,7 +148,7 @@ def predict(run: dict, profile: str = "measured") -> dict:
         prefix_len=int(run["prefix_len"] or 0),
         output_range_ratio=OUTPUT_SPREAD if run.get("ignore_eos") == "0" else None,
     )
-    return sim.simulate(run["engine"], p, w, profile=profile).metrics
+    return sim.simulate(run["engine"], p, w, profile=profile, **flags).metrics
 
 
 def errors(profile: str = "measured", rows: list | None = None) -> dict:
