@@ -507,7 +507,10 @@ def peak_activation_bytes(
     and four hidden-size tensors (residual, normed input, attention output, MLP output);
     with tensor parallelism the ffn and qkv parts are that GPU's shard.
     Sampler pass of S = min(max_num_seqs, T) rows: f32 logits over the vocabulary and
-    two working copies of them (probabilities, log-probabilities)."""
+    two working copies of them (probabilities, log-probabilities).
+    profile_run (v1/worker/gpu_model_runner.py) runs the two one after the other: the forward
+    pass's intermediates are freed before the sampler runs, and only its output hidden states
+    (T x hidden_size, bf16) stay, so the peak is the larger of the two, not their sum."""
     model = pm.get_model(model)
     _int(tp, "tp", 1, 64)
     _int(max_num_batched_tokens, "max_num_batched_tokens")
@@ -522,7 +525,7 @@ def peak_activation_bytes(
     forward = 2.0 * t * (3 * ffn + qkv + 4 * model.hidden_size)
     s = min(max_num_seqs, t)
     sampler = 3 * 4.0 * s * model.vocab_size
-    return forward + sampler
+    return max(forward, 2.0 * t * model.hidden_size + sampler)
 
 
 def cudagraph_capture_sizes(max_num_seqs: int = VLLM_MAX_NUM_SEQS) -> list:
