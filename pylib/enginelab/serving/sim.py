@@ -250,6 +250,17 @@ class StepTimer:
                 self.raw.clear()
         return t
 
+    def decode_run(self, n_decode: int, ctx_sum: int) -> tuple:
+        """(seconds(n_decode, ctx_sum, 0, 0, False), steps): and for how many steps from this one the time stays
+        the same while every context grows by one a step (the mean context stays in one of _round's bins)."""
+        c = ctx_sum // n_decode
+        same = 1
+        if c > 64:
+            q = 1 << (c.bit_length() - 4)
+            # the bin's upper edge, or the next power of two (where the bins widen)
+            same = min((c + q // 2) // q * q + q - q // 2, 1 << c.bit_length()) - c
+        return self.seconds(n_decode, ctx_sum, 0, 0, False), same
+
     def _seconds(self, n_decode: int, ctx_sum: int, n_prefill: int, prefill_start: int, last: bool) -> float:
         # token counts on 16 steps per octave; contexts and a chunk's start (the attention terms) on 8
         c = _round(ctx_sum // n_decode, 4) if n_decode else 0
@@ -467,7 +478,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
     prefilling: list = []  # admitted, prompt (or recompute) not finished, in admission order
     decoding: list = []  # generating, in admission order
     rejected = []
-    itls: list = []
+    itls: dict = {}  # inter-token latency (s) -> tokens
     kv_use: list = []
     st_ = {"now": 0.0, "order": 0, "hits": 0, "preempted_at": -1, "preemptions": 0}
     # Fast path, part 1: an admission that failed fails again until something frees room or adds to the caches.
@@ -612,29 +623,41 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             k = min(k, r.n_out - r.gen - 1)
         if k < 1:
             return False
-        if bs:  # the requests that start a block at each step; stop before the blocks run out (a preemption)
-            at = [[] for _ in range(k)]
+        at: dict = {}  # vLLM: step -> the requests that start a block in it
+        if bs:  # stop before the step whose blocks run out (it preempts); each request starts one per bs steps
+            free = len(mgr.free_block_queue)
+            k = min(k, bs * (free // n + 1))
             for r in decoding:
                 for j in range(-(r.n_prompt + r.gen) % bs, k, bs):
-                    at[j].append(r)
-            need, free = 0, len(mgr.free_block_queue)
-            for j in range(k):
+                    at.setdefault(j, []).append(r)
+            need = 0
+            for j in sorted(at):
                 need += len(at[j])
                 if need > free:
                     k = j
                     break
             if k < 1:
                 return False
+        # begin_step once: nothing is admitted in these steps and the simulation tracks no cells, so later
+        # steps' begin_step would do nothing (vLLM's step number is read only when it preempts)
+        mgr.begin_step(steps)
         times = [] if record_tokens else None
         j = 0
         while j < k:
-            if j and pending and free_since and pending[0].arrival <= now:
-                if not waiting or lpm:
-                    break  # a request arrives that the scheduler may take: that step runs in full
-                arrive(now)  # it queues behind a head that does not fit
-            mgr.begin_step(steps)
-            if bs:
-                for r in at[j]:  # as the full step does: the new token in live.tokens while the block is taken
+            # a run of steps of one time: the mean context grows by one a step and the timer rounds it
+            dt, same = (
+                timer.decode_run(n, ctx_sum)
+                if not n_ubatch or n <= n_ubatch
+                else (step_seconds(n, ctx_sum, 0, 0, False), 1)
+            )
+            j0 = j
+            for _ in range(min(same, k - j)):
+                if j and pending and free_since and pending[0].arrival <= now:
+                    if not waiting or lpm:
+                        k = j  # a request arrives that the scheduler may take: that step runs in full
+                        break
+                    arrive(now)  # it queues behind a head that does not fit
+                for r in at.get(j, ()):  # as the full step does: the new token in live.tokens while the block is taken
                     g = r.gen + j
                     live = r.live
                     have = len(live.tokens) - r.n_prompt
@@ -644,16 +667,15 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                     live.tokens.append(live.reply[g])
                     mgr.decode(live, [])
                     live.tokens.pop()
-            dt = step_seconds(n, ctx_sum, 0, 0, False)
-            now += dt
-            itls.append((dt, n))
-            ctx_sum += n
-            j += 1
-            steps += 1
-            if times is not None:
-                times.append(now)
-            if steps % sample_every == 0:
-                sample(now, j * n)
+                now += dt
+                j += 1
+                steps += 1
+                if times is not None:
+                    times.append(now)
+                if steps % sample_every == 0:
+                    sample(now, j * n)
+            itls[dt] = itls.get(dt, 0) + n * (j - j0)
+            ctx_sum += n * (j - j0)
         st_["now"] = now
         for r in decoding:
             r.gen += j
@@ -794,9 +816,10 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             if r.gen >= r.n_out:
                 ended.append(r)
         if n_prev:
-            itls.append((dt, n_prev))
+            itls[dt] = itls.get(dt, 0) + n_prev
         for tl, k in older.items():
-            itls.append((now - tl, k))
+            itl = now - tl
+            itls[itl] = itls.get(itl, 0) + k
         ctx_sum += emitted
         for r in ended:
             ctx_sum -= r.n_prompt + r.gen
@@ -818,7 +841,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
     m["total_token_throughput"] = (m["total_input_tokens"] + m["total_output_tokens"]) / dur if dur else 0.0
     _stats("ttft", [r.t_first - r.arrival for r in done], m)
     _stats("tpot", [(r.t_done - r.t_first) / (r.n_out - 1) for r in done if r.n_out > 1], m)
-    _wstats("itl", itls, m)
+    _wstats("itl", list(itls.items()), m)
     _stats("e2el", [r.t_done - r.arrival for r in done], m)
     recs = [
         {"rid": r.rid, "arrival_s": r.arrival, "prompt_len": r.n_prompt, "output_len": r.n_out,
