@@ -285,10 +285,9 @@ class _Req:
     __slots__ = ("rid", "arrival", "n_prompt", "n_out", "live", "done_prompt", "to_prefill", "gen", "t_first",
                  "t_last", "t_done", "preempted", "times", "reused", "admitted")  # fmt: skip
 
-    def __init__(self, rid, arrival, n_prompt, n_out, prompt):
+    def __init__(self, rid, arrival, n_prompt, n_out):
         self.rid, self.arrival, self.n_prompt, self.n_out = rid, arrival, n_prompt, n_out
-        # the reply's ids: one per request, repeated (its blocks still hash apart: they chain from its own prompt)
-        self.live = kvm._Live(kvm.Request(rid, 0, prompt, (-1 - rid,) * n_out))
+        self.live = None  # the managers' view of it (its tokens), from when it is sent until it finishes
         self.done_prompt = 0  # prompt (or recompute) tokens prefilled so far
         self.to_prefill = 0  # tokens this admission must compute
         self.gen = 0
@@ -467,11 +466,18 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
     # zeros: the caches match prompts up to that token and no further, and a prompt costs a pointer per token
     # (positive, apart from the replies' synthetic ids, which are negative)
     shared = list(range(workload.prefix_len if isinstance(workload, Workload) else 0))
-    reqs = []
-    for rid, (t, n_p, n_o) in enumerate(trace):
-        own = n_p - len(shared)
-        reqs.append(_Req(rid, t, n_p, n_o, shared + ([(1 << 40) + rid] + [0] * (own - 1) if own > 0 else [])))
-    by_live = {id(r.live): r for r in reqs}
+    reqs = [_Req(rid, t, n_p, n_o) for rid, (t, n_p, n_o) in enumerate(trace)]
+    by_live: dict = {}  # id(r.live) -> r, for the requests sent and not finished
+
+    def make_live(r):
+        """The request's tokens, made when it is sent and dropped when it finishes (a prompt costs a pointer
+        per token: only the requests in the server hold theirs). The reply's ids: one per request, repeated
+        (its blocks still hash apart: they chain from its own prompt)."""
+        own = r.n_prompt - len(shared)
+        prompt = shared + ([(1 << 40) + r.rid] + [0] * (own - 1) if own > 0 else [])
+        r.live = kvm._Live(kvm.Request(r.rid, 0, prompt, (-1 - r.rid,) * r.n_out))
+        by_live[id(r.live)] = r
+
     max_conc = (workload.max_concurrency if isinstance(workload, Workload) else None) or len(reqs)
     pending = deque(reqs)  # not sent by the client yet
     waiting: deque = deque()  # sent, not admitted
@@ -513,6 +519,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                 continue
             sent = free_since.popleft()  # the client's clock starts when it sends: on time, or when a place frees
             r.arrival = max(r.arrival, sent)
+            make_live(r)
             waiting.append(r)
 
     def known_to_fail(r) -> bool:
@@ -565,6 +572,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             mgr.decode_many(live, r.gen - n_before)
         sync(r)
         mgr.finish(live, steps)
+        del by_live[id(live)]
+        r.live = None
         st_["version"] += 1
         decoding.remove(r)
         r.t_done = st_["now"]
@@ -749,6 +758,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                 # nothing runs and the head of the queue does not fit an empty pool: it never will
                 r = waiting.popleft()
                 rejected.append(r.rid)
+                del by_live[id(r.live)]
+                r.live = None
                 free_since.append(now)
                 continue
             if pending:
