@@ -6,9 +6,10 @@
    here at 10 requests/s, seed 0) served by each engine with its default flags on Llama 3.1 8B (F16 for vLLM and
    SGLang, Q4_K_M for llama-server) on an RTX 4090, measured profile. CPU seconds of this process, best of 3, with
    a cold step-time memo each run. The issue's target is well under 300 ms of CPython (Pyodide is 2-3x slower).
-   Memory: the simulation keeps per-request records, (ITL, count) pairs per step and at most 2 x KV_SAMPLES KV
-   samples; tracemalloc's peak is printed. With --pyodide DIR (a directory holding pyodide.mjs, as build.py
-   copies it into dist/pyodide), the same workloads also run in Pyodide under node: wall-clock ms, best of 3.
+   Memory: the simulation keeps per-request records (tokens only while a request is in the server), an ITL ->
+   count map and at most 2 x KV_SAMPLES KV samples; tracemalloc's peak is printed. With --pyodide DIR (a
+   directory holding pyodide.mjs, as build.py copies it into dist/pyodide), the same workloads also run in
+   Pyodide under node: wall-clock ms, best of 3.
 2. Batched decode (enginelab.serving.fit): in-sample, leave-one-model-out and leave-one-device-out median and p90
    |error| on data/serving/batched_bench.csv, and the never-fitted micro-batch rows of pr_tables.csv.
 3. Serving (enginelab.serving.validate): median |error| of mean TTFT, mean TPOT and output throughput on

@@ -264,6 +264,17 @@ class StepTimer:
                 self.raw.clear()
         return t
 
+    def decode_run(self, n_decode: int, ctx_sum: int) -> tuple:
+        """(seconds(n_decode, ctx_sum, 0, 0, False), steps): and for how many steps from this one the time stays
+        the same while every context grows by one a step (the mean context stays in one of _round's bins)."""
+        c = ctx_sum // n_decode
+        same = 1
+        if c > 64:
+            q = 1 << (c.bit_length() - 4)
+            # the bin's upper edge, or the next power of two (where the bins widen)
+            same = min((c + q // 2) // q * q + q - q // 2, 1 << c.bit_length()) - c
+        return self.seconds(n_decode, ctx_sum, 0, 0, False), same
+
     def _seconds(self, n_decode: int, ctx_sum: int, n_prefill: int, prefill_start: int, last: bool) -> float:
         # token counts on 16 steps per octave; contexts and a chunk's start (the attention terms) on 8
         c = _round(ctx_sum // n_decode, 4) if n_decode else 0
@@ -288,10 +299,9 @@ class _Req:
     __slots__ = ("rid", "arrival", "n_prompt", "n_out", "live", "done_prompt", "to_prefill", "gen", "t_first",
                  "t_last", "t_done", "preempted", "times", "reused", "admitted")  # fmt: skip
 
-    def __init__(self, rid, arrival, n_prompt, n_out, prompt):
+    def __init__(self, rid, arrival, n_prompt, n_out):
         self.rid, self.arrival, self.n_prompt, self.n_out = rid, arrival, n_prompt, n_out
-        # the reply's ids: one per request, repeated (its blocks still hash apart: they chain from its own prompt)
-        self.live = kvm._Live(kvm.Request(rid, 0, prompt, (-1 - rid,) * n_out))
+        self.live = None  # the managers' view of it (its tokens), from when it is sent until it finishes
         self.done_prompt = 0  # prompt (or recompute) tokens prefilled so far
         self.to_prefill = 0  # tokens this admission must compute
         self.gen = 0
@@ -384,24 +394,32 @@ def _trace(workload) -> list:
 
 
 def simulate(
-    engine: str, placement, workload, profile=None, max_steps: int = 2_000_000, record_tokens: bool = False, **flags
+    engine: str,
+    placement,
+    workload,
+    profile=None,
+    max_steps: int = 2_000_000,
+    record_tokens: bool = False,
+    fast: bool = True,
+    **flags,
 ):
     """Serve `workload` (a Workload, or a trace: [(arrival_s, prompt_len, output_len)]) with `engine`
     ("llama.cpp", "vllm", "sglang") on `placement`; flags in the engine's own names (FLAGS; an unknown flag or a
     bad value: ValueError naming it). profile: the batched step's ("course" or "measured"; None = the
     placement's). record_tokens: each request's record also lists the times its tokens came out (token_times_s).
-    Returns a Result."""
+    fast=False runs every step in full, the reference the default's shortcuts are tested against (they give the
+    same Result: see _simulate). Returns a Result."""
     # the run allocates many small objects and frees them without cycles: the cyclic collector only costs time
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(engine, placement, workload, profile, max_steps, record_tokens, flags)
+        return _simulate(engine, placement, workload, profile, max_steps, record_tokens, fast, flags)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _simulate(engine, placement, workload, profile, max_steps, record_tokens, flags):
+def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fast, flags):
     if engine not in ENGINES:
         _check(False, "engine", f"must be one of {', '.join(ENGINES)}, got {brief(engine)}")
     if not isinstance(placement, pm.Placement):
@@ -409,6 +427,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
     trace = _trace(workload)
     check_int(max_steps, "max_steps", 1, 1 << 40)
     check_bool(record_tokens, "record_tokens")
+    check_bool(fast, "fast")
     if record_tokens and sum(o for _t, _p, o in trace) > kvm.MAX_REPLY_TOKENS:
         _check(False, "record_tokens", f"records at most {kvm.MAX_REPLY_TOKENS:,} token times; this workload has more")
     f = _flags(engine, flags)
@@ -456,25 +475,41 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
     is_vllm, is_sglang = engine == "vllm", engine == "sglang"
     bs = mgr.block_size if is_vllm else 0
     n_ubatch = f["n_ubatch"] if engine == "llama.cpp" else 0
+    lpm = is_sglang and f["schedule_policy"] == "lpm"
 
     # requests: a shared prefix (token ids 0 .. prefix_len - 1), then a token of their own (id 2^40 + rid) and
     # zeros: the caches match prompts up to that token and no further, and a prompt costs a pointer per token
     # (positive, apart from the replies' synthetic ids, which are negative)
     shared = list(range(workload.prefix_len if isinstance(workload, Workload) else 0))
-    reqs = []
-    for rid, (t, n_p, n_o) in enumerate(trace):
-        own = n_p - len(shared)
-        reqs.append(_Req(rid, t, n_p, n_o, shared + ([(1 << 40) + rid] + [0] * (own - 1) if own > 0 else [])))
-    by_live = {id(r.live): r for r in reqs}
+    reqs = [_Req(rid, t, n_p, n_o) for rid, (t, n_p, n_o) in enumerate(trace)]
+    by_live: dict = {}  # id(r.live) -> r, for the requests sent and not finished
+
+    def make_live(r):
+        """The request's tokens, made when it is sent and dropped when it finishes (a prompt costs a pointer
+        per token: only the requests in the server hold theirs). The reply's ids: one per request, repeated
+        (its blocks still hash apart: they chain from its own prompt)."""
+        own = r.n_prompt - len(shared)
+        prompt = shared + ([(1 << 40) + r.rid] + [0] * (own - 1) if own > 0 else [])
+        r.live = kvm._Live(kvm.Request(r.rid, 0, prompt, (-1 - r.rid,) * r.n_out))
+        by_live[id(r.live)] = r
+
     max_conc = (workload.max_concurrency if isinstance(workload, Workload) else None) or len(reqs)
     pending = deque(reqs)  # not sent by the client yet
     waiting: deque = deque()  # sent, not admitted
     prefilling: list = []  # admitted, prompt (or recompute) not finished, in admission order
     decoding: list = []  # generating, in admission order
     rejected = []
-    itls: list = []
+    itls: dict = {}  # inter-token latency (s) -> tokens
     kv_use: list = []
     st_ = {"now": 0.0, "order": 0, "hits": 0, "preempted_at": -1, "preemptions": 0}
+    # Fast path, part 1: an admission that failed fails again until something frees room or adds to the caches.
+    # `version` counts those events (an admission, a finish, a preemption, and the step after an admission, when
+    # SGLang's tree inserts the new prompts); a request that did not fit at the current version is not offered
+    # to the manager again. (Meanwhile decodes only take room: vLLM's blocks, never slot or radix cells, which
+    # are reserved at admission; and a decoded block chains from its own request's prompt, so it cannot lengthen
+    # another request's prefix hit. SGLang's failed match_prefix marks the matched path as used; repeating it
+    # with no other use of the tree in between leaves the least-recently-used order as it was.)
+    st_.update(version=0, fail_head=None, fail_version=-1, admitted_at=-1)
     # the client's semaphore (--max-concurrency): when each of its free places became free, first in first out
     free_since = deque([0.0] * min(max_conc, len(reqs)))
     ctx_sum = 0  # the decoding requests' contexts, summed
@@ -490,13 +525,33 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
             live.tokens.extend(live.reply[have : r.gen])
         live.n_generated = r.gen
 
+    def arrive(now):
+        """The client sends every request due by `now` while it has a free place (--max-concurrency)."""
+        while pending and free_since and pending[0].arrival <= now:
+            r = pending.popleft()
+            if r.n_prompt + r.n_out > limit:
+                rejected.append(r.rid)
+                continue
+            sent = free_since.popleft()  # the client's clock starts when it sends: on time, or when a place frees
+            r.arrival = max(r.arrival, sent)
+            make_live(r)
+            waiting.append(r)
+
+    def known_to_fail(r) -> bool:
+        return fast and r is st_["fail_head"] and st_["fail_version"] == st_["version"]
+
     def admit(r) -> bool:
         if st_["preempted_at"] == steps:  # vLLM admits nothing in a step that had to preempt
+            return False
+        if known_to_fail(r):
             return False
         sync(r)
         got = mgr.admit(r.live, steps)
         if got is None:
+            st_["fail_head"], st_["fail_version"] = r, st_["version"]
             return False
+        st_["version"] += 1
+        st_["admitted_at"] = steps
         reused, computed = got
         st_["order"] += 1
         r.live.order = st_["order"]
@@ -509,6 +564,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
 
     def preempt(victims):
         st_["preempted_at"] = steps + 1
+        st_["version"] += 1
         for v in victims:
             vr = by_live[id(v)]
             if vr in decoding:
@@ -531,23 +587,137 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
             mgr.decode_many(live, r.gen - n_before)
         sync(r)
         mgr.finish(live, steps)
+        del by_live[id(live)]
+        r.live = None
+        st_["version"] += 1
         decoding.remove(r)
         r.t_done = st_["now"]
         free_since.append(st_["now"])
+
+    def queue_order():
+        """The waiting requests in the order the scheduler offers them for admission."""
+        if lpm and len(waiting) <= mgr.LPM_MAX_WAITING:
+            # lpm: longest cached prefix first (RadixManager.schedule; fcfs past LPM_MAX_WAITING waiting)
+            by = {id(r.live): r for r in waiting}
+            return [by[id(lv)] for lv in mgr.schedule([r.live for r in waiting], steps)]
+        return waiting
+
+    def step_seconds(n_dec, ctx_dec, chunk_tok, mean_start, chunk_last) -> float:
+        if n_ubatch and n_dec + chunk_tok > n_ubatch:
+            # llama_decode splits the batch into micro-batches of n_ubatch tokens, the decodes first
+            dt = 0.0
+            rest, nd = chunk_tok, n_dec
+            while nd or rest:
+                d = min(nd, n_ubatch)
+                take = min(rest, n_ubatch - d)
+                dt += timer.seconds(d, ctx_dec * d // max(1, n_dec), take, mean_start, chunk_last and rest == take)
+                rest -= take
+                nd -= d
+            return dt
+        return timer.seconds(n_dec, ctx_dec, chunk_tok, mean_start, chunk_last)
+
+    def sample(now, pending_gen):
+        """A KV-use sample (every sample_every steps); pending_gen: tokens decoded but not yet in any r.gen."""
+        nonlocal kv_use, sample_every
+        unapplied = 0 if is_vllm else sum(r.gen for r in decoding) + pending_gen  # reply cells not handed over yet
+        kv_use.append((now, mgr.cells_used() + unapplied))
+        if len(kv_use) >= 2 * KV_SAMPLES:
+            kv_use = kv_use[::2]
+            sample_every *= 2
+
+    def coast() -> bool:
+        """Fast path, part 2: run the steps in which every running request decodes one token and nothing else
+        happens (no prompt to prefill, nobody admitted, nobody finishing, no block running out) without the
+        scheduler: the same step times, ITLs and KV samples as step by step, each request updated once at the
+        end, vLLM's blocks taken only at the steps where a request starts one. False: this step runs in full."""
+        nonlocal steps, ctx_sum
+        n = len(decoding)
+        now = st_["now"]
+        if not is_sglang and n > budget:
+            return False  # not every running request decodes in a step
+        left = budget if is_sglang else budget - n
+        if waiting and left > 0 and n < cap:  # the scheduler offers the queue's head a place: is it refused?
+            head = queue_order()[0]
+            if (chunked or head.n_prompt + head.gen <= left) and not known_to_fail(head):
+                return False
+        k = max_steps - steps  # steps to run: none may finish a request
+        for r in decoding:
+            if r.t_last != now:
+                return False  # it did not decode in the last step: its ITL is not this step's time
+            k = min(k, r.n_out - r.gen - 1)
+        if k < 1:
+            return False
+        at: dict = {}  # vLLM: step -> the requests that start a block in it
+        if bs:  # stop before the step whose blocks run out (it preempts); each request starts one per bs steps
+            free = len(mgr.free_block_queue)
+            k = min(k, bs * (free // n + 1))
+            for r in decoding:
+                for j in range(-(r.n_prompt + r.gen) % bs, k, bs):
+                    at.setdefault(j, []).append(r)
+            need = 0
+            for j in sorted(at):
+                need += len(at[j])
+                if need > free:
+                    k = j
+                    break
+            if k < 1:
+                return False
+        # begin_step once: nothing is admitted in these steps and the simulation tracks no cells, so later
+        # steps' begin_step would do nothing (vLLM's step number is read only when it preempts)
+        mgr.begin_step(steps)
+        times = [] if record_tokens else None
+        j = 0
+        while j < k:
+            # a run of steps of one time: the mean context grows by one a step and the timer rounds it
+            dt, same = (
+                timer.decode_run(n, ctx_sum)
+                if not n_ubatch or n <= n_ubatch
+                else (step_seconds(n, ctx_sum, 0, 0, False), 1)
+            )
+            j0 = j
+            for _ in range(min(same, k - j)):
+                if j and pending and free_since and pending[0].arrival <= now:
+                    if not waiting or lpm:
+                        k = j  # a request arrives that the scheduler may take: that step runs in full
+                        break
+                    arrive(now)  # it queues behind a head that does not fit
+                for r in at.get(j, ()):  # as the full step does: the new token in live.tokens while the block is taken
+                    g = r.gen + j
+                    live = r.live
+                    have = len(live.tokens) - r.n_prompt
+                    if have < g:
+                        live.tokens.extend(live.reply[have:g])
+                    live.n_generated = g
+                    live.tokens.append(live.reply[g])
+                    mgr.decode(live, [])
+                    live.tokens.pop()
+                now += dt
+                j += 1
+                steps += 1
+                if times is not None:
+                    times.append(now)
+                if steps % sample_every == 0:
+                    sample(now, j * n)
+            itls[dt] = itls.get(dt, 0) + n * (j - j0)
+            ctx_sum += n * (j - j0)
+        st_["now"] = now
+        for r in decoding:
+            r.gen += j
+            r.t_last = now
+            if times:
+                r.times.extend(times)
+        return j > 0
 
     while pending or waiting or prefilling or decoding:
         _check(steps < max_steps, "max_steps", f"the simulation did not finish within max_steps={max_steps:,}")
         now = st_["now"]
         if not waiting and not prefilling and not decoding and pending[0].arrival > now:
             now = st_["now"] = pending[0].arrival  # idle until the next request
-        while pending and free_since and pending[0].arrival <= now:
-            r = pending.popleft()
-            if r.n_prompt + r.n_out > limit:
-                rejected.append(r.rid)
-                continue
-            sent = free_since.popleft()  # the client's clock starts when it sends: on time, or when a place frees
-            r.arrival = max(r.arrival, sent)
-            waiting.append(r)
+        arrive(now)
+        if st_["admitted_at"] == steps - 1:
+            st_["version"] += 1  # SGLang's tree takes last step's prompts now (RadixManager.begin_step)
+        if fast and decoding and not prefilling and coast():
+            continue
         mgr.begin_step(steps)
         # --- schedule one step: decode tokens, prompt chunks (tokens, summed start), who emits a token ---
         left = budget
@@ -569,11 +739,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
             if r.done_prompt >= r.to_prefill:
                 done_prefill.append(r)
         if waiting and left > 0:
-            queue = waiting
-            if is_sglang and f["schedule_policy"] == "lpm" and len(waiting) <= mgr.LPM_MAX_WAITING:
-                # lpm: longest cached prefix first (RadixManager.schedule; fcfs past LPM_MAX_WAITING waiting)
-                by = {id(r.live): r for r in waiting}
-                queue = [by[id(lv)] for lv in mgr.schedule([r.live for r in waiting], steps)]
+            queue = queue_order()
             taken = []
             for r in queue:
                 if left <= 0 or len(prefilling) + len(decoding) >= cap:
@@ -607,6 +773,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
                 # nothing runs and the head of the queue does not fit an empty pool: it never will
                 r = waiting.popleft()
                 rejected.append(r.rid)
+                del by_live[id(r.live)]
+                r.live = None
                 free_since.append(now)
                 continue
             if pending:
@@ -615,18 +783,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
         chunk_last = bool(done_prefill)
         mean_start = chunk_start // chunk_tok if chunk_tok else 0
         ctx_dec = ctx_sum * n_dec // max(1, len(decoding))  # the contexts of the n_dec that decode
-        if n_ubatch and n_dec + chunk_tok > n_ubatch:
-            # llama_decode splits the batch into micro-batches of n_ubatch tokens, the decodes first
-            dt = 0.0
-            rest, nd = chunk_tok, n_dec
-            while nd or rest:
-                d = min(nd, n_ubatch)
-                take = min(rest, n_ubatch - d)
-                dt += timer.seconds(d, ctx_dec * d // max(1, n_dec), take, mean_start, chunk_last and rest == take)
-                rest -= take
-                nd -= d
-        else:
-            dt = timer.seconds(n_dec, ctx_dec, chunk_tok, mean_start, chunk_last)
+        dt = step_seconds(n_dec, ctx_dec, chunk_tok, mean_start, chunk_last)
+        prev = now  # the previous step's end: most decodes emitted then (now + dt - dt may differ from it)
         now = st_["now"] = now + dt
         # --- the step's tokens: decodes (in admission order), then prompts that finished ---
         for r in done_prefill:
@@ -635,7 +793,6 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
         for r in done_prefill:
             decoding.append(r)
             ctx_sum += r.n_prompt + r.gen
-        prev = now - dt  # the previous step's end: most decodes emitted then
         n_prev = 0
         older: dict = {}
         emitted = 0
@@ -685,9 +842,10 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
             if r.gen >= r.n_out:
                 ended.append(r)
         if n_prev:
-            itls.append((dt, n_prev))
+            itls[dt] = itls.get(dt, 0) + n_prev
         for tl, k in older.items():
-            itls.append((now - tl, k))
+            itl = now - tl
+            itls[itl] = itls.get(itl, 0) + k
         ctx_sum += emitted
         for r in ended:
             ctx_sum -= r.n_prompt + r.gen
@@ -698,11 +856,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
         mgr.events.clear()
         steps += 1
         if steps % sample_every == 0:
-            unapplied = 0 if is_vllm else sum(r.gen for r in decoding)  # reply cells not handed to the manager yet
-            kv_use.append((now, mgr.cells_used() + unapplied))
-            if len(kv_use) >= 2 * KV_SAMPLES:
-                kv_use = kv_use[::2]
-                sample_every *= 2
+            sample(now, 0)
     done = [r for r in reqs if r.t_done >= 0]
     dur = max((r.t_done for r in done), default=0.0)
     m = {"completed": len(done), "failed": len(rejected), "duration_s": dur}
@@ -713,7 +867,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fl
     m["total_token_throughput"] = (m["total_input_tokens"] + m["total_output_tokens"]) / dur if dur else 0.0
     _stats("ttft", [r.t_first - r.arrival for r in done], m)
     _stats("tpot", [(r.t_done - r.t_first) / (r.n_out - 1) for r in done if r.n_out > 1], m)
-    _wstats("itl", itls, m)
+    _wstats("itl", list(itls.items()), m)
     _stats("e2el", [r.t_done - r.arrival for r in done], m)
     recs = [
         {"rid": r.rid, "arrival_s": r.arrival, "prompt_len": r.n_prompt, "output_len": r.n_out,
