@@ -53,13 +53,15 @@ def test_a_frame_with_its_own_settings_warms_up_on_the_default_state(views):
     assert app.state.machine == "rtx3060" and app.state.ctx == 16384
 
 
-def test_a_frame_at_the_default_warms_up_on_its_first_settings_next_option(views):
+def test_a_frame_at_the_default_warms_up_on_it_and_its_first_settings_next_option(views):
     _before, out, app = warm("w2", "calculator", "", views)
     fig = REGISTRY["calculator"]
     assert out == {"ok": True} and app.state == fig.default_state()
     options = [v for v, _ in fig.SPEC.by_key["model"].options_for({})]
     want = options[(options.index(app.state.model) + 1) % len(options)]
-    assert [s.model for s in views] == [want]  # the model is the calculator's first setting
+    # the pre-rendered default itself (nothing computed it), then the model (the calculator's first setting) changed
+    assert [s.model for s in views] == [app.state.model, want]
+    assert views[0] == fig.default_state()
 
 
 def test_a_step_through_figure_at_its_default_does_not_warm_up_another_computation(views):

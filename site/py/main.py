@@ -167,17 +167,25 @@ class App:
         return self.apply(state, messages, force=True)
 
     def warm_up(self):
-        """Run compute and render once for a neighbouring state and throw the answer away, while the frame is idle:
+        """Run compute and render once for neighbouring states and throw the answers away, while the frame is idle:
         the reader's first change then runs on warm code. In Pyodide a code path's first run, and the caches a new
         model or machine fills, cost several times a later change (a cold first change took 25-60 ms against 5-10
-        ms). The neighbour: the figure's default state, or, at the default, the first setting changed to its next
-        option (none for a step-through figure, whose changes are frame patches on the same computation). The
-        session's own state and what the frame shows are left as they are."""
+        ms). The neighbours: the figure's default state; at the default, which the frame shows as pre-rendered
+        and nothing has computed yet, the default itself (a reader who tries another model and comes back finds
+        it warm) and the first setting changed to its next option (neither for a step-through figure, whose
+        changes are frame patches on the same computation). The session's own state and what the frame shows
+        are left as they are."""
         try:
             state = self.fig.default_state()
-            if state == self.state:
-                state = None if getattr(self.fig, "STEP_FIELD", None) else self._neighbour()
-            if state is not None:
+            if state != self.state:
+                states = [state]
+            elif getattr(self.fig, "STEP_FIELD", None):
+                states = []
+            else:
+                states = [state, self._neighbour()]
+            for state in states:
+                if state is None:
+                    continue
                 with chart.layout_for(self.layout):
                     self.page.view(self.fig, state, defer=True)
                     self.page.field_sigs(self.spec, state)
