@@ -69,3 +69,27 @@ def test_a_step_through_figure_at_its_default_does_not_warm_up_another_computati
     assert out == {"ok": True} and views == []  # its changes are frame patches on the simulation it has
     _before, out, app = warm("w4", "kv-managers", "?step=5", views)
     assert [s.step for s in views] == [0] and app.state.step == 5  # the same simulation, at its first step
+
+
+def test_idle_requests_after_a_change_warm_what_is_one_step_away_and_change_nothing_shown(monkeypatch):
+    from enginelab import scenario
+
+    fig = REGISTRY["calculator"]
+    ask("i1", op="open", figure="calculator", search="?model=qwen2.5-14b", sigs={}, values={}, layout="wide")
+    app = main.SESSIONS["i1"]
+    ran = []
+    real = scenario.warm_steps
+    monkeypatch.setattr(scenario, "warm_steps", lambda states: ran.append(len(states)) or real(states))
+    monkeypatch.setattr(main, "IDLE_BUDGET_S", 0.0)  # one step per request
+    before = (app.state, app.query, dict(app.sigs), dict(app.shown), app.message_list, app.deferred)
+    answers = [ask("i1", op="idle")]
+    while answers[-1].get("more"):
+        answers.append(ask("i1", op="idle"))
+        assert len(answers) <= 21  # bounded: four neighbours, five steps each, and the last answer
+    assert all(a["ok"] for a in answers) and answers[-1] == {"ok": True, "more": False}
+    assert len(answers) == 21 and ran == [4]  # the steps were made once, for the state shown
+    assert (app.state, app.query, app.sigs, app.shown, app.message_list, app.deferred) == before
+    assert ask("i1", op="idle") == {"ok": True, "more": False}  # nothing left for this state
+    values = {k: fig.SPEC.by_key[k].encode(fig.SPEC.shown(app.state, k)) for k in app.sigs} | {"model": "qwen2.5-7b"}
+    ask("i1", op="input", values=values, target="model")
+    assert ask("i1", op="idle")["more"] and ran == [4, 4]  # a new state: its own neighbours

@@ -445,6 +445,7 @@ def _tensor_of(name: str, ne: tuple) -> Tensor:
 # _tensor_of reads only the name's text around the block number and the number of dimensions, so every block's
 # copy of a tensor is classed alike: a model's hundreds of tensors take a few dozen classifications.
 _CLASS_CACHE: dict = {}
+_CLASS_CACHE_MAX = 4096  # names come from the blocks' few kinds; bounded all the same (then it starts over)
 
 
 def _block_tensors_of(bm: BlockModel) -> list:
@@ -461,7 +462,7 @@ def _block_tensors_of(bm: BlockModel) -> list:
         kind = _CLASS_CACHE.get(key)
         if kind is None:
             t = _tensor_of(name, ne)
-            if len(_CLASS_CACHE) >= 4096:  # names come from the blocks' few kinds; bounded all the same
+            if len(_CLASS_CACHE) >= _CLASS_CACHE_MAX:
                 _CLASS_CACHE.clear()
             kind = _CLASS_CACHE[key] = (t.cls, t.src_type)
         cls, src = kind

@@ -12,7 +12,7 @@ from .kv import _kv_plan, _kv_type
 from .models import MAX_CONTEXT, Model
 from .multigpu import _gpu_side
 from .placement import Placement
-from .sizes import _layer_bytes, _layer_parts, quantize_plan
+from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, quantize_plan
 from .units import WORK_CACHE_MAX
 
 
@@ -164,6 +164,20 @@ def _layer_terms(m: Model, quant) -> list:
         _LAYER_TERMS_CACHE.clear()
     _LAYER_TERMS_CACHE[key] = out
     return out
+
+
+def warm_steps(model, quant):
+    """The per-(model, quant) caches a first placement and timing of the pair fills, as steps (functions of no
+    argument) to run one at a time while the page is idle: the model's blocks and GGUF tensors, llama-quantize's
+    plan, the per-block byte tables, the per-block work terms. Each step is one of the walks over the model's
+    tensors (a few ms each in Pyodide); a step whose cache is filled returns at once. The caches are the ones
+    a computation uses, each bounded (sizes, ggml, this module)."""
+    m = get_model(model)
+    yield lambda: m.block_model
+    yield m.tensors
+    yield lambda: quantize_plan(m, quant)
+    yield lambda: (_layer_bytes(m, quant), _layer_matrix_bytes(m, quant))
+    yield lambda: (_layer_plan(m, quant), _layer_terms(m, quant))
 
 
 def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
