@@ -52,13 +52,14 @@ RECURRENT_KINDS = ("mamba", "mamba2", "gated_delta_net", "kda")
 
 def _int(obj, name: str, lo: int, hi: int) -> None:
     v = getattr(obj, name)
-    ok = type(v) is int and lo <= v <= hi
-    check(ok, name, f"must be an integer from {lo:,} to {hi:,}, got {brief(v)}")
+    if not (type(v) is int and lo <= v <= hi):  # (the message is built only for a bad value: checks run per block)
+        check(False, name, f"must be an integer from {lo:,} to {hi:,}, got {brief(v)}")
 
 
 def _bool(obj, name: str) -> None:
     v = getattr(obj, name)
-    check(isinstance(v, bool), name, f"must be true or false, got {brief(v)}")
+    if not isinstance(v, bool):
+        check(False, name, f"must be true or false, got {brief(v)}")
 
 
 # ---------------------------------------------------------------------------
@@ -305,15 +306,17 @@ class Block:
     out_scale: bool = False  # one learned scalar on the block's output, layer_output_scale (Gemma 4)
 
     def __post_init__(self):
-        check(isinstance(self.mixer, MIXERS), "mixer", f"must be a blocks mixer, got {brief(self.mixer)}")
-        check(isinstance(self.ffn, FFNS), "ffn", f"must be a blocks FFN, got {brief(self.ffn)}")
+        # each message is built only when its check fails: brief() of a mixer is a repr, and this runs per block
+        if not isinstance(self.mixer, MIXERS):
+            check(False, "mixer", f"must be a blocks mixer, got {brief(self.mixer)}")
+        if not isinstance(self.ffn, FFNS):
+            check(False, "ffn", f"must be a blocks FFN, got {brief(self.ffn)}")
         _bool(self, "post_norms")
         _bool(self, "out_scale")
-        check(
-            isinstance(self.ffn_norm_name, str) and self.ffn_norm_name in FFN_NORM_NAMES,
-            "ffn_norm_name",
-            f"must be one of {', '.join(FFN_NORM_NAMES)}, got {brief(self.ffn_norm_name)}",
-        )
+        if not (isinstance(self.ffn_norm_name, str) and self.ffn_norm_name in FFN_NORM_NAMES):
+            check(
+                False, "ffn_norm_name", f"must be one of {', '.join(FFN_NORM_NAMES)}, got {brief(self.ffn_norm_name)}"
+            )
         check(
             not (self.post_norms and self.ffn_norm_name == "post_attention_norm"),
             "ffn_norm_name",
@@ -355,7 +358,8 @@ class BlockModel:
             f"must be a tuple of 1 to {MAX_LAYERS:,} Blocks, got {brief(self.blocks)}",
         )
         for il, b in enumerate(self.blocks):
-            check(isinstance(b, Block), "blocks", f"entry {il} must be a blocks.Block, got {brief(b)}")
+            if not isinstance(b, Block):  # (brief() of a block is a repr: built only for a bad entry)
+                check(False, "blocks", f"entry {il} must be a blocks.Block, got {brief(b)}")
             m = b.mixer
             if isinstance(m, Attention) and m.kv_shared_from >= 0:
                 src = m.kv_shared_from

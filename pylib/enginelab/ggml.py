@@ -492,10 +492,8 @@ def _plan(model, quant, imatrix: bool) -> tuple:
     loaded = model.tensors()
     extra = model.file_only_tensors() if quant is not None and hasattr(model, "file_only_tensors") else []
     tensors = sorted(loaded + extra, key=weight_order) if extra else loaded
-    types = {}
     if quant is None:
-        for t in tensors:
-            types[t.name] = t.src_type
+        types = [t.src_type for t in tensors]
     else:
         tied = not any(t.cls == "output" for t in tensors)
         counters = {
@@ -509,6 +507,7 @@ def _plan(model, quant, imatrix: bool) -> tuple:
         }
         pure = quant in _PURE
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
+        types = []
         for t in tensors:
             if not _allows_quantization(t):
                 typ = t.src_type  # norms, biases, the router: kept as converted (F32)
@@ -523,20 +522,23 @@ def _plan(model, quant, imatrix: bool) -> tuple:
                 typ = _fallback(t, default)
             else:
                 typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
-            types[t.name] = typ
+            types.append(typ)
+    rows = [_row(t, typ) for t, typ in zip(tensors, types)]
+    if not extra:
+        return rows, []
     extra_names = {t.name for t in extra}
-    return (
-        [_row(t, types[t.name]) for t in loaded],
-        [_row(t, types[t.name]) for t in tensors if t.name in extra_names],
-    )
+    return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
 
 
 def _row(t: Tensor, typ: str) -> dict:
+    n = t.n_elements
+    g = GGML_TYPES[typ]
+    ne0 = t.ne[0]
     return {
         "name": t.name,
         "type": typ,
-        "n_elements": t.n_elements,
-        "bytes": tensor_bytes(t, typ),
+        "n_elements": n,
+        "bytes": n // ne0 * (-(-ne0 // g.block_size)) * g.type_size,  # tensor_bytes(t, typ), n counted once
         "cls": t.cls,
         "layer": t.layer,
         "ne": t.ne,

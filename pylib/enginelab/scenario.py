@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import perf_model as pm
+from perf_model.work import warm_steps as _warm_pair_steps
 
 from . import custom, gpus, remote
 from .measured import builds as _builds
@@ -60,6 +61,17 @@ def quant_for(values):
         if rm is not None and rm.kind == "gguf":
             return None
     return values["quant"]
+
+
+def warm_steps(states):
+    """Steps (functions of no argument) that fill, one at a time, the per-model caches a first build() of each of
+    these states would fill (perf_model.work.warm_steps): for the glue to run while the page is idle, so that a
+    reader's next model or quantization is not a first visit. Only catalog models (a custom, dropped or remote
+    model is the one the page has)."""
+    for state in states:
+        v = {**DEFAULTS, **state.as_dict()}
+        if v["model"] in pm.MODELS:
+            yield from _warm_pair_steps(pm.MODELS[v["model"]], quant_for(v))
 
 
 def n_ctx_for(values) -> int:

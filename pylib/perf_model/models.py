@@ -447,16 +447,34 @@ def _tensor_of(name: str, ne: tuple) -> Tensor:
     return Tensor(name, ne, _engine_io._gguf_class(name, len(ne)), il)
 
 
+# (in a block, the name after "blk.N", else the whole name; dimensions) -> (class, type) as _tensor_of classes it.
+# _tensor_of reads only the name's text around the block number and the number of dimensions, so every block's
+# copy of a tensor is classed alike: a model's hundreds of tensors take a few dozen classifications.
+_CLASS_CACHE: dict = {}
+_CLASS_CACHE_MAX = 4096  # names come from the blocks' few kinds; bounded all the same (then it starts over)
+
+
 def _block_tensors_of(bm: BlockModel) -> list:
     """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of; the experts of
     a block whose MoE ships them as MXFP4 (gpt-oss: released, and converted, so) are of that type."""
     mxfp4 = {il for il, b in enumerate(bm.blocks) if isinstance(b.ffn, MoEFFN) and b.ffn.mxfp4}
     out = []
     for name, ne in _blocks.tensors(bm):
-        t = _tensor_of(name, ne)
-        if t.layer in mxfp4 and t.cls.endswith("_exps"):
-            t = Tensor(t.name, t.ne, t.cls, t.layer, "MXFP4")
-        out.append(t)
+        if name.startswith("blk."):
+            _, num, rest = name.split(".", 2)
+            il, key = int(num), (True, rest, len(ne))
+        else:
+            il, key = -1, (False, name, len(ne))
+        kind = _CLASS_CACHE.get(key)
+        if kind is None:
+            t = _tensor_of(name, ne)
+            if len(_CLASS_CACHE) >= _CLASS_CACHE_MAX:
+                _CLASS_CACHE.clear()
+            kind = _CLASS_CACHE[key] = (t.cls, t.src_type)
+        cls, src = kind
+        if il in mxfp4 and cls.endswith("_exps"):
+            src = "MXFP4"
+        out.append(Tensor(name, ne, cls, il, src))
     return out
 
 

@@ -395,9 +395,16 @@ def place(
         fields = rule.fields(ngl, lg, og, acc, ts_out, fit_wrote)
         return rule.check(Placement(**common, n_gpu_layers=ngl, auto=auto, **fields))
 
+    def gpu_total(ngl: int) -> float:
+        """build(ngl, True).gpu_total, from the same account without making (and checking) the Placement: what
+        --fit's search asks of each -ngl it tries."""
+        ngl, lg, og = rule.layers(ngl, None)
+        f = rule.fields(ngl, lg, og, _device_bytes(machine, tables, lg, og, n_cpu_moe, rule.row_fr), (), False)
+        return f["gpu_weights"] + f["gpu_kv"] + f["gpu_compute"]  # (Placement.gpu_total's sum, in its order)
+
     if n_gpu_layers is not None or machine.gpu is None:
         return build(n_gpu_layers or 0, n_gpu_layers is None, rule.weights, tensor_split)
-    return rule.fit(build)
+    return rule.fit(build, gpu_total)
 
 
 def _fit_search(n: int, total, room: float) -> int:
@@ -456,12 +463,12 @@ class _ModuleRule:
     def check(self, p: Placement) -> Placement:
         return _check_fit(p)
 
-    def fit(self, build) -> Placement:
+    def fit(self, build, total) -> Placement:
         tried: dict = {}
 
         def gpu_total(ngl: int) -> float:
             if ngl not in tried:
-                tried[ngl] = build(ngl, True).gpu_total
+                tried[ngl] = total(ngl)
             return tried[ngl]
 
         n = self.model.num_hidden_layers
@@ -548,7 +555,7 @@ class _SplitRule:
     def check(self, p: Placement) -> Placement:
         return _check_fit_multi(p)
 
-    def fit(self, build) -> Placement:
+    def fit(self, build, _total) -> Placement:
         n = self.model.num_hidden_layers
         full = build(n + 1, True, self.weights, self.ts)
         if self.ts or self.row or all(u.fits for u in full.gpu_devices):

@@ -13,7 +13,7 @@ from .kv import _kv_plan, _kv_type
 from .models import MAX_CONTEXT, Model
 from .multigpu import _gpu_side
 from .placement import Placement
-from .sizes import _layer_bytes, _layer_parts, quantize_plan
+from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, quantize_plan
 from .units import WORK_CACHE_MAX
 
 
@@ -142,6 +142,47 @@ def decode_attention_flops(model, il: int, context: int) -> float:
 
 
 _STATIC_CACHE: dict = {}
+_LAYER_TERMS_CACHE: dict = {}
+
+
+def _layer_terms(m: Model, quant) -> list:
+    """Per block, what _blocks_static adds for it whatever the pass: (dense bytes, expert bytes, ((type, dense
+    weights, expert weights, 2 x dense weights, 2 x expert weights x the share each token multiplies), ...),
+    ((type, dense rows, expert rows), ...)); cached per (model, quant)."""
+    key = (m, quant)
+    hit = _LAYER_TERMS_CACHE.get(key)
+    if hit is not None:
+        return hit
+    dense, experts, _other = _layer_bytes(m, quant)
+    blocks, _head, row_blocks, _head_rows = _layer_plan(m, quant)
+    _touched, routed = _moe_fraction(m, 1)  # (k/E, the share each token multiplies, is the same for any batch)
+    out = [
+        (
+            dense[il],
+            experts[il],
+            tuple((typ, dn, en, 2.0 * dn, 2.0 * en * routed) for typ, (dn, en) in blocks[il].items()),
+            tuple((typ, dr, er) for typ, (dr, er) in row_blocks[il].items()),
+        )
+        for il in range(m.n_layers)
+    ]
+    if len(_LAYER_TERMS_CACHE) >= WORK_CACHE_MAX:
+        _LAYER_TERMS_CACHE.clear()
+    _LAYER_TERMS_CACHE[key] = out
+    return out
+
+
+def warm_steps(model, quant):
+    """The per-(model, quant) caches a first placement and timing of the pair fills, as steps (functions of no
+    argument) to run one at a time while the page is idle: the model's blocks and GGUF tensors, llama-quantize's
+    plan, the per-block byte tables, the per-block work terms. Each step is one of the walks over the model's
+    tensors (a few ms each in Pyodide); a step whose cache is filled returns at once. The caches are the ones
+    a computation uses, each bounded (sizes, ggml, this module)."""
+    m = get_model(model)
+    yield lambda: m.block_model
+    yield m.tensors
+    yield lambda: quantize_plan(m, quant)
+    yield lambda: (_layer_bytes(m, quant), _layer_matrix_bytes(m, quant))
+    yield lambda: (_layer_plan(m, quant), _layer_terms(m, quant))
 
 
 def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
@@ -157,49 +198,51 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     if hit is not None and hit[0] is p.model:
         return hit[1]
     m = p.model
-    dense, experts, _other = _layer_bytes(m, p.quant)
-    blocks, head, row_blocks, head_rows = _layer_plan(m, p.quant)
-    touched, routed = _moe_fraction(m, n)
-    acc = {
-        s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0, "rows": {}, "et": {}}
-        for s in ("gpu", "cpu")
-    }
-    for il in range(m.n_layers):
-        dev = p.layer_device[il]
-        exp_dev = "cpu" if il < p.n_cpu_moe else dev
-        a, ae = acc[dev], acc[exp_dev]
-        a["w"] += dense[il]
-        ae["w"] += experts[il] * touched
-        if experts[il]:
-            ae["x"] += touched * m.n_expert
-            ae["mx"] += 1
-        a["layers"] += 1
-        for typ, (dn, en) in blocks[il].items():
-            a["f"] += 2.0 * dn * n
-            ae["f"] += 2.0 * en * routed * n
-            ae["xf"] += 2.0 * en * routed * n
-            a["types"][typ] = a["types"].get(typ, 0.0) + dn
-            ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
+    touched, _routed = _moe_fraction(m, n)
+    n_expert = m.n_expert
+    # per side: the scalar sums, then {type: weights}, {type: rows}, {type: routed experts' weights}
+    w, f, x, xf = ({"gpu": 0.0, "cpu": 0.0} for _ in range(4))
+    layers, mx = {"gpu": 0, "cpu": 0}, {"gpu": 0, "cpu": 0}
+    types, rows, et = ({"gpu": {}, "cpu": {}} for _ in range(3))
+    n_cpu_moe, layer_device = p.n_cpu_moe, p.layer_device
+    for il, (dense, experts, type_terms, row_terms) in enumerate(_layer_terms(m, p.quant)):
+        dev = layer_device[il]
+        ed = "cpu" if il < n_cpu_moe else dev  # where the block's experts run
+        w[dev] += dense
+        w[ed] += experts * touched
+        if experts:
+            x[ed] += touched * n_expert
+            mx[ed] += 1
+        layers[dev] += 1
+        t_dev, t_ed, e_ed = types[dev], types[ed], et[ed]
+        for typ, dn, en, two_dn, two_en_routed in type_terms:
+            f[dev] += two_dn * n
+            f[ed] += two_en_routed * n
+            xf[ed] += two_en_routed * n
+            t_dev[typ] = t_dev.get(typ, 0.0) + dn
+            t_ed[typ] = t_ed.get(typ, 0.0) + en * touched
             if en:
-                ae["et"][typ] = ae["et"].get(typ, 0.0) + en * touched
-        for typ, (dr, er) in row_blocks[il].items():
-            a["rows"][typ] = a["rows"].get(typ, 0.0) + dr
-            ae["rows"][typ] = ae["rows"].get(typ, 0.0) + er * touched
+                e_ed[typ] = e_ed.get(typ, 0.0) + en * touched
+        r_dev, r_ed = rows[dev], rows[ed]
+        for typ, dr, er in row_terms:
+            r_dev[typ] = r_dev.get(typ, 0.0) + dr
+            r_ed[typ] = r_ed.get(typ, 0.0) + er * touched
     hd = "gpu" if p.output_on_gpu else "cpu"
     if with_head:
-        acc[hd]["w"] += _head_bytes(p)
+        _blocks, head, _row_blocks, head_rows = _layer_plan(m, p.quant)
+        w[hd] += _head_bytes(p)
         for typ, k in head.items():
-            acc[hd]["f"] += 2.0 * k * n
-            acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + k
+            f[hd] += 2.0 * k * n
+            types[hd][typ] = types[hd].get(typ, 0.0) + k
         for typ, r in head_rows.items():
-            acc[hd]["rows"][typ] = acc[hd]["rows"].get(typ, 0.0) + r
+            rows[hd][typ] = rows[hd].get(typ, 0.0) + r
     static = (
         {
             s: (
-                a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"], a["mx"],
-                tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)), tuple(sorted(a["et"].items())),
+                w[s], f[s], layers[s], tuple(sorted(types[s].items())), x[s], xf[s], mx[s],
+                tuple(sorted((t, r) for t, r in rows[s].items() if r > 0)), tuple(sorted(et[s].items())),
             )
-            for s, a in acc.items()
+            for s in ("gpu", "cpu")
         },
         hd,
     )  # fmt: skip

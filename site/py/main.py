@@ -27,6 +27,8 @@ Any request may carry layout ("wide" or "narrow"): the chart layout the frame sh
   remote   (serve_async) {input} or {file} or {initial}: a model from Hugging Face or a link, read over HTTP;
            progress goes to the frame as notes ({"remote": ...}) while it is read
   warm     the frame is live: get ready for its first change (import its figure's module)
+  idle     the reader paused after a change: fill, for IDLE_BUDGET_S at most, the caches of what they may pick
+           next (the figure's warm_steps(state)); answers {"more": true} while steps remain
   close    the frame is gone
 An answer is {"ok": true, ...what changed} or {"error": "..."} (see App.apply for the keys).
 """
@@ -38,6 +40,7 @@ import traceback
 from enginelab import chart, figures, links  # light: page (state, svg) comes with a frame's first real request
 
 SESSIONS = {}  # client id -> App
+IDLE_BUDGET_S = 0.003  # an "idle" request runs steps until this much time has passed (each step a few ms at most)
 
 
 def report(e):
@@ -70,6 +73,7 @@ class App:
         self.message_list = None
         self.deferred = 0  # token of the last render whose extras are still to come
         self.remote_job = None  # the latest remote read (an older one's answer is dropped)
+        self.idle_steps = None  # the warm-up steps left for the state shown (None: not started for it)
 
     # -- what the frame should write -------------------------------------------------------------------
     def sync_controls(self, state, out, force=False):
@@ -124,6 +128,7 @@ class App:
             out["query"] = view["query"]
             self.query = view["query"]
         self.state = state
+        self.idle_steps = None  # a new state: what the reader may pick next is new too
         if hasattr(self.fig, "deferred_html") and "data-deferred" in (out.get("figure") or out.get("patch") or ""):
             self.deferred += 1  # (placeholders to fill: a frame patch between two frames leaves none)
             out["deferred"] = self.deferred
@@ -167,22 +172,47 @@ class App:
         return self.apply(state, messages, force=True)
 
     def warm_up(self):
-        """Run compute and render once for a neighbouring state and throw the answer away, while the frame is idle:
+        """Run compute and render once for neighbouring states and throw the answers away, while the frame is idle:
         the reader's first change then runs on warm code. In Pyodide a code path's first run, and the caches a new
         model or machine fills, cost several times a later change (a cold first change took 25-60 ms against 5-10
-        ms). The neighbour: the figure's default state, or, at the default, the first setting changed to its next
-        option (none for a step-through figure, whose changes are frame patches on the same computation). The
-        session's own state and what the frame shows are left as they are."""
+        ms). The neighbours: the figure's default state; at the default, which the frame shows as pre-rendered
+        and nothing has computed yet, the default itself (a reader who tries another model and comes back finds
+        it warm) and the first setting changed to its next option (neither for a step-through figure, whose
+        changes are frame patches on the same computation). The session's own state and what the frame shows
+        are left as they are."""
         try:
             state = self.fig.default_state()
-            if state == self.state:
-                state = None if getattr(self.fig, "STEP_FIELD", None) else self._neighbour()
-            if state is not None:
+            if state != self.state:
+                states = [state]
+            elif getattr(self.fig, "STEP_FIELD", None):
+                states = []
+            else:
+                states = [state, self._neighbour()]
+            for state in states:
+                if state is None:
+                    continue
                 with chart.layout_for(self.layout):
                     self.page.view(self.fig, state, defer=True)
                     self.page.field_sigs(self.spec, state)
         except Exception:  # a warm-up is never the reader's concern
             traceback.print_exc()
+
+    def idle_step(self):
+        """Run the figure's warm_steps(state) (what the reader may pick next from the state shown) for
+        IDLE_BUDGET_S, and say whether steps remain. Each step fills caches that a computation would fill (and that
+        bound themselves); nothing the frame shows changes."""
+        if self.idle_steps is None:
+            make = getattr(self.fig, "warm_steps", None)
+            self.idle_steps = iter(make(self.state) if make is not None and self.state is not None else ())
+        t0 = time.perf_counter()
+        for step in self.idle_steps:
+            try:
+                step()
+            except Exception:  # a warm-up is never the reader's concern
+                traceback.print_exc()
+            if time.perf_counter() - t0 >= IDLE_BUDGET_S:
+                return {"ok": True, "more": True}
+        return {"ok": True, "more": False}
 
     def _neighbour(self):
         from enginelab import state as st
@@ -545,6 +575,8 @@ def handle(client, req):
     if op == "warm":  # the frame is live and idle: import its figure's module and warm it up, not on its first change
         app.warm_up()
         return {"ok": True}
+    if op == "idle":  # the reader paused after a change: warm up what they may pick next, a few ms at a time
+        return app.idle_step()
     if op == "input":
         app.patch_key = str(req.get("patch_key") or "")
         app.patch_base = str(req.get("patch_base") or "")

@@ -13,7 +13,9 @@
   patch (site/assets/patch.js); kv_frame_full_* times the same frames rendered in full, for comparison.
 - interaction_busy_p95_ms / cross_frame_busy_p95_ms: the same changes (the calculator alone; the four embedded
   figures) while another process keeps one core busy (a busy loop pinned to core 0: a machine doing something
-  else, as a reader's usually is).
+  else, as a reader's usually is). The p95 of the 50 changes falls on the first visits of the first pass (a model,
+  quantization or layer split not computed yet); bench/bench_interaction.py times the same changes' Python in
+  CPython, which a busy machine disturbs far less (data/lab/embed_bench.csv has runs of both).
 - embeds_*: four figures embedded on a host page against one (time until ready, memory, interactions across the
   frames); embeds_where_mb says where the three more frames' memory goes (Chromium's memory-infra allocators
   summed over the frames' processes: compositor tiles, V8, Blink's DOM and layout heap, ...; the Python

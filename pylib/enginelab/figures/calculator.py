@@ -234,6 +234,18 @@ def compute(state) -> scenario.Scenario:
     return scenario.build(state)
 
 
+def warm_steps(state):
+    """What a reader may pick next, warmed while the page is idle (site/py/main.py, op "idle"): the previous and
+    next option of the model and quantization selects (one arrow key away), as enginelab.scenario.warm_steps."""
+    partial, near = state.as_dict(), []
+    for key in ("model", "quant"):
+        f = SPEC.by_key[key]
+        values = [v for v, _label in f.options_for(partial)] if f.visible_for(partial) else []
+        i = values.index(getattr(state, key)) if getattr(state, key) in values else -1
+        near += [state.replace(**{key: values[j]}) for j in (i - 1, i + 1) if i >= 0 and 0 <= j < len(values)]
+    return scenario.warm_steps(near)
+
+
 def describe(data) -> str:
     s, r, m = data.state, data.readouts, data.model
     where = f"{m.name} {pm.quant_short(s.quant)} on {data.machine.name}, n_ctx {scenario.n_ctx_for(s.as_dict()):,} ({s.kv} KV)"

@@ -1,0 +1,155 @@
+"""The caches that make a first visit of a model in the calculator cheaper, and the idle warm-up that fills them:
+each returns what the computation without it returns, and each stays bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+import perf_model as pm
+from enginelab import blocks, ggml, scenario
+from enginelab.figures import calculator
+from perf_model import models, sizes, work
+
+# dense, MoE (a shared expert), MXFP4 experts (gpt-oss), sliding window, hybrid recurrent, MLA, MTP block
+MODELS = ["llama-3.1-70b", "qwen3-30b-a3b", "gpt-oss-20b", "gemma-3-27b", "qwen3-next-80b-a3b", "deepseek-v2-lite",
+          "glm-4.5-air"]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", MODELS)
+def test_tensors_classed_once_per_name_are_the_tensors_classed_one_by_one(key):
+    bm = pm.MODELS[key].block_model
+    mxfp4 = {il for il, b in enumerate(bm.blocks) if isinstance(b.ffn, blocks.MoEFFN) and b.ffn.mxfp4}
+    want = []
+    for name, ne in blocks.tensors(bm):
+        t = models._tensor_of(name, ne)
+        if t.layer in mxfp4 and t.cls.endswith("_exps"):
+            t = ggml.Tensor(t.name, t.ne, t.cls, t.layer, "MXFP4")
+        want.append(t)
+    models._CLASS_CACHE.clear()
+    assert models._block_tensors_of(bm) == want  # from an empty cache
+    assert models._block_tensors_of(bm) == want  # and from a filled one
+
+
+def test_the_class_cache_stays_bounded(monkeypatch):
+    monkeypatch.setattr(models, "_CLASS_CACHE_MAX", 8)
+    models._CLASS_CACHE.clear()
+    for key in MODELS:
+        models._block_tensors_of(pm.MODELS[key].block_model)
+        assert len(models._CLASS_CACHE) <= 8
+    models._CLASS_CACHE.clear()
+
+
+def _blocks_static_one_by_one(p, n, with_head):
+    """_blocks_static as it was before its per-block terms were cached: the plan's tables read block by block."""
+    m = p.model
+    dense, experts, _other = sizes._layer_bytes(m, p.quant)
+    blocks_, head, row_blocks, head_rows = work._layer_plan(m, p.quant)
+    touched, routed = work._moe_fraction(m, n)
+    acc = {
+        s: {"w": 0.0, "f": 0.0, "layers": 0, "types": {}, "x": 0.0, "xf": 0.0, "mx": 0, "rows": {}, "et": {}}
+        for s in ("gpu", "cpu")
+    }
+    for il in range(m.n_layers):
+        dev = p.layer_device[il]
+        a, ae = acc[dev], acc["cpu" if il < p.n_cpu_moe else dev]
+        a["w"] += dense[il]
+        ae["w"] += experts[il] * touched
+        if experts[il]:
+            ae["x"] += touched * m.n_expert
+            ae["mx"] += 1
+        a["layers"] += 1
+        for typ, (dn, en) in blocks_[il].items():
+            a["f"] += 2.0 * dn * n
+            ae["f"] += 2.0 * en * routed * n
+            ae["xf"] += 2.0 * en * routed * n
+            a["types"][typ] = a["types"].get(typ, 0.0) + dn
+            ae["types"][typ] = ae["types"].get(typ, 0.0) + en * touched
+            if en:
+                ae["et"][typ] = ae["et"].get(typ, 0.0) + en * touched
+        for typ, (dr, er) in row_blocks[il].items():
+            a["rows"][typ] = a["rows"].get(typ, 0.0) + dr
+            ae["rows"][typ] = ae["rows"].get(typ, 0.0) + er * touched
+    hd = "gpu" if p.output_on_gpu else "cpu"
+    if with_head:
+        acc[hd]["w"] += work._head_bytes(p)
+        for typ, k in head.items():
+            acc[hd]["f"] += 2.0 * k * n
+            acc[hd]["types"][typ] = acc[hd]["types"].get(typ, 0.0) + k
+        for typ, r in head_rows.items():
+            acc[hd]["rows"][typ] = acc[hd]["rows"].get(typ, 0.0) + r
+    return (
+        {
+            s: (a["w"], a["f"], a["layers"], tuple(sorted(a["types"].items())), a["x"], a["xf"], a["mx"],
+                tuple(sorted((t, r) for t, r in a["rows"].items() if r > 0)), tuple(sorted(a["et"].items())))
+            for s, a in acc.items()
+        },
+        hd,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("key", MODELS)
+def test_a_pass_read_from_cached_block_terms_is_the_same_as_read_from_the_tables(key):
+    m = pm.MODELS[key]
+    for machine, ngl, n_cpu_moe in (("rtx4090", None, 0), ("rtx3060", 10, 0), ("rtx3060", None, 4)):
+        p = pm.place(m, machine, "Q4_K_M", n_ctx=8192, n_gpu_layers=ngl, n_cpu_moe=n_cpu_moe if m.is_moe else 0)
+        for n in (1, 97, 512):
+            for with_head in (True, False):
+                work._STATIC_CACHE.clear()
+                assert work._blocks_static(p, n, with_head) == _blocks_static_one_by_one(p, n, with_head)
+
+
+def test_the_block_terms_cache_stays_bounded(monkeypatch):
+    monkeypatch.setattr(work, "WORK_CACHE_MAX", 3)
+    work._LAYER_TERMS_CACHE.clear()
+    for key in MODELS:
+        work._layer_terms(pm.MODELS[key], "Q4_K_M")
+        assert len(work._LAYER_TERMS_CACHE) <= 3
+    work._LAYER_TERMS_CACHE.clear()
+
+
+def test_warm_steps_fill_what_a_first_build_of_the_pair_reads(monkeypatch):
+    state = calculator.default_state().replace(model="gemma-3-12b", quant="Q5_K_S")
+    m = pm.MODELS["gemma-3-12b"]
+    for cache in (ggml._PLAN_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE, work._WORK_CACHE,
+                  work._LAYER_TERMS_CACHE):  # fmt: skip
+        for k in [k for k in cache if k[0] is m]:
+            del cache[k]
+    steps = list(scenario.warm_steps([state]))
+    assert len(steps) == 5  # one (model, quant) pair: five walks
+    for step in steps:
+        step()
+    assert (m, "Q5_K_S") in work._LAYER_TERMS_CACHE
+    assert any(k[0] is m and k[1] == "Q5_K_S" for k in ggml._PLAN_CACHE)
+
+    def no_plan(*a):
+        raise AssertionError("a warmed pair computed llama-quantize's plan again")
+
+    monkeypatch.setattr(ggml, "_plan", no_plan)
+    monkeypatch.setattr(sizes, "_layer_bytes_uncached", no_plan)
+    n_terms = len(work._LAYER_TERMS_CACHE)
+    fresh = scenario._build(state)  # (not the memoised build: its own placement and timing)
+    assert fresh.placement is not None and fresh.decode is not None
+    assert len(work._LAYER_TERMS_CACHE) == n_terms  # nothing of the pair's was missing
+
+
+def test_the_calculator_warms_the_models_and_quantizations_one_step_away():
+    state = calculator.default_state()
+    models_ = [v for v, _ in calculator.SPEC.by_key["model"].options_for(state.as_dict())]
+    quants = [v for v, _ in calculator.SPEC.by_key["quant"].options_for(state.as_dict())]
+    i, j = models_.index(state.model), quants.index(state.quant)
+    seen = []
+    real = scenario.warm_steps
+
+    def spy(states):
+        seen.extend((s.model, s.quant) for s in states)
+        return real(states)
+
+    scenario.warm_steps, saved = spy, scenario.warm_steps
+    try:
+        steps = list(calculator.warm_steps(state))
+    finally:
+        scenario.warm_steps = saved
+    want = [(models_[i - 1], state.quant), (models_[i + 1], state.quant)]
+    want += [(state.model, quants[j - 1]), (state.model, quants[j + 1])]
+    assert seen == want
+    assert len(steps) == 5 * len(want)  # bounded: four pairs, five steps each
