@@ -69,8 +69,11 @@ def test_vllm_pads_decode_batches_to_cuda_graph_sizes(p1b):
 
 def test_llama_cpp_leaves_mat_vec_above_eight_tokens():
     p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=8192, profile="measured")
-    t = {b: step.batched_step(p, [512] * b)["total_s"] for b in (1, 2, 7, 8, 9)}
-    assert t[1] < t[2] < t[7] < t[8] < t[9]
+    t = {b: step.batched_step(p, [512] * b)["total_s"] for b in (1, 2, 7, 8, 9, 12, 16)}
+    assert t[1] < t[2] < t[7] < t[8] and t[9] < t[12] < t[16]
+    # the switch: MMVQ's eighth column costs MV_COL of the streaming, MMQ's ninth token only its FLOPs; the fit puts
+    # the 9-token pass near the 8-token one (ggml-cuda tunes the switch where the two paths cross)
+    assert abs(t[9] / t[8] - 1) < 0.1
     # at 9 tokens the MMQ tiles stream the weights (1 + MM_BW) x slower than one mat-vec pass reads them
     w = step.step_work(p, [512] * 9)[0]["gpu"]
     _t, t_mem, _c, _b = measured.decode_seconds(w, p.machine.gpu, "cuda", None, 1)
@@ -104,10 +107,15 @@ def test_batched_bench_rows_carry_a_source(bench_samples):
     assert len(bench_samples) >= 70  # the rows we can time (the QAT gemma file is 7% off our size: left out)
 
 
-def test_the_shipped_parameters_are_the_fit(bench_samples):
-    shape, params = fit.fit_all(bench_samples)
+@pytest.fixture(scope="module")
+def combined():
+    return fit.combined()
+
+
+def test_the_shipped_parameters_are_the_fit(combined):
+    shape, params = fit.fit_all(combined)
     assert shape == (kernels.MV_COL, kernels.MM_BW)
-    assert params["cuda"] == kernels.BATCH_PARAMS["cuda"]
+    assert params["cuda"] == kernels.BATCH_PARAMS["cuda"] and params["rocm"] == kernels.BATCH_PARAMS["rocm"]
 
 
 def test_batched_decode_error_gates(bench_samples):
@@ -118,16 +126,74 @@ def test_batched_decode_error_gates(bench_samples):
     assert held["median"] <= 0.10 and held["p90"] <= 0.25
 
 
-def test_leave_one_device_out_error(bench_samples):
-    # The issue's gate (median 10%, p90 25%) is not met: the rows come from two devices, one per backend, so a
-    # held-out DGX Spark leaves no CUDA row to fit on and takes the prior (no batched-kernel effect). Measured:
-    # median 60.8%, p90 162% (the M2 Ultra's 3 rows near 7% / 19%). This keeps it from getting worse until rows
-    # from more devices per backend are in data/serving/batched_bench.csv.
-    held = fit.loo(bench_samples, by="device")
-    assert {s.device for s, _e in held} == {s.device for s in bench_samples}
+def test_the_combined_set_spans_devices_per_backend(combined):
+    """The validation set: the batched-bench rows and the micro-batch rows whose build the change table places."""
+    micro = [s for s in combined if s.chunk]
+    assert len(combined) - len(micro) == len(fit.samples()) and len(micro) >= 80
+    per_backend = {}
+    for s in combined:
+        per_backend.setdefault(s.backend, set()).add(s.device)
+    assert len(per_backend["cuda"]) >= 4 and len(per_backend["rocm"]) >= 5
+    assert all(s.date[:7] >= fit.COVERED_SINCE for s in micro)
+
+
+def test_leave_one_device_out_error(combined):
+    # The issue's gate is median 10%, p90 25%. Over the combined set (75 batched-bench rows, 93 micro-batch rows; 13
+    # devices), each device predicted from a fit on the others: median 19.1%, p90 97.6% (on the batched-bench rows
+    # alone it was 60.8% / 162%: two devices, one per backend). Not met: the DGX Spark's batched MoE passes cost
+    # 86-135 us more per MUL_MAT_ID call at B = 2 than the RTX cards' micro-batch passes (held out, 67% median), and MMVQ
+    # past 2 columns and MMQ at 16 tokens are slower than the parameters say on GCN/CDNA and RDNA2 (MI50, MI100,
+    # RX 6800). This gates the value reached, with a little room.
+    held = fit.loo(combined, by="device")
+    assert {s.device for s, _e in held} == {s.device for s in combined}
     s = fit.summary([e for _s, e in held])
-    assert s["n"] == len(bench_samples)
-    assert s["median"] <= 0.65 and s["p90"] <= 1.70
+    assert s["n"] == len(combined)
+    assert s["median"] <= 0.21 and s["p90"] <= 1.05
+
+
+def test_a_build_selects_the_kernels_past_one_token():
+    """ggml-cuda's limit for weight-streaming kernels, from the change table's rows (by hand): float weights went to
+    cuBLAS from 2 tokens before #14262, then took mul_mat_vec up to 8 and, on tensor-core GPUs from #15131, mul_mat_f
+    up to 16; quantized weights MMVQ up to 8, on CDNA up to 3 from #23227; other backends 8."""
+    from enginelab import calibration
+
+    devs = calibration.devices()
+    rtx, p40, mi100 = devs["GeForce RTX 4090"], devs["Tesla P40"], devs["Instinct MI100"]
+    limit = measured.streaming_max_tokens
+    assert limit("F16", rtx, "cuda", "2025-05-15") == 1
+    assert limit("F16", rtx, "cuda", "2025-07-15") == 8
+    assert limit("F16", rtx, "cuda", "") == 16 and limit("BF16", p40, "cuda", "") == 8  # Pascal: no mul_mat_f
+    assert limit("Q4_0", rtx, "cuda", "") == 8 and limit("Q4_0", rtx, "vulkan", "2025-05-15") == 8
+    assert limit("Q4_0", mi100, "rocm", "2026-04-30") == 8 and limit("Q4_0", mi100, "rocm", "") == 3
+    # a pass takes the path of the type that holds most of its weights: an F16 8B at 2 tokens, before and after #14262
+    p = pm.place("llama-3.1-8b", "rtx4090", "F16", n_ctx=4096, profile="measured")
+    w = step.step_work(p, [512] * 2)[0]["gpu"]
+    _t, t_mem, _c, _b = measured.decode_seconds(w, p.machine.gpu, "cuda", None, 2)
+    t_w = t_mem * w.weight_bytes / w.bytes
+    old = step.batched_step(p, [512] * 2, build="2025-05-15")["gpu_s"]
+    new = step.batched_step(p, [512] * 2, build="2025-07-15")["gpu_s"]
+    assert old >= (1 + kernels.MM_BW) * t_w > new
+
+
+def test_a_pull_requests_baseline_lacks_its_own_change():
+    """pr_tables.csv's micro-batch rows are baseline columns: #14262's, dated by its thread's month (2025-06), is
+    taken as of the day before the month its change landed; a pull request with no change row keeps its date."""
+    from enginelab.measured import builds
+
+    b = fit.baseline_build("2025-06", "https://github.com/ggml-org/llama.cpp/pull/14262")
+    assert b == "2025-05-31" and "mmv_float_batch:cuda" not in builds.features_at(b)
+    assert fit.baseline_build("2025-09", "https://github.com/ggml-org/llama.cpp/pull/15802") == "2025-09"
+
+
+def test_rows_the_change_table_cannot_place_are_left_out():
+    """Before COVERED_SINCE a row is not placed; a build lacking an UNMODELLED change is left out only where the
+    change applies: #24216's MI50 BF16 baseline at 16 tokens (hipBLAS, 142 t/s, 483 after it) but not at 2 (on
+    mul_mat_vec, which #24216 did not touch)."""
+    rows = {(s.source.rsplit("/", 1)[-1], s.device, s.chunk, s.placement.quant): s for s in fit.microbatch_samples()}
+    assert not fit.placed(rows[("5351", "Radeon RX 6800", 2, "Q4_1")])
+    assert not fit.placed(rows[("24216", "Instinct MI50", 16, "BF16")])
+    assert fit.placed(rows[("24216", "Instinct MI50", 2, "BF16")])
+    assert fit.placed(rows[("24216", "GeForce RTX 4090", 16, "F32")])
 
 
 @pytest.mark.parametrize("b", [2, 8, 9, 32])

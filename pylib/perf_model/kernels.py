@@ -1,21 +1,24 @@
 """llama.cpp's kernels past one token per pass, as the measured profile times a batched decode step.
 
-Up to 8 tokens a GPU backend multiplies each weight matrix with a mat-vec kernel that takes several columns
-(MMVQ_MAX_BATCH_SIZE = 8 in ggml-cuda/mmvq.cuh, ne11_mm_min = 8 in ggml-metal-ops.cpp, mul_mat_vec_max_cols = 8
-in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE in ggml-sycl): the pass streams the weights once, and each column after
-the first costs MV_COL of that streaming. Above 8 it switches to mat-mat tiles (MMQ, GEMM): the matmul FLOPs at
-the prefill rate beside the weights' streaming, which the tiles do (1 + MM_BW) x slower. An MoE block past
-MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) waits for the routing on the host before gathering each
-expert's tokens: BATCH_PARAMS' sync per call and cost per token. vLLM's and SGLang's GEMMs never take the
-mat-vec path. MV_COL, MM_BW and BATCH_PARAMS are fitted on published llama-batched-bench runs
-(enginelab.serving.fit, data/serving/batched_bench.csv).
+Up to a few tokens a GPU backend multiplies each weight matrix with a kernel that streams the weights once and
+takes several columns (MMVQ_MAX_BATCH_SIZE = 8 in ggml-cuda/mmvq.cuh, ne11_mm_min = 8 in ggml-metal-ops.cpp,
+mul_mat_vec_max_cols = 8 in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE in ggml-sycl): each column after the first costs
+MV_COL of that streaming. Above the limit it switches to mat-mat tiles (MMQ, GEMM): the matmul FLOPs at the prefill
+rate beside the weights' streaming, which the tiles do (1 + MM_BW) x slower. On CUDA and ROCm the limit depends on
+the weights' type, the GPU and the build (enginelab.measured.streaming_max_tokens: float weights went to cuBLAS
+from 2 tokens before mul_mat_vec took several columns, mul_mat_f streams them up to 16 tokens where it runs, CDNA
+moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of the type that holds most of its
+weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) waits for the routing on the host
+before gathering each expert's tokens: BATCH_PARAMS' sync per call and cost per token. vLLM's and SGLang's GEMMs
+never take the mat-vec path. MV_COL, MM_BW and BATCH_PARAMS are fitted on published llama-batched-bench runs and
+llama-bench micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
 
 from __future__ import annotations
 
 from enginelab import measured as _measured
 
-MMV_MAX_COLS = 8  # the most columns (tokens) a mat-vec kernel takes; every GPU backend agrees
+MMV_MAX_COLS = 8  # the most columns (tokens) a mat-vec kernel takes; every GPU backend agrees (quantized weights)
 # MoE: the most tokens MUL_MAT_ID still runs on mat-vec kernels (ggml-cuda.cu's ggml_cuda_mul_mat_id: ne2 == 1 in
 # builds before #18958; ggml-metal-ops.cpp keeps mul_mv_id below ne21_mm_id_min = 32)
 MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
@@ -23,10 +26,10 @@ MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
 # columns, 4 for most types and architectures (MMVQ_MMID_MAX_BATCH_SIZE 4 where it is one constant)
 MMID_MMVQ_MAX = 4
 MV_COL = 0.03  # each mat-vec column after the first: this share of the weights' streaming time
-MM_BW = 0.5  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
+MM_BW = 0.4  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's host sync and the gathered GEMMs' cost per token and block;
 # backends without batched MoE runs take CUDA's
-BATCH_PARAMS = {"cuda": (80.0, 50.0)}
+BATCH_PARAMS = {"cuda": (80.0, 50.0), "rocm": (0.0, 10.0)}
 
 
 def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, params=None, build=None) -> tuple:
@@ -45,7 +48,7 @@ def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, pa
     if engine == "llama.cpp" and w.moe_layers and n_tok > mmid_max:
         # past the mat-vec kernel a step's graph is not replayed either
         extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6 + w.layers * prm.nograph_layer_us * 1e-6
-    if engine == "llama.cpp" and n_tok <= MMV_MAX_COLS:
+    if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
         return t + MV_COL * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
     # mat-mat tiles beside the streaming
     t_c = _measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads, build) + w.layers * prm.pp_layer_us * 1e-6
@@ -53,3 +56,12 @@ def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, pa
         t_mem += MM_BW * t_w
     t = max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - _measured.overlap_for(dev, backend, prm)) + extra
     return t, t_mem, t_c, basis
+
+
+def streaming_max(w, dev, backend: str, build=None) -> int:
+    """The most tokens this device's share of a pass runs on weight-streaming kernels: the limit of the type that
+    holds most of its weights (enginelab.measured.streaming_max_tokens)."""
+    if not w.weights_by_type:
+        return MMV_MAX_COLS
+    typ = max(w.weights_by_type, key=lambda tw: tw[1])[0]
+    return _measured.streaming_max_tokens(typ, dev, backend, build)

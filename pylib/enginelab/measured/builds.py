@@ -227,6 +227,13 @@ FEATURE_NAMES = {
     "sycl_reorder_moe": "SYCL's reordered {t} expert kernel",
     "cpu_repack": "the CPU repack of {t}",
     "cpu_tinyblas": "tinyBLAS for {t} on the CPU",
+    "mmvq_mmid": "MoE expert matmuls on mat-vec kernels for small batches",
+    "mmq_mmid": "MoE expert matmuls batched in MMQ",
+    "mmv_float_batch": "float weights on mat-vec kernels up to 8 tokens",
+    "mmf": "mul_mat_f for float weights up to 16 tokens",
+    "mmq_mfma_batch4": "MMQ from 4 tokens on CDNA",
+    "cublas_refactor": "the refactored cuBLAS/hipBLAS GEMM path",
+    "gcn_mmq_config": "MMQ tile configurations for GCN",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .devices import _Named, cpu_isa_keys, cuda_graph_arch
+from .devices import _Named, cpu_isa_keys, cuda_graph_arch, gpu_arch
 
 # Today's llama.cpp: every row of data/llama_cpp_changes.csv, and an FP16 SYCL build (tests/test_physics.py checks it
 # against builds.features_at(""))
@@ -18,7 +18,9 @@ TODAY = frozenset(
     {
         "fused_expert_adds:metal", "fused_expert_adds:vulkan", "fused_expert_adds:cuda", "fused_expert_adds:rocm",
         "hip_graphs:rocm", "cuda_graphs:cuda:volta_turing", "vulkan_node_deps:vulkan",
-        "mmvq_mmid:cuda", "mmvq_mmid:rocm",
+        "mmvq_mmid:cuda", "mmvq_mmid:rocm", "mmq_mmid:cuda", "mmq_mmid:rocm",
+        "mmv_float_batch:cuda", "mmv_float_batch:rocm", "mmf:cuda", "mmf:cuda:volta", "mmf:rocm:rdna4", "mmf:rocm:rdna3",
+        "mmq_mfma_batch4:rocm:cdna", "cublas_refactor:cuda", "cublas_refactor:rocm", "gcn_mmq_config:rocm:vega",
         "vulkan_mmvq:vulkan:Q4_1", "vulkan_mmvq:vulkan:Q5_0", "vulkan_mmvq:vulkan:Q8_0",
         "sycl_reorder_default:sycl",
         "sycl_reorder:sycl:Q4_0", "sycl_reorder:sycl:Q4_K", "sycl_reorder:sycl:Q6_K", "sycl_reorder:sycl:Q8_0",
@@ -125,3 +127,42 @@ def expert_kernels(work, backend: str, build=None) -> float:
     multiplied (work.expert_calls: the k - 1 adds of the sum, and on ggml-sycl before its fused kernel the host's
     loop over the experts), or, where the backend fuses the sum (fused_expert_adds), one per MoE block."""
     return work.moe_layers if fused_expert_adds(backend, build) else work.expert_calls
+
+
+# --- ggml-cuda's kernels past one token (CUDA and ROCm) ----------------------------------------------------------
+# A matmul of n tokens runs on a kernel that streams the weights once (MMVQ for quantized types, mul_mat_vec or
+# mul_mat_f for float ones) up to a limit, and on tiles above it (MMQ, or cuBLAS/hipBLAS for float weights). The limit
+# per type, GPU and build (ggml-cuda.cu's ggml_cuda_mul_mat dispatch): MMVQ_MAX_BATCH_SIZE = 8 for quantized types,
+# 3 on CDNA where the build routes 4 tokens and more to MMQ (mmq_mfma_batch4); for float types 1 before mul_mat_vec
+# took several columns (mmv_float_batch), then 8, and 16 where the build's mul_mat_f runs on this GPU's matrix units
+# (mmf: Turing and newer, Volta, RDNA3 and RDNA4, each from its own change).
+FLOAT_TYPES = frozenset({"F32", "F16", "BF16"})
+MMVQ_MAX_BATCH = 8
+MMF_MAX_BATCH = 16
+_NV_TENSOR_ARCHS = frozenset({"nv_geforce", "nv_pro", "nv_hbm", "l40", "turing_geforce", "turing_pro"})
+
+
+def mmf_key(device, backend: str) -> str:
+    """The change that put mul_mat_f on this GPU ("" where it never runs: Pascal and older, GCN, CDNA, RDNA1/2)."""
+    arch = gpu_arch(device, backend)[0]
+    if backend == "cuda":
+        return "mmf:cuda" if arch in _NV_TENSOR_ARCHS else "mmf:cuda:volta" if arch == "volta" else ""
+    if backend == "rocm" and arch in ("rdna3", "rdna4"):
+        return f"mmf:rocm:{arch}"
+    return ""
+
+
+def streaming_max_tokens(ggml_type: str, device, backend: str, build=None) -> int:
+    """The most tokens a dense matmul of this type runs on a kernel that streams the weights once (CUDA and ROCm; see
+    above). Other backends: 8, their mat-vec kernels' column limit."""
+    if backend not in ("cuda", "rocm"):
+        return MMVQ_MAX_BATCH
+    f = feature_set(build)
+    if ggml_type in FLOAT_TYPES:
+        if f"mmv_float_batch:{backend}" not in f:
+            return 1
+        key = mmf_key(device, backend)
+        return MMF_MAX_BATCH if key and key in f else MMVQ_MAX_BATCH
+    if backend == "rocm" and "mmq_mfma_batch4:rocm:cdna" in f and gpu_arch(device, backend)[0] in ("cdna", "cdna3"):
+        return 3
+    return MMVQ_MAX_BATCH

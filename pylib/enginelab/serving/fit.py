@@ -5,13 +5,16 @@
     ->  fit(): kernels.BATCH_PARAMS' two numbers per backend on a grid, minimising the median |log error|
     ->  loo(): for every device, fit without it and predict it.
 
-A second, independent check: the micro-batch rows of data/calibration/pr_tables.csv (llama-bench ppN at -ub 2-31:
-passes of u tokens of one prompt, the same mat-vec -> mat-mat switch), never used in a fit here.
+The micro-batch rows of data/calibration/pr_tables.csv (llama-bench ppN at -ub 2-31: passes of u tokens of one
+prompt, the same mat-vec -> mat-mat switch, on a dozen CUDA and ROCm GPUs) join them where the change table places
+their build (placed(): each row is a pull request's baseline column, at its date less the pull request's own change):
+combined() is the set the parameters are fitted on and loo() holds out, by device or by model.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import math
 import statistics
@@ -20,6 +23,8 @@ from pkgutil import get_data
 
 import perf_model as pm
 from enginelab import calibration as cal
+from enginelab import measured
+from enginelab.measured import builds
 from perf_model import batched as step
 from perf_model import kernels
 
@@ -54,7 +59,8 @@ class Sample:
     placement: object
     source: str
     chunk: int = 0  # > 0: a pr_tables micro-batch row (passes of `chunk` prompt tokens), not batched decode
-    date: str = ""  # YYYY-MM of the run (pr_tables rows)
+    date: str = ""  # the run's day or month
+    build: str = ""  # the run's build as enginelab.measured.builds reads it, where its date alone is not it
 
 
 def _rows(name: str) -> list:
@@ -121,10 +127,58 @@ def microbatch_samples() -> list:
         except ValueError:
             continue
         label = f"{r['model']} ub={u} {r['test']}"
+        build = baseline_build(r["date"], r["source"])
         out.append(
-            Sample(dev.name, r["backend"], label, u, n // 2, float(r["tps"]), p, r["source"], chunk=u, date=r["date"])
+            Sample(dev.name, r["backend"], label, u, n // 2, float(r["tps"]), p, r["source"], u, r["date"], build)
         )
     return out
+
+
+def baseline_build(date: str, source: str) -> str:
+    """The build of a pull request's baseline column (every micro-batch row of pr_tables.csv is one: 't/s master' or
+    the base commit), which lacks the pull request's own change: its date, or the day before that change landed
+    where the date (the thread's month) would count it as landed."""
+    pr = source.rstrip("/").rsplit("/", 1)[-1]
+    own = sorted(r["since"] for r in builds.changes() if r["pr"] == pr)
+    if not own or date[: len(own[0])] < own[0][: len(date)]:
+        return date
+    first = own[0] if len(own[0]) == 10 else own[0] + "-01"
+    return (datetime.date.fromisoformat(first) - datetime.timedelta(days=1)).isoformat()
+
+
+# The change table's earliest row about ggml-cuda's kernels past one token (mmq_mmid, #13199): a micro-batch row of
+# an older build ran kernels the table cannot place (MoE through per-expert copies, MMQ before its 2024 rewrites).
+COVERED_SINCE = "2025-05"
+# Changes that made a small-batch path faster in a way the batched step's few parameters do not describe (a library
+# GEMM's configuration, a tile table): a row whose build lacks one that applies to it is left out of the validation,
+# as calibration leaves out runs older than its MIN_DATE. Feature -> the weights it applies to on the mat-mat path.
+UNMODELLED = {"cublas_refactor": "float", "gcn_mmq_config": "quantized"}
+
+
+def placed(s: Sample) -> bool:
+    """Whether the change table places a micro-batch row's build: at or after COVERED_SINCE, and not lacking an
+    UNMODELLED change that applies to its device, weights and path."""
+    if s.date[:7] < COVERED_SINCE:
+        return False
+    w = step.step_work(s.placement, [], [(0, s.chunk, False)])[0].get("gpu")
+    if w is None or not w.weights_by_type:
+        return True
+    typ = max(w.weights_by_type, key=lambda tw: tw[1])[0]
+    kind = "float" if typ in measured.FLOAT_TYPES else "quantized"
+    if s.chunk <= kernels.streaming_max(w, s.placement.machine.gpu, s.backend, s.build):
+        return True
+    arch = measured.gpu_arch(s.placement.machine.gpu, s.backend)[0]
+    for r in builds.changes():
+        if UNMODELLED.get(r["feature"]) == kind and r["backend"] == s.backend and r["applies_to"] in ("", arch):
+            if builds.key(r) not in builds.features_at(s.build or s.date):
+                return False
+    return True
+
+
+def combined() -> list:
+    """The batched validation set: the batched-bench rows and the micro-batch rows whose build the change table
+    places."""
+    return samples() + [s for s in microbatch_samples() if placed(s)]
 
 
 def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -> float:
@@ -135,7 +189,8 @@ def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -
     try:
         if s.chunk:
             start = s.context // s.chunk * s.chunk
-            t = step.batched_step(s.placement, [], [(start, s.chunk, False)], params=params, build=s.date)["total_s"]
+            b = s.build or s.date
+            t = step.batched_step(s.placement, [], [(start, s.chunk, False)], params=params, build=b)["total_s"]
             return s.chunk / t
         b = s.date  # the run's own build: MUL_MAT_ID's batched path changed since
         t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=True, params=params, build=b)["total_s"]
