@@ -67,6 +67,31 @@ def test_vllm_pads_decode_batches_to_cuda_graph_sizes(p1b):
     assert step.batched_step(p1b, [50] * 9)["padded_batch"] == 9  # llama.cpp runs the batch as it is
 
 
+def test_gpu_samplers_copy_token_ids_not_logits(p1b):
+    # llama.cpp copies each row's n_vocab F32 logits over PCIe; vLLM and SGLang copy one int64 token id a row
+    link = p1b.machine.pcie * measured.params_for("cuda").pcie_eff
+    rows = 64
+    lc = step.batched_step(p1b, [50] * rows, profile="measured")["overhead_s"]
+    for engine in ("vllm", "sglang"):
+        gpu = step.batched_step(p1b, [50] * rows, profile="measured", engine=engine)["overhead_s"]
+        assert lc - gpu == pytest.approx((4 * p1b.model.vocab_size - step.SAMPLED_ID_BYTES) * rows / link, rel=1e-9)
+
+
+def test_engine_loop_host_time_waits_in_vllm_and_hides_in_sglang(p1b):
+    per = step.HOST_US_PER_REQUEST["vllm"] * 1e-6
+    # 9 decodes and one prefill chunk: ten requests in the step
+    v = step.batched_step(p1b, [50] * 9, [(0, 64, True)], engine="vllm")
+    assert v["host_s"] == pytest.approx(10 * per, rel=1e-12)
+    assert v["total_s"] == pytest.approx(v["gpu_s"] + v["cpu_s"] + v["overhead_s"] + v["host_s"], rel=1e-12)
+    # SGLang's overlap scheduler: the step takes the longer of the pass and the host's work
+    for n in (1, 256):
+        sg = step.batched_step(p1b, [50] * n, engine="sglang")
+        gpu_s = sg["gpu_s"] + sg["cpu_s"] + sg["overhead_s"]
+        assert sg["total_s"] == pytest.approx(max(gpu_s, n * per), rel=1e-12)
+    assert step.batched_step(p1b, [50], engine="sglang")["total_s"] > per  # one request: the pass is longer
+    assert step.batched_step(p1b, [50] * 9)["host_s"] == 0.0  # llama.cpp's host time is in its fitted step cost
+
+
 def test_llama_cpp_leaves_mat_vec_above_eight_tokens():
     p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=8192, profile="measured")
     t = {b: step.batched_step(p, [512] * b)["total_s"] for b in (1, 2, 7, 8, 9, 12, 16)}
