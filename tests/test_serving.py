@@ -219,6 +219,31 @@ def test_the_serving_runs_models_outside_the_catalog_have_their_published_sizes(
     assert validate.run_model("qwen3-8b") is pm.MODELS["qwen3-8b"]
 
 
+def test_sglang_admits_on_a_discounted_reservation_and_retracts_when_cells_run_out(p8b, monkeypatch):
+    # a 2,000-cell pool. a: 10 prompt + 1,200 reply tokens; b: 10 + 1,000, both at t=0. In the prefill batch that
+    # takes a, b needs 1,010 cells and has 1,990 - 1,200 = 790: refused. At the next step a's remaining reply counts
+    # at new_token_ratio 0.7: 1,990 - 1 decoded - 0.7 x 1,199 = 1,150 >= 1,010, so b is admitted while a decodes.
+    # Both replies need 2,220 cells in all: when a decode step finds fewer free cells than running requests, b (the
+    # fewest tokens decoded) is retracted, queued again and readmitted once a has finished.
+    monkeypatch.setattr(sim, "pool_tokens", lambda engine, p, flags: 2000)
+    trace = [(0.0, 10, 1200), (0.0, 10, 1000)]
+    res = sim.simulate("sglang", p8b, trace, profile="course")
+    a, b = res.requests
+    assert res.preemptions == 1 and (a["preempted"], b["preempted"]) == (0, 1)
+    t_b_first = b["arrival_s"] + b["ttft_s"]
+    t_a_done = a["arrival_s"] + a["e2el_s"]
+    assert t_b_first < t_a_done < b["arrival_s"] + b["e2el_s"]
+    assert max(used for _t, used in res.kv_use) <= 2000
+    slow = sim.simulate("sglang", p8b, trace, profile="course", fast=False)  # step by step: the same run
+    assert slow.requests == res.requests and slow.steps == res.steps
+    # with the exact reservation (ratio 1, as the manager figures run it) b waits for a: nothing is retracted
+    monkeypatch.setattr(sim, "SGLANG_INIT_NEW_TOKEN_RATIO", 1.0)
+    monkeypatch.setattr(sim, "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", 1.0)
+    res = sim.simulate("sglang", p8b, trace, profile="course")
+    a, b = res.requests
+    assert res.preemptions == 0 and b["arrival_s"] + b["ttft_s"] > a["arrival_s"] + a["e2el_s"]
+
+
 BLOG_4090 = (
     "https://mushfiqrahman.dev/benchmarking-mistral-7b-on-rtx-4090-vllm-concurrency-latency-and-capacity-planning/"
 )
