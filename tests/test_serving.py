@@ -251,16 +251,16 @@ BLOG_4090 = (
 
 def test_held_out_serving_error():
     # Nothing of the simulation is fitted to these runs. On the RTX 4090 blog's five runs output throughput meets
-    # the issue's 25% target (measured 10.4%); mean TTFT does not (measured 59.8%: the simulated TTFT stays near one
+    # the issue's 25% target (measured 9.1%); mean TTFT does not (measured 59.6%: the simulated TTFT stays near one
     # step while the runs' median TTFT grows from 53 to 840 ms with concurrency; the API server's own time is not
     # modelled). This gate keeps both from getting worse than today. The table's other runs (A100 / H100, see
-    # data/serving/README.md) are not gated here.
+    # data/serving/README.md) are gated below.
     from enginelab.serving import validate
 
     blog = [r for r in validate.runs() if r["source"] == BLOG_4090]
     s = validate.summary(validate.errors("measured", blog))
-    assert s["output_throughput"][0] == 5 and s["output_throughput"][1] <= 0.13
-    assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.65
+    assert s["output_throughput"][0] == 5 and s["output_throughput"][1] <= 0.11
+    assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.62
 
 
 @pytest.mark.parametrize(("gpu", "chunks"), [("A100 SXM4 80GB", [2048, 2048]), ("H100 SXM5 80GB", [4096])])
@@ -313,17 +313,18 @@ def test_a_runs_engine_flags_reach_the_simulation(monkeypatch):
 
 def test_held_out_error_on_the_a100_and_h100_runs():
     # gpustack's 40 runs (vLLM v0.11.0 and SGLang v0.5.x on one A100 / H100, data/serving/README.md), nothing fitted
-    # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization and each run's engine flags,
-    # median |error| is 49.1% for mean TTFT, 32.4% for mean TPOT and 24.4% for output throughput (before: 46.8%,
-    # 47.9%, 23.0%). Throughput meets the issue's 25%; TTFT and TPOT do not (data/serving/README.md names the
-    # causes left). The gate keeps them there.
+    # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization, each run's engine flags, the GPU
+    # samplers' token-id copy, vLLM's host time per request and SGLang's new_token_ratio admission with retraction,
+    # median |error| is 44.2% for mean TTFT, 31.2% for mean TPOT and 18.9% for output throughput (before the last
+    # three: 48.8%, 32.9%, 23.5%). Throughput meets the issue's 25%; TTFT and TPOT do not (data/serving/README.md
+    # names the causes left). The gate keeps them there.
     from enginelab.serving import validate
 
     rows = [r for r in validate.runs() if "gpustack" in r["source"]]
     s = validate.summary(validate.errors("measured", rows))
-    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.26
-    assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.35
-    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.52
+    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.20
+    assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.33
+    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.46
 
 
 def test_runs_that_stop_at_eos_spread_their_replies():

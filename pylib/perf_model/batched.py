@@ -19,7 +19,9 @@ Timing, per profile:
   engine    "vllm" / "sglang": decode-only batches run a captured CUDA graph padded up to the next capture
             size (vLLM's default cudagraph_capture_sizes [1, 2, 4] + range(8, 256, 8) + range(256, max + 1,
             16), max = min(2 x max_num_seqs, 512), vllm/config/compilation.py; SGLang's cuda_graph_bs is
-            the same ladder), and their GEMMs do not take llama.cpp's mat-vec path.
+            the same ladder), and their GEMMs do not take llama.cpp's mat-vec path. They sample on the GPU
+            (a token id per row comes back, not the logits), and their engine loop spends host time per
+            request in the step: vLLM v0.11 between passes, SGLang beside them (HOST_US_PER_REQUEST).
 """
 
 from __future__ import annotations

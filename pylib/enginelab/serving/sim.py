@@ -22,7 +22,8 @@ Each engine's step (its scheduler, simplified to what decides the timing):
 
 Simplified: a request's prompt cells are taken when it is admitted (vLLM allocates each chunk's blocks as the
 chunk is scheduled); a step's time is that of a batch of the same size at the batch's mean context (the pass is
-affine in the KV read); detokenisation, sampling and HTTP costs are left out.
+affine in the KV read); the engine loop's host time per request is batched_step's (waited for in vLLM, hidden
+in SGLang); the API server's own time (chat template, tokenising, detokenising, HTTP) is left out.
 """
 
 from __future__ import annotations
