@@ -518,12 +518,14 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
     kv_use: list = []
     st_ = {"now": 0.0, "order": 0, "hits": 0, "preempted_at": -1, "preemptions": 0}
     # Fast path, part 1: an admission that failed fails again until something frees room or adds to the caches.
-    # `version` counts those events (an admission, a finish, a preemption, and the step after an admission, when
-    # SGLang's tree inserts the new prompts); a request that did not fit at the current version is not offered
-    # to the manager again. (Meanwhile decodes only take room: vLLM's blocks, never slot or radix cells, which
-    # are reserved at admission; and a decoded block chains from its own request's prompt, so it cannot lengthen
-    # another request's prefix hit. SGLang's failed match_prefix marks the matched path as used; repeating it
-    # with no other use of the tree in between leaves the least-recently-used order as it was.)
+    # `version` counts those events (an admission, a finish, a preemption or retraction, the step after an
+    # admission, when SGLang's tree inserts the new prompts, and a drop in SGLang's new_token_ratio that covers
+    # the refused head's shortfall: set_ratio); a request that did not fit at the current version is not offered
+    # to the manager again. (Meanwhile decodes only take room: vLLM's blocks, never slot cells, which are
+    # reserved at admission, and a radix cell each, which frees at most new_token_ratio of one from the
+    # reservation; and a decoded block chains from its own request's prompt, so it cannot lengthen another
+    # request's prefix hit. SGLang's failed match_prefix marks the matched path as used; repeating it with no
+    # other use of the tree in between leaves the least-recently-used order as it was.)
     st_.update(version=0, fail_head=None, fail_version=-1, admitted_at=-1, fail_ratio=1.0, fail_short=0, fail_running=0)
     # the client's semaphore (--max-concurrency): when each of its free places became free, first in first out
     free_since = deque([0.0] * min(max_conc, len(reqs)))
@@ -597,7 +599,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
 
     def finish(r):
         live = r.live
-        if not is_vllm:  # slot and radix cells: the reply's cells, reserved at admission, taken now
+        if not is_vllm:  # slot and radix cells: the reply's cells (reserved at admission, SGLang's in part) taken now
             n_before = len(live.tokens) - r.n_prompt
             sync(r)
             live.n_generated = n_before
