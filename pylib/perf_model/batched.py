@@ -29,6 +29,7 @@ from __future__ import annotations
 from enginelab.checks import brief, check_bool, check_int, is_int
 from enginelab.ggml import GGML_TYPES
 
+from . import kernels as _kernels
 from .devices import device_backend, side_device
 from .kv import _kv_plan
 from .models import MAX_CONTEXT
@@ -221,7 +222,8 @@ def batched_step(
         t = 0.0
         if w.bytes or w.flops:
             dev, backend = side_device(mc, side), device_backend(mc, side)
-            t = prof.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params)[0]
+            gain = _kernels.gemm_gain(p.model, n_tok, engine, dev.name) if backend == "cuda" else 1.0
+            t = prof.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params, gain=gain)[0]
         res[side + "_s"] = t
         total += t
     # llama.cpp copies each output row's logits to the host and samples there; vLLM and SGLang sample on the GPU
