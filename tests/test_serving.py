@@ -244,6 +244,30 @@ def test_sglang_admits_on_a_discounted_reservation_and_retracts_when_cells_run_o
     assert res.preemptions == 0 and b["arrival_s"] + b["ttft_s"] > a["arrival_s"] + a["e2el_s"]
 
 
+def test_sharegpt_draws_scale_to_a_runs_mean_lengths(monkeypatch):
+    plain = sim.Workload(num_prompts=400, request_rate=5.0, dataset="sharegpt", seed=3).requests()
+    scaled = sim.Workload(
+        num_prompts=400, request_rate=5.0, dataset="sharegpt", seed=3, sharegpt_means=(217.0, 202.0)
+    ).requests()
+    assert [t for t, _, _ in scaled] == [t for t, _, _ in plain]  # the same arrivals
+    assert sum(p for _, p, _ in scaled) / 400 == pytest.approx(217, abs=0.5)  # each length rounded
+    assert sum(o for _, _, o in scaled) / 400 == pytest.approx(202, abs=0.5)
+    fi = 217 * 400 / sum(p for _, p, _ in plain)
+    assert all(p2 == max(1, round(p1 * fi)) for (_, p1, _), (_, p2, _) in zip(plain, scaled))
+    # validate passes a ShareGPT row's own means, and nothing for a random row
+    from enginelab.serving import validate
+
+    seen = []
+    monkeypatch.setattr(validate.sim, "simulate", lambda e, p, w, profile=None, **f: seen.append(w) or sim.Result(
+        {}, [], [], 0, 0, 0, 0))  # fmt: skip
+    share = next(r for r in validate.runs() if r["dataset"] == "sharegpt")
+    rand = next(r for r in validate.runs() if r["dataset"] == "random")
+    validate.predict(share)
+    validate.predict(rand)
+    assert seen[0].sharegpt_means == (float(share["input_len"]), float(share["output_len"]))
+    assert seen[1].sharegpt_means is None
+
+
 BLOG_4090 = (
     "https://mushfiqrahman.dev/benchmarking-mistral-7b-on-rtx-4090-vllm-concurrency-latency-and-capacity-planning/"
 )
@@ -314,17 +338,17 @@ def test_a_runs_engine_flags_reach_the_simulation(monkeypatch):
 def test_held_out_error_on_the_a100_and_h100_runs():
     # gpustack's 40 runs (vLLM v0.11.0 and SGLang v0.5.x on one A100 / H100, data/serving/README.md), nothing fitted
     # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization, each run's engine flags, the GPU
-    # samplers' token-id copy, vLLM's host time per request, SGLang's new_token_ratio admission with retraction and
-    # the GEMM engines' wave utilization over llama-bench's pp512, median |error| is 34.2% for mean TTFT, 22.5% for
-    # mean TPOT and 13.5% for output throughput (before the last four: 48.8%, 32.9%, 23.5%). Throughput and TPOT
-    # meet the issue's 25%; TTFT does not (data/serving/README.md names the causes left). The gate keeps them there.
+    # samplers' token-id copy, vLLM's host time per request, SGLang's new_token_ratio admission with retraction,
+    # the GEMM engines' wave utilization over llama-bench's pp512 and the ShareGPT rows at their own mean lengths,
+    # median |error| is 24.4% for mean TTFT, 22.6% for mean TPOT and 16.4% for output throughput (before the last
+    # five: 48.8%, 32.9%, 23.5%). All three meet the issue's 25%, TTFT narrowly. The gate keeps them there.
     from enginelab.serving import validate
 
     rows = [r for r in validate.runs() if "gpustack" in r["source"]]
     s = validate.summary(validate.errors("measured", rows))
-    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.15
+    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.18
     assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.24
-    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.36
+    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.26
 
 
 def test_runs_that_stop_at_eos_spread_their_replies():

@@ -85,6 +85,9 @@ class Workload:
     range_ratio: float = 0.0
     burstiness: float = 1.0
     output_range_ratio: float | None = None  # ours: the output lengths' own spread (None = range_ratio)
+    # ours, dataset "sharegpt" only: (input, output) mean lengths the draws are scaled to (a run's published totals
+    # / requests: its model's tokenizer and replies); None keeps the published ShareGPT statistics' lengths
+    sharegpt_means: tuple | None = None
 
     def __post_init__(self):
         check_int(self.num_prompts, "num_prompts", 1, MAX_PROMPTS)
@@ -109,6 +112,13 @@ class Workload:
             check_number(self.output_range_ratio, "output_range_ratio", 0.0, 1.0)
             if self.output_range_ratio >= 1.0:
                 _check(False, "output_range_ratio", "must be below 1")
+        if self.sharegpt_means is not None:
+            if not (isinstance(self.sharegpt_means, tuple) and len(self.sharegpt_means) == 2):
+                _check(
+                    False, "sharegpt_means", f"must be (input, output) mean lengths, got {brief(self.sharegpt_means)}"
+                )
+            for k, v in zip(("input", "output"), self.sharegpt_means):
+                check_number(v, f"sharegpt_means {k}", 1.0, MAX_LEN)
 
     def requests(self) -> list:
         """[(arrival_s, prompt_len, output_len)], in arrival order (vllm/benchmarks: get_request's gamma intervals,
@@ -133,6 +143,15 @@ class Workload:
             if self.request_rate != math.inf:
                 theta = 1.0 / (self.request_rate * self.burstiness)
                 t += rng.gammavariate(self.burstiness, theta)
+        if self.dataset == "sharegpt" and self.sharegpt_means is not None:
+            # each length times the ratio of the wanted mean to this draw's (the arrivals are not touched)
+            n = len(out)
+            fi = self.sharegpt_means[0] * n / sum(p - self.prefix_len for _t, p, _o in out)
+            fo = self.sharegpt_means[1] * n / sum(o for _t, _p, o in out)
+            out = [(t, self.prefix_len + max(1, round((p - self.prefix_len) * fi)), max(1, round(o * fo)))
+                   for t, p, o in out]  # fmt: skip
+            if sum(p + o for _t, p, o in out) > MAX_WORKLOAD_TOKENS:
+                _check(False, "num_prompts", f"the workload holds more than {MAX_WORKLOAD_TOKENS:,} tokens")
         return out
 
 
