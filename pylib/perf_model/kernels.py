@@ -39,10 +39,13 @@ BATCH_PARAMS = {"cuda": (80.0, 50.0), "rocm": (0.0, 10.0)}
 # over that at 512 (never slower: below 512 tokens cuBLAS picks smaller tiles and split-K).
 GEMM_TILE = (128, 256)  # CUTLASS's default SM80 half-precision threadblock (M x N): GemmShape<128, 256, 64>
 CALIBRATION_TOKENS = 512  # llama-bench's pp512 runs as one n_ubatch = 512 micro-batch
-# streaming multiprocessors, from the vendors' whitepapers: A100 (GA100, 108 SMs), H100 SXM5 (132 SMs),
-# RTX 4090 (AD102, 128 SMs); other GPUs keep the fitted rate
-# (names without "GeForce ", as the catalog spells them)
-GPU_SMS = {"A100 SXM4 80GB": 108, "A100 SXM4 40GB": 108, "H100 SXM5 80GB": 132, "RTX 4090": 128}
+# streaming multiprocessors (CUDA cores / 128, A100's / 64), from NVIDIA's whitepapers and spec pages: A100
+# (GA100, 6,912 cores), H100 SXM5 (16,896), RTX 3060 (3,584), RTX 3090 (10,496), RTX 4060 Ti (4,352), RTX 4090
+# (16,384), RTX 5090 (21,760); other GPUs keep the fitted rate. Names without "GeForce ", as the catalog spells them.
+GPU_SMS = {
+    "A100 SXM4 80GB": 108, "A100 SXM4 40GB": 108, "H100 SXM5 80GB": 132, "RTX 3060": 28, "RTX 3090": 82,
+    "RTX 4060 Ti 16GB": 34, "RTX 4090": 128, "RTX 5090": 170,
+}  # fmt: skip
 
 
 def batched_seconds(
