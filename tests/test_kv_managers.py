@@ -170,6 +170,35 @@ def test_radix_token_granular_match_and_split():
     assert m.evictable_size_ == 3 + 4 + 3 and m.protected_size_ == 0
 
 
+def test_radix_admission_discounts_running_replies_by_new_token_ratio():
+    # 100 cells. a (10 prompt, 60 reply) is admitted; b (10 prompt, 40 reply) needs 50 cells. Exact reservation:
+    # 90 free - 60 reserved = 30 < 50, refused. At new_token_ratio 0.5 a's 60 count as 30: 90 - 30 = 60 >= 50,
+    # admitted, but not in the prefill batch that admitted a (its reply counts in full there: 90 - 60 = 30).
+    from kv_managers.pool import _Live
+
+    def live(rid, n_prompt, n_reply):
+        return _Live(Request(rid, 0, tuple(range(1000 * rid + 1, 1000 * rid + 1 + n_prompt)), n_reply))
+
+    for ratio, same_batch, want in ((1.0, False, None), (0.5, True, None), (0.5, False, (0, 10))):
+        m = RadixManager(100)
+        m.new_token_ratio = ratio
+        m.begin_step(0)
+        assert m.admit(live(1, 10, 60), 0) == (0, 10)
+        if not same_batch:
+            m.begin_step(1)
+        assert m.admit(live(2, 10, 40), 1) == want
+        if want is None:
+            assert m.shortfall[0] == pytest.approx(20)  # 50 needed, 30 of room
+    # retract: a's prompt stays in the tree (evictable), its reservation ends, its cells are no longer locked
+    m = RadixManager(100)
+    a = live(1, 10, 60)
+    m.admit(a, 0)
+    m.begin_step(1)
+    m.retract(a)
+    assert m.reserved == 0 and m.evictable_size_ == 10 and m.protected_size_ == 0 and m.available() == 100
+    m.check_invariants()
+
+
 def test_radix_lock_ref_pins_running_prefix_and_evicts_lru_leaf():
     # 12 cells. a and b finish (a first, so a is least recently used); each is a 3-token prompt node with a
     # 1-token reply leaf. c needs 5 cells now and 3 more while decoding: SGLang evicts just enough leaves, LRU

@@ -219,6 +219,55 @@ def test_the_serving_runs_models_outside_the_catalog_have_their_published_sizes(
     assert validate.run_model("qwen3-8b") is pm.MODELS["qwen3-8b"]
 
 
+def test_sglang_admits_on_a_discounted_reservation_and_retracts_when_cells_run_out(p8b, monkeypatch):
+    # a 2,000-cell pool. a: 10 prompt + 1,200 reply tokens; b: 10 + 1,000, both at t=0. In the prefill batch that
+    # takes a, b needs 1,010 cells and has 1,990 - 1,200 = 790: refused. At the next step a's remaining reply counts
+    # at new_token_ratio 0.7: 1,990 - 1 decoded - 0.7 x 1,199 = 1,150 >= 1,010, so b is admitted while a decodes.
+    # Both replies need 2,220 cells in all: when a decode step finds fewer free cells than running requests, b (the
+    # fewest tokens decoded) is retracted, queued again and readmitted once a has finished.
+    monkeypatch.setattr(sim, "pool_tokens", lambda engine, p, flags: 2000)
+    trace = [(0.0, 10, 1200), (0.0, 10, 1000)]
+    res = sim.simulate("sglang", p8b, trace, profile="course")
+    a, b = res.requests
+    assert res.preemptions == 1 and (a["preempted"], b["preempted"]) == (0, 1)
+    t_b_first = b["arrival_s"] + b["ttft_s"]
+    t_a_done = a["arrival_s"] + a["e2el_s"]
+    assert t_b_first < t_a_done < b["arrival_s"] + b["e2el_s"]
+    assert max(used for _t, used in res.kv_use) <= 2000
+    slow = sim.simulate("sglang", p8b, trace, profile="course", fast=False)  # step by step: the same run
+    assert slow.requests == res.requests and slow.steps == res.steps
+    # with the exact reservation (ratio 1, as the manager figures run it) b waits for a: nothing is retracted
+    monkeypatch.setattr(sim, "SGLANG_INIT_NEW_TOKEN_RATIO", 1.0)
+    monkeypatch.setattr(sim, "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR", 1.0)
+    res = sim.simulate("sglang", p8b, trace, profile="course")
+    a, b = res.requests
+    assert res.preemptions == 0 and b["arrival_s"] + b["ttft_s"] > a["arrival_s"] + a["e2el_s"]
+
+
+def test_sharegpt_draws_scale_to_a_runs_mean_lengths(monkeypatch):
+    plain = sim.Workload(num_prompts=400, request_rate=5.0, dataset="sharegpt", seed=3).requests()
+    scaled = sim.Workload(
+        num_prompts=400, request_rate=5.0, dataset="sharegpt", seed=3, sharegpt_means=(217.0, 202.0)
+    ).requests()
+    assert [t for t, _, _ in scaled] == [t for t, _, _ in plain]  # the same arrivals
+    assert sum(p for _, p, _ in scaled) / 400 == pytest.approx(217, abs=0.5)  # each length rounded
+    assert sum(o for _, _, o in scaled) / 400 == pytest.approx(202, abs=0.5)
+    fi = 217 * 400 / sum(p for _, p, _ in plain)
+    assert all(p2 == max(1, round(p1 * fi)) for (_, p1, _), (_, p2, _) in zip(plain, scaled))
+    # validate passes a ShareGPT row's own means, and nothing for a random row
+    from enginelab.serving import validate
+
+    seen = []
+    monkeypatch.setattr(validate.sim, "simulate", lambda e, p, w, profile=None, **f: seen.append(w) or sim.Result(
+        {}, [], [], 0, 0, 0, 0))  # fmt: skip
+    share = next(r for r in validate.runs() if r["dataset"] == "sharegpt")
+    rand = next(r for r in validate.runs() if r["dataset"] == "random")
+    validate.predict(share)
+    validate.predict(rand)
+    assert seen[0].sharegpt_means == (float(share["input_len"]), float(share["output_len"]))
+    assert seen[1].sharegpt_means is None
+
+
 BLOG_4090 = (
     "https://mushfiqrahman.dev/benchmarking-mistral-7b-on-rtx-4090-vllm-concurrency-latency-and-capacity-planning/"
 )
@@ -226,16 +275,16 @@ BLOG_4090 = (
 
 def test_held_out_serving_error():
     # Nothing of the simulation is fitted to these runs. On the RTX 4090 blog's five runs output throughput meets
-    # the issue's 25% target (measured 10.4%); mean TTFT does not (measured 59.8%: the simulated TTFT stays near one
+    # the issue's 25% target (measured 9.9%); mean TTFT does not (measured 63.7%: the simulated TTFT stays near one
     # step while the runs' median TTFT grows from 53 to 840 ms with concurrency; the API server's own time is not
     # modelled). This gate keeps both from getting worse than today. The table's other runs (A100 / H100, see
-    # data/serving/README.md) are not gated here.
+    # data/serving/README.md) are gated below.
     from enginelab.serving import validate
 
     blog = [r for r in validate.runs() if r["source"] == BLOG_4090]
     s = validate.summary(validate.errors("measured", blog))
-    assert s["output_throughput"][0] == 5 and s["output_throughput"][1] <= 0.13
-    assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.65
+    assert s["output_throughput"][0] == 5 and s["output_throughput"][1] <= 0.11
+    assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.66
 
 
 @pytest.mark.parametrize(("gpu", "chunks"), [("A100 SXM4 80GB", [2048, 2048]), ("H100 SXM5 80GB", [4096])])
@@ -288,17 +337,18 @@ def test_a_runs_engine_flags_reach_the_simulation(monkeypatch):
 
 def test_held_out_error_on_the_a100_and_h100_runs():
     # gpustack's 40 runs (vLLM v0.11.0 and SGLang v0.5.x on one A100 / H100, data/serving/README.md), nothing fitted
-    # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization and each run's engine flags,
-    # median |error| is 49.1% for mean TTFT, 32.4% for mean TPOT and 24.4% for output throughput (before: 46.8%,
-    # 47.9%, 23.0%). Throughput meets the issue's 25%; TTFT and TPOT do not (data/serving/README.md names the
-    # causes left). The gate keeps them there.
+    # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization, each run's engine flags, the GPU
+    # samplers' token-id copy, vLLM's host time per request, SGLang's new_token_ratio admission with retraction,
+    # the GEMM engines' wave utilization over llama-bench's pp512 and the ShareGPT rows at their own mean lengths,
+    # median |error| is 24.4% for mean TTFT, 22.6% for mean TPOT and 16.4% for output throughput (before the last
+    # five: 48.8%, 32.9%, 23.5%). All three meet the issue's 25%, TTFT narrowly. The gate keeps them there.
     from enginelab.serving import validate
 
     rows = [r for r in validate.runs() if "gpustack" in r["source"]]
     s = validate.summary(validate.errors("measured", rows))
-    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.26
-    assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.35
-    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.52
+    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.18
+    assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.24
+    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.26
 
 
 def test_runs_that_stop_at_eos_spread_their_replies():

@@ -67,6 +67,70 @@ def test_vllm_pads_decode_batches_to_cuda_graph_sizes(p1b):
     assert step.batched_step(p1b, [50] * 9)["padded_batch"] == 9  # llama.cpp runs the batch as it is
 
 
+def test_gpu_samplers_copy_token_ids_not_logits(p1b):
+    # llama.cpp copies each row's n_vocab F32 logits over PCIe; vLLM and SGLang copy one int64 token id a row
+    link = p1b.machine.pcie * measured.params_for("cuda").pcie_eff
+    rows = 64
+    lc = step.batched_step(p1b, [50] * rows, profile="measured")["overhead_s"]
+    for engine in ("vllm", "sglang"):
+        gpu = step.batched_step(p1b, [50] * rows, profile="measured", engine=engine)["overhead_s"]
+        assert lc - gpu == pytest.approx((4 * p1b.model.vocab_size - step.SAMPLED_ID_BYTES) * rows / link, rel=1e-9)
+
+
+def test_engine_loop_host_time_waits_in_vllm_and_hides_in_sglang(p1b):
+    per = step.HOST_US_PER_REQUEST["vllm"] * 1e-6
+    # 9 decodes and one prefill chunk: ten requests in the step
+    v = step.batched_step(p1b, [50] * 9, [(0, 64, True)], engine="vllm")
+    assert v["host_s"] == pytest.approx(10 * per, rel=1e-12)
+    assert v["total_s"] == pytest.approx(v["gpu_s"] + v["cpu_s"] + v["overhead_s"] + v["host_s"], rel=1e-12)
+    # SGLang's overlap scheduler: the step takes the longer of the pass and the host's work
+    for n in (1, 256):
+        sg = step.batched_step(p1b, [50] * n, engine="sglang")
+        gpu_s = sg["gpu_s"] + sg["cpu_s"] + sg["overhead_s"]
+        assert sg["total_s"] == pytest.approx(max(gpu_s, n * per), rel=1e-12)
+    assert step.batched_step(p1b, [50], engine="sglang")["total_s"] > per  # one request: the pass is longer
+    assert step.batched_step(p1b, [50] * 9)["host_s"] == 0.0  # llama.cpp's host time is in its fitted step cost
+
+
+def test_wave_quantization_of_gemm_tiles():
+    # 128 x 256 tiles on 4 SMs: one N = 256 matrix at 128 tokens is 1 tile (a quarter of one wave), at 512 tokens
+    # 4 tiles (one full wave), at 640 tokens 5 tiles in 2 waves (5 / 8); FLOP-weighted over matrices
+    assert kernels.wave_utilization(128, [(256, 1)], 4) == pytest.approx(0.25)
+    assert kernels.wave_utilization(512, [(256, 1)], 4) == pytest.approx(1.0)
+    assert kernels.wave_utilization(640, [(256, 1)], 4) == pytest.approx(5 / 8)
+    # FLOPs 2 x N x K x M: the N = 512, K = 3 matrix (2 tiles, half a wave) weighs 6 times the other
+    assert kernels.wave_utilization(128, [(256, 1), (512, 3)], 4) == pytest.approx((0.25 + 6 * 0.5) / 7)
+
+
+def test_gemm_engines_fuse_qkv_and_gate_up():
+    m = pm.MODELS["qwen3-8b"]  # hidden 4096, 32 heads and 8 KV heads of 128, intermediate 12288
+    assert kernels.gemm_shapes(m, "vllm") == [(6144, 4096), (4096, 4096), (24576, 4096), (4096, 12288)]
+    assert kernels.gemm_shapes(m, "llama.cpp") == [
+        (4096, 4096), (1024, 4096), (1024, 4096), (4096, 4096), (12288, 4096), (12288, 4096), (4096, 12288)
+    ]  # fmt: skip
+
+
+def test_gemm_gain_is_the_wave_utilization_over_llama_bench_pp512():
+    m, h100 = pm.MODELS["qwen3-8b"], "H100 SXM5 80GB"
+    ref = kernels.wave_utilization(512, kernels.gemm_shapes(m, "llama.cpp"), 132)
+    want = kernels.wave_utilization(8192, kernels.gemm_shapes(m, "vllm"), 132) / ref
+    assert want > 1.2 and kernels.gemm_gain(m, 8192, "vllm", h100) == pytest.approx(want)
+    assert kernels.gemm_gain(m, 8192, "llama.cpp", h100) == 1.0  # the fitted rate is llama.cpp's own
+    assert kernels.gemm_gain(m, 512, "vllm", h100) == 1.0  # at or below the calibration's micro-batch
+    assert kernels.gemm_gain(m, 8192, "vllm", "Some GPU") == 1.0  # no SM count
+    assert kernels.gemm_gain(pm.MODELS["gpt-oss-20b"], 8192, "vllm", h100) == 1.0  # MoE: not modelled
+    # the pass's matmul seconds (not its per-layer cost) divide by the gain
+    from enginelab.serving import validate
+
+    p = pm.place(m, validate._machine(h100), "BF16", n_ctx=16384)
+    w = step.step_work(p, [], [(0, 8192, True)])[0]["gpu"]
+    dev = p.machine.gpu
+    layers = w.layers * measured.params_for("cuda").pp_layer_us * 1e-6
+    t1 = kernels.batched_seconds(w, dev, "cuda", 8192, "vllm", None, gain=1.0)[2] - layers
+    t2 = kernels.batched_seconds(w, dev, "cuda", 8192, "vllm", None, gain=2.0)[2] - layers
+    assert t1 == pytest.approx(2 * t2, rel=1e-9)
+
+
 def test_llama_cpp_leaves_mat_vec_above_eight_tokens():
     p = pm.place("llama-3.1-8b", "rtx4090", "Q4_K_M", n_ctx=8192, profile="measured")
     t = {b: step.batched_step(p, [512] * b)["total_s"] for b in (1, 2, 7, 8, 9, 12, 16)}

@@ -24,8 +24,11 @@ from .pool import _CACHED, _DECODE, _EVICT, _FREE, _PREFILL, _REUSED, _capacity,
 # Scheduling (schedule_policy.py): "fcfs" keeps arrival order; "lpm" sorts the waiting queue by longest prefix
 # match, falling back to fcfs when more than 128 requests wait. Admission (PrefillAdder) only takes a request if
 # the pool, counting evictable tokens, can hold its new prompt tokens plus the reply tokens it may still produce,
-# on top of what running requests may still produce; here that reservation is exact (new_token_ratio = 1), so a
-# running request never has to be retracted.
+# on top of new_token_ratio x what running requests may still produce (the requests admitted in the same prefill
+# batch count in full). With new_token_ratio = 1 (the default here) the reservation is exact and a running
+# request never has to be retracted. SGLang's scheduler moves the ratio (enginelab.serving.sim does the same):
+# 0.7 at start and when idle, down by (0.7 - 0.7 x 0.14) / 600 per decode step, and when a decode step finds no
+# room it retracts requests (retract: their decoded cells freed, their prompt left in the tree) and raises it.
 #
 # One deliberate change: SGLang's evict() collects all leaves on every call (_collect_leaves). We keep a heap of
 # (last_access_time, node) for evictable leaves instead, and drop stale entries when they surface, so eviction costs
@@ -66,6 +69,12 @@ class RadixManager:
         self.evictable_size_ = 0
         self.protected_size_ = 0
         self.reserved = 0  # reply tokens running requests may still decode
+        self.new_token_ratio = 1.0  # the share of running requests' remaining replies that admission reserves
+        # reply tokens running requests decoded whose cells the caller has not taken yet (the serving simulation
+        # takes a reply's cells when it finishes: decode_many); they count as used at admission
+        self.decoded = 0
+        self._fresh = 0  # replies reserved by this step's admissions (counted in full)
+        self.shortfall = (0.0, 0)  # the last refused admission's (missing cells, running replies)
         self._clock = 0
         self._heap: list = []  # (last_access_time, seq, node) of evictable leaves
         self._seq = 0
@@ -95,6 +104,7 @@ class RadixManager:
 
     def begin_step(self, step: int) -> None:
         self.cells.settle()
+        self._fresh = 0
         for live in self._to_insert:
             rec = self._req.get(live.rid)
             if rec is not None:
@@ -247,15 +257,21 @@ class RadixManager:
         n_hit = len(cells)
         n_new = len(tokens) - n_hit
         self.inc_lock_ref(last)
-        # PrefillAdder: free + evictable must hold the new prompt tokens, this reply and all reserved replies
-        if len(self._free) + self.evictable_size_ < n_new + live.remaining + self.reserved:
+        # PrefillAdder: free + evictable must hold the new prompt tokens, this reply, the replies admitted in this
+        # batch and new_token_ratio x what running requests may still decode
+        running = self.reserved - self._fresh - self.decoded
+        room = len(self._free) + self.evictable_size_ - self.decoded - self._fresh - self.new_token_ratio * running
+        if room < n_new + live.remaining:
             self.dec_lock_ref(last)
+            # by how much it failed, and the remaining replies a lower ratio would discount
+            self.shortfall = (n_new + live.remaining - room, running)
             return None
         self.cells.set(cells, _REUSED, live.rid)
         new = self._alloc(n_new)
         self.cells.set(new, _PREFILL, live.rid)
         cells.extend(new)
         self.reserved += live.remaining
+        self._fresh += live.remaining
         self._req[live.rid] = [cells, last, n_hit]  # cells, locked node, how many leading cells are the tree's
         # cache_unfinished_req runs when the prefill batch's results come back (process_batch_result), so the
         # new prompt joins the tree only after this step: requests prefilled together do not share what they
@@ -308,6 +324,18 @@ class RadixManager:
         self.reserved -= live.remaining
         self._insert_and_relock(live, rec, len(live.tokens), keep_lock=False)
 
+    def retract(self, live: _Live) -> None:
+        """ScheduleBatch.release_req for a retracted request: the tokens it was admitted with stay in the tree
+        (unlocked: evictable), its reservation ends; the caller frees the reply cells it had not taken (decoded).
+        live.n_generated: the reply tokens it was admitted with."""
+        rec = self._req.pop(live.rid)
+        self.reserved -= live.remaining
+        self._insert_and_relock(live, rec, len(rec[0]), keep_lock=False)
+
+    def available(self) -> int:
+        """Cells free or evictable, less the decoded tokens not taken yet."""
+        return len(self._free) + self.evictable_size_ - self.decoded
+
     def cells_used(self) -> int:
         return self.capacity - len(self._free)
 
@@ -346,4 +374,5 @@ class RadixManager:
         assert len(set(self._free)) == len(self._free), "free list holds a cell twice"
         assert not (set(self._free) & (seen | private)), "a free cell is owned"
         assert len(self._free) + len(seen) + len(private) == self.capacity, "cells lost"
-        assert 0 <= self.reserved <= len(self._free) + self.evictable_size_, "reservation not covered"
+        if self.new_token_ratio >= 1.0:
+            assert 0 <= self.reserved <= len(self._free) + self.evictable_size_, "reservation not covered"

@@ -19,7 +19,9 @@ Timing, per profile:
   engine    "vllm" / "sglang": decode-only batches run a captured CUDA graph padded up to the next capture
             size (vLLM's default cudagraph_capture_sizes [1, 2, 4] + range(8, 256, 8) + range(256, max + 1,
             16), max = min(2 x max_num_seqs, 512), vllm/config/compilation.py; SGLang's cuda_graph_bs is
-            the same ladder), and their GEMMs do not take llama.cpp's mat-vec path.
+            the same ladder), and their GEMMs do not take llama.cpp's mat-vec path. They sample on the GPU
+            (a token id per row comes back, not the logits), and their engine loop spends host time per
+            request in the step: vLLM v0.11 between passes, SGLang beside them (HOST_US_PER_REQUEST).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 from enginelab.checks import brief, check_bool, check_int, is_int
 from enginelab.ggml import GGML_TYPES
 
+from . import kernels as _kernels
 from .devices import device_backend, side_device
 from .kv import _kv_plan
 from .models import MAX_CONTEXT
@@ -38,6 +41,17 @@ from .work import Work, _blocks_static, _causal_pairs_window, _head_work, _kind_
 
 ENGINES = ("llama.cpp", "vllm", "sglang")
 MAX_NUM_SEQS = 1 << 20  # max_num_seqs / max_running_requests: far above any engine's default (256-1024)
+# vLLM's and SGLang's samplers run on the GPU; the host gets each row's sampled token id: vLLM v1's GPUModelRunner
+# copies them into sampled_token_ids_pinned_cpu, an int64 tensor (vllm/v1/worker/gpu_model_runner.py), SGLang's
+# scheduler reads next_token_ids (int64) after the sampler (python/sglang/srt/layers/sampler.py)
+SAMPLED_ID_BYTES = 8
+# The engine loop's CPU time per request in a step, during which vLLM v0.11's GPU waits (its engine core
+# schedules, prepares the inputs, runs the pass and processes the outputs in turn: --async-scheduling, which
+# overlaps them, is off by default, vllm#19970): vllm#10634 measured 5-6 ms between two decode passes of
+# Llama-2-7B at a batch of 256 on ShareGPT (V1 engine with AsyncLLM, vllm#9826), 5.5 ms / 256. SGLang runs the
+# same work one batch ahead, beside the pass (its zero-overhead scheduler, SGLang v0.4 blog, lmsys.org
+# 2024-12-04: no idle time between decode batches in its Nsight profile): the step takes the longer of the two.
+HOST_US_PER_REQUEST = {"vllm": 5500.0 / 256, "sglang": 5500.0 / 256}
 
 
 def cudagraph_capture_sizes(max_num_seqs: int = 256) -> list:
@@ -208,18 +222,27 @@ def batched_step(
         t = 0.0
         if w.bytes or w.flops:
             dev, backend = side_device(mc, side), device_backend(mc, side)
-            t = prof.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params)[0]
+            gain = _kernels.gemm_gain(p.model, n_tok, engine, dev.name) if backend == "cuda" else 1.0
+            t = prof.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params, gain=gain)[0]
         res[side + "_s"] = t
         total += t
+    # llama.cpp copies each output row's logits to the host and samples there; vLLM and SGLang sample on the GPU
+    # and copy back one token id per row
+    row_bytes = _logits_bytes(p, mc) if engine == "llama.cpp" else SAMPLED_ID_BYTES * (_logits_bytes(p, mc) > 0)
     overhead = prof.step_overhead_seconds(
         {s: work[s].layers for s in work},
         {s: device_backend(mc, s) for s in work},
         p.output_on_gpu,
-        _logits_bytes(p, mc) * max(1, n_logits),
+        row_bytes * max(1, n_logits),
         mc.pcie,
     )
     res["overhead_s"] = overhead
-    res["total_s"] = total + overhead
+    # the engine loop's host time for this step's requests (scheduler, input preparation, output processing):
+    # vLLM runs it between passes, SGLang's overlap scheduler beside the GPU's pass
+    host = HOST_US_PER_REQUEST.get(engine, 0.0) * (len(contexts) + len(chunks)) * 1e-6
+    res["host_s"] = host
+    gpu_s = total + overhead
+    res["total_s"] = max(gpu_s, host) if engine == "sglang" else gpu_s + host
     res["work"] = work
     res["tok_per_s"] = len(contexts) / res["total_s"]
     return res

@@ -31,10 +31,29 @@ MM_BW = 0.4  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-ve
 # backends without batched MoE runs take CUDA's
 BATCH_PARAMS = {"cuda": (80.0, 50.0), "rocm": (0.0, 10.0)}
 
+# vLLM's and SGLang's passes multiply each weight matrix with all the pass's tokens (M = tokens) in one cuBLAS /
+# CUTLASS GEMM, while llama.cpp's measured prefill rate (pp_eff_f, pp_sat_tflops) was fitted on llama-bench's pp512:
+# 512-token micro-batches. A GEMM's output is cut into thread-block tiles that run one per SM in waves; a part-filled
+# last wave leaves SMs idle (wave quantization, NVIDIA's Matrix Multiplication Background User's Guide). A GEMM
+# engine's pass runs its matmuls that much faster than the fitted rate: the tiles' wave utilization at its tokens
+# over that at 512 (never slower: below 512 tokens cuBLAS picks smaller tiles and split-K).
+GEMM_TILE = (128, 256)  # CUTLASS's default SM80 half-precision threadblock (M x N): GemmShape<128, 256, 64>
+CALIBRATION_TOKENS = 512  # llama-bench's pp512 runs as one n_ubatch = 512 micro-batch
+# streaming multiprocessors (CUDA cores / 128, A100's / 64), from NVIDIA's whitepapers and spec pages: A100
+# (GA100, 6,912 cores), H100 SXM5 (16,896), RTX 3060 (3,584), RTX 3090 (10,496), RTX 4060 Ti (4,352), RTX 4090
+# (16,384), RTX 5090 (21,760); other GPUs keep the fitted rate. Names without "GeForce ", as the catalog spells them.
+GPU_SMS = {
+    "A100 SXM4 80GB": 108, "A100 SXM4 40GB": 108, "H100 SXM5 80GB": 132, "RTX 3060": 28, "RTX 3090": 82,
+    "RTX 4060 Ti 16GB": 34, "RTX 4090": 128, "RTX 5090": 170,
+}  # fmt: skip
 
-def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, params=None, build=None) -> tuple:
+
+def batched_seconds(
+    w, dev, backend: str, n_tok: int, engine: str, n_threads, params=None, build=None, gain: float = 1.0
+) -> tuple:
     """(seconds, memory seconds, compute seconds, basis) of one device's share of a pass over n_tok tokens, with
-    engine's kernels ("llama.cpp", or "vllm" / "sglang": GEMMs throughout)."""
+    engine's kernels ("llama.cpp", or "vllm" / "sglang": GEMMs throughout). gain: the GEMM engines' matmul rate
+    over the fitted one (gemm_gain)."""
     if backend == "cpu":  # ggml-cpu's decode time already multiplies each row once per token
         return _measured.decode_seconds(w, dev, backend, n_threads, n_tok, build=build)
     t, t_mem, t_cmp, basis = _measured.decode_seconds(w, dev, backend, n_threads, min(n_tok, MMV_MAX_COLS), build=build)
@@ -51,7 +70,8 @@ def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, pa
     if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
         return t + MV_COL * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
     # mat-mat tiles beside the streaming
-    t_c = _measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads, build) + w.layers * prm.pp_layer_us * 1e-6
+    t_c = _measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads, build) / gain
+    t_c += w.layers * prm.pp_layer_us * 1e-6
     if engine == "llama.cpp":
         t_mem += MM_BW * t_w
     t = max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - _measured.overlap_for(dev, backend, prm)) + extra
@@ -65,3 +85,37 @@ def streaming_max(w, dev, backend: str, build=None) -> int:
         return MMV_MAX_COLS
     typ = max(w.weights_by_type, key=lambda tw: tw[1])[0]
     return _measured.streaming_max_tokens(typ, dev, backend, build)
+
+
+def wave_utilization(m_tok: int, shapes, sms: int) -> float:
+    """The FLOP-weighted share of SM time the GEMMs' tiles fill: per (N, K) matrix, ceil(M / 128) x ceil(N / 256)
+    tiles over whole waves of `sms`."""
+    tm, tn = GEMM_TILE
+    done = total = 0.0
+    for n, k in shapes:
+        tiles = -(-m_tok // tm) * -(-n // tn)
+        done += n * k * tiles / (-(-tiles // sms) * sms)
+        total += n * k
+    return done / total if total else 1.0
+
+
+def gemm_shapes(model, engine: str) -> list:
+    """(N, K) of a dense block's matrices as the engine runs them: vLLM and SGLang fuse q, k and v into one
+    QKVParallelLinear and gate and up into one MergedColumnParallelLinear (vllm/model_executor/models/llama.py,
+    qwen3.py; sglang's the same); llama.cpp multiplies each on its own (wq, wk, wv, ffn_gate, ffn_up)."""
+    h, d = model.hidden_size, model.d_head
+    q, kv, inter = model.num_attention_heads * d, model.num_key_value_heads * d, model.intermediate_size
+    if engine == "llama.cpp":
+        return [(q, h), (kv, h), (kv, h), (h, q), (inter, h), (inter, h), (h, inter)]
+    return [(q + 2 * kv, h), (h, q), (2 * inter, h), (h, inter)]
+
+
+def gemm_gain(model, n_tok: int, engine: str, device_name: str) -> float:
+    """How much faster a GEMM engine's pass of n_tok tokens runs its matmuls than llama.cpp's fitted pp512 rate:
+    wave utilization of its own fused GEMMs at n_tok over llama.cpp's at 512, at least 1. 1 for llama.cpp, for an
+    MoE model (its experts' GEMMs see a share of the tokens; not modelled) and for a GPU without an SM count."""
+    sms = GPU_SMS.get(device_name.removeprefix("GeForce "))
+    if engine == "llama.cpp" or not sms or model.is_moe or n_tok <= CALIBRATION_TOKENS:
+        return 1.0
+    ref = wave_utilization(CALIBRATION_TOKENS, gemm_shapes(model, "llama.cpp"), sms)
+    return max(1.0, wave_utilization(n_tok, gemm_shapes(model, engine), sms) / ref)

@@ -38,7 +38,9 @@ class CourseProfile:
         t_cmp = w.flops / (ETA_PREFILL * dev.flops)
         return max(t_mem, t_cmp), t_mem, t_cmp, None
 
-    def batched_seconds(self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None) -> tuple:
+    def batched_seconds(
+        self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None, gain: float = 1.0
+    ) -> tuple:
         """A device's share of a pass over n_tok tokens of a mixed batch: the same roofline, whoever's kernels."""
         return self.decode_seconds(w, dev, backend, n_threads, n_tok)
 
@@ -100,8 +102,12 @@ class MeasuredProfile(CourseProfile):
             return self.batched_seconds(w, dev, backend, batch, "llama.cpp", n_threads)
         return _measured.decode_seconds(w, dev, backend, n_threads, batch, build=self.build or None)
 
-    def batched_seconds(self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None) -> tuple:
-        return _kernels.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params, build=self.build or None)
+    def batched_seconds(
+        self, w, dev: Device, backend: str, n_tok: int, engine: str, n_threads, params=None, gain: float = 1.0
+    ) -> tuple:
+        return _kernels.batched_seconds(
+            w, dev, backend, n_tok, engine, n_threads, params, build=self.build or None, gain=gain
+        )
 
     def step_overhead_seconds(self, layers, backends, output_on_gpu, logits_bytes, link_bytes_per_s) -> float:
         return _measured.step_overhead_seconds(

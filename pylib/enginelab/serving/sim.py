@@ -16,11 +16,14 @@ Each engine's step (its scheduler, simplified to what decides the timing):
              recently admitted request (recompute: its prompt and the tokens it generated are prefilled again).
   sglang     scheduler.py get_next_batch_to_run: a prefill batch (new requests, at most chunked_prefill_size
              prompt tokens, the policy's order) runs on its own when one can be formed, otherwise one decode
-             step of every running request; at most max_running_requests run.
+             step of every running request; at most max_running_requests run. Admission reserves only
+             new_token_ratio of the running requests' remaining replies (SGLANG_* below); a decode step that
+             finds no room retracts requests (their decoded tokens are computed again when readmitted).
 
 Simplified: a request's prompt cells are taken when it is admitted (vLLM allocates each chunk's blocks as the
 chunk is scheduled); a step's time is that of a batch of the same size at the batch's mean context (the pass is
-affine in the KV read); detokenisation, sampling and HTTP costs are left out.
+affine in the KV read); the engine loop's host time per request is batched_step's (waited for in vLLM, hidden
+in SGLang); the API server's own time (chat template, tokenising, detokenising, HTTP) is left out.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ MAX_PROMPTS = 100_000
 MAX_LEN = 1 << 20
 MAX_WORKLOAD_TOKENS = 1 << 25  # prompt + output tokens over a workload
 KV_SAMPLES = 256  # KV-use samples kept over a run (every k-th step)
+# SGLang's admission reserves new_token_ratio x the running requests' remaining replies (schedule_policy.py
+# PrefillAdder), a ratio its scheduler moves (scheduler.py, global_config.py): 0.7 at start and whenever it idles,
+# down by (0.7 - 0.7 x 0.14) / 600 on each decode step; a decode step with no cell for every running request
+# retracts requests (schedule_batch.py retract_decode: fewest reply tokens first, then the longest prompt, until
+# 20 decode steps of the rest fit) and sets the ratio to (their decoded tokens + 20 each) / their max_new_tokens
+SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
+SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
+SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
+SGLANG_RETRACT_DECODE_STEPS = 20
 
 # ShareGPT lengths (vLLM paper, Kwon et al., SOSP 2023, section 6.1 / Figure 11a: ShareGPT prompts average
 # 161.31 tokens and outputs 337.99). vLLM's benchmark keeps conversations with prompt <= 1024 and prompt + output
@@ -73,6 +85,9 @@ class Workload:
     range_ratio: float = 0.0
     burstiness: float = 1.0
     output_range_ratio: float | None = None  # ours: the output lengths' own spread (None = range_ratio)
+    # ours, dataset "sharegpt" only: (input, output) mean lengths the draws are scaled to (a run's published totals
+    # / requests: its model's tokenizer and replies); None keeps the published ShareGPT statistics' lengths
+    sharegpt_means: tuple | None = None
 
     def __post_init__(self):
         check_int(self.num_prompts, "num_prompts", 1, MAX_PROMPTS)
@@ -97,6 +112,13 @@ class Workload:
             check_number(self.output_range_ratio, "output_range_ratio", 0.0, 1.0)
             if self.output_range_ratio >= 1.0:
                 _check(False, "output_range_ratio", "must be below 1")
+        if self.sharegpt_means is not None:
+            if not (isinstance(self.sharegpt_means, tuple) and len(self.sharegpt_means) == 2):
+                _check(
+                    False, "sharegpt_means", f"must be (input, output) mean lengths, got {brief(self.sharegpt_means)}"
+                )
+            for k, v in zip(("input", "output"), self.sharegpt_means):
+                check_number(v, f"sharegpt_means {k}", 1.0, MAX_LEN)
 
     def requests(self) -> list:
         """[(arrival_s, prompt_len, output_len)], in arrival order (vllm/benchmarks: get_request's gamma intervals,
@@ -121,6 +143,15 @@ class Workload:
             if self.request_rate != math.inf:
                 theta = 1.0 / (self.request_rate * self.burstiness)
                 t += rng.gammavariate(self.burstiness, theta)
+        if self.dataset == "sharegpt" and self.sharegpt_means is not None:
+            # each length times the ratio of the wanted mean to this draw's (the arrivals are not touched)
+            n = len(out)
+            fi = self.sharegpt_means[0] * n / sum(p - self.prefix_len for _t, p, _o in out)
+            fo = self.sharegpt_means[1] * n / sum(o for _t, _p, o in out)
+            out = [(t, self.prefix_len + max(1, round((p - self.prefix_len) * fi)), max(1, round(o * fo)))
+                   for t, p, o in out]  # fmt: skip
+            if sum(p + o for _t, p, o in out) > MAX_WORKLOAD_TOKENS:
+                _check(False, "num_prompts", f"the workload holds more than {MAX_WORKLOAD_TOKENS:,} tokens")
         return out
 
 
@@ -469,6 +500,9 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
         budget = f["chunked_prefill_size"] or d["chunked_prefill_size"]
         # SGLang captures graphs up to cuda_graph_max_bs (the ladder's top is 2 x StepTimer's max_num_seqs)
         timer = StepTimer(p, engine, profile, max(1, min(cap, d["cuda_graph_max_bs"]) // 2))
+        mgr.new_token_ratio = SGLANG_INIT_NEW_TOKEN_RATIO
+    ratio_min = SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+    ratio_decay = (SGLANG_INIT_NEW_TOKEN_RATIO - ratio_min) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
     limit = mgr.max_request_tokens()
     if engine != "llama.cpp":  # vLLM and SGLang refuse a request longer than max_model_len / context_length
         limit = min(limit, p.n_ctx, p.model.max_position_embeddings)
@@ -503,13 +537,15 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
     kv_use: list = []
     st_ = {"now": 0.0, "order": 0, "hits": 0, "preempted_at": -1, "preemptions": 0}
     # Fast path, part 1: an admission that failed fails again until something frees room or adds to the caches.
-    # `version` counts those events (an admission, a finish, a preemption, and the step after an admission, when
-    # SGLang's tree inserts the new prompts); a request that did not fit at the current version is not offered
-    # to the manager again. (Meanwhile decodes only take room: vLLM's blocks, never slot or radix cells, which
-    # are reserved at admission; and a decoded block chains from its own request's prompt, so it cannot lengthen
-    # another request's prefix hit. SGLang's failed match_prefix marks the matched path as used; repeating it
-    # with no other use of the tree in between leaves the least-recently-used order as it was.)
-    st_.update(version=0, fail_head=None, fail_version=-1, admitted_at=-1)
+    # `version` counts those events (an admission, a finish, a preemption or retraction, the step after an
+    # admission, when SGLang's tree inserts the new prompts, and a drop in SGLang's new_token_ratio that covers
+    # the refused head's shortfall: set_ratio); a request that did not fit at the current version is not offered
+    # to the manager again. (Meanwhile decodes only take room: vLLM's blocks, never slot cells, which are
+    # reserved at admission, and a radix cell each, which frees at most new_token_ratio of one from the
+    # reservation; and a decoded block chains from its own request's prompt, so it cannot lengthen another
+    # request's prefix hit. SGLang's failed match_prefix marks the matched path as used; repeating it with no
+    # other use of the tree in between leaves the least-recently-used order as it was.)
+    st_.update(version=0, fail_head=None, fail_version=-1, admitted_at=-1, fail_ratio=1.0, fail_short=0, fail_running=0)
     # the client's semaphore (--max-concurrency): when each of its free places became free, first in first out
     free_since = deque([0.0] * min(max_conc, len(reqs)))
     ctx_sum = 0  # the decoding requests' contexts, summed
@@ -549,6 +585,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
         got = mgr.admit(r.live, steps)
         if got is None:
             st_["fail_head"], st_["fail_version"] = r, st_["version"]
+            if is_sglang:
+                st_["fail_ratio"], (st_["fail_short"], st_["fail_running"]) = mgr.new_token_ratio, mgr.shortfall
             return False
         st_["version"] += 1
         st_["admitted_at"] = steps
@@ -580,10 +618,12 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
 
     def finish(r):
         live = r.live
-        if not is_vllm:  # slot and radix cells: the reply's cells, reserved at admission, taken now
+        if not is_vllm:  # slot and radix cells: the reply's cells (reserved at admission, SGLang's in part) taken now
             n_before = len(live.tokens) - r.n_prompt
             sync(r)
             live.n_generated = n_before
+            if is_sglang:
+                mgr.decoded -= r.gen - n_before
             mgr.decode_many(live, r.gen - n_before)
         sync(r)
         mgr.finish(live, steps)
@@ -602,6 +642,40 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             return [by[id(lv)] for lv in mgr.schedule([r.live for r in waiting], steps)]
         return waiting
 
+    def set_ratio(ratio):
+        """SGLang's new_token_ratio. A lower one admits the refused head only once it discounts the running
+        replies by its shortfall (until then the decodes only shrink the room: each takes a cell and frees at
+        most a ratio of one from the reservation)."""
+        if ratio < mgr.new_token_ratio and st_["fail_version"] == st_["version"]:
+            if (st_["fail_ratio"] - ratio) * st_["fail_running"] >= st_["fail_short"]:
+                st_["version"] += 1
+        mgr.new_token_ratio = ratio
+
+    def retract():
+        """SGLang's retract_decode: requests leave the running batch, fewest reply tokens (then the longest
+        prompt) first, until 20 decode steps of the rest fit; their prompts stay in the tree, their decoded
+        cells are freed, and they queue again (readmitted, they prefill the decoded tokens too)."""
+        order = sorted(decoding, key=lambda r: (r.gen, -r.n_prompt), reverse=True)
+        first = True
+        while first or mgr.available() < SGLANG_RETRACT_DECODE_STEPS * len(order):
+            if len(order) == 1:
+                break
+            first = False
+            r = order.pop()
+            live = r.live
+            n_before = len(live.tokens) - r.n_prompt
+            mgr.decoded -= r.gen - n_before
+            live.n_generated = n_before
+            mgr.retract(live)
+            decoding.remove(r)
+            r.admitted = False
+            r.preempted += 1
+            st_["preemptions"] += 1
+            waiting.append(r)
+        st_["version"] += 1
+        new = sum(r.gen for r in order) + SGLANG_RETRACT_DECODE_STEPS * len(order)
+        mgr.new_token_ratio = min(1.0, new / max(1, sum(r.n_out for r in order)))
+
     def step_seconds(n_dec, ctx_dec, chunk_tok, mean_start, chunk_last) -> float:
         if n_ubatch and n_dec + chunk_tok > n_ubatch:
             # llama_decode splits the batch into micro-batches of n_ubatch tokens, the decodes first
@@ -619,8 +693,10 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
     def sample(now, pending_gen):
         """A KV-use sample (every sample_every steps); pending_gen: tokens decoded but not yet in any r.gen."""
         nonlocal kv_use, sample_every
-        unapplied = 0 if is_vllm else sum(r.gen for r in decoding) + pending_gen  # reply cells not handed over yet
-        kv_use.append((now, mgr.cells_used() + unapplied))
+        # reply cells not handed over yet
+        unapplied = 0 if is_vllm else (mgr.decoded if is_sglang else sum(r.gen for r in decoding)) + pending_gen
+        # decoded cells beyond the free ones evict cached prefixes (SGLang's admission counts them as room)
+        kv_use.append((now, min(pool, mgr.cells_used() + unapplied)))
         if len(kv_use) >= 2 * KV_SAMPLES:
             kv_use = kv_use[::2]
             sample_every *= 2
@@ -645,6 +721,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             if r.t_last != now:
                 return False  # it did not decode in the last step: its ITL is not this step's time
             k = min(k, r.n_out - r.gen - 1)
+        if is_sglang:  # every step takes a cell per request (SGLang retracts when they run out)
+            k = min(k, mgr.available() // n)
         if k < 1:
             return False
         at: dict = {}  # vLLM: step -> the requests that start a block in it
@@ -706,6 +784,9 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             r.t_last = now
             if times:
                 r.times.extend(times)
+        if is_sglang:
+            mgr.decoded += j * n
+            set_ratio(max(mgr.new_token_ratio - j * ratio_decay, ratio_min))
         return j > 0
 
     while pending or waiting or prefilling or decoding:
@@ -762,8 +843,17 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                 else:
                     waiting.remove(r)
         if is_sglang and not chunk_tok:
-            n_dec = len(decoding)  # SGLang runs a prefill batch on its own when it can form one, else a decode
+            # SGLang runs a prefill batch on its own when it can form one, else a decode step of every running
+            # request (update_running_batch: retract when they do not all find a cell, else decay the ratio)
+            if decoding and mgr.available() < len(decoding):
+                retract()
+                ctx_sum = sum(r.n_prompt + r.gen for r in decoding)
+            elif decoding:
+                set_ratio(max(mgr.new_token_ratio - ratio_decay, ratio_min))
+            n_dec = len(decoding)
         if not n_dec and not chunk_tok:
+            if is_sglang:  # an idle scheduler starts the ratio over
+                set_ratio(SGLANG_INIT_NEW_TOKEN_RATIO)
             if pending and not waiting and not prefilling and not decoding:
                 continue
             if not prefilling and not decoding and waiting:
@@ -847,6 +937,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             itl = now - tl
             itls[itl] = itls.get(itl, 0) + k
         ctx_sum += emitted
+        if is_sglang:
+            mgr.decoded += emitted
         for r in ended:
             ctx_sum -= r.n_prompt + r.gen
             finish(r)

@@ -6,7 +6,8 @@ fitted numbers are the batched step's, from llama-batched-bench rows), so every 
 
 Runs that did not pass --ignore-eos (ignore_eos 0) stop replies early: their output_len is the mean the results
 imply (output tokens / requests), and the replies are spread by OUTPUT_SPREAD around it (our assumption: the runs print no
-distribution), which keeps requests from finishing, and the next ones from arriving, in lockstep.
+distribution), which keeps requests from finishing, and the next ones from arriving, in lockstep. A ShareGPT
+row's input_len / output_len are the run's means (its model's tokens): the ShareGPT draws are scaled to them.
 """
 
 from __future__ import annotations
@@ -147,6 +148,7 @@ def predict(run: dict, profile: str = "measured") -> dict:
         range_ratio=float(run["range_ratio"] or 0),
         prefix_len=int(run["prefix_len"] or 0),
         output_range_ratio=OUTPUT_SPREAD if run.get("ignore_eos") == "0" else None,
+        sharegpt_means=(float(run["input_len"]), float(run["output_len"])) if run["dataset"] == "sharegpt" else None,
     )
     return sim.simulate(run["engine"], p, w, profile=profile, **flags).metrics
 
