@@ -149,7 +149,9 @@ def main() -> None:
         for engine, ms in pyodide_speed(args.pyodide, r["requests"]).items():
             print(f"  {engine:9s} {ms:7.1f} ms in Pyodide (node, wall clock; the issue's target: under 300 ms)")
     b = r["batched_decode"]
-    print(f"batched decode (batched-bench + placed micro-batch rows, {len(b['devices'])} devices): |error| median / p90")
+    print(
+        f"batched decode (batched-bench + placed micro-batch rows, {len(b['devices'])} devices): |error| median / p90"
+    )
     keys = ("in_sample", "leave_one_model_out", "leave_one_device_out", "batched_bench_rows_in_sample")
     for key in keys + ("microbatch_rows_not_placed",):
         s = b[key]
