@@ -3,6 +3,8 @@ each returns what the computation without it returns, and each stays bounded."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import perf_model as pm
@@ -28,6 +30,85 @@ def test_tensors_classed_once_per_name_are_the_tensors_classed_one_by_one(key):
     models._CLASS_CACHE.clear()
     assert models._block_tensors_of(bm) == want  # from an empty cache
     assert models._block_tensors_of(bm) == want  # and from a filled one
+
+
+# and per-layer embeddings with cache-sharing blocks (Gemma 4 E4B), a Mixtral (8 experts), a hybrid with short convs
+ALL_KINDS = MODELS + ["gemma-4-e4b", "mixtral-8x7b", "lfm2.5-2.6b", "nemotron-3-nano-30b-a3b"]
+
+
+@pytest.mark.parametrize("key", ALL_KINDS)
+def test_the_inventory_listed_by_name_is_the_inventory_sorted_as_llama_quantize_walks_it(key):
+    m = pm.MODELS[key]
+    in_blocks = models._block_tensors_of(m.block_model)
+    by_name = models._block_tensors_of(m.block_model, by_name=True)
+    assert by_name == sorted(in_blocks, key=ggml.weight_order)
+    assert m.tensors() == by_name
+    assert len({t.name for t in by_name}) == len(by_name)
+
+
+def test_a_tensor_made_fast_is_the_tensor_made_by_its_class():
+    args = ("blk.3.ffn_down_exps.weight", (768, 2048, 128), "ffn_down_exps", 3, "MXFP4")
+    fast, slow = ggml.make_tensor(*args), ggml.Tensor(*args)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert (fast.name, fast.ne, fast.cls, fast.layer, fast.src_type) == args
+    assert ggml.make_tensor(*args[:4]) == ggml.Tensor(*args[:4])  # the same default source type
+    with pytest.raises(AttributeError):  # still frozen
+        fast.layer = 4
+
+
+def _plan_one_by_one(model, quant, imatrix):
+    """ggml._plan as it was before the rules were decided once per key: every tensor through _tensor_type."""
+    loaded = model.tensors()
+    extra = model.file_only_tensors()
+    tensors = sorted(loaded + extra, key=ggml.weight_order) if extra else loaded
+    tied = not any(t.cls == "output" for t in tensors)
+    counters = {"i_attention_wv": 0, "i_ffn_down": 0, "i_ffn_gate": 0, "i_ffn_up": 0,
+                "n_attention_wv": sum(1 for t in tensors if t.cls in ggml._ATTN_V),
+                "n_ffn_down": max([model.num_hidden_layers] + [t.layer + 1 for t in extra])}  # fmt: skip
+    pure = quant in ggml._PURE
+    default = ggml._PURE[quant] if pure else ggml._FTYPE_DEFAULT[quant]
+    rows = []
+    for t in tensors:
+        if not ggml._allows_quantization(t):
+            typ = t.src_type
+        elif t.src_type == "MXFP4" and not pure:
+            typ = "MXFP4"
+        elif default in ("F16", "BF16", "F32"):
+            typ = default
+        elif pure:
+            typ = ggml._fallback(t, default)
+        else:
+            typ = ggml._fallback(t, ggml._tensor_type(model, t, quant, default, counters, tied, imatrix))
+        rows.append(ggml._row(t, typ))
+    names = {t.name for t in extra}
+    return [r for r in rows if r["name"] not in names], [r for r in rows if r["name"] in names]
+
+
+@pytest.mark.parametrize("key", ALL_KINDS)
+def test_a_plan_deciding_each_rule_once_per_key_is_the_plan_tensor_by_tensor(key):
+    m = pm.MODELS[key]
+    for quant in ggml.ALL_QUANTS:
+        for imatrix in (False, True):
+            assert ggml._plan(m, quant, imatrix) == _plan_one_by_one(m, quant, imatrix), (quant, imatrix)
+
+
+def test_a_plan_of_a_model_no_catalog_model_is_shaped_like():
+    # Llama 3.1 8B with 37 blocks (no threshold n/16, n/8, 7n/8 falls evenly) and every third block's FFN a MoE
+    # of 8 experts (Mixtral's n_expert == 8 rules, dense and expert FFNs in one plan); the shared-expert models
+    # above have two ffn_down tensors per block, so their counter runs at twice the block number
+    base = pm.MODELS["llama-3.1-8b"]
+    m = replace(base, num_hidden_layers=37, num_local_experts=8, num_experts_per_tok=2, interleave_moe_layer_step=3)
+    for quant in ("Q4_K_M", "Q3_K_M", "IQ3_XS", "IQ2_XS", "Q5_K_M", "IQ3_M", "Q2_K_MIX"):
+        assert ggml._plan(m, quant, False) == _plan_one_by_one(m, quant, False), quant
+
+
+def test_the_layer_buckets_stay_bounded(monkeypatch):
+    monkeypatch.setattr(ggml, "_BUCKETS_MAX", 16)
+    ggml._BUCKETS.clear()
+    for key in MODELS:
+        ggml._plan(pm.MODELS[key], "Q4_K_M", False)
+        assert len(ggml._BUCKETS) <= 16
+    ggml._BUCKETS.clear()
 
 
 def test_the_class_cache_stays_bounded(monkeypatch):

@@ -151,6 +151,24 @@ class Tensor:
         return n
 
 
+_new_object = object.__new__
+_set = object.__setattr__
+
+
+def make_tensor(name: str, ne: tuple, cls: str, layer: int, src_type: str = "F16") -> Tensor:
+    """Tensor(name, ne, cls, layer, src_type), the same object built for about three quarters of the cost (a
+    model's inventory builds hundreds on its first visit): the fields set as the frozen dataclass's __init__ sets
+    them, without its call. (Not through the instance's __dict__: that would turn its attributes into a dict's
+    entries, each read later several times slower.) Tensor has no __post_init__, so nothing is skipped."""
+    t = _new_object(Tensor)
+    _set(t, "name", name)
+    _set(t, "ne", ne)
+    _set(t, "cls", cls)
+    _set(t, "layer", layer)
+    _set(t, "src_type", src_type)
+    return t
+
+
 def weight_order(t: Tensor):
     # llama_model_loader::weights_map is sorted by block number, then by name
     # (weight_name_comparer), and llama-quantize walks it in that order, which is
@@ -487,6 +505,37 @@ def _cache_plan(key, plan: tuple) -> None:
     _plan_cache_rows += n
 
 
+# The per-tensor rules (_tensor_type) read, besides the plan's constants (the model, preset, imatrix), a tensor's
+# class and shape and one layer index: a counter (_RULE_COUNTER) or, for a MoE's FFN tensors, the tensor's block.
+# They compare that index with the counted total only through a few tests (_layer_bucket). So a plan decides the
+# type once per (class, shape, buckets of the index) and steps the counters as the rule did; the other tensors of
+# that key take the same type (a model's hundreds of tensors take a few dozen decisions). The counters are
+# llama-quantize's, stepped per tensor in its order, exactly as _tensor_type steps them.
+_RULE_COUNTER = {
+    **{c: ("i_attention_wv", "n_attention_wv") for c in _ATTN_V},
+    "ffn_down": ("i_ffn_down", "n_ffn_down"),
+    "ffn_down_exps": ("i_ffn_down", "n_ffn_down"),
+    "ffn_gate": ("i_ffn_gate", "n_ffn_down"),
+    "ffn_gate_exps": ("i_ffn_gate", "n_ffn_down"),
+    "ffn_up": ("i_ffn_up", "n_ffn_down"),
+    "ffn_up_exps": ("i_ffn_up", "n_ffn_down"),
+}
+_BUCKETS: dict = {}
+_BUCKETS_MAX = 1 << 14  # (index, total) pairs: a few hundred per model; bounded all the same (then starts over)
+
+
+def _layer_bucket(i: int, n: int) -> tuple:
+    """Every test _tensor_type makes of a layer index i against a total n (its thresholds n/16, n/8, 7n/8, 2, 4
+    and use_more_bits): two indexes in one bucket get the same type from every rule."""
+    key = (i, n)
+    b = _BUCKETS.get(key)
+    if b is None:
+        if len(_BUCKETS) >= _BUCKETS_MAX:
+            _BUCKETS.clear()
+        b = _BUCKETS[key] = (i < n // 16, i < n // 8, i < 2, i < 4, _use_more_bits(i, n), i < 7 * n // 8)
+    return b
+
+
 def _plan(model, quant, imatrix: bool) -> tuple:
     """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order."""
     loaded = model.tensors()
@@ -507,6 +556,8 @@ def _plan(model, quant, imatrix: bool) -> tuple:
         }
         pure = quant in _PURE
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
+        decided = {}  # (class, shape, layer buckets) -> (type, the counters' steps)
+        buckets = _BUCKETS
         types = []
         for t in tensors:
             if not _allows_quantization(t):
@@ -521,9 +572,41 @@ def _plan(model, quant, imatrix: bool) -> tuple:
             elif pure:
                 typ = _fallback(t, default)
             else:
-                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+                cls = t.cls
+                ctr = _RULE_COUNTER.get(cls)
+                if ctr is None:
+                    key = (cls, t.ne)
+                else:  # (_layer_bucket, its cache read here first: this runs per tensor)
+                    i, n = counters[ctr[0]], counters[ctr[1]]
+                    b = buckets.get((i, n)) or _layer_bucket(i, n)
+                    if ctr[0] == "i_attention_wv":  # the counter only (the block is not read)
+                        key = (cls, t.ne, b)
+                    else:  # the counter, or the block for a MoE
+                        key = (cls, t.ne, b, buckets.get((t.layer, n)) or _layer_bucket(t.layer, n))
+                hit = decided.get(key)
+                if hit is None:
+                    before = dict(counters)
+                    typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+                    steps = tuple((k, v - before[k]) for k, v in counters.items() if v != before[k])
+                    decided[key] = (typ, steps)
+                else:
+                    typ, steps = hit
+                    for k, d in steps:
+                        counters[k] += d
             types.append(typ)
-    rows = [_row(t, typ) for t, typ in zip(tensors, types)]
+    sizes = {}  # (shape, type) -> (elements, bytes)
+    rows = []
+    for t, typ in zip(tensors, types):
+        ne = t.ne
+        size = sizes.get((ne, typ))
+        if size is None:
+            n = t.n_elements
+            g = GGML_TYPES[typ]
+            size = sizes[ne, typ] = (n, n // ne[0] * (-(-ne[0] // g.block_size)) * g.type_size)  # tensor_bytes
+        # the row _row(t, typ) makes
+        row = {"name": t.name, "type": typ, "n_elements": size[0], "bytes": size[1], "cls": t.cls, "layer": t.layer}
+        row["ne"] = ne
+        rows.append(row)
     if not extra:
         return rows, []
     extra_names = {t.name for t in extra}

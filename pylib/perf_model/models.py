@@ -10,7 +10,7 @@ from enginelab import blocks as _blocks
 from enginelab import engine_io as _engine_io
 from enginelab.blocks import Attention, BlockModel, MoEFFN, Recurrent, ShortConv
 from enginelab.checks import brief, check_bool, check_int, check_text, is_int
-from enginelab.ggml import GGML_TYPES, Tensor, weight_order
+from enginelab.ggml import GGML_TYPES, Tensor, make_tensor, weight_order
 
 from .units import _check
 
@@ -225,7 +225,10 @@ class Model:
         quantization's plan reads the same list)."""
         ts = self.__dict__.get("_tensors")
         if ts is None:
-            ts = tuple(sorted(self.gguf_tensors or _tensor_inventory(self), key=weight_order))
+            if self.gguf_tensors:
+                ts = tuple(sorted(self.gguf_tensors, key=weight_order))
+            else:  # the inventory listed in that order already (the same as sorting it by weight_order)
+                ts = tuple(_block_tensors_of(self.block_model, by_name=True))
             object.__setattr__(self, "_tensors", ts)
         return list(ts)
 
@@ -454,27 +457,57 @@ _CLASS_CACHE: dict = {}
 _CLASS_CACHE_MAX = 4096  # names come from the blocks' few kinds; bounded all the same (then it starts over)
 
 
-def _block_tensors_of(bm: BlockModel) -> list:
-    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of; the experts of
-    a block whose MoE ships them as MXFP4 (gpt-oss: released, and converted, so) are of that type."""
-    mxfp4 = {il for il, b in enumerate(bm.blocks) if isinstance(b.ffn, MoEFFN) and b.ffn.mxfp4}
+def _classed(key: tuple, name: str, ne: tuple) -> tuple:
+    """(class, source type) of a tensor, as _tensor_of classes it, through _CLASS_CACHE."""
+    kind = _CLASS_CACHE.get(key)
+    if kind is None:
+        t = _tensor_of(name, ne)
+        if len(_CLASS_CACHE) >= _CLASS_CACHE_MAX:
+            _CLASS_CACHE.clear()
+        kind = _CLASS_CACHE[key] = (t.cls, t.src_type)
+    return kind
+
+
+def _block_template(b, g, by_name: bool) -> tuple:
+    """One block's tensors as (name after "blk.N.", ne, class, source type), in the blocks' order or by name.
+    enginelab.blocks.block_tensors reads the block number only to name the tensors, so every equal block (most
+    models repeat one or two kinds) has the same template under its own number."""
+    names = _blocks.block_tensors(b, 0, g.n_embd)
+    if g.per_layer_width:  # as enginelab.blocks.tensors adds them after each block
+        p, n = g.per_layer_width, g.n_embd
+        names += [_blocks._t(0, "inp_gate.weight", n, p), _blocks._t(0, "proj.weight", p, n),
+                  _blocks._t(0, "post_norm.weight", n)]  # fmt: skip
+    # experts a MoE ships as MXFP4 (gpt-oss: released, and converted, so) are of that type
+    mxfp4 = isinstance(b.ffn, MoEFFN) and b.ffn.mxfp4
     out = []
-    for name, ne in _blocks.tensors(bm):
-        if name.startswith("blk."):
-            _, num, rest = name.split(".", 2)
-            il, key = int(num), (True, rest, len(ne))
-        else:
-            il, key = -1, (False, name, len(ne))
-        kind = _CLASS_CACHE.get(key)
-        if kind is None:
-            t = _tensor_of(name, ne)
-            if len(_CLASS_CACHE) >= _CLASS_CACHE_MAX:
-                _CLASS_CACHE.clear()
-            kind = _CLASS_CACHE[key] = (t.cls, t.src_type)
-        cls, src = kind
-        if il in mxfp4 and cls.endswith("_exps"):
+    for name, ne in names:
+        rest = name[6:]  # after "blk.0."
+        cls, src = _classed((True, rest, len(ne)), name, ne)
+        if mxfp4 and cls.endswith("_exps"):
             src = "MXFP4"
-        out.append(Tensor(name, ne, cls, il, src))
+        out.append((rest, ne, cls, src))
+    if by_name:
+        out.sort(key=lambda e: e[0])
+    return tuple(out)
+
+
+def _block_tensors_of(bm: BlockModel, by_name: bool = False) -> list:
+    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of, in the blocks'
+    order; by_name: in llama-quantize's (weight_order: the globals by name, then block by block, each by name).
+    Each distinct block is classed once (_block_template) and its tensors named per block number."""
+    g = bm.globals
+    glob = _blocks.global_tensors(g, bm.n_layer)
+    out = []
+    for name, ne in sorted(glob) if by_name else glob:
+        cls, src = _classed((False, name, len(ne)), name, ne)
+        out.append(make_tensor(name, ne, cls, -1, src))
+    templates = {}  # this model's distinct blocks -> their templates
+    for il, b in enumerate(bm.blocks):
+        tpl = templates.get(b)
+        if tpl is None:
+            tpl = templates[b] = _block_template(b, g, by_name)
+        prefix = f"blk.{il}."
+        out += [make_tensor(prefix + rest, ne, cls, il, src) for rest, ne, cls, src in tpl]
     return out
 
 
