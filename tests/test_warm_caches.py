@@ -10,7 +10,7 @@ import pytest
 import perf_model as pm
 from enginelab import blocks, ggml, scenario
 from enginelab.figures import calculator
-from perf_model import models, sizes, work
+from perf_model import models, placement, sizes, work
 
 # dense, MoE (a shared expert), MXFP4 experts (gpt-oss), sliding window, hybrid recurrent, MLA, MTP block
 MODELS = ["llama-3.1-70b", "qwen3-30b-a3b", "gpt-oss-20b", "gemma-3-27b", "qwen3-next-80b-a3b", "deepseek-v2-lite",
@@ -234,3 +234,65 @@ def test_the_calculator_warms_the_models_and_quantizations_one_step_away():
     want += [(state.model, quants[j - 1]), (state.model, quants[j + 1])]
     assert seen == want
     assert len(steps) == 5 * len(want)  # bounded: four pairs, five steps each
+
+
+@pytest.mark.parametrize("key", ["llama-3.1-70b", "qwen3-30b-a3b", "gpt-oss-20b", "gemma-3-27b", "qwen2.5-0.5b"])
+def test_fit_totals_from_running_sums_are_each_accounts_total(key):
+    m = pm.MODELS[key]
+    for machine in ("rtx3060", "rtx4090", "m4pro"):
+        mc = pm.MACHINES[machine]
+        for n_cpu_moe in (0, 5) if m.is_moe else (0,):
+            for kv, n_ctx in (("f16", 4096), ("q8_0", 32768)):
+                tables = placement._byte_tables(m, "Q4_K_M", n_ctx, kv, 1, 512, False)
+                prof = placement.PROFILE_OBJECTS["measured"]
+                rule = placement._ModuleRule(m, mc, prof, tables, n_ctx, 512, pm.FIT_TARGET_MIB)
+                fast = rule.gpu_totals(tables, n_cpu_moe)
+                for ngl in range(m.n_layers + 2):  # every -ngl --fit may try, as place()'s own gpu_total sums it
+                    ngl_, lg, og = rule.layers(ngl, None)
+                    acc = placement._device_bytes(mc, tables, lg, og, n_cpu_moe, rule.row_fr)
+                    f = rule.fields(ngl_, lg, og, acc, (), False)
+                    assert fast(ngl) == f["gpu_weights"] + f["gpu_kv"] + f["gpu_compute"], (machine, n_cpu_moe, ngl)
+
+
+def _prefill_work_block_by_block(p, start, u):
+    """work._prefill_work as it was before its per-block terms were kept per placement."""
+    m = p.model
+    static, _hd = work._blocks_static(p, u, False)
+    plan = pm._kv_plan(m, p.kv_type, p.swa_full)
+    af, nrec, nscan, pairs = {"gpu": 0.0, "cpu": 0.0}, {"gpu": 0, "cpu": 0}, {"gpu": 0, "cpu": 0}, {}
+    for il in range(m.n_layers):
+        dev = p.layer_device[il]
+        _pt, attn_per, win, _rb, rec_per, kind = plan[il]
+        if kind == 2:
+            af[dev] += rec_per * u
+            nrec[dev] += 1
+            if not isinstance(m.blocks[il].mixer, blocks.ShortConv):
+                nscan[dev] += 1
+        elif kind < 2:
+            if win not in pairs:
+                pairs[win] = work._causal_pairs_window(win, start, start + u)
+            af[dev] += attn_per * pairs[win]
+    out = {}
+    for s in ("gpu", "cpu"):
+        w, f, layers, types, x, xf, mx, rows, et = static[s]
+        out[s] = work.Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et, nrec[s],
+                           float(nscan[s] * u))  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("key", MODELS + ["lfm2.5-2.6b", "nemotron-3-nano-30b-a3b"])
+def test_a_prefill_micro_batch_from_kept_block_terms_is_the_same_as_block_by_block(key):
+    m = pm.MODELS[key]
+    for machine, ngl in (("rtx4090", None), ("rtx3060", 10), ("cpu-ddr5", None)):
+        p = pm.place(m, machine, "Q4_K_M", n_ctx=8192, n_gpu_layers=ngl)
+        for start, u in ((0, 512), (3584, 512), (8000, 97), (0, 1)):
+            assert work._prefill_work(p, start, u) == _prefill_work_block_by_block(p, start, u)
+
+
+def test_the_prefill_terms_cache_stays_bounded(monkeypatch):
+    monkeypatch.setattr(work, "WORK_CACHE_MAX", 3)
+    work._PREFILL_TERMS_CACHE.clear()
+    for key in MODELS:
+        work._prefill_work(pm.place(pm.MODELS[key], "rtx4090", "Q4_K_M", n_ctx=4096), 0, 512)
+        assert len(work._PREFILL_TERMS_CACHE) <= 3
+    work._PREFILL_TERMS_CACHE.clear()

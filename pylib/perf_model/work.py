@@ -315,34 +315,60 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     return out
 
 
-def _prefill_work(p: Placement, start: int, u: int) -> dict:
-    """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
-    head is _head_work: it runs for the last token only)."""
+_PREFILL_TERMS_CACHE: dict = {}
+
+
+def _prefill_terms(p: Placement, plan) -> dict:
+    """{side: (((attention FLOPs per pair, window), ...) or (recurrent FLOPs per token, None), in block order;
+    recurrent blocks, scanning blocks)}: what _prefill_work adds per block, read once per placement object (a
+    prompt's micro-batches time one placement several times)."""
+    key = id(p)
+    hit = _PREFILL_TERMS_CACHE.get(key)
+    if hit is not None and hit[0] is p and hit[1] is plan:
+        return hit[2]
     m = p.model
-    static, _hd = _blocks_static(p, u, False)
-    plan = _kv_plan(m, p.kv_type, p.swa_full)
-    af = {"gpu": 0.0, "cpu": 0.0}
+    terms = {"gpu": [], "cpu": []}
     nrec = {"gpu": 0, "cpu": 0}
     nscan = {"gpu": 0, "cpu": 0}
-    pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         _pt, attn_per, win, _rb, rec_per, kind = plan[il]
         if kind == 2:
-            af[dev] += rec_per * u  # linear attention: a fixed cost per token, no pairs
+            terms[dev].append((rec_per, None))  # linear attention: a fixed cost per token, no pairs
             nrec[dev] += 1
             if not isinstance(m.blocks[il].mixer, ShortConv):
                 nscan[dev] += 1
         elif kind < 2:
-            if win not in pairs:
-                pairs[win] = _causal_pairs_window(win, start, start + u)
-            af[dev] += attn_per * pairs[win]
+            terms[dev].append((attn_per, win))
+    out = {s: (tuple(terms[s]), nrec[s], nscan[s]) for s in ("gpu", "cpu")}
+    if len(_PREFILL_TERMS_CACHE) >= WORK_CACHE_MAX:
+        _PREFILL_TERMS_CACHE.clear()
+    _PREFILL_TERMS_CACHE[key] = (p, plan, out)
+    return out
+
+
+def _prefill_work(p: Placement, start: int, u: int) -> dict:
+    """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
+    head is _head_work: it runs for the last token only)."""
+    static, _hd = _blocks_static(p, u, False)
+    per_side = _prefill_terms(p, _kv_plan(p.model, p.kv_type, p.swa_full))
+    pairs = {}  # attention pairs per window size (one closed form per distinct window)
     out = {}
     for s in ("gpu", "cpu"):
+        terms, nrec, nscan = per_side[s]
+        af = 0.0
+        for per, win in terms:  # block by block, as each block adds its attention (or its recurrence)
+            if win is None:
+                af += per * u
+            else:
+                n_pairs = pairs.get(win)
+                if n_pairs is None:
+                    n_pairs = pairs[win] = _causal_pairs_window(win, start, start + u)
+                af += per * n_pairs
         w, f, layers, types, x, xf, mx, rows, et = static[s]
         # llama.cpp's scan kernels walk the micro-batch's tokens in order: u steps per scanning block (a short
         # convolution's ssm_conv has none: enginelab.measured.recurrent)
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et, nrec[s], float(nscan[s] * u))
+        out[s] = Work(w, 0.0, f + af, af, layers, types, False, x, xf, mx, rows, et, nrec, float(nscan * u))
     return out
 
 
