@@ -290,9 +290,46 @@ def test_a_prefill_micro_batch_from_kept_block_terms_is_the_same_as_block_by_blo
 
 
 def test_the_prefill_terms_cache_stays_bounded(monkeypatch):
-    monkeypatch.setattr(work, "WORK_CACHE_MAX", 3)
+    monkeypatch.setattr(work, "_PREFILL_TERMS_MAX", 3)
     work._PREFILL_TERMS_CACHE.clear()
     for key in MODELS:
         work._prefill_work(pm.place(pm.MODELS[key], "rtx4090", "Q4_K_M", n_ctx=4096), 0, 512)
         assert len(work._PREFILL_TERMS_CACHE) <= 3
     work._PREFILL_TERMS_CACHE.clear()
+
+
+def _layer_plan_row_by_row(m, quant):
+    """work._layer_plan's tables as one plain walk of the plan builds them."""
+    blocks_, rows = [dict() for _ in range(m.n_layers)], [dict() for _ in range(m.n_layers)]
+    head, head_rows = {}, {}
+    plan = pm.quantize_plan(m, quant)
+    tied = not any(r["cls"] == "output" for r in plan)
+    for r in plan:
+        if r["name"] in m.unread_tensors():
+            continue
+        il, typ, n, ne = r["layer"], r["type"], r["n_elements"], r["ne"]
+        nr = n / max(1, ne[0]) if len(ne) >= 2 else 0
+        if il >= 0:
+            expert = r["cls"].endswith("_exps")
+            d, e = blocks_[il].get(typ, (0, 0))
+            blocks_[il][typ] = (d, e + n) if expert else (d + n, e)
+            if nr:
+                d, e = rows[il].get(typ, (0, 0))
+                rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
+        elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
+            head[typ] = head.get(typ, 0) + n
+            if nr:
+                head_rows[typ] = head_rows.get(typ, 0) + nr
+        elif r["cls"] != "token_embd":
+            head[typ] = head.get(typ, 0) + n
+    return blocks_, head, rows, head_rows
+
+
+@pytest.mark.parametrize("key", ALL_KINDS)
+def test_the_work_tables_are_one_plain_walk_of_the_plan(key):
+    m = pm.MODELS[key]
+    work._WORK_CACHE.clear()
+    got = work._layer_plan(m, "Q4_K_M")
+    want = _layer_plan_row_by_row(m, "Q4_K_M")
+    assert got == want
+    assert [list(b) for b in got[0]] == [list(b) for b in want[0]]  # the types in the same order too

@@ -59,18 +59,27 @@ def _layer_plan(m: Model, quant) -> tuple:
         tied = not any(r["cls"] == "output" for r in plan)
         unread = m.unread_tensors()  # loaded, never read: memory only
         for r in plan:
-            if r["name"] in unread:
+            if unread and r["name"] in unread:
                 continue
             il, typ, n = r["layer"], r["type"], r["n_elements"]
             ne = r.get("ne") or (n,)
             nr = n / max(1, ne[0]) if len(ne) >= 2 else 0  # norms and biases: added, not multiplied
             if il >= 0:
-                expert = r["cls"].endswith("_exps")
-                d, e = blocks[il].get(typ, (0, 0))
-                blocks[il][typ] = (d, e + n) if expert else (d + n, e)
-                if nr:
-                    d, e = rows[il].get(typ, (0, 0))
-                    rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
+                b = blocks[il]
+                if r["cls"].endswith("_exps"):
+                    d, e = b.get(typ, (0, 0))
+                    b[typ] = (d, e + n)
+                    if nr:
+                        b = rows[il]
+                        d, e = b.get(typ, (0, 0))
+                        b[typ] = (d, e + nr)
+                else:
+                    d, e = b.get(typ, (0, 0))
+                    b[typ] = (d + n, e)
+                    if nr:
+                        b = rows[il]
+                        d, e = b.get(typ, (0, 0))
+                        b[typ] = (d + nr, e)
             elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
                 head[typ] = head.get(typ, 0) + n
                 if nr:
@@ -316,6 +325,7 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
 
 
 _PREFILL_TERMS_CACHE: dict = {}
+_PREFILL_TERMS_MAX = 8  # placements kept: one prompt's micro-batches read one placement, then the next comes
 
 
 def _prefill_terms(p: Placement, plan) -> dict:
@@ -341,7 +351,7 @@ def _prefill_terms(p: Placement, plan) -> dict:
         elif kind < 2:
             terms[dev].append((attn_per, win))
     out = {s: (tuple(terms[s]), nrec[s], nscan[s]) for s in ("gpu", "cpu")}
-    if len(_PREFILL_TERMS_CACHE) >= WORK_CACHE_MAX:
+    if len(_PREFILL_TERMS_CACHE) >= _PREFILL_TERMS_MAX:
         _PREFILL_TERMS_CACHE.clear()
     _PREFILL_TERMS_CACHE[key] = (p, plan, out)
     return out
