@@ -92,6 +92,19 @@ def test_a_plan_deciding_each_rule_once_per_key_is_the_plan_tensor_by_tensor(key
             assert ggml._plan(m, quant, imatrix) == _plan_one_by_one(m, quant, imatrix), (quant, imatrix)
 
 
+@pytest.mark.parametrize("key", ALL_KINDS)
+def test_a_plan_from_the_block_templates_is_the_plan_of_the_tensors(key, monkeypatch):
+    m = pm.MODELS[key]
+    head, layers = m._tensor_templates()
+    named = [(n, ne, c, s) for n, ne, c, s in head]
+    named += [(f"blk.{il}.{rest}", ne, c, s) for il, tpl in layers for rest, ne, c, s in tpl]
+    assert named == [(t.name, t.ne, t.cls, t.src_type) for t in m.tensors()]  # the same tensors, in order
+    from_templates = {q: ggml._plan(m, q, False) for q in ggml.ALL_QUANTS}
+    monkeypatch.setattr(models.Model, "_tensor_templates", lambda self: None)  # _plan's way through the Tensors
+    for q, plan in from_templates.items():
+        assert plan == ggml._plan(m, q, False), q
+
+
 def test_a_plan_of_a_model_no_catalog_model_is_shaped_like():
     # Llama 3.1 8B with 37 blocks (no threshold n/16, n/8, 7n/8 falls evenly) and every third block's FFN a MoE
     # of 8 experts (Mixtral's n_expert == 8 rules, dense and expert FFNs in one plan); the shared-expert models

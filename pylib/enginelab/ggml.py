@@ -538,8 +538,12 @@ def _layer_bucket(i: int, n: int) -> tuple:
 
 def _plan(model, quant, imatrix: bool) -> tuple:
     """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order."""
-    loaded = model.tensors()
     extra = model.file_only_tensors() if quant is not None and hasattr(model, "file_only_tensors") else []
+    templates = getattr(model, "_tensor_templates", None)
+    layout = templates() if quant is not None and not extra and templates is not None else None
+    if layout is not None:
+        return _plan_of_templates(model, quant, imatrix, layout), []
+    loaded = model.tensors()
     tensors = sorted(loaded + extra, key=weight_order) if extra else loaded
     if quant is None:
         types = [t.src_type for t in tensors]
@@ -603,14 +607,120 @@ def _plan(model, quant, imatrix: bool) -> tuple:
             n = t.n_elements
             g = GGML_TYPES[typ]
             size = sizes[ne, typ] = (n, n // ne[0] * (-(-ne[0] // g.block_size)) * g.type_size)  # tensor_bytes
-        # the row _row(t, typ) makes
-        row = {"name": t.name, "type": typ, "n_elements": size[0], "bytes": size[1], "cls": t.cls, "layer": t.layer}
-        row["ne"] = ne
-        rows.append(row)
+        rows.append(  # the row _row(t, typ) makes
+            {
+                "name": t.name,
+                "type": typ,
+                "n_elements": size[0],
+                "bytes": size[1],
+                "cls": t.cls,
+                "layer": t.layer,
+                "ne": ne,
+            }
+        )
     if not extra:
         return rows, []
     extra_names = {t.name for t in extra}
     return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
+
+
+def _plan_of_templates(model, quant, imatrix: bool, layout: tuple) -> list:
+    """_plan's rows for a model whose tensors come from its blocks (perf_model's Model._tensor_templates: the
+    globals, then per block its template, the order of model.tensors()): the same rows, in the same order, with
+    the same counters, without making the Tensors. What a tensor's type does not owe to the counters (kept as
+    converted, MXFP4 experts, F16, a pure type) is decided once per template entry; the rules, as in _plan."""
+    head, layers = layout
+    distinct = {id(tpl): tpl for _il, tpl in layers}
+    n_wv = sum(1 for e in head if e[2] in _ATTN_V)
+    per_tpl_wv = {k: sum(1 for e in tpl if e[2] in _ATTN_V) for k, tpl in distinct.items()}
+    n_wv += sum(per_tpl_wv[id(tpl)] for _il, tpl in layers)
+    tied = not any(e[2] == "output" for e in head) and not any(e[2] == "output" for t in distinct.values() for e in t)
+    counters = {
+        "i_attention_wv": 0,
+        "i_ffn_down": 0,
+        "i_ffn_gate": 0,
+        "i_ffn_up": 0,
+        "n_attention_wv": n_wv,
+        "n_ffn_down": model.num_hidden_layers,  # (no file-only blocks here: those models take _plan's own way)
+    }
+    pure = quant in _PURE
+    default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
+    decided = {}  # as in _plan: (class, shape, layer buckets) -> (type, the counters' steps)
+    buckets = _BUCKETS
+    sizes = {}  # (shape, type) -> (elements, bytes)
+
+    def facts(prefix: str, entries) -> tuple:
+        """Per entry: (name after the prefix, ne, class, source type, its type if no rule decides it, the rule's
+        counter). A block's tensors are judged by its first block's names: _allows_quantization reads a name's
+        end and words that "blk.N." cannot contain, so every block of a template is judged alike."""
+        out = []
+        for rest, ne, cls, src in entries:
+            t = make_tensor(prefix + rest, ne, cls, 0, src)
+            if not _allows_quantization(t):
+                fixed = src  # norms, biases, the router: kept as converted (F32)
+            elif src == "MXFP4" and not pure:
+                fixed = "MXFP4"  # experts released in MXFP4 (gpt-oss), kept so (see _plan)
+            elif default in ("F16", "BF16", "F32"):
+                fixed = default
+            elif pure:
+                fixed = _fallback(t, default)
+            else:
+                fixed = None
+            out.append((rest, ne, cls, src, fixed, _RULE_COUNTER.get(cls)))
+        return tuple(out)
+
+    def rows_of(prefix: str, il: int, entries, rows: list) -> None:
+        for rest, ne, cls, src, typ, ctr in entries:
+            if typ is None:  # _plan's rule step, the same keys and counters
+                if ctr is None:
+                    key = (cls, ne)
+                else:
+                    i, n = counters[ctr[0]], counters[ctr[1]]
+                    b = buckets.get((i, n)) or _layer_bucket(i, n)
+                    if ctr[0] == "i_attention_wv":
+                        key = (cls, ne, b)
+                    else:
+                        key = (cls, ne, b, buckets.get((il, n)) or _layer_bucket(il, n))
+                hit = decided.get(key)
+                if hit is None:
+                    t = make_tensor(prefix + rest, ne, cls, il, src)
+                    before = dict(counters)
+                    typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+                    steps = tuple((k, v - before[k]) for k, v in counters.items() if v != before[k])
+                    decided[key] = (typ, steps)
+                else:
+                    typ, steps = hit
+                    for k, d in steps:
+                        counters[k] += d
+            size = sizes.get((ne, typ))
+            if size is None:
+                n_el = 1
+                for d in ne:
+                    n_el *= d
+                g = GGML_TYPES[typ]
+                size = sizes[ne, typ] = (n_el, n_el // ne[0] * (-(-ne[0] // g.block_size)) * g.type_size)
+            rows.append(
+                {
+                    "name": prefix + rest,
+                    "type": typ,
+                    "n_elements": size[0],
+                    "bytes": size[1],
+                    "cls": cls,
+                    "layer": il,
+                    "ne": ne,
+                }
+            )
+
+    rows: list = []
+    rows_of("", -1, facts("", head), rows)
+    judged = {}  # id(template) -> its facts
+    for il, tpl in layers:
+        prefix = f"blk.{il}."
+        f = judged.get(id(tpl))
+        if f is None:
+            f = judged[id(tpl)] = facts(prefix, tpl)
+        rows_of(prefix, il, f, rows)
+    return rows
 
 
 def _row(t: Tensor, typ: str) -> dict:

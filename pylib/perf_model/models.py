@@ -228,9 +228,27 @@ class Model:
             if self.gguf_tensors:
                 ts = tuple(sorted(self.gguf_tensors, key=weight_order))
             else:  # the inventory listed in that order already (the same as sorting it by weight_order)
-                ts = tuple(_block_tensors_of(self.block_model, by_name=True))
+                head, layers = self._tensor_templates()
+                out = [make_tensor(name, ne, cls, -1, src) for name, ne, cls, src in head]
+                for il, tpl in layers:
+                    prefix = f"blk.{il}."
+                    out += [make_tensor(prefix + rest, ne, cls, il, src) for rest, ne, cls, src in tpl]
+                ts = tuple(out)
             object.__setattr__(self, "_tensors", ts)
         return list(ts)
+
+    def _tensor_templates(self):
+        """tensors() before it is named block by block, for a model whose tensors come from its blocks: (the
+        global tensors as (name, ne, class, source type), ((block number, (name after "blk.N.", ne, class,
+        source type) of each of its tensors), ...)), in the same order; equal blocks share one template.
+        None for a model read from a GGUF header (its tensors are the file's). Once per Model."""
+        if self.gguf_tensors:
+            return None
+        lay = self.__dict__.get("_layout")
+        if lay is None:
+            lay = _tensor_layout(self.block_model, by_name=True)
+            object.__setattr__(self, "_layout", lay)
+        return lay
 
     def file_only_tensors(self) -> list:
         """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
@@ -491,21 +509,32 @@ def _block_template(b, g, by_name: bool) -> tuple:
     return tuple(out)
 
 
-def _block_tensors_of(bm: BlockModel, by_name: bool = False) -> list:
-    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of, in the blocks'
-    order; by_name: in llama-quantize's (weight_order: the globals by name, then block by block, each by name).
-    Each distinct block is classed once (_block_template) and its tensors named per block number."""
+def _tensor_layout(bm: BlockModel, by_name: bool = False) -> tuple:
+    """(the global tensors as (name, ne, class, source type), ((block number, its block's template), ...)): the
+    inventory before it is named block by block. by_name: each part in llama-quantize's order (weight_order: the
+    globals by name, then block by block, each by name), else in the blocks' own."""
     g = bm.globals
     glob = _blocks.global_tensors(g, bm.n_layer)
-    out = []
-    for name, ne in sorted(glob) if by_name else glob:
-        cls, src = _classed((False, name, len(ne)), name, ne)
-        out.append(make_tensor(name, ne, cls, -1, src))
+    head = tuple(
+        (name, ne, *_classed((False, name, len(ne)), name, ne)) for name, ne in (sorted(glob) if by_name else glob)
+    )
     templates = {}  # this model's distinct blocks -> their templates
+    layers = []
     for il, b in enumerate(bm.blocks):
         tpl = templates.get(b)
         if tpl is None:
             tpl = templates[b] = _block_template(b, g, by_name)
+        layers.append((il, tpl))
+    return head, tuple(layers)
+
+
+def _block_tensors_of(bm: BlockModel, by_name: bool = False) -> list:
+    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of, in the blocks'
+    order; by_name: in llama-quantize's (weight_order: the globals by name, then block by block, each by name).
+    Each distinct block is classed once (_block_template) and its tensors named per block number."""
+    head, layers = _tensor_layout(bm, by_name)
+    out = [make_tensor(name, ne, cls, -1, src) for name, ne, cls, src in head]
+    for il, tpl in layers:
         prefix = f"blk.{il}."
         out += [make_tensor(prefix + rest, ne, cls, il, src) for rest, ne, cls, src in tpl]
     return out
