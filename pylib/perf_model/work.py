@@ -217,6 +217,42 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     for il, (dense, experts, type_terms, row_terms) in enumerate(_layer_terms(m, p.quant)):
         dev = layer_device[il]
         ed = "cpu" if il < n_cpu_moe else dev  # where the block's experts run
+        if not experts and ed == dev:
+            # a block without experts: the same sums, less the expert terms, which are all +0.0 here (and add no
+            # new type: the dense term of each type is added first, to the same table)
+            w[dev] += dense
+            layers[dev] += 1
+            t_dev = types[dev]
+            fd = f[dev]
+            for typ, dn, _en, two_dn, _two_en_routed in type_terms:
+                fd += two_dn * n
+                t_dev[typ] = t_dev.get(typ, 0.0) + dn
+            f[dev] = fd
+            r_dev = rows[dev]
+            for typ, dr, _er in row_terms:
+                r_dev[typ] = r_dev.get(typ, 0.0) + dr
+            continue
+        if ed == dev:  # the experts run with the block: the same sums below, each table looked up once
+            w[dev] += dense
+            w[dev] += experts * touched
+            if experts:
+                x[dev] += touched * n_expert
+                mx[dev] += 1
+            layers[dev] += 1
+            t_dev, e_dev = types[dev], et[dev]
+            fd, xfd = f[dev], xf[dev]
+            for typ, dn, en, two_dn, two_en_routed in type_terms:
+                fd += two_dn * n
+                fd += two_en_routed * n
+                xfd += two_en_routed * n
+                t_dev[typ] = (t_dev.get(typ, 0.0) + dn) + en * touched
+                if en:
+                    e_dev[typ] = e_dev.get(typ, 0.0) + en * touched
+            f[dev], xf[dev] = fd, xfd
+            r_dev = rows[dev]
+            for typ, dr, er in row_terms:
+                r_dev[typ] = (r_dev.get(typ, 0.0) + dr) + er * touched
+            continue
         w[dev] += dense
         w[ed] += experts * touched
         if experts:
