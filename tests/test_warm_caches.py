@@ -226,27 +226,69 @@ def test_warm_steps_fill_what_a_first_build_of_the_pair_reads(monkeypatch):
     assert len(work._LAYER_TERMS_CACHE) == n_terms  # nothing of the pair's was missing
 
 
-def test_the_calculator_warms_the_models_and_quantizations_one_step_away():
+def test_the_calculator_warms_what_is_one_step_away_then_every_other_model_nearest_first():
     state = calculator.default_state()
     models_ = [v for v, _ in calculator.SPEC.by_key["model"].options_for(state.as_dict())]
     quants = [v for v, _ in calculator.SPEC.by_key["quant"].options_for(state.as_dict())]
     i, j = models_.index(state.model), quants.index(state.quant)
-    seen = []
-    real = scenario.warm_steps
+    seen, later = [], []
+    real, real_later = scenario.warm_steps, scenario.warm_later_steps
 
     def spy(states):
         seen.extend((s.model, s.quant) for s in states)
         return real(states)
 
-    scenario.warm_steps, saved = spy, scenario.warm_steps
+    def spy_later(states):
+        later.extend((s.model, s.quant) for s in states)
+        return real_later(states)
+
+    scenario.warm_steps, scenario.warm_later_steps = spy, spy_later
     try:
         steps = list(calculator.warm_steps(state))
     finally:
-        scenario.warm_steps = saved
+        scenario.warm_steps, scenario.warm_later_steps = real, real_later
     want = [(models_[i - 1], state.quant), (models_[i + 1], state.quant)]
     want += [(state.model, quants[j - 1]), (state.model, quants[j + 1])]
     assert seen == want
-    assert len(steps) == 5 * len(want)  # bounded: four pairs, five steps each
+    # every other model of the select once, at the state's quantization, the nearest first
+    others = [v for k, v in enumerate(models_) if abs(k - i) > 1]
+    assert sorted(later) == sorted((v, state.quant) for v in others)
+    distance = [abs(models_.index(v) - i) for v, _q in later]
+    assert distance == sorted(distance)
+    catalog = sum(1 for v, _q in later if v in pm.MODELS)
+    assert len(steps) == 5 * len(want) + 5 * catalog  # bounded: five steps per pair
+
+
+def test_a_later_model_warmed_keeps_its_tables_not_its_plan(monkeypatch):
+    state = calculator.default_state().replace(model="gemma-3-12b", quant="Q5_K_S")
+    m = pm.MODELS["gemma-3-12b"]
+    for cache in (ggml._PLAN_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE, work._WORK_CACHE,
+                  work._LAYER_TERMS_CACHE):  # fmt: skip
+        for k in [k for k in cache if k[0] is m]:
+            del cache[k]
+    rows = ggml._plan_cache_rows
+    for step in scenario.warm_later_steps([state]):
+        step()
+    assert not ggml.has_plan(m, "Q5_K_S") and ggml._plan_cache_rows == rows  # its rows dropped again
+    assert (m, "Q5_K_S") in work._LAYER_TERMS_CACHE and (m, "Q5_K_S") in sizes._LAYER_CACHE
+
+    def no_plan(*a):
+        raise AssertionError("a warmed model computed llama-quantize's plan again")
+
+    monkeypatch.setattr(ggml, "_plan", no_plan)
+    fresh = scenario._build(state)  # (not the memoised build: its own placement and timing)
+    assert fresh.placement is not None and fresh.decode is not None
+
+
+def test_a_plan_cached_before_the_warm_up_stays():
+    m = pm.MODELS["gemma-3-4b"]
+    ggml.quantize_plan(m, "Q6_K")
+    for step in work.warm_tables_steps(m, "Q6_K"):
+        step()
+    assert ggml.has_plan(m, "Q6_K")
+    ggml.forget_plan(m, "Q6_K")
+    assert not ggml.has_plan(m, "Q6_K")
+    ggml.forget_plan(m, "Q6_K")  # nothing to forget: no error
 
 
 @pytest.mark.parametrize("key", ["llama-3.1-70b", "qwen3-30b-a3b", "gpt-oss-20b", "gemma-3-27b", "qwen2.5-0.5b"])

@@ -482,17 +482,33 @@ def quantize_plan(model, quant, imatrix=None, file=False) -> list:
     (model.file_only_tensors(): GLM-4.5's MTP block), after the others; without it, the loaded tensors only.
     llama-quantize walks every tensor of the file, so the file-only ones count in its layer counters either way.
     """
-    if quant is None and model.gguf_tensors:
-        key = (model, None, None)
-    else:
-        quant = check_quant(quant)
-        if imatrix is None:
-            imatrix = quant in IMATRIX_PRESETS
-        key = (model, quant, bool(imatrix))
+    key = _plan_key(model, quant, imatrix)
     if key not in _PLAN_CACHE:
-        _cache_plan(key, _plan(model, quant, bool(imatrix)))
+        _cache_plan(key, _plan(model, key[1], bool(key[2])))
     loaded, file_only = _PLAN_CACHE[key]
     return loaded + file_only if file and file_only else loaded
+
+
+def _plan_key(model, quant, imatrix) -> tuple:
+    """quantize_plan's cache key: (model, preset, imatrix as published files of the preset are, or as given)."""
+    if quant is None and model.gguf_tensors:
+        return (model, None, None)
+    quant = check_quant(quant)
+    return (model, quant, bool(quant in IMATRIX_PRESETS if imatrix is None else imatrix))
+
+
+def has_plan(model, quant, imatrix=None) -> bool:
+    """Whether quantize_plan(model, quant, imatrix) is cached."""
+    return _plan_key(model, quant, imatrix) in _PLAN_CACHE
+
+
+def forget_plan(model, quant, imatrix=None) -> None:
+    """Drop the cached quantize_plan(model, quant, imatrix), if any: the idle warm-up keeps the per-block tables
+    made from a plan, not its rows (about 0.4 KB a tensor)."""
+    global _plan_cache_rows
+    plan = _PLAN_CACHE.pop(_plan_key(model, quant, imatrix), None)
+    if plan is not None:
+        _plan_cache_rows -= len(plan[0]) + len(plan[1])
 
 
 def _cache_plan(key, plan: tuple) -> None:

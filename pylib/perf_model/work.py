@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from enginelab import ggml as _ggml
 from enginelab.blocks import ShortConv
 from enginelab.checks import check_int, is_int
 
@@ -182,16 +183,38 @@ def _layer_terms(m: Model, quant) -> list:
 
 def warm_steps(model, quant):
     """The per-(model, quant) caches a first placement and timing of the pair fills, as steps (functions of no
-    argument) to run one at a time while the page is idle: the model's blocks and GGUF tensors, llama-quantize's
+    argument) to run one at a time while the page is idle: the model's blocks and tensor templates, llama-quantize's
     plan, the per-block byte tables, the per-block work terms. Each step is one of the walks over the model's
     tensors (a few ms each in Pyodide); a step whose cache is filled returns at once. The caches are the ones
     a computation uses, each bounded (sizes, ggml, this module)."""
     m = get_model(model)
     yield lambda: m.block_model
-    yield m.tensors
+    yield m._tensor_templates
     yield lambda: quantize_plan(m, quant)
     yield lambda: (_layer_bytes(m, quant), _layer_matrix_bytes(m, quant))
     yield lambda: (_layer_plan(m, quant), _layer_terms(m, quant))
+
+
+def warm_tables_steps(model, quant) -> list:
+    """warm_steps for a model the reader may pick later rather than next: the same caches, and the plan's rows
+    dropped again if these steps made them (ggml.forget_plan): a first placement and timing read only the
+    per-block tables made from them, which take a small part of their memory."""
+    m = get_model(model)
+    made = []  # [True] once these steps made the plan
+
+    def plan():
+        if not _ggml.has_plan(m, quant):
+            made.append(True)
+            quantize_plan(m, quant)
+
+    def tables():
+        _layer_plan(m, quant)
+        _layer_terms(m, quant)
+        if made:
+            _ggml.forget_plan(m, quant)
+
+    return [lambda: m.block_model, m._tensor_templates, plan,
+            lambda: (_layer_bytes(m, quant), _layer_matrix_bytes(m, quant)), tables]  # fmt: skip
 
 
 def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
