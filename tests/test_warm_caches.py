@@ -388,3 +388,38 @@ def test_the_work_tables_are_one_plain_walk_of_the_plan(key):
     want = _layer_plan_row_by_row(m, "Q4_K_M")
     assert got == want
     assert [list(b) for b in got[0]] == [list(b) for b in want[0]]  # the types in the same order too
+
+
+@pytest.mark.parametrize("key", ALL_KINDS)
+def test_blocks_of_one_kind_have_the_same_rows_and_the_byte_tables_are_plain_walks(key):
+    m = pm.MODELS[key]
+    for quant in ("Q4_K_M", "IQ2_XS", "Q3_K_M"):
+        plan = pm.quantize_plan(m, quant)
+        spans = ggml.plan_blocks(m, quant)
+        if key == "glm-4.5-air":  # an MTP block the file holds: its plan is made tensor by tensor
+            assert spans is None
+        else:
+            assert [il for il, *_ in spans] == list(range(m.n_layers))
+            assert [r["layer"] for r in plan[spans[0][1] :]] == sorted(r["layer"] for r in plan if r["layer"] >= 0)
+            first = {}
+            for il, a, b, kind in spans:
+                assert {r["layer"] for r in plan[a:b]} == {il}
+                rows = [{k: v for k, v in r.items() if k not in ("name", "layer")} for r in plan[a:b]]
+                assert first.setdefault(kind, rows) == rows
+        sizes._LAYER_CACHE.clear()
+        sizes._MATRIX_CACHE.clear()
+        dense, experts, matrix = [0] * m.n_layers, [0] * m.n_layers, [0] * m.n_layers
+        other = {}
+        for r in plan:
+            if r["layer"] < 0:
+                other[r["cls"]] = other.get(r["cls"], 0) + r["bytes"]
+            elif r["cls"].endswith("_exps"):
+                experts[r["layer"]] += r["bytes"]
+            else:
+                dense[r["layer"]] += r["bytes"]
+                if r["cls"] not in ("norm", "bias"):
+                    matrix[r["layer"]] += r["bytes"]
+        assert sizes._layer_bytes(m, quant) == (dense, experts, other)
+        assert sizes._layer_matrix_bytes(m, quant) == matrix
+        work._WORK_CACHE.clear()
+        assert work._layer_plan(m, quant) == _layer_plan_row_by_row(m, quant)

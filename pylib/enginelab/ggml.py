@@ -484,8 +484,9 @@ def quantize_plan(model, quant, imatrix=None, file=False) -> list:
     """
     key = _plan_key(model, quant, imatrix)
     if key not in _PLAN_CACHE:
-        _cache_plan(key, _plan(model, key[1], bool(key[2])))
-    loaded, file_only = _PLAN_CACHE[key]
+        spans = []
+        _cache_plan(key, (*_plan(model, key[1], bool(key[2]), spans), tuple(spans) or None))
+    loaded, file_only, _spans = _PLAN_CACHE[key]
     return loaded + file_only if file and file_only else loaded
 
 
@@ -495,6 +496,14 @@ def _plan_key(model, quant, imatrix) -> tuple:
         return (model, None, None)
     quant = check_quant(quant)
     return (model, quant, bool(quant in IMATRIX_PRESETS if imatrix is None else imatrix))
+
+
+def plan_blocks(model, quant, imatrix=None):
+    """For quantize_plan(model, quant, imatrix) made from block templates (cached): per block (block number, the
+    start and end of its rows in the plan, its kind), where two blocks of one kind have rows alike but for their
+    names and block numbers: a table summed per block can be summed once per kind. Else None."""
+    plan = _PLAN_CACHE.get(_plan_key(model, quant, imatrix))
+    return plan[2] if plan is not None else None
 
 
 def has_plan(model, quant, imatrix=None) -> bool:
@@ -552,13 +561,14 @@ def _layer_bucket(i: int, n: int) -> tuple:
     return b
 
 
-def _plan(model, quant, imatrix: bool) -> tuple:
-    """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order."""
+def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
+    """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order. spans: as for
+    _plan_of_templates, filled when the plan is made from block templates."""
     extra = model.file_only_tensors() if quant is not None and hasattr(model, "file_only_tensors") else []
     templates = getattr(model, "_tensor_templates", None)
     layout = templates() if quant is not None and not extra and templates is not None else None
     if layout is not None:
-        return _plan_of_templates(model, quant, imatrix, layout), []
+        return _plan_of_templates(model, quant, imatrix, layout, spans), []
     loaded = model.tensors()
     tensors = sorted(loaded + extra, key=weight_order) if extra else loaded
     if quant is None:
@@ -640,11 +650,13 @@ def _plan(model, quant, imatrix: bool) -> tuple:
     return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
 
 
-def _plan_of_templates(model, quant, imatrix: bool, layout: tuple) -> list:
+def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list | None = None) -> list:
     """_plan's rows for a model whose tensors come from its blocks (perf_model's Model._tensor_templates: the
     globals, then per block its template, the order of model.tensors()): the same rows, in the same order, with
     the same counters, without making the Tensors. What a tensor's type does not owe to the counters (kept as
-    converted, MXFP4 experts, F16, a pure type) is decided once per template entry; the rules, as in _plan."""
+    converted, MXFP4 experts, F16, a pure type) is decided once per template entry; the rules, as in _plan.
+    spans: a list to get, per block, (block number, its rows' start and end, its kind: (its template's number in
+    this plan, its rows' types)); two blocks of one kind have rows alike but for their names (plan_blocks)."""
     head, layers = layout
     distinct = {id(tpl): tpl for _il, tpl in layers}
     n_wv = sum(1 for e in head if e[2] in _ATTN_V)
@@ -729,13 +741,16 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple) -> list:
 
     rows: list = []
     rows_of("", -1, facts("", head), rows)
-    judged = {}  # id(template) -> its facts
+    judged = {}  # id(template) -> (its number in this plan, its facts)
     for il, tpl in layers:
         prefix = f"blk.{il}."
-        f = judged.get(id(tpl))
-        if f is None:
-            f = judged[id(tpl)] = facts(prefix, tpl)
-        rows_of(prefix, il, f, rows)
+        hit = judged.get(id(tpl))
+        if hit is None:
+            hit = judged[id(tpl)] = (len(judged), facts(prefix, tpl))
+        start = len(rows)
+        rows_of(prefix, il, hit[1], rows)
+        if spans is not None:
+            spans.append((il, start, len(rows), (hit[0], *[r["type"] for r in rows[start:]])))
     return rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enginelab.ggml import plan_blocks as _ggml_plan_blocks
 from enginelab.ggml import quantize_plan as _ggml_quantize_plan
 
 from .catalog import get_model
@@ -15,6 +16,11 @@ def quantize_plan(model, quant) -> list:
     for the plain names Q2_K/Q3_K/Q4_K/Q5_K. A model read from a GGUF header returns the file's own types
     for quant=None."""
     return _ggml_quantize_plan(get_model(model), quant)
+
+
+def _plan_blocks(model, quant):
+    """enginelab.ggml.plan_blocks of quantize_plan(model, quant): per block (number, rows' start and end, kind)."""
+    return _ggml_plan_blocks(get_model(model), quant)
 
 
 def weight_bytes(model, quant: str) -> dict:
@@ -86,7 +92,23 @@ def _layer_bytes_uncached(model: Model, quant) -> tuple:
     n = model.num_hidden_layers
     dense, experts = [0] * n, [0] * n
     other = {}
-    for r in quantize_plan(model, quant):
+    plan = quantize_plan(model, quant)
+    spans = _plan_blocks(model, quant)
+    if spans is not None:  # blocks of one kind have the same rows (but names): summed once per kind
+        kinds = {}
+        for il, a, b, kind in spans:
+            hit = kinds.get(kind)
+            if hit is None:
+                d = e = 0
+                for r in plan[a:b]:
+                    if r["cls"].endswith("_exps"):
+                        e += r["bytes"]
+                    else:
+                        d += r["bytes"]
+                hit = kinds[kind] = (d, e)
+            dense[il], experts[il] = hit
+        plan = plan[: spans[0][1]]  # the rows before the blocks
+    for r in plan:
         il = r["layer"]
         if il >= 0:
             if r["cls"].endswith("_exps"):
@@ -108,9 +130,19 @@ def _layer_matrix_bytes(model: Model, quant) -> list:
         if len(_MATRIX_CACHE) > 64:
             _MATRIX_CACHE.clear()
         out = [0] * model.num_hidden_layers
-        for r in quantize_plan(model, quant):
-            if r["layer"] >= 0 and r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps"):
-                out[r["layer"]] += r["bytes"]
+        plan = quantize_plan(model, quant)
+        spans = _plan_blocks(model, quant)
+        kinds = {}  # blocks of one kind (_plan_blocks) have the same rows but for their names
+        for il, a, b, kind in spans or ((None, 0, len(plan), None),):
+            hit = kinds.get(kind) if kind is not None else None
+            if hit is None:
+                for r in plan[a:b]:
+                    if r["layer"] >= 0 and r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps"):
+                        out[r["layer"]] += r["bytes"]
+                if kind is not None:
+                    kinds[kind] = out[il]
+            else:
+                out[il] = hit
         _MATRIX_CACHE[key] = out
     return _MATRIX_CACHE[key]
 

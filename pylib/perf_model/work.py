@@ -14,7 +14,7 @@ from .kv import _kv_plan, _kv_type
 from .models import MAX_CONTEXT, Model
 from .multigpu import _gpu_side
 from .placement import Placement
-from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, quantize_plan
+from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, _plan_blocks, quantize_plan
 from .units import WORK_CACHE_MAX
 
 
@@ -59,6 +59,25 @@ def _layer_plan(m: Model, quant) -> tuple:
         plan = quantize_plan(m, quant)
         tied = not any(r["cls"] == "output" for r in plan)
         unread = m.unread_tensors()  # loaded, never read: memory only
+        spans = None if unread else _plan_blocks(m, quant)
+        kinds = {}  # blocks of one kind (sizes._plan_blocks) have the same rows but for their names
+        for il, a, b, kind in spans or ():
+            hit = kinds.get(kind)
+            if hit is not None:
+                blocks[il], rows[il] = dict(hit[0]), dict(hit[1])
+                continue
+            for r in plan[a:b]:  # as below
+                typ, n, ne = r["type"], r["n_elements"], r["ne"]
+                nr = n / max(1, ne[0]) if len(ne) >= 2 else 0
+                expert = r["cls"].endswith("_exps")
+                d, e = blocks[il].get(typ, (0, 0))
+                blocks[il][typ] = (d, e + n) if expert else (d + n, e)
+                if nr:
+                    d, e = rows[il].get(typ, (0, 0))
+                    rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
+            kinds[kind] = (dict(blocks[il]), dict(rows[il]))
+        if spans:
+            plan = plan[: spans[0][1]]  # the rows before the blocks
         for r in plan:
             if unread and r["name"] in unread:
                 continue
