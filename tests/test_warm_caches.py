@@ -204,8 +204,8 @@ def test_the_block_terms_cache_stays_bounded(monkeypatch):
 def test_warm_steps_fill_what_a_first_build_of_the_pair_reads(monkeypatch):
     state = calculator.default_state().replace(model="gemma-3-12b", quant="Q5_K_S")
     m = pm.MODELS["gemma-3-12b"]
-    for cache in (ggml._PLAN_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE, work._WORK_CACHE,
-                  work._LAYER_TERMS_CACHE):  # fmt: skip
+    for cache in (ggml._PLAN_CACHE, ggml._SUMMARY_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE,
+                  work._WORK_CACHE, work._LAYER_TERMS_CACHE):  # fmt: skip
         for k in [k for k in cache if k[0] is m]:
             del cache[k]
     steps = list(scenario.warm_steps([state]))
@@ -213,7 +213,8 @@ def test_warm_steps_fill_what_a_first_build_of_the_pair_reads(monkeypatch):
     for step in steps:
         step()
     assert (m, "Q5_K_S") in work._LAYER_TERMS_CACHE
-    assert any(k[0] is m and k[1] == "Q5_K_S" for k in ggml._PLAN_CACHE)
+    assert any(k[0] is m and k[1] == "Q5_K_S" for k in ggml._SUMMARY_CACHE)  # the plan's summary, not its rows
+    assert not ggml.has_plan(m, "Q5_K_S")
 
     def no_plan(*a):
         raise AssertionError("a warmed pair computed llama-quantize's plan again")
@@ -262,8 +263,8 @@ def test_the_calculator_warms_what_is_one_step_away_then_every_other_model_neare
 def test_a_later_model_warmed_keeps_its_tables_not_its_plan(monkeypatch):
     state = calculator.default_state().replace(model="gemma-3-12b", quant="Q5_K_S")
     m = pm.MODELS["gemma-3-12b"]
-    for cache in (ggml._PLAN_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE, work._WORK_CACHE,
-                  work._LAYER_TERMS_CACHE):  # fmt: skip
+    for cache in (ggml._PLAN_CACHE, ggml._SUMMARY_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE,
+                  work._WORK_CACHE, work._LAYER_TERMS_CACHE):  # fmt: skip
         for k in [k for k in cache if k[0] is m]:
             del cache[k]
     rows = ggml._plan_cache_rows
@@ -406,6 +407,9 @@ def test_blocks_of_one_kind_have_the_same_rows_and_the_byte_tables_are_plain_wal
                 assert {r["layer"] for r in plan[a:b]} == {il}
                 rows = [{k: v for k, v in r.items() if k not in ("name", "layer")} for r in plan[a:b]]
                 assert first.setdefault(kind, rows) == rows
+        want_plan = _layer_plan_row_by_row(m, quant)
+        ggml.forget_plan(m, quant)  # the tables from the plan's summary alone, where there is one
+        ggml._SUMMARY_CACHE.clear()
         sizes._LAYER_CACHE.clear()
         sizes._MATRIX_CACHE.clear()
         dense, experts, matrix = [0] * m.n_layers, [0] * m.n_layers, [0] * m.n_layers
@@ -422,4 +426,32 @@ def test_blocks_of_one_kind_have_the_same_rows_and_the_byte_tables_are_plain_wal
         assert sizes._layer_bytes(m, quant) == (dense, experts, other)
         assert sizes._layer_matrix_bytes(m, quant) == matrix
         work._WORK_CACHE.clear()
-        assert work._layer_plan(m, quant) == _layer_plan_row_by_row(m, quant)
+        assert work._layer_plan(m, quant) == want_plan
+        assert not ggml.has_plan(m, quant) or spans is None or m.unread_tensors()  # (else the plan itself)
+
+
+@pytest.mark.parametrize("key", ALL_KINDS)
+def test_a_plan_summary_made_without_the_rows_is_the_one_read_from_the_plan(key):
+    m = pm.MODELS[key]
+    for quant in ("Q4_K_M", "IQ2_XS", "Q3_K_M", "MXFP4_MOE", "F16"):
+        ggml.forget_plan(m, quant)
+        ggml._SUMMARY_CACHE.clear()
+        made = ggml.plan_summary(m, quant)  # from the templates, no plan
+        assert not ggml.has_plan(m, quant)
+        ggml.quantize_plan(m, quant)
+        ggml._SUMMARY_CACHE.clear()
+        read = ggml.plan_summary(m, quant)  # from the plan's rows
+        assert made == read
+        if read is not None:
+            plan, spans = ggml.quantize_plan(m, quant), ggml.plan_blocks(m, quant)
+            assert [(il, kind) for il, _a, _b, kind in spans] == list(read[1])
+            assert read[0] == plan[: spans[0][1]]
+
+
+def test_the_plan_summaries_stay_bounded(monkeypatch):
+    monkeypatch.setattr(ggml, "_SUMMARY_CACHE_MAX", 3)
+    ggml._SUMMARY_CACHE.clear()
+    for key in MODELS:
+        ggml.plan_summary(pm.MODELS[key], "Q5_K_M")
+        assert len(ggml._SUMMARY_CACHE) <= 3
+    ggml._SUMMARY_CACHE.clear()

@@ -506,6 +506,44 @@ def plan_blocks(model, quant, imatrix=None):
     return plan[2] if plan is not None else None
 
 
+_SUMMARY_CACHE: dict = {}
+_SUMMARY_CACHE_MAX = 512  # (model, quant, imatrix) summaries kept (a few dozen rows each); then it starts over
+
+
+def plan_summary(model, quant, imatrix=None):
+    """What tables summed block by block need of quantize_plan(model, quant, imatrix), for a model whose tensors
+    come from its blocks: (the rows before the blocks (the globals), ((block number, kind), ...), {kind: the
+    rows of its first block}), where the blocks of one kind have the plan's same rows but for their names and
+    block numbers. Made with the plan's own decisions without making every row (or read from the plan, if it is
+    cached), and cached. None for other models (a GGUF's own tensors; a file with blocks llama.cpp does not
+    load): read quantize_plan."""
+    key = _plan_key(model, quant, imatrix)
+    hit = _SUMMARY_CACHE.get(key)
+    if hit is not None:
+        return hit
+    plan = _PLAN_CACHE.get(key)
+    if plan is not None:
+        loaded, _file_only, spans = plan
+        if spans is None:
+            return None
+        kinds: dict = {}
+        for _il, a, b, kind in spans:
+            if kind not in kinds:
+                kinds[kind] = loaded[a:b]
+        out = (loaded[: spans[0][1]], tuple((il, kind) for il, _a, _b, kind in spans), kinds)
+    else:
+        extra = model.file_only_tensors() if key[1] is not None and hasattr(model, "file_only_tensors") else []
+        templates = getattr(model, "_tensor_templates", None)
+        layout = templates() if key[1] is not None and not extra and templates is not None else None
+        if layout is None:
+            return None
+        out = _plan_of_templates(model, key[1], bool(key[2]), layout, summary=True)
+    if len(_SUMMARY_CACHE) >= _SUMMARY_CACHE_MAX:
+        _SUMMARY_CACHE.clear()
+    _SUMMARY_CACHE[key] = out
+    return out
+
+
 def has_plan(model, quant, imatrix=None) -> bool:
     """Whether quantize_plan(model, quant, imatrix) is cached."""
     return _plan_key(model, quant, imatrix) in _PLAN_CACHE
@@ -650,13 +688,17 @@ def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
     return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
 
 
-def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list | None = None) -> list:
+def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list | None = None, summary=False):
     """_plan's rows for a model whose tensors come from its blocks (perf_model's Model._tensor_templates: the
     globals, then per block its template, the order of model.tensors()): the same rows, in the same order, with
     the same counters, without making the Tensors. What a tensor's type does not owe to the counters (kept as
     converted, MXFP4 experts, F16, a pure type) is decided once per template entry; the rules, as in _plan.
     spans: a list to get, per block, (block number, its rows' start and end, its kind: (its template's number in
-    this plan, its rows' types)); two blocks of one kind have rows alike but for their names (plan_blocks)."""
+    this plan, its rows' types)); two blocks of one kind have rows alike but for their names (plan_blocks).
+    summary: instead of the rows, plan_summary's (the globals' rows, ((block number, kind), ...), {kind: the rows
+    of its first block}): the same decisions, without the rows of the blocks that repeat a kind."""
+    if summary:
+        spans = []
     head, layers = layout
     distinct = {id(tpl): tpl for _il, tpl in layers}
     n_wv = sum(1 for e in head if e[2] in _ATTN_V)
@@ -697,7 +739,9 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list |
             out.append((rest, ne, cls, src, fixed, _RULE_COUNTER.get(cls)))
         return tuple(out)
 
-    def rows_of(prefix: str, il: int, entries, rows: list) -> None:
+    def types_of(prefix: str, il: int, entries) -> list:
+        """The types of a block's tensors (or the globals'), in order, the counters stepped as they go."""
+        types = []
         for rest, ne, cls, src, typ, ctr in entries:
             if typ is None:  # _plan's rule step, the same keys and counters
                 if ctr is None:
@@ -720,6 +764,11 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list |
                     typ, steps = hit
                     for k, d in steps:
                         counters[k] += d
+            types.append(typ)
+        return types
+
+    def rows_of(prefix: str, il: int, entries, types: list, rows: list) -> None:
+        for (rest, ne, cls, _src, _fixed, _ctr), typ in zip(entries, types):
             size = sizes.get((ne, typ))
             if size is None:
                 n_el = 1
@@ -740,18 +789,28 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list |
             )
 
     rows: list = []
-    rows_of("", -1, facts("", head), rows)
+    f = facts("", head)
+    rows_of("", -1, f, types_of("", -1, f), rows)
     judged = {}  # id(template) -> (its number in this plan, its facts)
+    kinds = {}  # summary: kind -> the rows of its first block
     for il, tpl in layers:
         prefix = f"blk.{il}."
         hit = judged.get(id(tpl))
         if hit is None:
             hit = judged[id(tpl)] = (len(judged), facts(prefix, tpl))
-        start = len(rows)
-        rows_of(prefix, il, hit[1], rows)
-        if spans is not None:
-            spans.append((il, start, len(rows), (hit[0], *[r["type"] for r in rows[start:]])))
-    return rows
+        types = types_of(prefix, il, hit[1])
+        kind = (hit[0], *types)
+        if summary:
+            if kind not in kinds:
+                kinds[kind] = []
+                rows_of(prefix, il, hit[1], types, kinds[kind])
+            spans.append((il, kind))
+        else:
+            start = len(rows)
+            rows_of(prefix, il, hit[1], types, rows)
+            if spans is not None:
+                spans.append((il, start, len(rows), kind))
+    return (rows, tuple(spans), kinds) if summary else rows
 
 
 def _row(t: Tensor, typ: str) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enginelab.ggml import plan_blocks as _ggml_plan_blocks
+from enginelab.ggml import plan_summary as _ggml_plan_summary
 from enginelab.ggml import quantize_plan as _ggml_quantize_plan
 
 from .catalog import get_model
@@ -18,9 +18,10 @@ def quantize_plan(model, quant) -> list:
     return _ggml_quantize_plan(get_model(model), quant)
 
 
-def _plan_blocks(model, quant):
-    """enginelab.ggml.plan_blocks of quantize_plan(model, quant): per block (number, rows' start and end, kind)."""
-    return _ggml_plan_blocks(get_model(model), quant)
+def _plan_summary(model, quant):
+    """enginelab.ggml.plan_summary of quantize_plan(model, quant): (the rows before the blocks, ((block number,
+    kind), ...), {kind: the rows of its first block}), or None (then read the plan)."""
+    return _ggml_plan_summary(get_model(model), quant)
 
 
 def weight_bytes(model, quant: str) -> dict:
@@ -92,22 +93,23 @@ def _layer_bytes_uncached(model: Model, quant) -> tuple:
     n = model.num_hidden_layers
     dense, experts = [0] * n, [0] * n
     other = {}
-    plan = quantize_plan(model, quant)
-    spans = _plan_blocks(model, quant)
-    if spans is not None:  # blocks of one kind have the same rows (but names): summed once per kind
-        kinds = {}
-        for il, a, b, kind in spans:
-            hit = kinds.get(kind)
+    summary = _plan_summary(model, quant)
+    if summary is not None:  # blocks of one kind have the same rows (but names): summed once per kind
+        plan, layer_kinds, kind_rows = summary  # (plan: the rows before the blocks)
+        sums = {}
+        for il, kind in layer_kinds:
+            hit = sums.get(kind)
             if hit is None:
                 d = e = 0
-                for r in plan[a:b]:
+                for r in kind_rows[kind]:
                     if r["cls"].endswith("_exps"):
                         e += r["bytes"]
                     else:
                         d += r["bytes"]
-                hit = kinds[kind] = (d, e)
+                hit = sums[kind] = (d, e)
             dense[il], experts[il] = hit
-        plan = plan[: spans[0][1]]  # the rows before the blocks
+    else:
+        plan = quantize_plan(model, quant)
     for r in plan:
         il = r["layer"]
         if il >= 0:
@@ -130,19 +132,22 @@ def _layer_matrix_bytes(model: Model, quant) -> list:
         if len(_MATRIX_CACHE) > 64:
             _MATRIX_CACHE.clear()
         out = [0] * model.num_hidden_layers
-        plan = quantize_plan(model, quant)
-        spans = _plan_blocks(model, quant)
-        kinds = {}  # blocks of one kind (_plan_blocks) have the same rows but for their names
-        for il, a, b, kind in spans or ((None, 0, len(plan), None),):
-            hit = kinds.get(kind) if kind is not None else None
-            if hit is None:
-                for r in plan[a:b]:
-                    if r["layer"] >= 0 and r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps"):
-                        out[r["layer"]] += r["bytes"]
-                if kind is not None:
-                    kinds[kind] = out[il]
-            else:
+        summary = _plan_summary(model, quant)
+        if summary is not None:  # blocks of one kind (_plan_summary) have the same rows but for their names
+            sums = {}
+            for il, kind in summary[1]:
+                hit = sums.get(kind)
+                if hit is None:
+                    hit = sums[kind] = sum(
+                        r["bytes"]
+                        for r in summary[2][kind]
+                        if r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps")
+                    )
                 out[il] = hit
+        else:
+            for r in quantize_plan(model, quant):
+                if r["layer"] >= 0 and r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps"):
+                    out[r["layer"]] += r["bytes"]
         _MATRIX_CACHE[key] = out
     return _MATRIX_CACHE[key]
 

@@ -14,7 +14,7 @@ from .kv import _kv_plan, _kv_type
 from .models import MAX_CONTEXT, Model
 from .multigpu import _gpu_side
 from .placement import Placement
-from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, _plan_blocks, quantize_plan
+from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, _plan_summary, quantize_plan
 from .units import WORK_CACHE_MAX
 
 
@@ -56,28 +56,32 @@ def _layer_plan(m: Model, quant) -> tuple:
         rows = [dict() for _ in range(m.n_layers)]
         head: dict = {}
         head_rows: dict = {}
-        plan = quantize_plan(m, quant)
-        tied = not any(r["cls"] == "output" for r in plan)
         unread = m.unread_tensors()  # loaded, never read: memory only
-        spans = None if unread else _plan_blocks(m, quant)
-        kinds = {}  # blocks of one kind (sizes._plan_blocks) have the same rows but for their names
-        for il, a, b, kind in spans or ():
-            hit = kinds.get(kind)
-            if hit is not None:
-                blocks[il], rows[il] = dict(hit[0]), dict(hit[1])
-                continue
-            for r in plan[a:b]:  # as below
-                typ, n, ne = r["type"], r["n_elements"], r["ne"]
-                nr = n / max(1, ne[0]) if len(ne) >= 2 else 0
-                expert = r["cls"].endswith("_exps")
-                d, e = blocks[il].get(typ, (0, 0))
-                blocks[il][typ] = (d, e + n) if expert else (d + n, e)
-                if nr:
-                    d, e = rows[il].get(typ, (0, 0))
-                    rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
-            kinds[kind] = (dict(blocks[il]), dict(rows[il]))
-        if spans:
-            plan = plan[: spans[0][1]]  # the rows before the blocks
+        summary = None if unread else _plan_summary(m, quant)
+        if summary is not None:  # blocks of one kind (sizes._plan_summary) have the same rows but for their names
+            plan, layer_kinds, kind_rows = summary  # (plan: the rows before the blocks)
+            tied = not any(r["cls"] == "output" for r in plan) and not any(
+                r["cls"] == "output" for k in kind_rows.values() for r in k
+            )
+            done = {}
+            for il, kind in layer_kinds:
+                hit = done.get(kind)
+                if hit is not None:
+                    blocks[il], rows[il] = dict(hit[0]), dict(hit[1])
+                    continue
+                for r in kind_rows[kind]:  # as below
+                    typ, n, ne = r["type"], r["n_elements"], r["ne"]
+                    nr = n / max(1, ne[0]) if len(ne) >= 2 else 0
+                    expert = r["cls"].endswith("_exps")
+                    d, e = blocks[il].get(typ, (0, 0))
+                    blocks[il][typ] = (d, e + n) if expert else (d + n, e)
+                    if nr:
+                        d, e = rows[il].get(typ, (0, 0))
+                        rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
+                done[kind] = (dict(blocks[il]), dict(rows[il]))
+        else:
+            plan = quantize_plan(m, quant)
+            tied = not any(r["cls"] == "output" for r in plan)
         for r in plan:
             if unread and r["name"] in unread:
                 continue
@@ -203,26 +207,27 @@ def _layer_terms(m: Model, quant) -> list:
 def warm_steps(model, quant):
     """The per-(model, quant) caches a first placement and timing of the pair fills, as steps (functions of no
     argument) to run one at a time while the page is idle: the model's blocks and tensor templates, llama-quantize's
-    plan, the per-block byte tables, the per-block work terms. Each step is one of the walks over the model's
+    plan (its summary, ggml.plan_summary, where the tables need no more), the per-block byte tables, the per-block
+    work terms. Each step is one of the walks over the model's
     tensors (a few ms each in Pyodide); a step whose cache is filled returns at once. The caches are the ones
     a computation uses, each bounded (sizes, ggml, this module)."""
     m = get_model(model)
     yield lambda: m.block_model
     yield m._tensor_templates
-    yield lambda: quantize_plan(m, quant)
+    yield lambda: _plan_summary(m, quant) or quantize_plan(m, quant)  # (the plan's rows only where needed)
     yield lambda: (_layer_bytes(m, quant), _layer_matrix_bytes(m, quant))
     yield lambda: (_layer_plan(m, quant), _layer_terms(m, quant))
 
 
 def warm_tables_steps(model, quant) -> list:
-    """warm_steps for a model the reader may pick later rather than next: the same caches, and the plan's rows
-    dropped again if these steps made them (ggml.forget_plan): a first placement and timing read only the
-    per-block tables made from them, which take a small part of their memory."""
+    """warm_steps for a model the reader may pick later rather than next: the same caches, and where these steps
+    had to make the plan's rows (a model without a plan summary), the rows dropped again (ggml.forget_plan): a
+    first placement and timing read only the per-block tables made from them, a small part of their memory."""
     m = get_model(model)
     made = []  # [True] once these steps made the plan
 
     def plan():
-        if not _ggml.has_plan(m, quant):
+        if _plan_summary(m, quant) is None and not _ggml.has_plan(m, quant):
             made.append(True)
             quantize_plan(m, quant)
 
