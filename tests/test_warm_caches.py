@@ -455,3 +455,17 @@ def test_the_plan_summaries_stay_bounded(monkeypatch):
         ggml.plan_summary(pm.MODELS[key], "Q5_K_M")
         assert len(ggml._SUMMARY_CACHE) <= 3
     ggml._SUMMARY_CACHE.clear()
+
+
+@pytest.mark.parametrize("key", ALL_KINDS)
+def test_weight_bytes_from_the_plan_summary_are_a_walk_of_the_plan(key):
+    m = pm.MODELS[key]
+    for quant in ("Q4_K_M", "Q2_K_MIX", "IQ3_XXS"):
+        want: dict = {}
+        for r in pm.quantize_plan(m, quant):
+            want[r["cls"]] = want.get(r["cls"], 0) + r["bytes"]
+        want["total"] = sum(want.values())
+        ggml.forget_plan(m, quant)
+        ggml._SUMMARY_CACHE.clear()
+        got = pm.weight_bytes(m, quant)
+        assert got == want and list(got) == list(want)  # the classes in the same order too

@@ -27,8 +27,19 @@ def _plan_summary(model, quant):
 def weight_bytes(model, quant: str) -> dict:
     """Bytes per tensor class (attn_q, ffn_down, output, norm, ...) plus 'total'."""
     out: dict = {}
-    for r in quantize_plan(model, quant):
+    summary = _plan_summary(model, quant)
+    for r in quantize_plan(model, quant) if summary is None else summary[0]:
         out[r["cls"]] = out.get(r["cls"], 0) + r["bytes"]
+    if summary is not None:  # then block by block: each kind's sums once (the same classes in the same order)
+        per_kind: dict = {}
+        for _il, kind in summary[1]:
+            sums = per_kind.get(kind)
+            if sums is None:
+                sums = per_kind[kind] = {}
+                for r in summary[2][kind]:
+                    sums[r["cls"]] = sums.get(r["cls"], 0) + r["bytes"]
+            for c, b in sums.items():
+                out[c] = out.get(c, 0) + b
     out["total"] = sum(v for k, v in out.items())
     return out
 
