@@ -469,3 +469,16 @@ def test_weight_bytes_from_the_plan_summary_are_a_walk_of_the_plan(key):
         ggml._SUMMARY_CACHE.clear()
         got = pm.weight_bytes(m, quant)
         assert got == want and list(got) == list(want)  # the classes in the same order too
+
+
+def test_weight_bytes_are_kept_per_model_and_quant_and_stay_bounded(monkeypatch):
+    m = pm.MODELS["qwen3-30b-a3b"]
+    first = pm.weight_bytes(m, "Q4_K_M")
+    first["total"] = -1  # a caller's copy: the kept table is not changed
+    assert pm.weight_bytes("qwen3-30b-a3b", "Q4_K_M")["total"] == sizes._weight_bytes(m, "Q4_K_M")["total"] > 0
+    monkeypatch.setattr(sizes, "_WEIGHT_CACHE_MAX", 2)
+    sizes._WEIGHT_CACHE.clear()
+    for quant in ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"):
+        assert pm.weight_bytes(m, quant) == sizes._weight_bytes(m, quant)
+        assert len(sizes._WEIGHT_CACHE) <= 2
+    sizes._WEIGHT_CACHE.clear()

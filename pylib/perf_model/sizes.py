@@ -24,8 +24,25 @@ def _plan_summary(model, quant):
     return _ggml_plan_summary(get_model(model), quant)
 
 
+_WEIGHT_CACHE: dict = {}
+_WEIGHT_CACHE_MAX = 512  # (model, quant) pairs kept (a dozen numbers each); then it starts over
+
+
 def weight_bytes(model, quant: str) -> dict:
     """Bytes per tensor class (attn_q, ffn_down, output, norm, ...) plus 'total'."""
+    model = get_model(model)
+    if not (quant is None or isinstance(quant, str)):
+        return _weight_bytes(model, quant)  # (which says what is wrong with it)
+    key = (model, quant)
+    hit = _WEIGHT_CACHE.get(key)
+    if hit is None:  # (the advisor asks for every preset of a model, several times over, after each change)
+        if len(_WEIGHT_CACHE) >= _WEIGHT_CACHE_MAX:
+            _WEIGHT_CACHE.clear()
+        hit = _WEIGHT_CACHE[key] = _weight_bytes(model, quant)
+    return dict(hit)
+
+
+def _weight_bytes(model, quant: str) -> dict:
     out: dict = {}
     summary = _plan_summary(model, quant)
     for r in quantize_plan(model, quant) if summary is None else summary[0]:
