@@ -482,3 +482,29 @@ def test_weight_bytes_are_kept_per_model_and_quant_and_stay_bounded(monkeypatch)
         assert pm.weight_bytes(m, quant) == sizes._weight_bytes(m, quant)
         assert len(sizes._WEIGHT_CACHE) <= 2
     sizes._WEIGHT_CACHE.clear()
+
+
+def test_matmul_factors_kept_per_weights_and_device_give_the_seconds_computed_afresh(monkeypatch):
+    from enginelab.measured import physics
+
+    cases = []
+    for machine, model in (("rtx4090", "qwen3-30b-a3b"), ("m4pro", "llama-3.1-8b"), ("cpu-ddr5", "qwen2.5-7b")):
+        p = pm.place(model, machine, "Q4_K_M", n_ctx=4096, n_gpu_layers=10, profile="measured")
+        for side, w in work._prefill_work(p, 0, 512).items():
+            if w.flops:
+                dev = pm.side_device(p.machine, side)
+                backend = pm.device_backend(p.machine, side)
+                cases.append((w, dev, backend, physics.params_for(backend)))
+    cases.append((work.Work(flops=1e9), *cases[-1][1:]))  # no weights: the CPU divides by its F16 rate
+    for build in (None, "b4000"):
+        afresh = []
+        for w, dev, backend, prm in cases:
+            physics._PER_FLOP.clear()
+            afresh.append(physics._matmul_seconds(w.flops * 3, w, dev, backend, prm, None, build))
+        kept = [physics._matmul_seconds(w.flops * 3, w, d, b, prm, None, build) for w, d, b, prm in cases * 2]
+        assert kept == afresh * 2
+    monkeypatch.setattr(physics, "_PER_FLOP_MAX", 2)
+    physics._PER_FLOP.clear()
+    for w, dev, backend, prm in cases:
+        physics._matmul_seconds(w.flops, w, dev, backend, prm, None)
+        assert len(physics._PER_FLOP) <= 2
