@@ -412,9 +412,9 @@ _PREFILL_TERMS_MAX = 8  # placements kept: one prompt's micro-batches read one p
 
 
 def _prefill_terms(p: Placement, plan) -> dict:
-    """{side: (((attention FLOPs per pair, window), ...) or (recurrent FLOPs per token, None), in block order;
-    recurrent blocks, scanning blocks)}: what _prefill_work adds per block, read once per placement object (a
-    prompt's micro-batches time one placement several times)."""
+    """{side: (((attention FLOPs per pair, window, blocks in a row) or (recurrent FLOPs per token, None, blocks
+    in a row), ...) in block order, recurrent blocks, scanning blocks)}: what _prefill_work adds per block, read
+    once per placement object (a prompt's micro-batches time one placement several times)."""
     key = id(p)
     hit = _PREFILL_TERMS_CACHE.get(key)
     if hit is not None and hit[0] is p and hit[1] is plan:
@@ -433,11 +433,22 @@ def _prefill_terms(p: Placement, plan) -> dict:
                 nscan[dev] += 1
         elif kind < 2:
             terms[dev].append((attn_per, win))
-    out = {s: (tuple(terms[s]), nrec[s], nscan[s]) for s in ("gpu", "cpu")}
+    out = {s: (_runs(terms[s]), nrec[s], nscan[s]) for s in ("gpu", "cpu")}
     if len(_PREFILL_TERMS_CACHE) >= _PREFILL_TERMS_MAX:
         _PREFILL_TERMS_CACHE.clear()
     _PREFILL_TERMS_CACHE[key] = (p, plan, out)
     return out
+
+
+def _runs(terms: list) -> tuple:
+    """((term, window, how many in a row), ...): consecutive equal terms (most models repeat one block) as runs."""
+    out = []
+    for per, win in terms:
+        if out and out[-1][0] == per and out[-1][1] == win:
+            out[-1][2] += 1
+        else:
+            out.append([per, win, 1])
+    return tuple((per, win, n) for per, win, n in out)
 
 
 def _prefill_work(p: Placement, start: int, u: int) -> dict:
@@ -450,14 +461,16 @@ def _prefill_work(p: Placement, start: int, u: int) -> dict:
     for s in ("gpu", "cpu"):
         terms, nrec, nscan = per_side[s]
         af = 0.0
-        for per, win in terms:  # block by block, as each block adds its attention (or its recurrence)
+        for per, win, n in terms:  # block by block, as each block adds its attention (or its recurrence)
             if win is None:
-                af += per * u
+                x = per * u
             else:
                 n_pairs = pairs.get(win)
                 if n_pairs is None:
                     n_pairs = pairs[win] = _causal_pairs_window(win, start, start + u)
-                af += per * n_pairs
+                x = per * n_pairs
+            for _ in range(n):  # (one addition per block, in order: the same sum)
+                af += x
         w, f, layers, types, x, xf, mx, rows, et = static[s]
         # llama.cpp's scan kernels walk the micro-batch's tokens in order: u steps per scanning block (a short
         # convolution's ssm_conv has none: enginelab.measured.recurrent)
