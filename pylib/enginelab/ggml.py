@@ -534,10 +534,10 @@ def plan_summary(model, quant, imatrix=None):
     else:
         extra = model.file_only_tensors() if key[1] is not None and hasattr(model, "file_only_tensors") else []
         templates = getattr(model, "_tensor_templates", None)
-        layout = templates() if key[1] is not None and not extra and templates is not None else None
-        if layout is None:
+        layout = templates() if key[1] is not None and templates is not None else None
+        if layout is None or not _after_the_blocks(layout, extra):
             return None
-        out = _plan_of_templates(model, key[1], bool(key[2]), layout, summary=True)
+        out = _plan_of_templates(model, key[1], bool(key[2]), layout, summary=True, extra=extra)
     if len(_SUMMARY_CACHE) >= _SUMMARY_CACHE_MAX:
         _SUMMARY_CACHE.clear()
     _SUMMARY_CACHE[key] = out
@@ -604,9 +604,13 @@ def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
     _plan_of_templates, filled when the plan is made from block templates."""
     extra = model.file_only_tensors() if quant is not None and hasattr(model, "file_only_tensors") else []
     templates = getattr(model, "_tensor_templates", None)
-    layout = templates() if quant is not None and not extra and templates is not None else None
-    if layout is not None:
-        return _plan_of_templates(model, quant, imatrix, layout, spans), []
+    layout = templates() if quant is not None and templates is not None else None
+    if layout is not None and _after_the_blocks(layout, extra):
+        rows = _plan_of_templates(model, quant, imatrix, layout, spans, extra=extra)
+        if not extra:
+            return rows, []
+        extra_names = {t.name for t in extra}
+        return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
     loaded = model.tensors()
     tensors = sorted(loaded + extra, key=weight_order) if extra else loaded
     if quant is None:
@@ -688,7 +692,23 @@ def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
     return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
 
 
-def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list | None = None, summary=False):
+def _after_the_blocks(layout: tuple, extra: list) -> bool:
+    """Whether the file-only tensors (Model.file_only_tensors) are whole blocks after the model's own, named
+    "blk.N." for their block N: then llama-quantize meets them last, and _plan_of_templates plans them there."""
+    last = layout[1][-1][0] if layout[1] else -1
+    return all(t.layer > last and t.name.startswith(f"blk.{t.layer}.") for t in extra)
+
+
+def _extra_layers(extra: list) -> list:
+    """The file-only tensors as ((block number, ((name after "blk.N.", ne, class, source type), ...)), ...), in
+    llama-quantize's order."""
+    out: dict = {}
+    for t in sorted(extra, key=weight_order):
+        out.setdefault(t.layer, []).append((t.name[len(f"blk.{t.layer}.") :], t.ne, t.cls, t.src_type))
+    return [(il, tuple(entries)) for il, entries in out.items()]
+
+
+def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list | None = None, summary=False, extra=()):
     """_plan's rows for a model whose tensors come from its blocks (perf_model's Model._tensor_templates: the
     globals, then per block its template, the order of model.tensors()): the same rows, in the same order, with
     the same counters, without making the Tensors. What a tensor's type does not owe to the counters (kept as
@@ -700,18 +720,21 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list |
     if summary:
         spans = []
     head, layers = layout
+    after = _extra_layers(list(extra))  # the file's blocks llama.cpp does not load, met last (_after_the_blocks)
     distinct = {id(tpl): tpl for _il, tpl in layers}
-    n_wv = sum(1 for e in head if e[2] in _ATTN_V)
+    n_wv = sum(1 for e in head if e[2] in _ATTN_V) + sum(1 for t in extra if t.cls in _ATTN_V)
     per_tpl_wv = {k: sum(1 for e in tpl if e[2] in _ATTN_V) for k, tpl in distinct.items()}
     n_wv += sum(per_tpl_wv[id(tpl)] for _il, tpl in layers)
     tied = not any(e[2] == "output" for e in head) and not any(e[2] == "output" for t in distinct.values() for e in t)
+    tied = tied and not any(t.cls == "output" for t in extra)
     counters = {
         "i_attention_wv": 0,
         "i_ffn_down": 0,
         "i_ffn_gate": 0,
         "i_ffn_up": 0,
         "n_attention_wv": n_wv,
-        "n_ffn_down": model.num_hidden_layers,  # (no file-only blocks here: those models take _plan's own way)
+        # init_quantize_state_counters: n_layer_all, the file's block_count (MTP blocks included)
+        "n_ffn_down": max([model.num_hidden_layers] + [t.layer + 1 for t in extra]),
     }
     pure = quant in _PURE
     default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
@@ -810,6 +833,11 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list |
             rows_of(prefix, il, hit[1], types, rows)
             if spans is not None:
                 spans.append((il, start, len(rows), kind))
+    if not summary:  # (a summary is of the loaded blocks, which the file-only ones, met last, cannot change)
+        for il, entries in after:
+            prefix = f"blk.{il}."
+            f = facts(prefix, entries)
+            rows_of(prefix, il, f, types_of(prefix, il, f), rows)
     return (rows, tuple(spans), kinds) if summary else rows
 
 

@@ -3,7 +3,7 @@ convert_hf_to_gguf.py writes for it (GGUF names, ggml's dimension order: ne[0] t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 from enginelab import arch_config as _arch_config
 from enginelab import blocks as _blocks
@@ -254,7 +254,13 @@ class Model:
         """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
         which llama-quantize still quantizes and counts as a layer. Empty for a model read from a GGUF header (its
         tensors() are the file's)."""
-        return [] if self.gguf_tensors else _nextn_tensors(self)
+        if self.gguf_tensors:
+            return []
+        ts = self.__dict__.get("_file_only")
+        if ts is None:  # (once per Model: every plan of the model asks)
+            ts = tuple(_nextn_tensors(self))
+            object.__setattr__(self, "_file_only", ts)
+        return list(ts)
 
     def total_params(self) -> int:
         return sum(t.n_elements for t in self.tensors())
@@ -557,11 +563,13 @@ _NEXTN_LAYERS = {"glm4_moe": 1}
 
 def _nextn_tensors(m: Model) -> list:
     h, v, n, L = m.hidden_size, m.vocab_size, m.num_hidden_layers, []
-    for il in range(n, n + _NEXTN_LAYERS.get(m.model_type, 0)):
+    n_extra = _NEXTN_LAYERS.get(m.model_type, 0)
+    # a full block, shaped as the last main one (whose kind Model.blocks knows), under its own index: the last
+    # block's tensors (_block_tensors(m, n - 1), in the blocks' order) renamed
+    last = _block_template(m.blocks[n - 1], m.block_model.globals, by_name=False) if n_extra else ()
+    for il in range(n, n + n_extra):
         p = f"blk.{il}.nextn."
-        # a full block, shaped as the last main one (whose kind Model.blocks knows), under its own index
-        last = f"blk.{n - 1}."
-        L += [replace(t, name=f"blk.{il}." + t.name[len(last) :], layer=il) for t in _block_tensors(m, n - 1)] + [
+        L += [make_tensor(f"blk.{il}.{rest}", ne, cls, il, src) for rest, ne, cls, src in last] + [
             Tensor(p + "eh_proj.weight", (2 * h, h), "nextn", il),
             Tensor(p + "embed_tokens.weight", (h, v), "nextn", il),
             Tensor(p + "shared_head_head.weight", (h, v), "nextn", il),
