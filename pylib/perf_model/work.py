@@ -57,8 +57,9 @@ def _layer_plan(m: Model, quant) -> tuple:
         head: dict = {}
         head_rows: dict = {}
         unread = m.unread_tensors()  # loaded, never read: memory only
-        summary = None if unread else _plan_summary(m, quant)
+        summary = _plan_summary(m, quant)
         if summary is not None:  # blocks of one kind (sizes._plan_summary) have the same rows but for their names
+            # (and the same unread tensors: those of a block kind, Attention.unused_kv_proj, whatever its number)
             plan, layer_kinds, kind_rows = summary  # (plan: the rows before the blocks)
             tied = not any(r["cls"] == "output" for r in plan) and not any(
                 r["cls"] == "output" for k in kind_rows.values() for r in k
@@ -70,6 +71,8 @@ def _layer_plan(m: Model, quant) -> tuple:
                     blocks[il], rows[il] = dict(hit[0]), dict(hit[1])
                     continue
                 for r in kind_rows[kind]:  # as below
+                    if unread and r["name"] in unread:
+                        continue
                     typ, n, ne = r["type"], r["n_elements"], r["ne"]
                     nr = n / max(1, ne[0]) if len(ne) >= 2 else 0
                     expert = r["cls"].endswith("_exps")
