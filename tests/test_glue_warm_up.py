@@ -90,13 +90,17 @@ def test_idle_requests_after_a_change_warm_what_is_one_step_away_and_change_noth
         i = values.index(getattr(app.state, key))
         near += [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
     warmed = sum(1 for v in near if v in pm.MODELS or v in pm.QUANT_PRESETS)
+    # then the select's other catalog models, at this quantization
+    models = [v for v, _ in fig.SPEC.by_key["model"].options_for(app.state.as_dict())]
+    later = sum(1 for v in models if v in pm.MODELS and v != app.state.model and v not in near)
     before = (app.state, app.query, dict(app.sigs), dict(app.shown), app.message_list, app.deferred)
     answers = [ask("i1", op="idle")]
     while answers[-1].get("more"):
         answers.append(ask("i1", op="idle"))
-        assert len(answers) <= 21  # bounded: four neighbours, five steps each, and the last answer
+        assert len(answers) <= 5 * (4 + len(pm.MODELS)) + 1  # bounded: five steps per neighbour and per model
     assert all(a["ok"] for a in answers) and answers[-1] == {"ok": True, "more": False}
-    assert warmed >= 3 and len(answers) == 5 * warmed + 1  # five steps per neighbour, one step per request
+    assert warmed >= 3 and later > 20
+    assert len(answers) == 5 * (warmed + later) + 1  # five steps each, one step per request
     assert ran == [len(near)]  # the steps were made once, for the state shown
     assert (app.state, app.query, app.sigs, app.shown, app.message_list, app.deferred) == before
     assert ask("i1", op="idle") == {"ok": True, "more": False}  # nothing left for this state

@@ -151,6 +151,24 @@ class Tensor:
         return n
 
 
+_new_object = object.__new__
+_set = object.__setattr__
+
+
+def make_tensor(name: str, ne: tuple, cls: str, layer: int, src_type: str = "F16") -> Tensor:
+    """Tensor(name, ne, cls, layer, src_type), the same object built for about three quarters of the cost (a
+    model's inventory builds hundreds on its first visit): the fields set as the frozen dataclass's __init__ sets
+    them, without its call. (Not through the instance's __dict__: that would turn its attributes into a dict's
+    entries, each read later several times slower.) Tensor has no __post_init__, so nothing is skipped."""
+    t = _new_object(Tensor)
+    _set(t, "name", name)
+    _set(t, "ne", ne)
+    _set(t, "cls", cls)
+    _set(t, "layer", layer)
+    _set(t, "src_type", src_type)
+    return t
+
+
 def weight_order(t: Tensor):
     # llama_model_loader::weights_map is sorted by block number, then by name
     # (weight_name_comparer), and llama-quantize walks it in that order, which is
@@ -464,17 +482,80 @@ def quantize_plan(model, quant, imatrix=None, file=False) -> list:
     (model.file_only_tensors(): GLM-4.5's MTP block), after the others; without it, the loaded tensors only.
     llama-quantize walks every tensor of the file, so the file-only ones count in its layer counters either way.
     """
-    if quant is None and model.gguf_tensors:
-        key = (model, None, None)
-    else:
-        quant = check_quant(quant)
-        if imatrix is None:
-            imatrix = quant in IMATRIX_PRESETS
-        key = (model, quant, bool(imatrix))
+    key = _plan_key(model, quant, imatrix)
     if key not in _PLAN_CACHE:
-        _cache_plan(key, _plan(model, quant, bool(imatrix)))
-    loaded, file_only = _PLAN_CACHE[key]
+        spans = []
+        _cache_plan(key, (*_plan(model, key[1], bool(key[2]), spans), tuple(spans) or None))
+    loaded, file_only, _spans = _PLAN_CACHE[key]
     return loaded + file_only if file and file_only else loaded
+
+
+def _plan_key(model, quant, imatrix) -> tuple:
+    """quantize_plan's cache key: (model, preset, imatrix as published files of the preset are, or as given)."""
+    if quant is None and model.gguf_tensors:
+        return (model, None, None)
+    quant = check_quant(quant)
+    return (model, quant, bool(quant in IMATRIX_PRESETS if imatrix is None else imatrix))
+
+
+def plan_blocks(model, quant, imatrix=None):
+    """For quantize_plan(model, quant, imatrix) made from block templates (cached): per block (block number, the
+    start and end of its rows in the plan, its kind), where two blocks of one kind have rows alike but for their
+    names and block numbers: a table summed per block can be summed once per kind. Else None."""
+    plan = _PLAN_CACHE.get(_plan_key(model, quant, imatrix))
+    return plan[2] if plan is not None else None
+
+
+_SUMMARY_CACHE: dict = {}
+_SUMMARY_CACHE_MAX = 512  # (model, quant, imatrix) summaries kept (a few dozen rows each); then it starts over
+
+
+def plan_summary(model, quant, imatrix=None):
+    """What tables summed block by block need of quantize_plan(model, quant, imatrix), for a model whose tensors
+    come from its blocks: (the rows before the blocks (the globals), ((block number, kind), ...), {kind: the
+    rows of its first block}), where the blocks of one kind have the plan's same rows but for their names and
+    block numbers. Made with the plan's own decisions without making every row (or read from the plan, if it is
+    cached), and cached. None for other models (a GGUF's own tensors; a file with blocks llama.cpp does not
+    load): read quantize_plan."""
+    key = _plan_key(model, quant, imatrix)
+    hit = _SUMMARY_CACHE.get(key)
+    if hit is not None:
+        return hit
+    plan = _PLAN_CACHE.get(key)
+    if plan is not None:
+        loaded, _file_only, spans = plan
+        if spans is None:
+            return None
+        kinds: dict = {}
+        for _il, a, b, kind in spans:
+            if kind not in kinds:
+                kinds[kind] = loaded[a:b]
+        out = (loaded[: spans[0][1]], tuple((il, kind) for il, _a, _b, kind in spans), kinds)
+    else:
+        extra = model.file_only_tensors() if key[1] is not None and hasattr(model, "file_only_tensors") else []
+        templates = getattr(model, "_tensor_templates", None)
+        layout = templates() if key[1] is not None and templates is not None else None
+        if layout is None or not _after_the_blocks(layout, extra):
+            return None
+        out = _plan_of_templates(model, key[1], bool(key[2]), layout, summary=True, extra=extra)
+    if len(_SUMMARY_CACHE) >= _SUMMARY_CACHE_MAX:
+        _SUMMARY_CACHE.clear()
+    _SUMMARY_CACHE[key] = out
+    return out
+
+
+def has_plan(model, quant, imatrix=None) -> bool:
+    """Whether quantize_plan(model, quant, imatrix) is cached."""
+    return _plan_key(model, quant, imatrix) in _PLAN_CACHE
+
+
+def forget_plan(model, quant, imatrix=None) -> None:
+    """Drop the cached quantize_plan(model, quant, imatrix), if any: the idle warm-up keeps the per-block tables
+    made from a plan, not its rows (about 0.4 KB a tensor)."""
+    global _plan_cache_rows
+    plan = _PLAN_CACHE.pop(_plan_key(model, quant, imatrix), None)
+    if plan is not None:
+        _plan_cache_rows -= len(plan[0]) + len(plan[1])
 
 
 def _cache_plan(key, plan: tuple) -> None:
@@ -487,10 +568,50 @@ def _cache_plan(key, plan: tuple) -> None:
     _plan_cache_rows += n
 
 
-def _plan(model, quant, imatrix: bool) -> tuple:
-    """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order."""
-    loaded = model.tensors()
+# The per-tensor rules (_tensor_type) read, besides the plan's constants (the model, preset, imatrix), a tensor's
+# class and shape and one layer index: a counter (_RULE_COUNTER) or, for a MoE's FFN tensors, the tensor's block.
+# They compare that index with the counted total only through a few tests (_layer_bucket). So a plan decides the
+# type once per (class, shape, buckets of the index) and steps the counters as the rule did; the other tensors of
+# that key take the same type (a model's hundreds of tensors take a few dozen decisions). The counters are
+# llama-quantize's, stepped per tensor in its order, exactly as _tensor_type steps them.
+_RULE_COUNTER = {
+    **{c: ("i_attention_wv", "n_attention_wv") for c in _ATTN_V},
+    "ffn_down": ("i_ffn_down", "n_ffn_down"),
+    "ffn_down_exps": ("i_ffn_down", "n_ffn_down"),
+    "ffn_gate": ("i_ffn_gate", "n_ffn_down"),
+    "ffn_gate_exps": ("i_ffn_gate", "n_ffn_down"),
+    "ffn_up": ("i_ffn_up", "n_ffn_down"),
+    "ffn_up_exps": ("i_ffn_up", "n_ffn_down"),
+}
+_BUCKETS: dict = {}
+_BUCKETS_MAX = 1 << 14  # (index, total) pairs: a few hundred per model; bounded all the same (then starts over)
+
+
+def _layer_bucket(i: int, n: int) -> tuple:
+    """Every test _tensor_type makes of a layer index i against a total n (its thresholds n/16, n/8, 7n/8, 2, 4
+    and use_more_bits): two indexes in one bucket get the same type from every rule."""
+    key = (i, n)
+    b = _BUCKETS.get(key)
+    if b is None:
+        if len(_BUCKETS) >= _BUCKETS_MAX:
+            _BUCKETS.clear()
+        b = _BUCKETS[key] = (i < n // 16, i < n // 8, i < 2, i < 4, _use_more_bits(i, n), i < 7 * n // 8)
+    return b
+
+
+def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
+    """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order. spans: as for
+    _plan_of_templates, filled when the plan is made from block templates."""
     extra = model.file_only_tensors() if quant is not None and hasattr(model, "file_only_tensors") else []
+    templates = getattr(model, "_tensor_templates", None)
+    layout = templates() if quant is not None and templates is not None else None
+    if layout is not None and _after_the_blocks(layout, extra):
+        rows = _plan_of_templates(model, quant, imatrix, layout, spans, extra=extra)
+        if not extra:
+            return rows, []
+        extra_names = {t.name for t in extra}
+        return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
+    loaded = model.tensors()
     tensors = sorted(loaded + extra, key=weight_order) if extra else loaded
     if quant is None:
         types = [t.src_type for t in tensors]
@@ -507,6 +628,8 @@ def _plan(model, quant, imatrix: bool) -> tuple:
         }
         pure = quant in _PURE
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
+        decided = {}  # (class, shape, layer buckets) -> (type, the counters' steps)
+        buckets = _BUCKETS
         types = []
         for t in tensors:
             if not _allows_quantization(t):
@@ -521,13 +644,201 @@ def _plan(model, quant, imatrix: bool) -> tuple:
             elif pure:
                 typ = _fallback(t, default)
             else:
-                typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+                cls = t.cls
+                ctr = _RULE_COUNTER.get(cls)
+                if ctr is None:
+                    key = (cls, t.ne)
+                else:  # (_layer_bucket, its cache read here first: this runs per tensor)
+                    i, n = counters[ctr[0]], counters[ctr[1]]
+                    b = buckets.get((i, n)) or _layer_bucket(i, n)
+                    if ctr[0] == "i_attention_wv":  # the counter only (the block is not read)
+                        key = (cls, t.ne, b)
+                    else:  # the counter, or the block for a MoE
+                        key = (cls, t.ne, b, buckets.get((t.layer, n)) or _layer_bucket(t.layer, n))
+                hit = decided.get(key)
+                if hit is None:
+                    before = dict(counters)
+                    typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+                    steps = tuple((k, v - before[k]) for k, v in counters.items() if v != before[k])
+                    decided[key] = (typ, steps)
+                else:
+                    typ, steps = hit
+                    for k, d in steps:
+                        counters[k] += d
             types.append(typ)
-    rows = [_row(t, typ) for t, typ in zip(tensors, types)]
+    sizes = {}  # (shape, type) -> (elements, bytes)
+    rows = []
+    for t, typ in zip(tensors, types):
+        ne = t.ne
+        size = sizes.get((ne, typ))
+        if size is None:
+            n = t.n_elements
+            g = GGML_TYPES[typ]
+            size = sizes[ne, typ] = (n, n // ne[0] * (-(-ne[0] // g.block_size)) * g.type_size)  # tensor_bytes
+        rows.append(  # the row _row(t, typ) makes
+            {
+                "name": t.name,
+                "type": typ,
+                "n_elements": size[0],
+                "bytes": size[1],
+                "cls": t.cls,
+                "layer": t.layer,
+                "ne": ne,
+            }
+        )
     if not extra:
         return rows, []
     extra_names = {t.name for t in extra}
     return [r for r in rows if r["name"] not in extra_names], [r for r in rows if r["name"] in extra_names]
+
+
+def _after_the_blocks(layout: tuple, extra: list) -> bool:
+    """Whether the file-only tensors (Model.file_only_tensors) are whole blocks after the model's own, named
+    "blk.N." for their block N: then llama-quantize meets them last, and _plan_of_templates plans them there."""
+    last = layout[1][-1][0] if layout[1] else -1
+    return all(t.layer > last and t.name.startswith(f"blk.{t.layer}.") for t in extra)
+
+
+def _extra_layers(extra: list) -> list:
+    """The file-only tensors as ((block number, ((name after "blk.N.", ne, class, source type), ...)), ...), in
+    llama-quantize's order."""
+    out: dict = {}
+    for t in sorted(extra, key=weight_order):
+        out.setdefault(t.layer, []).append((t.name[len(f"blk.{t.layer}.") :], t.ne, t.cls, t.src_type))
+    return [(il, tuple(entries)) for il, entries in out.items()]
+
+
+def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list | None = None, summary=False, extra=()):
+    """_plan's rows for a model whose tensors come from its blocks (perf_model's Model._tensor_templates: the
+    globals, then per block its template, the order of model.tensors()): the same rows, in the same order, with
+    the same counters, without making the Tensors. What a tensor's type does not owe to the counters (kept as
+    converted, MXFP4 experts, F16, a pure type) is decided once per template entry; the rules, as in _plan.
+    spans: a list to get, per block, (block number, its rows' start and end, its kind: (its template's number in
+    this plan, its rows' types)); two blocks of one kind have rows alike but for their names (plan_blocks).
+    summary: instead of the rows, plan_summary's (the globals' rows, ((block number, kind), ...), {kind: the rows
+    of its first block}): the same decisions, without the rows of the blocks that repeat a kind."""
+    if summary:
+        spans = []
+    head, layers = layout
+    after = _extra_layers(list(extra))  # the file's blocks llama.cpp does not load, met last (_after_the_blocks)
+    distinct = {id(tpl): tpl for _il, tpl in layers}
+    n_wv = sum(1 for e in head if e[2] in _ATTN_V) + sum(1 for t in extra if t.cls in _ATTN_V)
+    per_tpl_wv = {k: sum(1 for e in tpl if e[2] in _ATTN_V) for k, tpl in distinct.items()}
+    n_wv += sum(per_tpl_wv[id(tpl)] for _il, tpl in layers)
+    tied = not any(e[2] == "output" for e in head) and not any(e[2] == "output" for t in distinct.values() for e in t)
+    tied = tied and not any(t.cls == "output" for t in extra)
+    counters = {
+        "i_attention_wv": 0,
+        "i_ffn_down": 0,
+        "i_ffn_gate": 0,
+        "i_ffn_up": 0,
+        "n_attention_wv": n_wv,
+        # init_quantize_state_counters: n_layer_all, the file's block_count (MTP blocks included)
+        "n_ffn_down": max([model.num_hidden_layers] + [t.layer + 1 for t in extra]),
+    }
+    pure = quant in _PURE
+    default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
+    decided = {}  # as in _plan: (class, shape, layer buckets) -> (type, the counters' steps)
+    buckets = _BUCKETS
+    sizes = {}  # (shape, type) -> (elements, bytes)
+
+    def facts(prefix: str, entries) -> tuple:
+        """Per entry: (name after the prefix, ne, class, source type, its type if no rule decides it, the rule's
+        counter). A block's tensors are judged by its first block's names: _allows_quantization reads a name's
+        end and words that "blk.N." cannot contain, so every block of a template is judged alike."""
+        out = []
+        for rest, ne, cls, src in entries:
+            t = make_tensor(prefix + rest, ne, cls, 0, src)
+            if not _allows_quantization(t):
+                fixed = src  # norms, biases, the router: kept as converted (F32)
+            elif src == "MXFP4" and not pure:
+                fixed = "MXFP4"  # experts released in MXFP4 (gpt-oss), kept so (see _plan)
+            elif default in ("F16", "BF16", "F32"):
+                fixed = default
+            elif pure:
+                fixed = _fallback(t, default)
+            else:
+                fixed = None
+            out.append((rest, ne, cls, src, fixed, _RULE_COUNTER.get(cls)))
+        return tuple(out)
+
+    def types_of(prefix: str, il: int, entries) -> list:
+        """The types of a block's tensors (or the globals'), in order, the counters stepped as they go."""
+        types = []
+        for rest, ne, cls, src, typ, ctr in entries:
+            if typ is None:  # _plan's rule step, the same keys and counters
+                if ctr is None:
+                    key = (cls, ne)
+                else:
+                    i, n = counters[ctr[0]], counters[ctr[1]]
+                    b = buckets.get((i, n)) or _layer_bucket(i, n)
+                    if ctr[0] == "i_attention_wv":
+                        key = (cls, ne, b)
+                    else:
+                        key = (cls, ne, b, buckets.get((il, n)) or _layer_bucket(il, n))
+                hit = decided.get(key)
+                if hit is None:
+                    t = make_tensor(prefix + rest, ne, cls, il, src)
+                    before = dict(counters)
+                    typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+                    steps = tuple((k, v - before[k]) for k, v in counters.items() if v != before[k])
+                    decided[key] = (typ, steps)
+                else:
+                    typ, steps = hit
+                    for k, d in steps:
+                        counters[k] += d
+            types.append(typ)
+        return types
+
+    def rows_of(prefix: str, il: int, entries, types: list, rows: list) -> None:
+        for (rest, ne, cls, _src, _fixed, _ctr), typ in zip(entries, types):
+            size = sizes.get((ne, typ))
+            if size is None:
+                n_el = 1
+                for d in ne:
+                    n_el *= d
+                g = GGML_TYPES[typ]
+                size = sizes[ne, typ] = (n_el, n_el // ne[0] * (-(-ne[0] // g.block_size)) * g.type_size)
+            rows.append(
+                {
+                    "name": prefix + rest,
+                    "type": typ,
+                    "n_elements": size[0],
+                    "bytes": size[1],
+                    "cls": cls,
+                    "layer": il,
+                    "ne": ne,
+                }
+            )
+
+    rows: list = []
+    f = facts("", head)
+    rows_of("", -1, f, types_of("", -1, f), rows)
+    judged = {}  # id(template) -> (its number in this plan, its facts)
+    kinds = {}  # summary: kind -> the rows of its first block
+    for il, tpl in layers:
+        prefix = f"blk.{il}."
+        hit = judged.get(id(tpl))
+        if hit is None:
+            hit = judged[id(tpl)] = (len(judged), facts(prefix, tpl))
+        types = types_of(prefix, il, hit[1])
+        kind = (hit[0], *types)
+        if summary:
+            if kind not in kinds:
+                kinds[kind] = []
+                rows_of(prefix, il, hit[1], types, kinds[kind])
+            spans.append((il, kind))
+        else:
+            start = len(rows)
+            rows_of(prefix, il, hit[1], types, rows)
+            if spans is not None:
+                spans.append((il, start, len(rows), kind))
+    if not summary:  # (a summary is of the loaded blocks, which the file-only ones, met last, cannot change)
+        for il, entries in after:
+            prefix = f"blk.{il}."
+            f = facts(prefix, entries)
+            rows_of(prefix, il, f, types_of(prefix, il, f), rows)
+    return (rows, tuple(spans), kinds) if summary else rows
 
 
 def _row(t: Tensor, typ: str) -> dict:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import perf_model as pm
 from perf_model.work import warm_steps as _warm_pair_steps
+from perf_model.work import warm_tables_steps as _warm_tables_steps
 
 from . import custom, gpus, remote
 from .measured import builds as _builds
@@ -72,6 +73,15 @@ def warm_steps(states):
         v = {**DEFAULTS, **state.as_dict()}
         if v["model"] in pm.MODELS:
             yield from _warm_pair_steps(pm.MODELS[v["model"]], quant_for(v))
+
+
+def warm_later_steps(states):
+    """As warm_steps, for models the reader may pick later rather than next (perf_model.work.warm_tables_steps:
+    the per-block tables a first build reads, without keeping llama-quantize's plan). Catalog models only."""
+    for state in states:
+        v = {**DEFAULTS, **state.as_dict()}
+        if v["model"] in pm.MODELS:
+            yield from _warm_tables_steps(pm.MODELS[v["model"]], quant_for(v))
 
 
 def n_ctx_for(values) -> int:

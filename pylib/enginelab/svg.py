@@ -69,47 +69,75 @@ def attrs(**kw) -> str:
 
 
 def _attrs(kw: dict) -> str:
-    out = []
+    # (the common types first, by exact type: a chart writes thousands of attributes per change; a bool is not
+    # an int here, and a str subclass such as Raw takes the general path below)
+    out = ""
     for k, v in kw.items():
-        if v is None or v is False:
+        t = type(v)
+        if t is str:
+            out += f' {_NAMES.get(k) or attr_name(k)}="{esc(v)}"'
+        elif t is int:
+            out += f' {_NAMES.get(k) or attr_name(k)}="{v}"'  # num(v) of an int
+        elif t is float:
+            out += f' {_NAMES.get(k) or attr_name(k)}="{num(v)}"'
+        elif v is None or v is False:
             continue
-        name = _NAMES.get(k) or attr_name(k)
-        if v is True:
-            out.append(f" {name}")
+        elif v is True:
+            out += f" {_NAMES.get(k) or attr_name(k)}"
         elif isinstance(v, (int, float)):
-            out.append(f' {name}="{num(v)}"')
+            out += f' {_NAMES.get(k) or attr_name(k)}="{num(v)}"'
         else:
-            out.append(f' {name}="{esc(v)}"')
-    return "".join(out)
+            out += f' {_NAMES.get(k) or attr_name(k)}="{esc(v)}"'
+    return out
 
 
 def _children(children) -> str:
+    t = type(children)
+    if t is Raw:
+        return children
+    if t is str:
+        return esc(children)
+    if t is list or t is tuple:
+        parts = []
+        for c in children:
+            parts.append(c if type(c) is Raw else _children(c))
+        return "".join(parts)
     if children is None:
         return ""
     if isinstance(children, Raw):
         return str(children)
     if isinstance(children, (str, int, float)):
         return esc(children)
-    parts = []
-    for c in children:
-        parts.append(_children(c))
-    return "".join(parts)
+    return "".join([_children(c) for c in children])
+
+
+def _empty(tag: str, a: str) -> Raw:
+    if tag in VOID_HTML:
+        return Raw(f"<{tag}{a}>")
+    if tag in HTML_CONTAINERS:
+        return Raw(f"<{tag}{a}></{tag}>")
+    return Raw(f"<{tag}{a}/>")
 
 
 def el(tag: str, children=None, /, **kw) -> Raw:
     """One element. children: text (escaped), a Raw, or an iterable of those."""
     a = _attrs(kw) if kw else ""
-    if children is None or (
+    t = type(children)
+    if t is Raw:
+        return Raw(f"<{tag}{a}>{children}</{tag}>")
+    if t is str:
+        return Raw(f"<{tag}{a}>{esc(children)}</{tag}>")
+    if children is None:
+        return _empty(tag, a)
+    if t is list or t is tuple:
+        return Raw(f"<{tag}{a}>{_children(children)}</{tag}>") if children else _empty(tag, a)
+    if (
         not isinstance(children, (str, int, float))
         and not isinstance(children, Raw)
         and isinstance(children, (list, tuple))
         and not children
     ):
-        if tag in VOID_HTML:
-            return Raw(f"<{tag}{a}>")
-        if tag in HTML_CONTAINERS:
-            return Raw(f"<{tag}{a}></{tag}>")
-        return Raw(f"<{tag}{a}/>")
+        return _empty(tag, a)
     return Raw(f"<{tag}{a}>{_children(children)}</{tag}>")
 
 

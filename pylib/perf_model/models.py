@@ -3,14 +3,14 @@ convert_hf_to_gguf.py writes for it (GGUF names, ggml's dimension order: ne[0] t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 from enginelab import arch_config as _arch_config
 from enginelab import blocks as _blocks
 from enginelab import engine_io as _engine_io
 from enginelab.blocks import Attention, BlockModel, MoEFFN, Recurrent, ShortConv
 from enginelab.checks import brief, check_bool, check_int, check_text, is_int
-from enginelab.ggml import GGML_TYPES, Tensor, weight_order
+from enginelab.ggml import GGML_TYPES, Tensor, make_tensor, weight_order
 
 from .units import _check
 
@@ -225,15 +225,42 @@ class Model:
         quantization's plan reads the same list)."""
         ts = self.__dict__.get("_tensors")
         if ts is None:
-            ts = tuple(sorted(self.gguf_tensors or _tensor_inventory(self), key=weight_order))
+            if self.gguf_tensors:
+                ts = tuple(sorted(self.gguf_tensors, key=weight_order))
+            else:  # the inventory listed in that order already (the same as sorting it by weight_order)
+                head, layers = self._tensor_templates()
+                out = [make_tensor(name, ne, cls, -1, src) for name, ne, cls, src in head]
+                for il, tpl in layers:
+                    prefix = f"blk.{il}."
+                    out += [make_tensor(prefix + rest, ne, cls, il, src) for rest, ne, cls, src in tpl]
+                ts = tuple(out)
             object.__setattr__(self, "_tensors", ts)
         return list(ts)
+
+    def _tensor_templates(self):
+        """tensors() before it is named block by block, for a model whose tensors come from its blocks: (the
+        global tensors as (name, ne, class, source type), ((block number, (name after "blk.N.", ne, class,
+        source type) of each of its tensors), ...)), in the same order; equal blocks share one template.
+        None for a model read from a GGUF header (its tensors are the file's). Once per Model."""
+        if self.gguf_tensors:
+            return None
+        lay = self.__dict__.get("_layout")
+        if lay is None:
+            lay = _tensor_layout(self.block_model, by_name=True)
+            object.__setattr__(self, "_layout", lay)
+        return lay
 
     def file_only_tensors(self) -> list:
         """Tensors the GGUF file holds but llama.cpp does not load: GLM-4.5's MTP block (blk.<num_hidden_layers>),
         which llama-quantize still quantizes and counts as a layer. Empty for a model read from a GGUF header (its
         tensors() are the file's)."""
-        return [] if self.gguf_tensors else _nextn_tensors(self)
+        if self.gguf_tensors:
+            return []
+        ts = self.__dict__.get("_file_only")
+        if ts is None:  # (once per Model: every plan of the model asks)
+            ts = tuple(_nextn_tensors(self))
+            object.__setattr__(self, "_file_only", ts)
+        return list(ts)
 
     def total_params(self) -> int:
         return sum(t.n_elements for t in self.tensors())
@@ -454,27 +481,68 @@ _CLASS_CACHE: dict = {}
 _CLASS_CACHE_MAX = 4096  # names come from the blocks' few kinds; bounded all the same (then it starts over)
 
 
-def _block_tensors_of(bm: BlockModel) -> list:
-    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of; the experts of
-    a block whose MoE ships them as MXFP4 (gpt-oss: released, and converted, so) are of that type."""
-    mxfp4 = {il for il, b in enumerate(bm.blocks) if isinstance(b.ffn, MoEFFN) and b.ffn.mxfp4}
+def _classed(key: tuple, name: str, ne: tuple) -> tuple:
+    """(class, source type) of a tensor, as _tensor_of classes it, through _CLASS_CACHE."""
+    kind = _CLASS_CACHE.get(key)
+    if kind is None:
+        t = _tensor_of(name, ne)
+        if len(_CLASS_CACHE) >= _CLASS_CACHE_MAX:
+            _CLASS_CACHE.clear()
+        kind = _CLASS_CACHE[key] = (t.cls, t.src_type)
+    return kind
+
+
+def _block_template(b, g, by_name: bool) -> tuple:
+    """One block's tensors as (name after "blk.N.", ne, class, source type), in the blocks' order or by name.
+    enginelab.blocks.block_tensors reads the block number only to name the tensors, so every equal block (most
+    models repeat one or two kinds) has the same template under its own number."""
+    names = _blocks.block_tensors(b, 0, g.n_embd)
+    if g.per_layer_width:  # as enginelab.blocks.tensors adds them after each block
+        p, n = g.per_layer_width, g.n_embd
+        names += [_blocks._t(0, "inp_gate.weight", n, p), _blocks._t(0, "proj.weight", p, n),
+                  _blocks._t(0, "post_norm.weight", n)]  # fmt: skip
+    # experts a MoE ships as MXFP4 (gpt-oss: released, and converted, so) are of that type
+    mxfp4 = isinstance(b.ffn, MoEFFN) and b.ffn.mxfp4
     out = []
-    for name, ne in _blocks.tensors(bm):
-        if name.startswith("blk."):
-            _, num, rest = name.split(".", 2)
-            il, key = int(num), (True, rest, len(ne))
-        else:
-            il, key = -1, (False, name, len(ne))
-        kind = _CLASS_CACHE.get(key)
-        if kind is None:
-            t = _tensor_of(name, ne)
-            if len(_CLASS_CACHE) >= _CLASS_CACHE_MAX:
-                _CLASS_CACHE.clear()
-            kind = _CLASS_CACHE[key] = (t.cls, t.src_type)
-        cls, src = kind
-        if il in mxfp4 and cls.endswith("_exps"):
+    for name, ne in names:
+        rest = name[6:]  # after "blk.0."
+        cls, src = _classed((True, rest, len(ne)), name, ne)
+        if mxfp4 and cls.endswith("_exps"):
             src = "MXFP4"
-        out.append(Tensor(name, ne, cls, il, src))
+        out.append((rest, ne, cls, src))
+    if by_name:
+        out.sort(key=lambda e: e[0])
+    return tuple(out)
+
+
+def _tensor_layout(bm: BlockModel, by_name: bool = False) -> tuple:
+    """(the global tensors as (name, ne, class, source type), ((block number, its block's template), ...)): the
+    inventory before it is named block by block. by_name: each part in llama-quantize's order (weight_order: the
+    globals by name, then block by block, each by name), else in the blocks' own."""
+    g = bm.globals
+    glob = _blocks.global_tensors(g, bm.n_layer)
+    head = tuple(
+        (name, ne, *_classed((False, name, len(ne)), name, ne)) for name, ne in (sorted(glob) if by_name else glob)
+    )
+    templates = {}  # this model's distinct blocks -> their templates
+    layers = []
+    for il, b in enumerate(bm.blocks):
+        tpl = templates.get(b)
+        if tpl is None:
+            tpl = templates[b] = _block_template(b, g, by_name)
+        layers.append((il, tpl))
+    return head, tuple(layers)
+
+
+def _block_tensors_of(bm: BlockModel, by_name: bool = False) -> list:
+    """The tensors of a model as typed blocks (enginelab.blocks.tensors), classed by _tensor_of, in the blocks'
+    order; by_name: in llama-quantize's (weight_order: the globals by name, then block by block, each by name).
+    Each distinct block is classed once (_block_template) and its tensors named per block number."""
+    head, layers = _tensor_layout(bm, by_name)
+    out = [make_tensor(name, ne, cls, -1, src) for name, ne, cls, src in head]
+    for il, tpl in layers:
+        prefix = f"blk.{il}."
+        out += [make_tensor(prefix + rest, ne, cls, il, src) for rest, ne, cls, src in tpl]
     return out
 
 
@@ -495,11 +563,13 @@ _NEXTN_LAYERS = {"glm4_moe": 1}
 
 def _nextn_tensors(m: Model) -> list:
     h, v, n, L = m.hidden_size, m.vocab_size, m.num_hidden_layers, []
-    for il in range(n, n + _NEXTN_LAYERS.get(m.model_type, 0)):
+    n_extra = _NEXTN_LAYERS.get(m.model_type, 0)
+    # a full block, shaped as the last main one (whose kind Model.blocks knows), under its own index: the last
+    # block's tensors (_block_tensors(m, n - 1), in the blocks' order) renamed
+    last = _block_template(m.blocks[n - 1], m.block_model.globals, by_name=False) if n_extra else ()
+    for il in range(n, n + n_extra):
         p = f"blk.{il}.nextn."
-        # a full block, shaped as the last main one (whose kind Model.blocks knows), under its own index
-        last = f"blk.{n - 1}."
-        L += [replace(t, name=f"blk.{il}." + t.name[len(last) :], layer=il) for t in _block_tensors(m, n - 1)] + [
+        L += [make_tensor(f"blk.{il}.{rest}", ne, cls, il, src) for rest, ne, cls, src in last] + [
             Tensor(p + "eh_proj.weight", (2 * h, h), "nextn", il),
             Tensor(p + "embed_tokens.weight", (h, v), "nextn", il),
             Tensor(p + "shared_head_head.weight", (h, v), "nextn", il),

@@ -404,7 +404,8 @@ def place(
 
     if n_gpu_layers is not None or machine.gpu is None:
         return build(n_gpu_layers or 0, n_gpu_layers is None, rule.weights, tensor_split)
-    return rule.fit(build, gpu_total)
+    fast = getattr(rule, "gpu_totals", None)  # one GPU: every -ngl's total from one walk of the blocks
+    return rule.fit(build, fast(tables, n_cpu_moe) if fast is not None else gpu_total)
 
 
 def _fit_search(n: int, total, room: float) -> int:
@@ -462,6 +463,35 @@ class _ModuleRule:
 
     def check(self, p: Placement) -> Placement:
         return _check_fit(p)
+
+    def gpu_totals(self, tables: tuple, n_cpu_moe: int):
+        """place()'s gpu_total(ngl) for this rule, the same sums in the same order for every ngl, from running sums
+        over the blocks (--fit's search asks for several -ngl, and each account walks every block): _device_bytes
+        adds to the GPU, block by block from block 0, its experts (unless --n-cpu-moe keeps them) and its dense
+        weights, and its cache; then the embeddings (unified memory) and the output layer (ngl = n + 1)."""
+        dense, experts, _matrix, kv_layer, embd, out_small, out_matrix, tied = tables
+        machine, n = self.machine, self.model.num_hidden_layers
+        w_at, k_at = [0.0], [0.0]  # the GPU's weights and KV after blocks 0 .. i-1
+        w = k = 0.0
+        for il in range(n):
+            k += kv_layer[il]
+            if il >= n_cpu_moe:
+                w += experts[il]
+            w += dense[il]
+            w_at.append(w)
+            k_at.append(k)
+        buf = compute_buffer_bytes(self.model, self.n_ubatch)
+
+        def gpu_total(ngl: int) -> float:
+            g = min(ngl, n)
+            w = w_at[g]
+            if machine.unified and ngl > 0:
+                w += embd
+            if ngl > n:
+                w += out_small + (0 if tied and machine.unified else out_matrix)
+            return w + k_at[g] + (buf if ngl > 0 else 0.0)
+
+        return gpu_total
 
     def fit(self, build, total) -> Placement:
         tried: dict = {}

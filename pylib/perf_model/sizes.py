@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enginelab.ggml import plan_summary as _ggml_plan_summary
 from enginelab.ggml import quantize_plan as _ggml_quantize_plan
 
 from .catalog import get_model
@@ -17,11 +18,45 @@ def quantize_plan(model, quant) -> list:
     return _ggml_quantize_plan(get_model(model), quant)
 
 
+def _plan_summary(model, quant):
+    """enginelab.ggml.plan_summary of quantize_plan(model, quant): (the rows before the blocks, ((block number,
+    kind), ...), {kind: the rows of its first block}), or None (then read the plan)."""
+    return _ggml_plan_summary(get_model(model), quant)
+
+
+_WEIGHT_CACHE: dict = {}
+_WEIGHT_CACHE_MAX = 512  # (model, quant) pairs kept (a dozen numbers each); then it starts over
+
+
 def weight_bytes(model, quant: str) -> dict:
     """Bytes per tensor class (attn_q, ffn_down, output, norm, ...) plus 'total'."""
+    model = get_model(model)
+    if not (quant is None or isinstance(quant, str)):
+        return _weight_bytes(model, quant)  # (which says what is wrong with it)
+    key = (model, quant)
+    hit = _WEIGHT_CACHE.get(key)
+    if hit is None:  # (the advisor asks for every preset of a model, several times over, after each change)
+        if len(_WEIGHT_CACHE) >= _WEIGHT_CACHE_MAX:
+            _WEIGHT_CACHE.clear()
+        hit = _WEIGHT_CACHE[key] = _weight_bytes(model, quant)
+    return dict(hit)
+
+
+def _weight_bytes(model, quant: str) -> dict:
     out: dict = {}
-    for r in quantize_plan(model, quant):
+    summary = _plan_summary(model, quant)
+    for r in quantize_plan(model, quant) if summary is None else summary[0]:
         out[r["cls"]] = out.get(r["cls"], 0) + r["bytes"]
+    if summary is not None:  # then block by block: each kind's sums once (the same classes in the same order)
+        per_kind: dict = {}
+        for _il, kind in summary[1]:
+            sums = per_kind.get(kind)
+            if sums is None:
+                sums = per_kind[kind] = {}
+                for r in summary[2][kind]:
+                    sums[r["cls"]] = sums.get(r["cls"], 0) + r["bytes"]
+            for c, b in sums.items():
+                out[c] = out.get(c, 0) + b
     out["total"] = sum(v for k, v in out.items())
     return out
 
@@ -86,7 +121,24 @@ def _layer_bytes_uncached(model: Model, quant) -> tuple:
     n = model.num_hidden_layers
     dense, experts = [0] * n, [0] * n
     other = {}
-    for r in quantize_plan(model, quant):
+    summary = _plan_summary(model, quant)
+    if summary is not None:  # blocks of one kind have the same rows (but names): summed once per kind
+        plan, layer_kinds, kind_rows = summary  # (plan: the rows before the blocks)
+        sums = {}
+        for il, kind in layer_kinds:
+            hit = sums.get(kind)
+            if hit is None:
+                d = e = 0
+                for r in kind_rows[kind]:
+                    if r["cls"].endswith("_exps"):
+                        e += r["bytes"]
+                    else:
+                        d += r["bytes"]
+                hit = sums[kind] = (d, e)
+            dense[il], experts[il] = hit
+    else:
+        plan = quantize_plan(model, quant)
+    for r in plan:
         il = r["layer"]
         if il >= 0:
             if r["cls"].endswith("_exps"):
@@ -108,9 +160,22 @@ def _layer_matrix_bytes(model: Model, quant) -> list:
         if len(_MATRIX_CACHE) > 64:
             _MATRIX_CACHE.clear()
         out = [0] * model.num_hidden_layers
-        for r in quantize_plan(model, quant):
-            if r["layer"] >= 0 and r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps"):
-                out[r["layer"]] += r["bytes"]
+        summary = _plan_summary(model, quant)
+        if summary is not None:  # blocks of one kind (_plan_summary) have the same rows but for their names
+            sums = {}
+            for il, kind in summary[1]:
+                hit = sums.get(kind)
+                if hit is None:
+                    hit = sums[kind] = sum(
+                        r["bytes"]
+                        for r in summary[2][kind]
+                        if r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps")
+                    )
+                out[il] = hit
+        else:
+            for r in quantize_plan(model, quant):
+                if r["layer"] >= 0 and r["cls"] not in ("norm", "bias") and not r["cls"].endswith("_exps"):
+                    out[r["layer"]] += r["bytes"]
         _MATRIX_CACHE[key] = out
     return _MATRIX_CACHE[key]
 

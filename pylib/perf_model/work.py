@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from enginelab import ggml as _ggml
 from enginelab.blocks import ShortConv
 from enginelab.checks import check_int, is_int
 
@@ -13,7 +14,7 @@ from .kv import _kv_plan, _kv_type
 from .models import MAX_CONTEXT, Model
 from .multigpu import _gpu_side
 from .placement import Placement
-from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, quantize_plan
+from .sizes import _layer_bytes, _layer_matrix_bytes, _layer_parts, _plan_summary, quantize_plan
 from .units import WORK_CACHE_MAX
 
 
@@ -55,22 +56,57 @@ def _layer_plan(m: Model, quant) -> tuple:
         rows = [dict() for _ in range(m.n_layers)]
         head: dict = {}
         head_rows: dict = {}
-        plan = quantize_plan(m, quant)
-        tied = not any(r["cls"] == "output" for r in plan)
         unread = m.unread_tensors()  # loaded, never read: memory only
+        summary = _plan_summary(m, quant)
+        if summary is not None:  # blocks of one kind (sizes._plan_summary) have the same rows but for their names
+            # (and the same unread tensors: those of a block kind, Attention.unused_kv_proj, whatever its number)
+            plan, layer_kinds, kind_rows = summary  # (plan: the rows before the blocks)
+            tied = not any(r["cls"] == "output" for r in plan) and not any(
+                r["cls"] == "output" for k in kind_rows.values() for r in k
+            )
+            done = {}
+            for il, kind in layer_kinds:
+                hit = done.get(kind)
+                if hit is not None:
+                    blocks[il], rows[il] = dict(hit[0]), dict(hit[1])
+                    continue
+                for r in kind_rows[kind]:  # as below
+                    if unread and r["name"] in unread:
+                        continue
+                    typ, n, ne = r["type"], r["n_elements"], r["ne"]
+                    nr = n / max(1, ne[0]) if len(ne) >= 2 else 0
+                    expert = r["cls"].endswith("_exps")
+                    d, e = blocks[il].get(typ, (0, 0))
+                    blocks[il][typ] = (d, e + n) if expert else (d + n, e)
+                    if nr:
+                        d, e = rows[il].get(typ, (0, 0))
+                        rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
+                done[kind] = (dict(blocks[il]), dict(rows[il]))
+        else:
+            plan = quantize_plan(m, quant)
+            tied = not any(r["cls"] == "output" for r in plan)
         for r in plan:
-            if r["name"] in unread:
+            if unread and r["name"] in unread:
                 continue
             il, typ, n = r["layer"], r["type"], r["n_elements"]
             ne = r.get("ne") or (n,)
             nr = n / max(1, ne[0]) if len(ne) >= 2 else 0  # norms and biases: added, not multiplied
             if il >= 0:
-                expert = r["cls"].endswith("_exps")
-                d, e = blocks[il].get(typ, (0, 0))
-                blocks[il][typ] = (d, e + n) if expert else (d + n, e)
-                if nr:
-                    d, e = rows[il].get(typ, (0, 0))
-                    rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
+                b = blocks[il]
+                if r["cls"].endswith("_exps"):
+                    d, e = b.get(typ, (0, 0))
+                    b[typ] = (d, e + n)
+                    if nr:
+                        b = rows[il]
+                        d, e = b.get(typ, (0, 0))
+                        b[typ] = (d, e + nr)
+                else:
+                    d, e = b.get(typ, (0, 0))
+                    b[typ] = (d + n, e)
+                    if nr:
+                        b = rows[il]
+                        d, e = b.get(typ, (0, 0))
+                        b[typ] = (d + nr, e)
             elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
                 head[typ] = head.get(typ, 0) + n
                 if nr:
@@ -173,16 +209,39 @@ def _layer_terms(m: Model, quant) -> list:
 
 def warm_steps(model, quant):
     """The per-(model, quant) caches a first placement and timing of the pair fills, as steps (functions of no
-    argument) to run one at a time while the page is idle: the model's blocks and GGUF tensors, llama-quantize's
-    plan, the per-block byte tables, the per-block work terms. Each step is one of the walks over the model's
+    argument) to run one at a time while the page is idle: the model's blocks and tensor templates, llama-quantize's
+    plan (its summary, ggml.plan_summary, where the tables need no more), the per-block byte tables, the per-block
+    work terms. Each step is one of the walks over the model's
     tensors (a few ms each in Pyodide); a step whose cache is filled returns at once. The caches are the ones
     a computation uses, each bounded (sizes, ggml, this module)."""
     m = get_model(model)
     yield lambda: m.block_model
-    yield m.tensors
-    yield lambda: quantize_plan(m, quant)
+    yield m._tensor_templates
+    yield lambda: _plan_summary(m, quant) or quantize_plan(m, quant)  # (the plan's rows only where needed)
     yield lambda: (_layer_bytes(m, quant), _layer_matrix_bytes(m, quant))
     yield lambda: (_layer_plan(m, quant), _layer_terms(m, quant))
+
+
+def warm_tables_steps(model, quant) -> list:
+    """warm_steps for a model the reader may pick later rather than next: the same caches, and where these steps
+    had to make the plan's rows (a model without a plan summary), the rows dropped again (ggml.forget_plan): a
+    first placement and timing read only the per-block tables made from them, a small part of their memory."""
+    m = get_model(model)
+    made = []  # [True] once these steps made the plan
+
+    def plan():
+        if _plan_summary(m, quant) is None and not _ggml.has_plan(m, quant):
+            made.append(True)
+            quantize_plan(m, quant)
+
+    def tables():
+        _layer_plan(m, quant)
+        _layer_terms(m, quant)
+        if made:
+            _ggml.forget_plan(m, quant)
+
+    return [lambda: m.block_model, m._tensor_templates, plan,
+            lambda: (_layer_bytes(m, quant), _layer_matrix_bytes(m, quant)), tables]  # fmt: skip
 
 
 def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
@@ -208,6 +267,42 @@ def _blocks_static(p: Placement, n: int, with_head: bool) -> tuple:
     for il, (dense, experts, type_terms, row_terms) in enumerate(_layer_terms(m, p.quant)):
         dev = layer_device[il]
         ed = "cpu" if il < n_cpu_moe else dev  # where the block's experts run
+        if not experts and ed == dev:
+            # a block without experts: the same sums, less the expert terms, which are all +0.0 here (and add no
+            # new type: the dense term of each type is added first, to the same table)
+            w[dev] += dense
+            layers[dev] += 1
+            t_dev = types[dev]
+            fd = f[dev]
+            for typ, dn, _en, two_dn, _two_en_routed in type_terms:
+                fd += two_dn * n
+                t_dev[typ] = t_dev.get(typ, 0.0) + dn
+            f[dev] = fd
+            r_dev = rows[dev]
+            for typ, dr, _er in row_terms:
+                r_dev[typ] = r_dev.get(typ, 0.0) + dr
+            continue
+        if ed == dev:  # the experts run with the block: the same sums below, each table looked up once
+            w[dev] += dense
+            w[dev] += experts * touched
+            if experts:
+                x[dev] += touched * n_expert
+                mx[dev] += 1
+            layers[dev] += 1
+            t_dev, e_dev = types[dev], et[dev]
+            fd, xfd = f[dev], xf[dev]
+            for typ, dn, en, two_dn, two_en_routed in type_terms:
+                fd += two_dn * n
+                fd += two_en_routed * n
+                xfd += two_en_routed * n
+                t_dev[typ] = (t_dev.get(typ, 0.0) + dn) + en * touched
+                if en:
+                    e_dev[typ] = e_dev.get(typ, 0.0) + en * touched
+            f[dev], xf[dev] = fd, xfd
+            r_dev = rows[dev]
+            for typ, dr, er in row_terms:
+                r_dev[typ] = (r_dev.get(typ, 0.0) + dr) + er * touched
+            continue
         w[dev] += dense
         w[ed] += experts * touched
         if experts:
@@ -315,34 +410,74 @@ def _decode_work(p: Placement, context: int, batch: int) -> dict:
     return out
 
 
-def _prefill_work(p: Placement, start: int, u: int) -> dict:
-    """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
-    head is _head_work: it runs for the last token only)."""
+_PREFILL_TERMS_CACHE: dict = {}
+_PREFILL_TERMS_MAX = 8  # placements kept: one prompt's micro-batches read one placement, then the next comes
+
+
+def _prefill_terms(p: Placement, plan) -> dict:
+    """{side: (((attention FLOPs per pair, window, blocks in a row) or (recurrent FLOPs per token, None, blocks
+    in a row), ...) in block order, recurrent blocks, scanning blocks)}: what _prefill_work adds per block, read
+    once per placement object (a prompt's micro-batches time one placement several times)."""
+    key = id(p)
+    hit = _PREFILL_TERMS_CACHE.get(key)
+    if hit is not None and hit[0] is p and hit[1] is plan:
+        return hit[2]
     m = p.model
-    static, _hd = _blocks_static(p, u, False)
-    plan = _kv_plan(m, p.kv_type, p.swa_full)
-    af = {"gpu": 0.0, "cpu": 0.0}
+    terms = {"gpu": [], "cpu": []}
     nrec = {"gpu": 0, "cpu": 0}
     nscan = {"gpu": 0, "cpu": 0}
-    pairs = {}  # attention pairs per window size (one closed form per distinct window)
     for il in range(m.n_layers):
         dev = p.layer_device[il]
         _pt, attn_per, win, _rb, rec_per, kind = plan[il]
         if kind == 2:
-            af[dev] += rec_per * u  # linear attention: a fixed cost per token, no pairs
+            terms[dev].append((rec_per, None))  # linear attention: a fixed cost per token, no pairs
             nrec[dev] += 1
             if not isinstance(m.blocks[il].mixer, ShortConv):
                 nscan[dev] += 1
         elif kind < 2:
-            if win not in pairs:
-                pairs[win] = _causal_pairs_window(win, start, start + u)
-            af[dev] += attn_per * pairs[win]
+            terms[dev].append((attn_per, win))
+    out = {s: (_runs(terms[s]), nrec[s], nscan[s]) for s in ("gpu", "cpu")}
+    if len(_PREFILL_TERMS_CACHE) >= _PREFILL_TERMS_MAX:
+        _PREFILL_TERMS_CACHE.clear()
+    _PREFILL_TERMS_CACHE[key] = (p, plan, out)
+    return out
+
+
+def _runs(terms: list) -> tuple:
+    """((term, window, how many in a row), ...): consecutive equal terms (most models repeat one block) as runs."""
+    out = []
+    for per, win in terms:
+        if out and out[-1][0] == per and out[-1][1] == win:
+            out[-1][2] += 1
+        else:
+            out.append([per, win, 1])
+    return tuple((per, win, n) for per, win, n in out)
+
+
+def _prefill_work(p: Placement, start: int, u: int) -> dict:
+    """{"gpu": Work, "cpu": Work} for the blocks of the micro-batch of tokens start+1 .. start+u (the output
+    head is _head_work: it runs for the last token only)."""
+    static, _hd = _blocks_static(p, u, False)
+    per_side = _prefill_terms(p, _kv_plan(p.model, p.kv_type, p.swa_full))
+    pairs = {}  # attention pairs per window size (one closed form per distinct window)
     out = {}
     for s in ("gpu", "cpu"):
+        terms, nrec, nscan = per_side[s]
+        af = 0.0
+        for per, win, n in terms:  # block by block, as each block adds its attention (or its recurrence)
+            if win is None:
+                x = per * u
+            else:
+                n_pairs = pairs.get(win)
+                if n_pairs is None:
+                    n_pairs = pairs[win] = _causal_pairs_window(win, start, start + u)
+                x = per * n_pairs
+            for _ in range(n):  # (one addition per block, in order: the same sum)
+                af += x
         w, f, layers, types, x, xf, mx, rows, et = static[s]
         # llama.cpp's scan kernels walk the micro-batch's tokens in order: u steps per scanning block (a short
         # convolution's ssm_conv has none: enginelab.measured.recurrent)
-        out[s] = Work(w, 0.0, f + af[s], af[s], layers, types, False, x, xf, mx, rows, et, nrec[s], float(nscan[s] * u))
+        out[s] = Work(w, 0.0, f + af, af, layers, types, False, x, xf, mx, rows, et, nrec, float(nscan * u))
     return out
 
 

@@ -9,6 +9,7 @@ prefill from perf_model, computed once) that this module draws, and that the "ho
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import perf_model as pm
@@ -236,14 +237,20 @@ def compute(state) -> scenario.Scenario:
 
 def warm_steps(state):
     """What a reader may pick next, warmed while the page is idle (site/py/main.py, op "idle"): the previous and
-    next option of the model and quantization selects (one arrow key away), as enginelab.scenario.warm_steps."""
+    next option of the model and quantization selects (one arrow key away), as enginelab.scenario.warm_steps;
+    then every other catalog model of the select at this quantization, nearest first, as
+    scenario.warm_later_steps (its per-block tables, not its plan: a reader who pauses finds any model cheap)."""
     partial, near = state.as_dict(), []
+    models = []
     for key in ("model", "quant"):
         f = SPEC.by_key[key]
         values = [v for v, _label in f.options_for(partial)] if f.visible_for(partial) else []
         i = values.index(getattr(state, key)) if getattr(state, key) in values else -1
         near += [state.replace(**{key: values[j]}) for j in (i - 1, i + 1) if i >= 0 and 0 <= j < len(values)]
-    return scenario.warm_steps(near)
+        if key == "model" and i >= 0:
+            models = sorted((v for j, v in enumerate(values) if abs(j - i) > 1), key=lambda v: abs(values.index(v) - i))
+    later = [state.replace(model=v) for v in models]
+    return itertools.chain(scenario.warm_steps(near), scenario.warm_later_steps(later))
 
 
 def describe(data) -> str:

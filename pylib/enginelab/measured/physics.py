@@ -371,19 +371,37 @@ def class_rates(device, backend: str, prm, n_threads=None) -> dict:
     return {c: x * v for c, x in out.items()}
 
 
+_PER_FLOP: dict = {}
+_PER_FLOP_MAX = 4096  # (weights by type, device, backend, params, threads, build) kept; then it starts over
+
+
 def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, build=None) -> float:
     """Seconds for `flops` of matmuls over this work's weights (time adds up per ggml type class).
 
     CPU: each type at its class's rate, times pp_gemm where ggml-cpu runs it as a tiled GEMM (cpu_tiled). The prompt
-    matmuls keep one K-quant class (Q4_K and the khigh types count as kquant)."""
+    matmuls keep one K-quant class (Q4_K and the khigh types count as kquant).
+    The factor applied to flops depends on the rest only, and a prompt's micro-batches ask for it with the same
+    weights again and again: kept (the device and parameter objects held with it, so their ids stay theirs)."""
     f = feature_set(build)
+    key = (work.weights_by_type, id(device), backend, id(prm), n_threads, f)
+    hit = _PER_FLOP.get(key)
+    if hit is None or hit[0] is not device or hit[1] is not prm:
+        if len(_PER_FLOP) >= _PER_FLOP_MAX:
+            _PER_FLOP.clear()
+        hit = _PER_FLOP[key] = (device, prm, _matmul_factor(work, device, backend, prm, n_threads, f))
+    divide, x = hit[2]
+    return flops / x if divide else flops * x
+
+
+def _matmul_factor(work, device, backend: str, prm, n_threads, f) -> tuple:
+    """(divide, x): _matmul_seconds is flops / x or flops * x."""
     cr = class_rates(device, backend, prm, n_threads)
     if backend == "sycl" and not sycl_f16_build(f):  # an FP32 build: every matmul an SGEMM on the vector ALUs
         cr = dict.fromkeys(cr, prm.pp_eff_v * rates(device, backend)["fp32"])
     total = sum(w for _t, w in work.weights_by_type)
     if backend == "cpu":
         if total <= 0:
-            return flops / cr["f16"]
+            return True, cr["f16"]
         t = 0.0
         for typ, w in work.weights_by_type:
             c = type_class(typ, backend)
@@ -391,7 +409,7 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, bu
                 c = "kquant"
             gain = pp_gemm_for(device, prm) if cpu_tiled(typ, device, f) else 1.0
             t += w / total / (cr[c] * gain)
-        return flops * t
+        return False, t
     if total <= 0:
         shares = {"f16": 1.0}
     else:
@@ -400,7 +418,7 @@ def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, bu
             c = type_class(t, backend)
             shares[c] = shares.get(c, 0.0) + w / total
     sat = prm.pp_sat_tflops * 1e12
-    return flops * sum(s / soft_min(cr[c], sat) for c, s in shares.items())
+    return False, sum(s / soft_min(cr[c], sat) for c, s in shares.items())
 
 
 # prefill's rows counted per block or expert call, each micro-batch (an offloaded pass runs only the CPU blocks' matmuls)
