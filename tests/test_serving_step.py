@@ -49,11 +49,16 @@ def test_single_decode_equals_decode_step_time_in_the_course_profile(p1b):
 def test_moe_experts_touched_grow_with_the_batch():
     p = pm.place("qwen3-30b-a3b", "rtx4090", "Q4_K_M", n_ctx=4096, n_gpu_layers=0)
     e, k, layers = 128, 8, 48
-    for b in (1, 4, 16):
+    for b, routed in ((1, 1), (4, 3), (16, 7)):
+        # b tokens read the experts of b ** ROUTE_EXP (0.7) independently routed tokens: 4 -> 3, 16 -> 7
+        assert max(1, round(b**kernels.ROUTE_EXP)) == routed
         w = step.step_work(p, [64] * b)[0]["cpu"]
-        touched = e * (1 - (1 - k / e) ** b)  # expected distinct experts per block for b tokens
+        touched = e * (1 - (1 - k / e) ** routed)  # expected distinct experts per block
         assert w.expert_calls == pytest.approx(touched * layers)
-    # batched-bench feeds every sequence the same token: one token's experts only
+        assert w.flops == pytest.approx(b * step.step_work(p, [64])[0]["cpu"].flops, rel=0.01)  # FLOPs: every token
+    chunk = step.step_work(p, [], [(0, 16, False)])[0]["cpu"]  # a prompt's tokens overlap alike
+    assert chunk.expert_calls == pytest.approx(e * (1 - (1 - k / e) ** 7) * layers)
+    # every sequence feeding the same token (llama-batched-bench before it drew random tokens): one token's experts
     same = step.step_work(p, [64] * 16, same_tokens=True)[0]["cpu"]
     one = step.step_work(p, [64])[0]["cpu"]
     assert same.weight_bytes == pytest.approx(one.weight_bytes)
@@ -113,9 +118,21 @@ def combined():
 
 
 def test_the_shipped_parameters_are_the_fit(combined):
-    shape, params = fit.fit_all(combined)
-    assert shape == (kernels.MV_COL, kernels.MM_BW)
+    shape, params, route = fit.fit_all(combined)
+    assert shape == (kernels.MV_COL, kernels.MM_BW) and route == kernels.ROUTE_EXP
     assert params["cuda"] == kernels.BATCH_PARAMS["cuda"] and params["rocm"] == kernels.BATCH_PARAMS["rocm"]
+
+
+def test_batched_bench_sequences_route_apart(bench_samples):
+    """llama-batched-bench draws a random token per sequence and step, so B sequences' MoE blocks read more experts
+    than one sequence's: a DGX Spark gpt-oss 20B step at B = 2 predicted slower than with one token's experts, and
+    by about the second token's new experts' bytes (2 ** 0.7 -> 2 routed tokens: 4 + 4 * 28/32 = 7.5 of 32)."""
+    s = next(x for x in bench_samples if x.label == "gpt-oss 20B MXFP4 MoE B=2 PP=512")
+    assert not fit.BENCH_SAME_TOKENS
+    apart = step.step_work(s.placement, [s.context] * 2)[0]["gpu"]
+    same = step.step_work(s.placement, [s.context] * 2, same_tokens=True)[0]["gpu"]
+    assert apart.expert_calls == pytest.approx(same.expert_calls * 7.5 / 4)
+    assert fit.predict(s) < s.batch / step.batched_step(s.placement, [s.context] * 2, same_tokens=True)["total_s"]
 
 
 def test_batched_decode_error_gates(bench_samples):
@@ -139,16 +156,16 @@ def test_the_combined_set_spans_devices_per_backend(combined):
 
 def test_leave_one_device_out_error(combined):
     # The issue's gate is median 10%, p90 25%. Over the combined set (75 batched-bench rows, 93 micro-batch rows; 13
-    # devices), each device predicted from a fit on the others: median 19.1%, p90 97.6% (on the batched-bench rows
-    # alone it was 60.8% / 162%: two devices, one per backend). Not met: the DGX Spark's batched MoE passes cost
-    # 86-135 us more per MUL_MAT_ID call at B = 2 than the RTX cards' micro-batch passes (held out, 67% median), and MMVQ
-    # past 2 columns and MMQ at 16 tokens are slower than the parameters say on GCN/CDNA and RDNA2 (MI50, MI100,
-    # RX 6800). This gates the value reached, with a little room.
+    # devices), each device predicted from a fit on the others (MV_COL, MM_BW, ROUTE_EXP and the MoE pair refitted
+    # without it): median 13.3%, p90 37.2% (19.1% / 97.6% while the batched-bench rows were timed as one token's
+    # experts; 60.8% / 162% on the batched-bench rows alone). Not met: MMVQ past 2 columns and MMQ at 16 tokens are
+    # slower than the parameters say on GCN/CDNA and RDNA2 (MI50, MI100, RX 6800) and on the P40. This gates the
+    # value reached, with a little room.
     held = fit.loo(combined, by="device")
     assert {s.device for s, _e in held} == {s.device for s in combined}
     s = fit.summary([e for _s, e in held])
     assert s["n"] == len(combined)
-    assert s["median"] <= 0.21 and s["p90"] <= 1.05
+    assert s["median"] <= 0.145 and s["p90"] <= 0.40
 
 
 def test_a_build_selects_the_kernels_past_one_token():

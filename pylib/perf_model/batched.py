@@ -27,6 +27,7 @@ from __future__ import annotations
 from enginelab.checks import brief, check_bool, check_int, is_int
 from enginelab.ggml import GGML_TYPES
 
+from . import kernels
 from .devices import device_backend, side_device
 from .kv import _kv_plan
 from .models import MAX_CONTEXT
@@ -92,8 +93,11 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
     else:  # a dense pass's matmul FLOPs are 2 per weight per token: one token's, n_tok times (one memo entry)
         one, _hd = _blocks_static(p, 1, False)
         static = {s: (v[0], v[1] * n_tok) + v[2:] for s, v in one.items()}
-    if same_tokens and m.is_moe and not chunks:
-        one = _blocks_static(p, 1, False)[0]
+    # the experts' weights read: one token's when every sequence feeds the same token, else those of
+    # n_tok ** kernels.ROUTE_EXP independently routed tokens (a router's choices overlap); FLOPs stay n_tok's
+    n_route = 1 if same_tokens and not chunks else max(1, round(n_tok**kernels.ROUTE_EXP))
+    if m.is_moe and n_route != n_tok:
+        one = _blocks_static(p, n_route, False)[0]
         static = {
             s: (one[s][0], static[s][1], static[s][2], one[s][3], one[s][4], static[s][5], static[s][6],
                 one[s][7], one[s][8])

@@ -29,7 +29,12 @@ MV_COL = 0.03  # each mat-vec column after the first: this share of the weights'
 MM_BW = 0.4  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's host sync and the gathered GEMMs' cost per token and block;
 # backends without batched MoE runs take CUDA's
-BATCH_PARAMS = {"cuda": (80.0, 50.0), "rocm": (0.0, 10.0)}
+BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
+# MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
+# tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the
+# distinct experts the pass reads are those of T ** ROUTE_EXP independent tokens (perf_model.batched.step_work).
+# Fitted with MV_COL, MM_BW and BATCH_PARAMS (enginelab.serving.fit); 1.0 would be independent uniform routing.
+ROUTE_EXP = 0.7
 
 
 def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, params=None, build=None) -> tuple:

@@ -32,6 +32,11 @@ GRID_MV_COL = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06)
 GRID_MM_BW = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 GRID_MOE_SYNC_US = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 150.0)
 GRID_MOE_TOK_US = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 50.0, 60.0)
+GRID_ROUTE_EXP = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# llama-batched-bench's decode tokens: random (get_token_rand, std::rand() % n_vocab, one per sequence and step) in
+# the build the batched-bench rows ran (2f68ce7cf, 2025-11); before, every sequence fed token 0. So the rows' MoE
+# routers pick experts per sequence, as llama-bench's prompt tokens (random since #6069) do for the micro-batch rows.
+BENCH_SAME_TOKENS = False
 # a run is used only if our quantize_plan gives its file within this share of llama.cpp's (as calibration does)
 SIZE_TOLERANCE = 0.03
 # GGUF architecture and parameter label of the runs whose config calibration.CONFIGS does not list, with the catalog
@@ -181,11 +186,14 @@ def combined() -> list:
     return samples() + [s for s in microbatch_samples() if placed(s)]
 
 
-def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -> float:
-    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW)."""
-    old = kernels.MV_COL, kernels.MM_BW
+def predict(s: Sample, params: dict | None = None, shape: tuple | None = None, route: float | None = None) -> float:
+    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW),
+    route: ROUTE_EXP (None: the shipped values)."""
+    old = kernels.MV_COL, kernels.MM_BW, kernels.ROUTE_EXP
     if shape is not None:
         kernels.MV_COL, kernels.MM_BW = shape
+    if route is not None:
+        kernels.ROUTE_EXP = route
     try:
         if s.chunk:
             start = s.context // s.chunk * s.chunk
@@ -193,19 +201,20 @@ def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -
             t = step.batched_step(s.placement, [], [(start, s.chunk, False)], params=params, build=b)["total_s"]
             return s.chunk / t
         b = s.date  # the run's own build: MUL_MAT_ID's batched path changed since
-        t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=True, params=params, build=b)["total_s"]
+        same = BENCH_SAME_TOKENS
+        t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=same, params=params, build=b)["total_s"]
         return s.batch / t
     finally:
-        kernels.MV_COL, kernels.MM_BW = old
+        kernels.MV_COL, kernels.MM_BW, kernels.ROUTE_EXP = old
 
 
-def errors(samples_: list, params: dict | None = None, shape: tuple | None = None) -> list:
+def errors(samples_: list, params: dict | None = None, shape: tuple | None = None, route: float | None = None) -> list:
     """|predicted / measured - 1| per sample."""
-    return [abs(predict(s, params, shape) / s.measured_tps - 1.0) for s in samples_]
+    return [abs(predict(s, params, shape, route) / s.measured_tps - 1.0) for s in samples_]
 
 
-def _log_err(samples_: list, params: dict | None, shape: tuple | None) -> float:
-    return statistics.median(abs(math.log(predict(s, params, shape) / s.measured_tps)) for s in samples_)
+def _log_err(samples_: list, params: dict | None, shape: tuple | None, route: float | None = None) -> float:
+    return statistics.median(abs(math.log(predict(s, params, shape, route) / s.measured_tps)) for s in samples_)
 
 
 def _is_moe(s: Sample) -> bool:
@@ -226,7 +235,7 @@ def fit_shape(samples_: list) -> tuple:
     return best[1]
 
 
-def fit(samples_: list, backend: str, shape: tuple | None = None) -> tuple:
+def fit(samples_: list, backend: str, shape: tuple | None = None, route: float | None = None) -> tuple:
     """(moe_sync_us, moe_tok_us) of `backend` on its MoE rows with a batch above 1 (a grid search), or CUDA's
     current values when it has none."""
     moe = [s for s in samples_ if s.backend == backend and _is_moe(s) and s.batch > 1]
@@ -235,19 +244,36 @@ def fit(samples_: list, backend: str, shape: tuple | None = None) -> tuple:
     best = None
     for a in GRID_MOE_SYNC_US:
         for b in GRID_MOE_TOK_US:
-            e = _log_err(moe, {backend: (a, b)}, shape)
+            e = _log_err(moe, {backend: (a, b)}, shape, route)
             if best is None or e < best[0] - 1e-12:
                 best = (e, (a, b))
     return best[1]
 
 
+def fit_moe(samples_: list, shape: tuple, backends) -> tuple:
+    """(ROUTE_EXP, {backend: (moe_sync_us, moe_tok_us)}): for each routing exponent on the grid every backend's MoE
+    pair is fitted, and the exponent whose fits give the lowest median |log error| over all the MoE rows (every
+    device and backend together: one value for the routers, not per backend) is kept. A set without MoE rows
+    keeps the shipped exponent."""
+    moe = [s for s in samples_ if _is_moe(s) and s.batch > 1]
+    if not moe:
+        return kernels.ROUTE_EXP, {be: fit(samples_, be, shape) for be in backends}
+    best = None
+    for r in GRID_ROUTE_EXP:
+        params = {be: fit(samples_, be, shape, r) for be in backends}
+        e = _log_err(moe, params, shape, r)
+        if best is None or e < best[0] - 1e-12:
+            best = (e, r, params)
+    return best[1], best[2]
+
+
 def fit_all(samples_: list) -> tuple:
-    """((MV_COL, MM_BW), {backend: (moe_sync_us, moe_tok_us)}) fitted on samples_."""
+    """((MV_COL, MM_BW), {backend: (moe_sync_us, moe_tok_us)}, ROUTE_EXP) fitted on samples_."""
     shape = fit_shape(samples_)
-    params = {be: fit(samples_, be, shape) for be in sorted({s.backend for s in samples_})}
+    route, params = fit_moe(samples_, shape, sorted({s.backend for s in samples_}))
     if "cuda" not in params:
         params["cuda"] = kernels.BATCH_PARAMS["cuda"]
-    return shape, params
+    return shape, params, route
 
 
 # What a fit without any run to go on uses (loo: a held-out device whose backend, or whose kind of rows, no other
@@ -270,11 +296,12 @@ def loo(samples_: list, by: str = "device") -> list:
         test = [s for s in samples_ if key(s) == dev]
         dense = [s for s in train if not _is_moe(s) and s.batch > 1]
         shape = fit_shape(train) if dense else PRIOR_SHAPE
+        route, fitted = fit_moe(train, shape, sorted({s.backend for s in samples_}))
         params = {}
         for be in {s.backend for s in test}:
             mine = [s for s in train if s.backend == be and _is_moe(s) and s.batch > 1]
-            params[be] = fit(train, be, shape) if mine else PRIOR_MOE
-        out.extend(zip(test, errors(test, params, shape)))
+            params[be] = fitted[be] if mine else PRIOR_MOE
+        out.extend(zip(test, errors(test, params, shape, route)))
     return out
 
 
