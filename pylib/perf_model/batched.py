@@ -4,7 +4,8 @@ A serving engine's scheduler step runs every running sequence's next token and, 
 prompts it is prefilling, in one forward pass. What that pass costs:
 
   * weights: read once per pass, whatever the batch (an MoE block reads the experts its tokens touch:
-    E * (1 - (1 - k/E)^T) distinct experts for T tokens, perf_model._moe_fraction);
+    E * (1 - (1 - k/E)^R) distinct experts, perf_model._moe_fraction, for the R = T ** kernels.ROUTE_EXP
+    independently routed tokens that T tokens' overlapping router choices amount to);
   * KV: each decode sequence reads its own cache at its own context (perf_model.decode_kv_read_bytes);
     a prefill chunk of u tokens starting at position s reads its prefix and its own u tokens once;
   * matmul FLOPs: 2 per weight per token (T = decode sequences + chunk tokens); attention FLOPs: per
@@ -81,9 +82,9 @@ def _check_inputs(p, contexts, chunks):
 def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
     """({side: perf_model.Work}, tokens, logits rows) of one pass: `contexts` are the decode sequences'
     KV lengths, `chunks` the prefill chunks as (start, tokens, last): last = the chunk ends its prompt.
-    same_tokens: every decode sequence feeds the same token (llama-batched-bench does), so an MoE block's
-    router picks the same experts for all of them: the weights of one token's experts are read, not
-    E * (1 - (1 - k/E)^B) experts' worth."""
+    same_tokens: every decode sequence feeds the same token (llama-batched-bench did before it drew random
+    tokens), so an MoE block's router picks the same experts for all of them: the weights of one token's experts
+    are read, not E * (1 - (1 - k/E)^R) experts' worth (R = B ** kernels.ROUTE_EXP)."""
     _check_inputs(p, contexts, chunks)
     m = p.model
     n_tok = len(contexts) + sum(c[1] for c in chunks)

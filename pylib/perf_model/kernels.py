@@ -8,10 +8,12 @@ rate beside the weights' streaming, which the tiles do (1 + MM_BW) x slower. On 
 the weights' type, the GPU and the build (enginelab.measured.streaming_max_tokens: float weights went to cuBLAS
 from 2 tokens before mul_mat_vec took several columns, mul_mat_f streams them up to 16 tokens where it runs, CDNA
 moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of the type that holds most of its
-weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) waits for the routing on the host
-before gathering each expert's tokens: BATCH_PARAMS' sync per call and cost per token. vLLM's and SGLang's GEMMs
-never take the mat-vec path. MV_COL, MM_BW and BATCH_PARAMS are fitted on published llama-batched-bench runs and
-llama-bench micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
+weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) gathers each expert's tokens first
+(ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup; a
+host sync on the routing before #15525): BATCH_PARAMS' cost per call and per token. vLLM's and SGLang's GEMMs
+never take the mat-vec path. MV_COL, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's tokens read,
+perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench micro-batch rows
+(enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
 MMID_MMVQ_MAX = 4
 MV_COL = 0.03  # each mat-vec column after the first: this share of the weights' streaming time
 MM_BW = 0.4  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
-# per backend: (moe_sync_us, moe_tok_us), an MoE call's host sync and the gathered GEMMs' cost per token and block;
-# backends without batched MoE runs take CUDA's
+# per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
+# block; backends without batched MoE runs take CUDA's
 BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
 # MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
 # tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the

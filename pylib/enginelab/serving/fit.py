@@ -1,9 +1,10 @@
 """Calibrating the batched step on published llama-batched-bench runs, and its held-out error.
 
     data/serving/batched_bench.csv (S_TG against B, per device and model)  ->  Sample: the pass batched-bench
-    times (B sequences at PP + TG/2 tokens, the same token in each, so an MoE router picks the same experts)
-    ->  fit(): kernels.BATCH_PARAMS' two numbers per backend on a grid, minimising the median |log error|
-    ->  loo(): for every device, fit without it and predict it.
+    times (B sequences at PP + TG/2 tokens, a random token in each: BENCH_SAME_TOKENS)
+    ->  fit_all(): kernels.MV_COL and MM_BW on the dense rows, then kernels.ROUTE_EXP (one value) with
+    BATCH_PARAMS' two numbers per backend on the MoE rows, grids minimising the median |log error|
+    ->  loo(): for every device (or model), fit without it and predict it.
 
 The micro-batch rows of data/calibration/pr_tables.csv (llama-bench ppN at -ub 2-31: passes of u tokens of one
 prompt, the same mat-vec -> mat-mat switch, on a dozen CUDA and ROCm GPUs) join them where the change table places
