@@ -157,15 +157,15 @@ def test_the_combined_set_spans_devices_per_backend(combined):
 def test_leave_one_device_out_error(combined):
     # The issue's gate is median 10%, p90 25%. Over the combined set (75 batched-bench rows, 93 micro-batch rows; 13
     # devices), each device predicted from a fit on the others (MV_COL, MM_BW, ROUTE_EXP and the MoE pair refitted
-    # without it): median 13.3%, p90 37.2% (19.1% / 97.6% while the batched-bench rows were timed as one token's
-    # experts; 60.8% / 162% on the batched-bench rows alone). Not met: MMVQ past 2 columns and MMQ at 16 tokens are
-    # slower than the parameters say on GCN/CDNA and RDNA2 (MI50, MI100, RX 6800) and on the P40. This gates the
-    # value reached, with a little room.
+    # without it): median 11.8%, p90 36.6% (19.1% / 97.6% while the batched-bench rows were timed as one token's
+    # experts and graph replay was not read from the build; 60.8% / 162% on the batched-bench rows alone). Not met:
+    # MMVQ past 2 columns and MMQ at 16 tokens are slower than the parameters say on GCN/CDNA and RDNA2 (MI50, MI100,
+    # RX 6800) and on the P40. This gates the value reached, with a little room.
     held = fit.loo(combined, by="device")
     assert {s.device for s, _e in held} == {s.device for s in combined}
     s = fit.summary([e for _s, e in held])
     assert s["n"] == len(combined)
-    assert s["median"] <= 0.145 and s["p90"] <= 0.40
+    assert s["median"] <= 0.13 and s["p90"] <= 0.40
 
 
 def test_a_build_selects_the_kernels_past_one_token():
@@ -190,6 +190,31 @@ def test_a_build_selects_the_kernels_past_one_token():
     old = step.batched_step(p, [512] * 2, build="2025-05-15")["gpu_s"]
     new = step.batched_step(p, [512] * 2, build="2025-07-15")["gpu_s"]
     assert old >= (1 + kernels.MM_BW) * t_w > new
+
+
+def test_a_batched_pass_loses_graph_replay_by_build():
+    """ggml-cuda's graph check, from the change table's rows (by hand): an Ampere GPU replays batch-1 decode; before
+    #19645 (2026-02-15) every pass past one token launched each kernel from the host, after it only MoE passes past 4
+    tokens did, and after #26802 (2026-08) quantized experts keep the graph too. A Pascal GPU never replays (its
+    batch-1 calibration already launches everything), nor does ROCm before HIP graphs were on (#22254, 2026-04-23)."""
+    from enginelab import calibration
+
+    devs = calibration.devices()
+    rtx, p40, r9700 = devs["GeForce RTX 4090"], devs["Tesla P40"], devs["Radeon AI PRO R9700"]
+    dense = step.step_work(pm.place("llama-3.1-8b", "rtx4090", "Q4_0", n_ctx=4096), [512] * 8)[0]["gpu"]
+    moe = step.step_work(pm.place("qwen3-30b-a3b", "rtx4090", "Q4_0", n_ctx=4096), [512] * 8)[0]["gpu"]
+    lost = kernels.graphs_lost
+    assert lost(dense, rtx, "cuda", 8, "2025-11") and lost(moe, rtx, "cuda", 8, "2025-11")
+    assert not lost(dense, rtx, "cuda", 8, "2026-03") and lost(moe, rtx, "cuda", 8, "2026-03")
+    assert not lost(moe, rtx, "cuda", 4, "2026-03") and not lost(moe, rtx, "cuda", 8, "2026-09")
+    assert not lost(dense, rtx, "cuda", 1, "2025-11") and not lost(dense, p40, "cuda", 8, "2025-11")
+    assert not lost(moe, r9700, "rocm", 8, "2026-01") and lost(moe, r9700, "rocm", 8, "2026-05")
+    # what it costs: the backend's no-graph time per block, on top of the same pass with the graph
+    p = pm.place("llama-3.1-8b", "rtx4090", "Q4_0", n_ctx=4096, profile="measured")
+    before = step.batched_step(p, [512] * 8, build="2026-02-01")["gpu_s"]
+    after = step.batched_step(p, [512] * 8, build="2026-02-20")["gpu_s"]
+    nograph = measured.params_for("cuda").nograph_layer_us
+    assert before - after == pytest.approx(p.model.n_layers * nograph * 1e-6, rel=1e-6)
 
 
 def test_a_pull_requests_baseline_lacks_its_own_change():

@@ -27,8 +27,10 @@ MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
 # ggml-cuda since #18958 (the change table's mmvq_mmid rows): MMVQ for MUL_MAT_ID up to get_mmvq_mmid_max_batch
 # columns, 4 for most types and architectures (MMVQ_MMID_MAX_BATCH_SIZE 4 where it is one constant)
 MMID_MMVQ_MAX = 4
-MV_COL = 0.03  # each mat-vec column after the first: this share of the weights' streaming time
-MM_BW = 0.4  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
+# ggml-cuda keeps a step's graph for MUL_MAT_ID up to this many tokens (#19645, the change table's cuda_graphs_batch)
+MMID_GRAPH_MAX = 4
+MV_COL = 0.02  # each mat-vec column after the first: this share of the weights' streaming time
+MM_BW = 0.3  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
 # block; backends without batched MoE runs take CUDA's
 BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
@@ -53,8 +55,9 @@ def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, pa
     extra = 0.0
     mmid_max = MMID_MMVQ_MAX if f"mmvq_mmid:{backend}" in _measured.feature_set(build) else MMID_MV_MAX.get(backend, 1)
     if engine == "llama.cpp" and w.moe_layers and n_tok > mmid_max:
-        # past the mat-vec kernel a step's graph is not replayed either
-        extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6 + w.layers * prm.nograph_layer_us * 1e-6
+        extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6
+    if engine == "llama.cpp" and graphs_lost(w, dev, backend, n_tok, build):
+        extra += w.layers * prm.nograph_layer_us * 1e-6
     if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
         return t + MV_COL * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
     # mat-mat tiles beside the streaming
@@ -72,3 +75,28 @@ def streaming_max(w, dev, backend: str, build=None) -> int:
         return MMV_MAX_COLS
     typ = max(w.weights_by_type, key=lambda tw: tw[1])[0]
     return _measured.streaming_max_tokens(typ, dev, backend, build)
+
+
+def graphs_lost(w, dev, backend: str, n_tok: int, build=None) -> bool:
+    """Whether a pass of n_tok > 1 tokens runs without the graph replay this GPU's batch-1 decode has, so the host
+    launches every kernel (ggml-cuda's graph compatibility check, also under ROCm): before cuda_graphs_batch
+    (#19645) any pass of more than one token (an ADD over a batch above 1 turned graphs off, and a MUL_MAT_ID past
+    one token); since, an MoE pass past MMID_GRAPH_MAX tokens; since cuda_graphs_mmid (#26802) only where
+    MUL_MAT_ID would sync the stream (float experts: quantized ones run on MMQ without a sync)."""
+    if backend == "cuda":
+        replayed = _measured.cuda_graphs(dev, build)
+    elif backend == "rocm":
+        replayed = _measured.hip_graphs(build)
+    else:
+        return False
+    if not replayed or n_tok <= 1:
+        return False
+    fs = _measured.feature_set(build)
+    if f"cuda_graphs_batch:{backend}" not in fs:
+        return True
+    if not w.moe_layers or n_tok <= MMID_GRAPH_MAX:
+        return False
+    if f"cuda_graphs_mmid:{backend}" not in fs:
+        return True
+    experts = w.expert_weights_by_type
+    return bool(experts) and max(experts, key=lambda tw: tw[1])[0] in _measured.FLOAT_TYPES
