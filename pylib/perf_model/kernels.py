@@ -11,7 +11,7 @@ moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of 
 weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) gathers each expert's tokens first
 (ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup; a
 host sync on the routing before #15525): BATCH_PARAMS' cost per call and per token. vLLM's and SGLang's GEMMs
-never take the mat-vec path. MV_COL, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's tokens read,
+never take the mat-vec path. MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's tokens read,
 perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench micro-batch rows
 (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
@@ -29,16 +29,21 @@ MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
 MMID_MMVQ_MAX = 4
 # ggml-cuda keeps a step's graph for MUL_MAT_ID up to this many tokens (#19645, the change table's cuda_graphs_batch)
 MMID_GRAPH_MAX = 4
-MV_COL = 0.02  # each mat-vec column after the first: this share of the weights' streaming time
+MV_COL = 0.04  # each mat-vec column after the first: this share of the weights' streaming time
+# ggml-cuda's mmvq.cu on GCN and CDNA (MMVQ_PARAMETERS_GCN): blocks of 2 warps up to 4 columns and 1 from 5 (the
+# generic table: 4, then 2), so each column after the first costs MV_COL_GCN of the streaming there (quantized
+# weights; the architectures of enginelab.measured.gpu_arch that GGML_CUDA_CC_IS_GCN / IS_CDNA cover)
+MMVQ_GCN_ARCHS = frozenset({"polaris", "vega", "cdna", "cdna3"})
+MV_COL_GCN = 0.12
 MM_BW = 0.3  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
 # block; backends without batched MoE runs take CUDA's
-BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
+BATCH_PARAMS = {"cuda": (20.0, 15.0), "rocm": (20.0, 0.0)}
 # MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
 # tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the
 # distinct experts the pass reads are those of T ** ROUTE_EXP independent tokens (perf_model.batched.step_work).
-# Fitted with MV_COL, MM_BW and BATCH_PARAMS (enginelab.serving.fit); 1.0 would be independent uniform routing.
-ROUTE_EXP = 0.7
+# Fitted with MV_COL, MM_BW, MV_COL_GCN and BATCH_PARAMS (enginelab.serving.fit); 1.0 would be independent uniform routing.
+ROUTE_EXP = 0.6
 
 
 def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, params=None, build=None) -> tuple:
@@ -59,7 +64,8 @@ def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, pa
     if engine == "llama.cpp" and graphs_lost(w, dev, backend, n_tok, build):
         extra += w.layers * prm.nograph_layer_us * 1e-6
     if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
-        return t + MV_COL * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
+        col = MV_COL_GCN if gcn_table(w, dev, backend) else MV_COL
+        return t + col * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
     # mat-mat tiles beside the streaming
     t_c = _measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads, build) + w.layers * prm.pp_layer_us * 1e-6
     if engine == "llama.cpp":
@@ -100,3 +106,11 @@ def graphs_lost(w, dev, backend: str, n_tok: int, build=None) -> bool:
         return True
     experts = w.expert_weights_by_type
     return bool(experts) and max(experts, key=lambda tw: tw[1])[0] in _measured.FLOAT_TYPES
+
+
+def gcn_table(w, dev, backend: str) -> bool:
+    """Whether this device's share of a pass runs its quantized mat-vec kernels on ggml-cuda's GCN parameter
+    table (MMVQ_GCN_ARCHS under ROCm, the type holding most of its weights quantized)."""
+    if backend != "rocm" or _measured.gpu_arch(dev, backend)[0] not in MMVQ_GCN_ARCHS or not w.weights_by_type:
+        return False
+    return max(w.weights_by_type, key=lambda tw: tw[1])[0] not in _measured.FLOAT_TYPES

@@ -31,6 +31,7 @@ from perf_model import kernels
 
 GRID_MV_COL = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06)
 GRID_MM_BW = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+GRID_MV_COL_GCN = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25)
 GRID_MOE_SYNC_US = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 150.0)
 GRID_MOE_TOK_US = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 50.0, 60.0)
 GRID_ROUTE_EXP = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -188,11 +189,11 @@ def combined() -> list:
 
 
 def predict(s: Sample, params: dict | None = None, shape: tuple | None = None, route: float | None = None) -> float:
-    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW),
-    route: ROUTE_EXP (None: the shipped values)."""
-    old = kernels.MV_COL, kernels.MM_BW, kernels.ROUTE_EXP
+    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW,
+    MV_COL_GCN), route: ROUTE_EXP (None: the shipped values)."""
+    old = kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN, kernels.ROUTE_EXP
     if shape is not None:
-        kernels.MV_COL, kernels.MM_BW = shape
+        kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN = shape
     if route is not None:
         kernels.ROUTE_EXP = route
     try:
@@ -206,7 +207,7 @@ def predict(s: Sample, params: dict | None = None, shape: tuple | None = None, r
         t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=same, params=params, build=b)["total_s"]
         return s.batch / t
     finally:
-        kernels.MV_COL, kernels.MM_BW, kernels.ROUTE_EXP = old
+        kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN, kernels.ROUTE_EXP = old
 
 
 def errors(samples_: list, params: dict | None = None, shape: tuple | None = None, route: float | None = None) -> list:
@@ -222,18 +223,40 @@ def _is_moe(s: Sample) -> bool:
     return s.placement.model.is_moe
 
 
+def _on_gcn_matvec(s: Sample) -> bool:
+    """Whether a row's pass runs its quantized mat-vec kernels on ggml-cuda's GCN parameter table
+    (kernels.gcn_table), where MV_COL_GCN and not MV_COL prices its columns."""
+    if s.backend != "rocm":
+        return False
+    contexts, chunks = ([], [(0, s.chunk, False)]) if s.chunk else ([s.context] * s.batch, [])
+    w = step.step_work(s.placement, contexts, chunks)[0].get("gpu")
+    dev = s.placement.machine.gpu
+    if w is None or not kernels.gcn_table(w, dev, s.backend):
+        return False
+    return s.batch <= kernels.streaming_max(w, dev, s.backend, s.build or s.date)
+
+
 def fit_shape(samples_: list) -> tuple:
-    """(MV_COL, MM_BW) on the dense rows with a batch above 1, every GPU backend together."""
+    """(MV_COL, MM_BW, MV_COL_GCN) on the dense rows with a batch above 1, every GPU backend together: MV_COL_GCN on
+    the rows whose columns it prices (quantized mat-vec on the GCN table), the other two on the rest."""
     dense = [s for s in samples_ if not _is_moe(s) and s.batch > 1 and s.backend != "cpu"]
-    if not dense:
-        return kernels.MV_COL, kernels.MM_BW
+    gcn = [s for s in dense if _on_gcn_matvec(s)]
+    rest = [s for s in dense if s not in gcn]
     best = None
-    for a in GRID_MV_COL:
+    for a in GRID_MV_COL if rest else ():
         for b in GRID_MM_BW:
-            e = _log_err(dense, None, (a, b))
+            e = _log_err(rest, None, (a, b, kernels.MV_COL_GCN))
             if best is None or e < best[0] - 1e-12:
                 best = (e, (a, b))
-    return best[1]
+    a, b = best[1] if best else (kernels.MV_COL, kernels.MM_BW)
+    if not gcn:  # no row on the GCN table: its columns cost what the others' do
+        return a, b, a
+    best = None
+    for c in GRID_MV_COL_GCN:
+        e = _log_err(gcn, None, (a, b, c))
+        if best is None or e < best[0] - 1e-12:
+            best = (e, c)
+    return a, b, best[1]
 
 
 def fit(samples_: list, backend: str, shape: tuple | None = None, route: float | None = None) -> tuple:
@@ -279,7 +302,7 @@ def fit_all(samples_: list) -> tuple:
 
 # What a fit without any run to go on uses (loo: a held-out device whose backend, or whose kind of rows, no other
 # device has): no batched-kernel effect at all
-PRIOR_SHAPE = (0.0, 0.0)
+PRIOR_SHAPE = (0.0, 0.0, 0.0)
 PRIOR_MOE = (0.0, 0.0)
 
 
