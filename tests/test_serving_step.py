@@ -49,15 +49,15 @@ def test_single_decode_equals_decode_step_time_in_the_course_profile(p1b):
 def test_moe_experts_touched_grow_with_the_batch():
     p = pm.place("qwen3-30b-a3b", "rtx4090", "Q4_K_M", n_ctx=4096, n_gpu_layers=0)
     e, k, layers = 128, 8, 48
-    for b, routed in ((1, 1), (4, 2), (16, 5)):
-        # b tokens read the experts of b ** ROUTE_EXP (0.6) independently routed tokens: 4 -> 2, 16 -> 5
+    for b, routed in ((1, 1), (4, 3), (16, 7)):
+        # b tokens read the experts of b ** ROUTE_EXP (0.7) independently routed tokens: 4 -> 3, 16 -> 7
         assert max(1, round(b**kernels.ROUTE_EXP)) == routed
         w = step.step_work(p, [64] * b)[0]["cpu"]
         touched = e * (1 - (1 - k / e) ** routed)  # expected distinct experts per block
         assert w.expert_calls == pytest.approx(touched * layers)
         assert w.flops == pytest.approx(b * step.step_work(p, [64])[0]["cpu"].flops, rel=0.01)  # FLOPs: every token
     chunk = step.step_work(p, [], [(0, 16, False)])[0]["cpu"]  # a prompt's tokens overlap alike
-    assert chunk.expert_calls == pytest.approx(e * (1 - (1 - k / e) ** 5) * layers)
+    assert chunk.expert_calls == pytest.approx(e * (1 - (1 - k / e) ** 7) * layers)
     # every sequence feeding the same token (llama-batched-bench before it drew random tokens): one token's experts
     same = step.step_work(p, [64] * 16, same_tokens=True)[0]["cpu"]
     one = step.step_work(p, [64])[0]["cpu"]
@@ -158,7 +158,7 @@ def test_the_combined_set_spans_devices_per_backend(combined):
 def test_leave_one_device_out_error(combined):
     # The issue's gate is median 10%, p90 25%. Over the combined set (75 batched-bench rows, 93 micro-batch rows; 13
     # devices), each device predicted from a fit on the others (MV_COL, MM_BW, MV_COL_GCN, ROUTE_EXP and the MoE
-    # pair refitted without it): median 12.3%, p90 31.9% (19.1% / 97.6% while the batched-bench rows were timed as
+    # pair refitted without it): median 12.2%, p90 28.9% (19.1% / 97.6% while the batched-bench rows were timed as
     # one token's experts, graph replay was not read from the build and GCN's mat-vec columns cost what the others'
     # do; 60.8% / 162% on the batched-bench rows alone). Not met: MMQ at 16 tokens is slower than the parameters say
     # on GPUs without matrix units (RX 6800, P40, MI50), and MMVQ past 2 columns on GCN/CDNA differs between the MI50
@@ -167,7 +167,7 @@ def test_leave_one_device_out_error(combined):
     assert {s.device for s, _e in held} == {s.device for s in combined}
     s = fit.summary([e for _s, e in held])
     assert s["n"] == len(combined)
-    assert s["median"] <= 0.13 and s["p90"] <= 0.34
+    assert s["median"] <= 0.13 and s["p90"] <= 0.31
 
 
 def test_a_build_selects_the_kernels_past_one_token():

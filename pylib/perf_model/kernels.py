@@ -38,12 +38,12 @@ MV_COL_GCN = 0.12
 MM_BW = 0.3  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
 # block; backends without batched MoE runs take CUDA's
-BATCH_PARAMS = {"cuda": (20.0, 15.0), "rocm": (20.0, 0.0)}
+BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
 # MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
 # tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the
 # distinct experts the pass reads are those of T ** ROUTE_EXP independent tokens (perf_model.batched.step_work).
 # Fitted with MV_COL, MM_BW, MV_COL_GCN and BATCH_PARAMS (enginelab.serving.fit); 1.0 would be independent uniform routing.
-ROUTE_EXP = 0.6
+ROUTE_EXP = 0.7
 
 
 def batched_seconds(w, dev, backend: str, n_tok: int, engine: str, n_threads, params=None, build=None) -> tuple:
