@@ -10,10 +10,11 @@ from 2 tokens before mul_mat_vec took several columns, mul_mat_f streams them up
 moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of the type that holds most of its
 weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) gathers each expert's tokens first
 (ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup; a
-host sync on the routing before #15525): BATCH_PARAMS' cost per call and per token. vLLM's and SGLang's GEMMs
-never take the mat-vec path. MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's tokens read,
-perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench micro-batch rows
-(enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
+host sync on the routing before #15525): BATCH_PARAMS' cost per call (its cost per token is not fitted: 0). A pass
+past one token can also lose the graph replay batch-1 decode has (graphs_lost, by build). vLLM's and SGLang's GEMMs
+never take the mat-vec path. MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's
+tokens read, perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench
+micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
 # MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
 # tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the
 # distinct experts the pass reads are those of T ** ROUTE_EXP independent tokens (perf_model.batched.step_work).
-# Fitted with MV_COL, MM_BW, MV_COL_GCN and BATCH_PARAMS (enginelab.serving.fit); 1.0 would be independent uniform routing.
+# Fitted with MV_COL, MM_BW, MV_COL_GCN and BATCH_PARAMS (enginelab.serving.fit); 1.0: independent uniform routing.
 ROUTE_EXP = 0.7
 
 
