@@ -49,11 +49,16 @@ def test_single_decode_equals_decode_step_time_in_the_course_profile(p1b):
 def test_moe_experts_touched_grow_with_the_batch():
     p = pm.place("qwen3-30b-a3b", "rtx4090", "Q4_K_M", n_ctx=4096, n_gpu_layers=0)
     e, k, layers = 128, 8, 48
-    for b in (1, 4, 16):
+    for b, routed in ((1, 1), (4, 3), (16, 7)):
+        # b tokens read the experts of b ** ROUTE_EXP (0.7) independently routed tokens: 4 -> 3, 16 -> 7
+        assert max(1, round(b**kernels.ROUTE_EXP)) == routed
         w = step.step_work(p, [64] * b)[0]["cpu"]
-        touched = e * (1 - (1 - k / e) ** b)  # expected distinct experts per block for b tokens
+        touched = e * (1 - (1 - k / e) ** routed)  # expected distinct experts per block
         assert w.expert_calls == pytest.approx(touched * layers)
-    # batched-bench feeds every sequence the same token: one token's experts only
+        assert w.flops == pytest.approx(b * step.step_work(p, [64])[0]["cpu"].flops, rel=0.01)  # FLOPs: every token
+    chunk = step.step_work(p, [], [(0, 16, False)])[0]["cpu"]  # a prompt's tokens overlap alike
+    assert chunk.expert_calls == pytest.approx(e * (1 - (1 - k / e) ** 7) * layers)
+    # every sequence feeding the same token (llama-batched-bench before it drew random tokens): one token's experts
     same = step.step_work(p, [64] * 16, same_tokens=True)[0]["cpu"]
     one = step.step_work(p, [64])[0]["cpu"]
     assert same.weight_bytes == pytest.approx(one.weight_bytes)
@@ -136,8 +141,9 @@ def test_llama_cpp_leaves_mat_vec_above_eight_tokens():
     t = {b: step.batched_step(p, [512] * b)["total_s"] for b in (1, 2, 7, 8, 9, 12, 16)}
     assert t[1] < t[2] < t[7] < t[8] and t[9] < t[12] < t[16]
     # the switch: MMVQ's eighth column costs MV_COL of the streaming, MMQ's ninth token only its FLOPs; the fit puts
-    # the 9-token pass near the 8-token one (ggml-cuda tunes the switch where the two paths cross)
-    assert abs(t[9] / t[8] - 1) < 0.1
+    # the 9-token pass near the 8-token one (ggml-cuda tunes the switch where the two paths cross; MV_COL 0.04 and
+    # MM_BW 0.3 put it 10.6% faster here)
+    assert abs(t[9] / t[8] - 1) < 0.12
     # at 9 tokens the MMQ tiles stream the weights (1 + MM_BW) x slower than one mat-vec pass reads them
     w = step.step_work(p, [512] * 9)[0]["gpu"]
     _t, t_mem, _c, _b = measured.decode_seconds(w, p.machine.gpu, "cuda", None, 1)
@@ -177,9 +183,21 @@ def combined():
 
 
 def test_the_shipped_parameters_are_the_fit(combined):
-    shape, params = fit.fit_all(combined)
-    assert shape == (kernels.MV_COL, kernels.MM_BW)
+    shape, params, route = fit.fit_all(combined)
+    assert shape == (kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN) and route == kernels.ROUTE_EXP
     assert params["cuda"] == kernels.BATCH_PARAMS["cuda"] and params["rocm"] == kernels.BATCH_PARAMS["rocm"]
+
+
+def test_batched_bench_sequences_route_apart(bench_samples):
+    """llama-batched-bench draws a random token per sequence and step, so B sequences' MoE blocks read more experts
+    than one sequence's: a DGX Spark gpt-oss 20B step at B = 2 predicted slower than with one token's experts, and
+    by about the second token's new experts' bytes (2 ** ROUTE_EXP -> 2 routed tokens: 4 + 4 * 28/32 = 7.5 of 32)."""
+    s = next(x for x in bench_samples if x.label == "gpt-oss 20B MXFP4 MoE B=2 PP=512")
+    assert not fit.BENCH_SAME_TOKENS
+    apart = step.step_work(s.placement, [s.context] * 2)[0]["gpu"]
+    same = step.step_work(s.placement, [s.context] * 2, same_tokens=True)[0]["gpu"]
+    assert apart.expert_calls == pytest.approx(same.expert_calls * 7.5 / 4)
+    assert fit.predict(s) < s.batch / step.batched_step(s.placement, [s.context] * 2, same_tokens=True)["total_s"]
 
 
 def test_batched_decode_error_gates(bench_samples):
@@ -203,16 +221,17 @@ def test_the_combined_set_spans_devices_per_backend(combined):
 
 def test_leave_one_device_out_error(combined):
     # The issue's gate is median 10%, p90 25%. Over the combined set (75 batched-bench rows, 93 micro-batch rows; 13
-    # devices), each device predicted from a fit on the others: median 19.1%, p90 97.6% (on the batched-bench rows
-    # alone it was 60.8% / 162%: two devices, one per backend). Not met: the DGX Spark's batched MoE passes cost
-    # 86-135 us more per MUL_MAT_ID call at B = 2 than the RTX cards' micro-batch passes (held out, 67% median), and MMVQ
-    # past 2 columns and MMQ at 16 tokens are slower than the parameters say on GCN/CDNA and RDNA2 (MI50, MI100,
-    # RX 6800). This gates the value reached, with a little room.
+    # devices), each device predicted from a fit on the others (MV_COL, MM_BW, MV_COL_GCN, ROUTE_EXP and the MoE
+    # pair refitted without it): median 12.2%, p90 28.9% (19.1% / 97.6% while the batched-bench rows were timed as
+    # one token's experts, graph replay was not read from the build and GCN's mat-vec columns cost what the others'
+    # do; 60.8% / 162% on the batched-bench rows alone). Not met: MMQ at 16 tokens is slower than the parameters say
+    # on GPUs without matrix units (RX 6800, P40, MI50), and MMVQ past 2 columns on GCN/CDNA differs between the MI50
+    # and the MI100. This gates the value reached, with a little room.
     held = fit.loo(combined, by="device")
     assert {s.device for s, _e in held} == {s.device for s in combined}
     s = fit.summary([e for _s, e in held])
     assert s["n"] == len(combined)
-    assert s["median"] <= 0.21 and s["p90"] <= 1.05
+    assert s["median"] <= 0.13 and s["p90"] <= 0.31
 
 
 def test_a_build_selects_the_kernels_past_one_token():
@@ -237,6 +256,52 @@ def test_a_build_selects_the_kernels_past_one_token():
     old = step.batched_step(p, [512] * 2, build="2025-05-15")["gpu_s"]
     new = step.batched_step(p, [512] * 2, build="2025-07-15")["gpu_s"]
     assert old >= (1 + kernels.MM_BW) * t_w > new
+
+
+def test_gcn_and_cdna_price_mat_vec_columns_on_their_own_table():
+    """ggml-cuda's mmvq.cu runs GCN and CDNA (MI50, MI100) on MMVQ_PARAMETERS_GCN, half the generic table's warps per
+    block: each column after the first costs MV_COL_GCN of the weights' streaming there, MV_COL elsewhere (by hand:
+    a 6-token pass against the 1-token one; float weights take mul_mat_vec_f, not this table)."""
+    from enginelab import calibration
+
+    devs = calibration.devices()
+    for name, quant, col in (("Instinct MI50", "Q4_0", kernels.MV_COL_GCN), ("Instinct MI50", "F16", kernels.MV_COL),
+                             ("Radeon RX 7900 XTX", "Q4_0", kernels.MV_COL)):  # fmt: skip
+        dev = devs[name]
+        p = fit._placement(dev, "rocm", pm.MODELS["llama-3.2-1b"], quant, 4096)
+        w1 = step.step_work(p, [0], [])[0]["gpu"]
+        w6 = step.step_work(p, [0] * 6, [])[0]["gpu"]
+        _t, t_mem, _c, _b = measured.decode_seconds(w6, p.machine.gpu, "rocm", None, 6, build="2025-09")
+        t1 = kernels.batched_seconds(w6, p.machine.gpu, "rocm", 6, "llama.cpp", None, build="2025-09")[0]
+        t0 = measured.decode_seconds(w6, p.machine.gpu, "rocm", None, 6, build="2025-09")[0]
+        assert w1.weight_bytes == w6.weight_bytes
+        assert t1 - t0 == pytest.approx(col * 5 * t_mem * w6.weight_bytes / w6.bytes, rel=1e-9)
+    assert kernels.MV_COL_GCN > kernels.MV_COL
+
+
+def test_a_batched_pass_loses_graph_replay_by_build():
+    """ggml-cuda's graph check, from the change table's rows (by hand): an Ampere GPU replays batch-1 decode; before
+    #19645 (2026-02-15) every pass past one token launched each kernel from the host, after it only MoE passes past 4
+    tokens did, and after #26802 (2026-08) quantized experts keep the graph too. A Pascal GPU never replays (its
+    batch-1 calibration already launches everything), nor does ROCm before HIP graphs were on (#22254, 2026-04-23)."""
+    from enginelab import calibration
+
+    devs = calibration.devices()
+    rtx, p40, r9700 = devs["GeForce RTX 4090"], devs["Tesla P40"], devs["Radeon AI PRO R9700"]
+    dense = step.step_work(pm.place("llama-3.1-8b", "rtx4090", "Q4_0", n_ctx=4096), [512] * 8)[0]["gpu"]
+    moe = step.step_work(pm.place("qwen3-30b-a3b", "rtx4090", "Q4_0", n_ctx=4096), [512] * 8)[0]["gpu"]
+    lost = kernels.graphs_lost
+    assert lost(dense, rtx, "cuda", 8, "2025-11") and lost(moe, rtx, "cuda", 8, "2025-11")
+    assert not lost(dense, rtx, "cuda", 8, "2026-03") and lost(moe, rtx, "cuda", 8, "2026-03")
+    assert not lost(moe, rtx, "cuda", 4, "2026-03") and not lost(moe, rtx, "cuda", 8, "2026-09")
+    assert not lost(dense, rtx, "cuda", 1, "2025-11") and not lost(dense, p40, "cuda", 8, "2025-11")
+    assert not lost(moe, r9700, "rocm", 8, "2026-01") and lost(moe, r9700, "rocm", 8, "2026-05")
+    # what it costs: the backend's no-graph time per block, on top of the same pass with the graph
+    p = pm.place("llama-3.1-8b", "rtx4090", "Q4_0", n_ctx=4096, profile="measured")
+    before = step.batched_step(p, [512] * 8, build="2026-02-01")["gpu_s"]
+    after = step.batched_step(p, [512] * 8, build="2026-02-20")["gpu_s"]
+    nograph = measured.params_for("cuda").nograph_layer_us
+    assert before - after == pytest.approx(p.model.n_layers * nograph * 1e-6, rel=1e-6)
 
 
 def test_a_pull_requests_baseline_lacks_its_own_change():

@@ -4,7 +4,8 @@ A serving engine's scheduler step runs every running sequence's next token and, 
 prompts it is prefilling, in one forward pass. What that pass costs:
 
   * weights: read once per pass, whatever the batch (an MoE block reads the experts its tokens touch:
-    E * (1 - (1 - k/E)^T) distinct experts for T tokens, perf_model._moe_fraction);
+    E * (1 - (1 - k/E)^R) distinct experts, perf_model._moe_fraction, for the R = T ** kernels.ROUTE_EXP
+    independently routed tokens that T tokens' overlapping router choices amount to);
   * KV: each decode sequence reads its own cache at its own context (perf_model.decode_kv_read_bytes);
     a prefill chunk of u tokens starting at position s reads its prefix and its own u tokens once;
   * matmul FLOPs: 2 per weight per token (T = decode sequences + chunk tokens); attention FLOPs: per
@@ -29,7 +30,7 @@ from __future__ import annotations
 from enginelab.checks import brief, check_bool, check_int, is_int
 from enginelab.ggml import GGML_TYPES
 
-from . import kernels as _kernels
+from . import kernels
 from .devices import device_backend, side_device
 from .kv import _kv_plan
 from .models import MAX_CONTEXT
@@ -94,9 +95,9 @@ def _check_inputs(p, contexts, chunks):
 def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
     """({side: perf_model.Work}, tokens, logits rows) of one pass: `contexts` are the decode sequences'
     KV lengths, `chunks` the prefill chunks as (start, tokens, last): last = the chunk ends its prompt.
-    same_tokens: every decode sequence feeds the same token (llama-batched-bench does), so an MoE block's
-    router picks the same experts for all of them: the weights of one token's experts are read, not
-    E * (1 - (1 - k/E)^B) experts' worth."""
+    same_tokens: every decode sequence feeds the same token (llama-batched-bench did before it drew random
+    tokens), so an MoE block's router picks the same experts for all of them: the weights of one token's experts
+    are read, not E * (1 - (1 - k/E)^R) experts' worth (R = B ** kernels.ROUTE_EXP)."""
     _check_inputs(p, contexts, chunks)
     m = p.model
     n_tok = len(contexts) + sum(c[1] for c in chunks)
@@ -106,8 +107,11 @@ def step_work(p, contexts, chunks=(), same_tokens: bool = False) -> tuple:
     else:  # a dense pass's matmul FLOPs are 2 per weight per token: one token's, n_tok times (one memo entry)
         one, _hd = _blocks_static(p, 1, False)
         static = {s: (v[0], v[1] * n_tok) + v[2:] for s, v in one.items()}
-    if same_tokens and m.is_moe and not chunks:
-        one = _blocks_static(p, 1, False)[0]
+    # the experts' weights read: one token's when every sequence feeds the same token, else those of
+    # n_tok ** kernels.ROUTE_EXP independently routed tokens (a router's choices overlap); FLOPs stay n_tok's
+    n_route = 1 if same_tokens and not chunks else max(1, round(n_tok**kernels.ROUTE_EXP))
+    if m.is_moe and n_route != n_tok:
+        one = _blocks_static(p, n_route, False)[0]
         static = {
             s: (one[s][0], static[s][1], static[s][2], one[s][3], one[s][4], static[s][5], static[s][6],
                 one[s][7], one[s][8])
@@ -222,7 +226,7 @@ def batched_step(
         t = 0.0
         if w.bytes or w.flops:
             dev, backend = side_device(mc, side), device_backend(mc, side)
-            gain = _kernels.gemm_gain(p.model, n_tok, engine, dev.name) if backend == "cuda" else 1.0
+            gain = kernels.gemm_gain(p.model, n_tok, engine, dev.name) if backend == "cuda" else 1.0
             t = prof.batched_seconds(w, dev, backend, n_tok, engine, n_threads, params, gain=gain)[0]
         res[side + "_s"] = t
         total += t

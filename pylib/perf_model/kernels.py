@@ -8,10 +8,13 @@ rate beside the weights' streaming, which the tiles do (1 + MM_BW) x slower. On 
 the weights' type, the GPU and the build (enginelab.measured.streaming_max_tokens: float weights went to cuBLAS
 from 2 tokens before mul_mat_vec took several columns, mul_mat_f streams them up to 16 tokens where it runs, CDNA
 moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of the type that holds most of its
-weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) waits for the routing on the host
-before gathering each expert's tokens: BATCH_PARAMS' sync per call and cost per token. vLLM's and SGLang's GEMMs
-never take the mat-vec path. MV_COL, MM_BW and BATCH_PARAMS are fitted on published llama-batched-bench runs and
-llama-bench micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
+weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) gathers each expert's tokens first
+(ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup; a
+host sync on the routing before #15525): BATCH_PARAMS' cost per call (its cost per token is not fitted: 0). A pass
+past one token can also lose the graph replay batch-1 decode has (graphs_lost, by build). vLLM's and SGLang's GEMMs
+never take the mat-vec path. MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's
+tokens read, perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench
+micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
 
 from __future__ import annotations
@@ -25,11 +28,23 @@ MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
 # ggml-cuda since #18958 (the change table's mmvq_mmid rows): MMVQ for MUL_MAT_ID up to get_mmvq_mmid_max_batch
 # columns, 4 for most types and architectures (MMVQ_MMID_MAX_BATCH_SIZE 4 where it is one constant)
 MMID_MMVQ_MAX = 4
-MV_COL = 0.03  # each mat-vec column after the first: this share of the weights' streaming time
-MM_BW = 0.4  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
-# per backend: (moe_sync_us, moe_tok_us), an MoE call's host sync and the gathered GEMMs' cost per token and block;
-# backends without batched MoE runs take CUDA's
-BATCH_PARAMS = {"cuda": (80.0, 50.0), "rocm": (0.0, 10.0)}
+# ggml-cuda keeps a step's graph for MUL_MAT_ID up to this many tokens (#19645, the change table's cuda_graphs_batch)
+MMID_GRAPH_MAX = 4
+MV_COL = 0.04  # each mat-vec column after the first: this share of the weights' streaming time
+# ggml-cuda's mmvq.cu on GCN and CDNA (MMVQ_PARAMETERS_GCN): blocks of 2 warps up to 4 columns and 1 from 5 (the
+# generic table: 4, then 2), so each column after the first costs MV_COL_GCN of the streaming there (quantized
+# weights; the architectures of enginelab.measured.gpu_arch that GGML_CUDA_CC_IS_GCN / IS_CDNA cover)
+MMVQ_GCN_ARCHS = frozenset({"polaris", "vega", "cdna", "cdna3"})
+MV_COL_GCN = 0.12
+MM_BW = 0.3  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
+# per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
+# block; backends without batched MoE runs take CUDA's
+BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
+# MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
+# tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the
+# distinct experts the pass reads are those of T ** ROUTE_EXP independent tokens (perf_model.batched.step_work).
+# Fitted with MV_COL, MM_BW, MV_COL_GCN and BATCH_PARAMS (enginelab.serving.fit); 1.0: independent uniform routing.
+ROUTE_EXP = 0.7
 
 # vLLM's and SGLang's passes multiply each weight matrix with all the pass's tokens (M = tokens) in one cuBLAS /
 # CUTLASS GEMM, while llama.cpp's measured prefill rate (pp_eff_f, pp_sat_tflops) was fitted on llama-bench's pp512:
@@ -65,10 +80,12 @@ def batched_seconds(
     extra = 0.0
     mmid_max = MMID_MMVQ_MAX if f"mmvq_mmid:{backend}" in _measured.feature_set(build) else MMID_MV_MAX.get(backend, 1)
     if engine == "llama.cpp" and w.moe_layers and n_tok > mmid_max:
-        # past the mat-vec kernel a step's graph is not replayed either
-        extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6 + w.layers * prm.nograph_layer_us * 1e-6
+        extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6
+    if engine == "llama.cpp" and graphs_lost(w, dev, backend, n_tok, build):
+        extra += w.layers * prm.nograph_layer_us * 1e-6
     if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
-        return t + MV_COL * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
+        col = MV_COL_GCN if gcn_table(w, dev, backend) else MV_COL
+        return t + col * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
     # mat-mat tiles beside the streaming
     t_c = _measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads, build) / gain
     t_c += w.layers * prm.pp_layer_us * 1e-6
@@ -119,3 +136,36 @@ def gemm_gain(model, n_tok: int, engine: str, device_name: str) -> float:
         return 1.0
     ref = wave_utilization(CALIBRATION_TOKENS, gemm_shapes(model, "llama.cpp"), sms)
     return max(1.0, wave_utilization(n_tok, gemm_shapes(model, engine), sms) / ref)
+
+
+def graphs_lost(w, dev, backend: str, n_tok: int, build=None) -> bool:
+    """Whether a pass of n_tok > 1 tokens runs without the graph replay this GPU's batch-1 decode has, so the host
+    launches every kernel (ggml-cuda's graph compatibility check, also under ROCm): before cuda_graphs_batch
+    (#19645) any pass of more than one token (an ADD over a batch above 1 turned graphs off, and a MUL_MAT_ID past
+    one token); since, an MoE pass past MMID_GRAPH_MAX tokens; since cuda_graphs_mmid (#26802) only where
+    MUL_MAT_ID would sync the stream (float experts: quantized ones run on MMQ without a sync)."""
+    if backend == "cuda":
+        replayed = _measured.cuda_graphs(dev, build)
+    elif backend == "rocm":
+        replayed = _measured.hip_graphs(build)
+    else:
+        return False
+    if not replayed or n_tok <= 1:
+        return False
+    fs = _measured.feature_set(build)
+    if f"cuda_graphs_batch:{backend}" not in fs:
+        return True
+    if not w.moe_layers or n_tok <= MMID_GRAPH_MAX:
+        return False
+    if f"cuda_graphs_mmid:{backend}" not in fs:
+        return True
+    experts = w.expert_weights_by_type
+    return bool(experts) and max(experts, key=lambda tw: tw[1])[0] in _measured.FLOAT_TYPES
+
+
+def gcn_table(w, dev, backend: str) -> bool:
+    """Whether this device's share of a pass runs its quantized mat-vec kernels on ggml-cuda's GCN parameter
+    table (MMVQ_GCN_ARCHS under ROCm, the type holding most of its weights quantized)."""
+    if backend != "rocm" or _measured.gpu_arch(dev, backend)[0] not in MMVQ_GCN_ARCHS or not w.weights_by_type:
+        return False
+    return max(w.weights_by_type, key=lambda tw: tw[1])[0] not in _measured.FLOAT_TYPES

@@ -1,9 +1,10 @@
 """Calibrating the batched step on published llama-batched-bench runs, and its held-out error.
 
     data/serving/batched_bench.csv (S_TG against B, per device and model)  ->  Sample: the pass batched-bench
-    times (B sequences at PP + TG/2 tokens, the same token in each, so an MoE router picks the same experts)
-    ->  fit(): kernels.BATCH_PARAMS' two numbers per backend on a grid, minimising the median |log error|
-    ->  loo(): for every device, fit without it and predict it.
+    times (B sequences at PP + TG/2 tokens, a random token in each: BENCH_SAME_TOKENS)
+    ->  fit_all(): kernels.MV_COL and MM_BW on the dense rows, then kernels.ROUTE_EXP (one value) with
+    BATCH_PARAMS' two numbers per backend on the MoE rows, grids minimising the median |log error|
+    ->  loo(): for every device (or model), fit without it and predict it.
 
 The micro-batch rows of data/calibration/pr_tables.csv (llama-bench ppN at -ub 2-31: passes of u tokens of one
 prompt, the same mat-vec -> mat-mat switch, on a dozen CUDA and ROCm GPUs) join them where the change table places
@@ -30,8 +31,17 @@ from perf_model import kernels
 
 GRID_MV_COL = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06)
 GRID_MM_BW = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+GRID_MV_COL_GCN = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25)
 GRID_MOE_SYNC_US = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 150.0)
-GRID_MOE_TOK_US = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 50.0, 60.0)
+# The gathered GEMMs' time per token is the FLOPs and bytes the step already counts: a fitted cost per token and
+# block took up the DGX Spark's per-sequence routing while its rows were timed as one token's experts, and held out
+# it only hurt since (leave-one-device-out 12.3% / 31.9% with it on 0-60 µs, 12.2% / 28.9% without)
+GRID_MOE_TOK_US = (0.0,)
+GRID_ROUTE_EXP = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# llama-batched-bench's decode tokens: random (get_token_rand, std::rand() % n_vocab, one per sequence and step) in
+# the build the batched-bench rows ran (2f68ce7cf, 2025-11); before, every sequence fed token 0. So the rows' MoE
+# routers pick experts per sequence, as llama-bench's prompt tokens (random since #6069) do for the micro-batch rows.
+BENCH_SAME_TOKENS = False
 # a run is used only if our quantize_plan gives its file within this share of llama.cpp's (as calibration does)
 SIZE_TOLERANCE = 0.03
 # GGUF architecture and parameter label of the runs whose config calibration.CONFIGS does not list, with the catalog
@@ -181,11 +191,14 @@ def combined() -> list:
     return samples() + [s for s in microbatch_samples() if placed(s)]
 
 
-def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -> float:
-    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW)."""
-    old = kernels.MV_COL, kernels.MM_BW
+def predict(s: Sample, params: dict | None = None, shape: tuple | None = None, route: float | None = None) -> float:
+    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW,
+    MV_COL_GCN), route: ROUTE_EXP (None: the shipped values)."""
+    old = kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN, kernels.ROUTE_EXP
     if shape is not None:
-        kernels.MV_COL, kernels.MM_BW = shape
+        kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN = shape
+    if route is not None:
+        kernels.ROUTE_EXP = route
     try:
         if s.chunk:
             start = s.context // s.chunk * s.chunk
@@ -193,40 +206,63 @@ def predict(s: Sample, params: dict | None = None, shape: tuple | None = None) -
             t = step.batched_step(s.placement, [], [(start, s.chunk, False)], params=params, build=b)["total_s"]
             return s.chunk / t
         b = s.date  # the run's own build: MUL_MAT_ID's batched path changed since
-        t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=True, params=params, build=b)["total_s"]
+        same = BENCH_SAME_TOKENS
+        t = step.batched_step(s.placement, [s.context] * s.batch, same_tokens=same, params=params, build=b)["total_s"]
         return s.batch / t
     finally:
-        kernels.MV_COL, kernels.MM_BW = old
+        kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN, kernels.ROUTE_EXP = old
 
 
-def errors(samples_: list, params: dict | None = None, shape: tuple | None = None) -> list:
+def errors(samples_: list, params: dict | None = None, shape: tuple | None = None, route: float | None = None) -> list:
     """|predicted / measured - 1| per sample."""
-    return [abs(predict(s, params, shape) / s.measured_tps - 1.0) for s in samples_]
+    return [abs(predict(s, params, shape, route) / s.measured_tps - 1.0) for s in samples_]
 
 
-def _log_err(samples_: list, params: dict | None, shape: tuple | None) -> float:
-    return statistics.median(abs(math.log(predict(s, params, shape) / s.measured_tps)) for s in samples_)
+def _log_err(samples_: list, params: dict | None, shape: tuple | None, route: float | None = None) -> float:
+    return statistics.median(abs(math.log(predict(s, params, shape, route) / s.measured_tps)) for s in samples_)
 
 
 def _is_moe(s: Sample) -> bool:
     return s.placement.model.is_moe
 
 
+def _on_gcn_matvec(s: Sample) -> bool:
+    """Whether a row's pass runs its quantized mat-vec kernels on ggml-cuda's GCN parameter table
+    (kernels.gcn_table), where MV_COL_GCN and not MV_COL prices its columns."""
+    if s.backend != "rocm":
+        return False
+    contexts, chunks = ([], [(0, s.chunk, False)]) if s.chunk else ([s.context] * s.batch, [])
+    w = step.step_work(s.placement, contexts, chunks)[0].get("gpu")
+    dev = s.placement.machine.gpu
+    if w is None or not kernels.gcn_table(w, dev, s.backend):
+        return False
+    return s.batch <= kernels.streaming_max(w, dev, s.backend, s.build or s.date)
+
+
 def fit_shape(samples_: list) -> tuple:
-    """(MV_COL, MM_BW) on the dense rows with a batch above 1, every GPU backend together."""
+    """(MV_COL, MM_BW, MV_COL_GCN) on the dense rows with a batch above 1, every GPU backend together: MV_COL_GCN on
+    the rows whose columns it prices (quantized mat-vec on the GCN table), the other two on the rest."""
     dense = [s for s in samples_ if not _is_moe(s) and s.batch > 1 and s.backend != "cpu"]
-    if not dense:
-        return kernels.MV_COL, kernels.MM_BW
+    gcn = [s for s in dense if _on_gcn_matvec(s)]
+    rest = [s for s in dense if s not in gcn]
     best = None
-    for a in GRID_MV_COL:
+    for a in GRID_MV_COL if rest else ():
         for b in GRID_MM_BW:
-            e = _log_err(dense, None, (a, b))
+            e = _log_err(rest, None, (a, b, kernels.MV_COL_GCN))
             if best is None or e < best[0] - 1e-12:
                 best = (e, (a, b))
-    return best[1]
+    a, b = best[1] if best else (kernels.MV_COL, kernels.MM_BW)
+    if not gcn:  # no row on the GCN table: its columns cost what the others' do
+        return a, b, a
+    best = None
+    for c in GRID_MV_COL_GCN:
+        e = _log_err(gcn, None, (a, b, c))
+        if best is None or e < best[0] - 1e-12:
+            best = (e, c)
+    return a, b, best[1]
 
 
-def fit(samples_: list, backend: str, shape: tuple | None = None) -> tuple:
+def fit(samples_: list, backend: str, shape: tuple | None = None, route: float | None = None) -> tuple:
     """(moe_sync_us, moe_tok_us) of `backend` on its MoE rows with a batch above 1 (a grid search), or CUDA's
     current values when it has none."""
     moe = [s for s in samples_ if s.backend == backend and _is_moe(s) and s.batch > 1]
@@ -235,24 +271,41 @@ def fit(samples_: list, backend: str, shape: tuple | None = None) -> tuple:
     best = None
     for a in GRID_MOE_SYNC_US:
         for b in GRID_MOE_TOK_US:
-            e = _log_err(moe, {backend: (a, b)}, shape)
+            e = _log_err(moe, {backend: (a, b)}, shape, route)
             if best is None or e < best[0] - 1e-12:
                 best = (e, (a, b))
     return best[1]
 
 
+def fit_moe(samples_: list, shape: tuple, backends) -> tuple:
+    """(ROUTE_EXP, {backend: (moe_sync_us, moe_tok_us)}): for each routing exponent on the grid every backend's MoE
+    pair is fitted, and the exponent whose fits give the lowest median |log error| over all the MoE rows (every
+    device and backend together: one value for the routers, not per backend) is kept. A set without MoE rows
+    keeps the shipped exponent."""
+    moe = [s for s in samples_ if _is_moe(s) and s.batch > 1]
+    if not moe:
+        return kernels.ROUTE_EXP, {be: fit(samples_, be, shape) for be in backends}
+    best = None
+    for r in GRID_ROUTE_EXP:
+        params = {be: fit(samples_, be, shape, r) for be in backends}
+        e = _log_err(moe, params, shape, r)
+        if best is None or e < best[0] - 1e-12:
+            best = (e, r, params)
+    return best[1], best[2]
+
+
 def fit_all(samples_: list) -> tuple:
-    """((MV_COL, MM_BW), {backend: (moe_sync_us, moe_tok_us)}) fitted on samples_."""
+    """((MV_COL, MM_BW), {backend: (moe_sync_us, moe_tok_us)}, ROUTE_EXP) fitted on samples_."""
     shape = fit_shape(samples_)
-    params = {be: fit(samples_, be, shape) for be in sorted({s.backend for s in samples_})}
+    route, params = fit_moe(samples_, shape, sorted({s.backend for s in samples_}))
     if "cuda" not in params:
         params["cuda"] = kernels.BATCH_PARAMS["cuda"]
-    return shape, params
+    return shape, params, route
 
 
 # What a fit without any run to go on uses (loo: a held-out device whose backend, or whose kind of rows, no other
 # device has): no batched-kernel effect at all
-PRIOR_SHAPE = (0.0, 0.0)
+PRIOR_SHAPE = (0.0, 0.0, 0.0)
 PRIOR_MOE = (0.0, 0.0)
 
 
@@ -270,11 +323,12 @@ def loo(samples_: list, by: str = "device") -> list:
         test = [s for s in samples_ if key(s) == dev]
         dense = [s for s in train if not _is_moe(s) and s.batch > 1]
         shape = fit_shape(train) if dense else PRIOR_SHAPE
+        route, fitted = fit_moe(train, shape, sorted({s.backend for s in samples_}))
         params = {}
         for be in {s.backend for s in test}:
             mine = [s for s in train if s.backend == be and _is_moe(s) and s.batch > 1]
-            params[be] = fit(train, be, shape) if mine else PRIOR_MOE
-        out.extend(zip(test, errors(test, params, shape)))
+            params[be] = fitted[be] if mine else PRIOR_MOE
+        out.extend(zip(test, errors(test, params, shape, route)))
     return out
 
 
