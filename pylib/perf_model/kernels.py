@@ -5,8 +5,8 @@ takes several columns (MMVQ_MAX_BATCH_SIZE = 8 in ggml-cuda/mmvq.cuh, ne11_mm_mi
 mul_mat_vec_max_cols = 8 in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE in ggml-sycl): the weights are read once, but the
 kernel unpacks and multiplies every weight again for each column, so each column after the first costs MV_COL
 times one token's matmul over the streamed weights at the device's prefill rate for their types (column_seconds).
-Above the limit it switches to mat-mat tiles (MMQ, GEMM): the matmul FLOPs at the prefill
-rate beside the weights' streaming, which the tiles do (1 + MM_BW) x slower. On CUDA and ROCm the limit depends on
+Above the limit it switches to mat-mat tiles (MMQ, GEMM): the matmul FLOPs at the prefill rate beside the weights'
+streaming, which the tiles do (1 + MM_BW) x slower. On CUDA and ROCm the limit depends on
 the weights' type, the GPU and the build (enginelab.measured.streaming_max_tokens: float weights went to cuBLAS
 from 2 tokens before mul_mat_vec took several columns, mul_mat_f streams them up to 16 tokens where it runs, CDNA
 moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of the type that holds most of its
