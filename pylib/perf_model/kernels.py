@@ -2,9 +2,11 @@
 
 Up to a few tokens a GPU backend multiplies each weight matrix with a kernel that streams the weights once and
 takes several columns (MMVQ_MAX_BATCH_SIZE = 8 in ggml-cuda/mmvq.cuh, ne11_mm_min = 8 in ggml-metal-ops.cpp,
-mul_mat_vec_max_cols = 8 in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE in ggml-sycl): each column after the first costs
-MV_COL of that streaming. Above the limit it switches to mat-mat tiles (MMQ, GEMM): the matmul FLOPs at the prefill
-rate beside the weights' streaming, which the tiles do (1 + MM_BW) x slower. On CUDA and ROCm the limit depends on
+mul_mat_vec_max_cols = 8 in ggml-vulkan.cpp, MMVQ_MAX_BATCH_SIZE in ggml-sycl): the weights are read once, but the
+kernel unpacks and multiplies every weight again for each column, so each column after the first costs MV_COL
+times one token's matmul over the streamed weights at the device's prefill rate for their types (column_seconds).
+Above the limit it switches to mat-mat tiles (MMQ, GEMM): the matmul FLOPs at the prefill rate beside the weights'
+streaming, which the tiles do (1 + MM_BW) x slower. On CUDA and ROCm the limit depends on
 the weights' type, the GPU and the build (enginelab.measured.streaming_max_tokens: float weights went to cuBLAS
 from 2 tokens before mul_mat_vec took several columns, mul_mat_f streams them up to 16 tokens where it runs, CDNA
 moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of the type that holds most of its
@@ -30,12 +32,18 @@ MMID_MV_MAX = {"cuda": 1, "rocm": 1, "vulkan": 1, "sycl": 1, "metal": 32}
 MMID_MMVQ_MAX = 4
 # ggml-cuda keeps a step's graph for MUL_MAT_ID up to this many tokens (#19645, the change table's cuda_graphs_batch)
 MMID_GRAPH_MAX = 4
-MV_COL = 0.04  # each mat-vec column after the first: this share of the weights' streaming time
+# Each mat-vec column after the first: MV_COL x one token's matmul time over the streamed weights at the prefill rate
+# (column_seconds). ggml-cuda's mul_mat_vec_q loops `for j < ncols_dst` around vec_dot_q_cuda, which unpacks the
+# weight block it is given again for every column (the IQ types through their grid tables); mul_mat_vec_f does
+# one FMA per weight and column. So a column costs the device's compute per weight, not a share of the bytes:
+# a 1.56-bit IQ1_S weight costs as much work as a 4.5-bit Q4_0 one, and a GPU with little compute for its
+# bandwidth (P40, MI50) pays more per column than one with much (RTX 4090, DGX Spark).
+MV_COL = 2.0
 # ggml-cuda's mmvq.cu on GCN and CDNA (MMVQ_PARAMETERS_GCN): blocks of 2 warps up to 4 columns and 1 from 5 (the
-# generic table: 4, then 2), so each column after the first costs MV_COL_GCN of the streaming there (quantized
+# generic table: 4, then 2), so each column after the first costs MV_COL_GCN (in MV_COL's unit) there (quantized
 # weights; the architectures of enginelab.measured.gpu_arch that GGML_CUDA_CC_IS_GCN / IS_CDNA cover)
 MMVQ_GCN_ARCHS = frozenset({"polaris", "vega", "cdna", "cdna3"})
-MV_COL_GCN = 0.12
+MV_COL_GCN = 2.0
 MM_BW = 0.3  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
 # block; backends without batched MoE runs take CUDA's
@@ -85,7 +93,8 @@ def batched_seconds(
         extra += w.layers * prm.nograph_layer_us * 1e-6
     if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
         col = MV_COL_GCN if gcn_table(w, dev, backend) else MV_COL
-        return t + col * (n_tok - 1) * t_w + extra, t_mem, t_cmp, basis
+        t_col = column_seconds(w, dev, backend, prm, n_threads, build)
+        return t + col * (n_tok - 1) * t_col + extra, t_mem, t_cmp, basis
     # mat-mat tiles beside the streaming
     t_c = _measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads, build) / gain
     t_c += w.layers * prm.pp_layer_us * 1e-6
@@ -93,6 +102,14 @@ def batched_seconds(
         t_mem += MM_BW * t_w
     t = max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - _measured.overlap_for(dev, backend, prm)) + extra
     return t, t_mem, t_c, basis
+
+
+def column_seconds(w, dev, backend: str, prm, n_threads, build=None) -> float:
+    """One token's matmul time over the weights this pass streams (2 FLOPs per weight, every type at its own
+    class rate, enginelab.measured._matmul_seconds): the unit of a mat-vec column's cost. An MoE pass counts
+    every expert it reads, as its mat-vec and gathered kernels walk each of them."""
+    n = sum(k for _t, k in w.weights_by_type)
+    return _measured._matmul_seconds(2.0 * n, w, dev, backend, prm, n_threads, build) if n else 0.0
 
 
 def streaming_max(w, dev, backend: str, build=None) -> int:

@@ -29,9 +29,10 @@ from enginelab.measured import builds
 from perf_model import batched as step
 from perf_model import kernels
 
-GRID_MV_COL = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06)
+# MV_COL and MV_COL_GCN: a column's cost in one token's matmul time at the prefill rate (kernels.column_seconds)
+GRID_MV_COL = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 GRID_MM_BW = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
-GRID_MV_COL_GCN = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25)
+GRID_MV_COL_GCN = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
 GRID_MOE_SYNC_US = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 150.0)
 # The gathered GEMMs' time per token is the FLOPs and bytes the step already counts: a fitted cost per token and
 # block took up the DGX Spark's per-sequence routing while its rows were timed as one token's experts, and held out

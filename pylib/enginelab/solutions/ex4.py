@@ -9,8 +9,9 @@ context = 0  # KV tokens per sequence; each sequence reads its own KV once per s
 p = place(model, machine, "Q4_K_M", n_ctx=n_ctx, profile="measured")
 batches = list(range(1, 129))
 # decode_step_time(batch=b, profile="measured"): llama.cpp's batched pass. The weights are read once per step,
-# each sequence's KV once; up to 8 tokens a mat-vec kernel (each extra column costs a little streaming), from 9
-# mat-mat tiles (the FLOPs at the prefill rate, the weights streamed more slowly, partly overlapped).
+# each sequence's KV once; up to 8 tokens a mat-vec kernel (each extra column unpacks and multiplies every weight
+# again: a little compute), from 9 mat-mat tiles (the FLOPs at the prefill rate, the weights streamed more slowly,
+# partly overlapped).
 tok_s = [decode_step_time(p, context=context, batch=b, profile="measured")["tok_per_s"] for b in batches]
 
 # The knee: the first batch after which one more sequence adds less than 1% throughput.
