@@ -31,12 +31,14 @@ def test_a_single_request_is_its_prefill_then_its_decodes(p8b, engine):
     ttft = t_step(p8b, engine, chunks=[(0, 32, True)])
     decodes = [t_step(p8b, engine, contexts=[32 + g]) for g in range(1, 8)]
     rec = res.requests[0]
-    assert rec["ttft_s"] == pytest.approx(ttft, rel=1e-12)
-    assert rec["e2el_s"] == pytest.approx(ttft + sum(decodes), rel=1e-12)
+    lag = sim.CLIENT_TTFT_S.get(engine, 0.0)  # the client's HTTP path (vLLM: 10.8 ms, vllm#54628)
+    assert lag == (pytest.approx(0.0108) if engine == "vllm" else 0.0)
+    assert rec["ttft_s"] == pytest.approx(ttft + lag, rel=1e-12)
+    assert rec["e2el_s"] == pytest.approx(ttft + sum(decodes) + lag, rel=1e-12)
     m = res.metrics
-    assert m["mean_ttft_ms"] == pytest.approx(ttft * 1e3)
-    assert m["mean_tpot_ms"] == pytest.approx(sum(decodes) / 7 * 1e3)
-    assert m["output_throughput"] == pytest.approx(8 / (ttft + sum(decodes)))
+    assert m["mean_ttft_ms"] == pytest.approx((ttft + lag) * 1e3)
+    assert m["mean_tpot_ms"] == pytest.approx(sum(decodes) / 7 * 1e3)  # every token later by the same lag
+    assert m["output_throughput"] == pytest.approx(8 / (ttft + sum(decodes) + lag))  # until the client has read it
     assert m["completed"] == 1 and res.preemptions == 0
 
 
@@ -80,7 +82,8 @@ def test_chunked_prefill_stalls_a_decode_by_the_step_it_shares(p8b):
     assert gaps[10] == pytest.approx(stall, rel=1e-12)
     assert gaps[11] == pytest.approx(rest, rel=1e-12)
     assert stall > 5 * gaps[9]
-    assert res.requests[1]["ttft_s"] == pytest.approx(times[12] - trace[1][0], rel=1e-9)
+    # token_times_s are the server's; the client reads each CLIENT_TTFT_S later
+    assert res.requests[1]["ttft_s"] == pytest.approx(times[12] - trace[1][0] + sim.CLIENT_TTFT_S["vllm"], rel=1e-9)
     # without chunked prefill, B's whole prompt runs in one step (max_num_batched_tokens grows to max_model_len)
     whole = sim.simulate("vllm", p8b, trace, profile="course", record_tokens=True, enable_chunked_prefill=False)
     t2 = whole.requests[0]["token_times_s"]
@@ -275,16 +278,16 @@ BLOG_4090 = (
 
 def test_held_out_serving_error():
     # Nothing of the simulation is fitted to these runs. On the RTX 4090 blog's five runs output throughput meets
-    # the issue's 25% target (measured 9.9%); mean TTFT does not (measured 63.7%: the simulated TTFT stays near one
-    # step while the runs' median TTFT grows from 53 to 840 ms with concurrency; the API server's own time is not
-    # modelled). This gate keeps both from getting worse than today. The table's other runs (A100 / H100, see
+    # the issue's 25% target (measured 9.1%); mean TTFT does not (measured 50.0% with the client's HTTP path: the
+    # simulated TTFT stays near one step while the runs' median TTFT grows from 53 to 840 ms with concurrency; the
+    # API server's own time is not modelled). This gate keeps both from getting worse than today. The table's other runs (A100 / H100, see
     # data/serving/README.md) are gated below.
     from enginelab.serving import validate
 
     blog = [r for r in validate.runs() if r["source"] == BLOG_4090]
     s = validate.summary(validate.errors("measured", blog))
     assert s["output_throughput"][0] == 5 and s["output_throughput"][1] <= 0.11
-    assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.66
+    assert s["mean_ttft_ms"][0] == 5 and s["mean_ttft_ms"][1] <= 0.52
 
 
 @pytest.mark.parametrize(("gpu", "chunks"), [("A100 SXM4 80GB", [2048, 2048]), ("H100 SXM5 80GB", [4096])])
@@ -297,7 +300,7 @@ def test_vllm_prefills_in_the_gpus_default_budget(gpu, chunks):
     res = sim.simulate("vllm", p, [(0.0, 4096, 2)], profile="course")
     starts = [sum(chunks[:i]) for i in range(len(chunks))]
     ttft = sum(t_step(p, "vllm", chunks=[(s, u, i == len(chunks) - 1)]) for i, (s, u) in enumerate(zip(starts, chunks)))
-    assert res.requests[0]["ttft_s"] == pytest.approx(ttft, rel=1e-12)
+    assert res.requests[0]["ttft_s"] == pytest.approx(ttft + sim.CLIENT_TTFT_S["vllm"], rel=1e-12)
 
 
 def test_a_runs_engine_flags_reach_the_simulation(monkeypatch):
@@ -340,15 +343,16 @@ def test_held_out_error_on_the_a100_and_h100_runs():
     # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization, each run's engine flags, the GPU
     # samplers' token-id copy, vLLM's host time per request, SGLang's new_token_ratio admission with retraction,
     # the GEMM engines' wave utilization over llama-bench's pp512 and the ShareGPT rows at their own mean lengths,
-    # median |error| is 24.4% for mean TTFT, 22.6% for mean TPOT and 16.4% for output throughput (before the last
-    # five: 48.8%, 32.9%, 23.5%). All three meet the issue's 25%, TTFT narrowly. The gate keeps them there.
+    # and the client's HTTP path on vLLM's TTFT (vllm#54628, 10.8 ms), median |error| is 24.2% for mean TTFT, 22.6%
+    # for mean TPOT and 16.6% for output throughput (before these six: 48.8%, 32.9%, 23.5%). All three meet the
+    # issue's 25%, TTFT narrowly. The gate keeps them there.
     from enginelab.serving import validate
 
     rows = [r for r in validate.runs() if "gpustack" in r["source"]]
     s = validate.summary(validate.errors("measured", rows))
     assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.18
     assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.24
-    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.26
+    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.25
 
 
 def test_runs_that_stop_at_eos_spread_their_replies():
