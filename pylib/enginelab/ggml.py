@@ -599,6 +599,31 @@ def _layer_bucket(i: int, n: int) -> tuple:
     return b
 
 
+def _ruled_type(decided: dict, counters: dict, ctr, name: str, ne: tuple, cls: str, il: int, src: str, rule) -> str:
+    """The type llama-quantize's rules give a tensor (class cls, shape ne, block il, the rule's counter ctr from
+    _RULE_COUNTER), decided once per (class, shape, layer buckets) in `decided` and the counters stepped as the
+    rule steps them; rule(tensor) runs _tensor_type where the key is new (the tensor is made only then)."""
+    if ctr is None:
+        key = (cls, ne)
+    else:  # (_layer_bucket, its cache read here first: this runs per tensor)
+        i, n = counters[ctr[0]], counters[ctr[1]]
+        b = _BUCKETS.get((i, n)) or _layer_bucket(i, n)
+        if ctr[0] == "i_attention_wv":  # the counter only (the block is not read)
+            key = (cls, ne, b)
+        else:  # the counter, or the block for a MoE
+            key = (cls, ne, b, _BUCKETS.get((il, n)) or _layer_bucket(il, n))
+    hit = decided.get(key)
+    if hit is None:
+        before = dict(counters)
+        typ = rule(make_tensor(name, ne, cls, il, src))
+        decided[key] = (typ, tuple((k, v - before[k]) for k, v in counters.items() if v != before[k]))
+        return typ
+    typ, steps = hit
+    for k, d in steps:
+        counters[k] += d
+    return typ
+
+
 def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
     """(rows of the loaded tensors, rows of the file-only tensors), each in llama-quantize's order. spans: as for
     _plan_of_templates, filled when the plan is made from block templates."""
@@ -629,7 +654,10 @@ def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
         pure = quant in _PURE
         default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
         decided = {}  # (class, shape, layer buckets) -> (type, the counters' steps)
-        buckets = _BUCKETS
+
+        def rule(t):
+            return _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+
         types = []
         for t in tensors:
             if not _allows_quantization(t):
@@ -645,26 +673,9 @@ def _plan(model, quant, imatrix: bool, spans: list | None = None) -> tuple:
                 typ = _fallback(t, default)
             else:
                 cls = t.cls
-                ctr = _RULE_COUNTER.get(cls)
-                if ctr is None:
-                    key = (cls, t.ne)
-                else:  # (_layer_bucket, its cache read here first: this runs per tensor)
-                    i, n = counters[ctr[0]], counters[ctr[1]]
-                    b = buckets.get((i, n)) or _layer_bucket(i, n)
-                    if ctr[0] == "i_attention_wv":  # the counter only (the block is not read)
-                        key = (cls, t.ne, b)
-                    else:  # the counter, or the block for a MoE
-                        key = (cls, t.ne, b, buckets.get((t.layer, n)) or _layer_bucket(t.layer, n))
-                hit = decided.get(key)
-                if hit is None:
-                    before = dict(counters)
-                    typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
-                    steps = tuple((k, v - before[k]) for k, v in counters.items() if v != before[k])
-                    decided[key] = (typ, steps)
-                else:
-                    typ, steps = hit
-                    for k, d in steps:
-                        counters[k] += d
+                typ = _ruled_type(
+                    decided, counters, _RULE_COUNTER.get(cls), t.name, t.ne, cls, t.layer, t.src_type, rule
+                )
             types.append(typ)
     sizes = {}  # (shape, type) -> (elements, bytes)
     rows = []
@@ -739,7 +750,10 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list |
     pure = quant in _PURE
     default = _PURE[quant] if pure else _FTYPE_DEFAULT[quant]
     decided = {}  # as in _plan: (class, shape, layer buckets) -> (type, the counters' steps)
-    buckets = _BUCKETS
+
+    def rule(t):
+        return _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
+
     sizes = {}  # (shape, type) -> (elements, bytes)
 
     def facts(prefix: str, entries) -> tuple:
@@ -767,26 +781,7 @@ def _plan_of_templates(model, quant, imatrix: bool, layout: tuple, spans: list |
         types = []
         for rest, ne, cls, src, typ, ctr in entries:
             if typ is None:  # _plan's rule step, the same keys and counters
-                if ctr is None:
-                    key = (cls, ne)
-                else:
-                    i, n = counters[ctr[0]], counters[ctr[1]]
-                    b = buckets.get((i, n)) or _layer_bucket(i, n)
-                    if ctr[0] == "i_attention_wv":
-                        key = (cls, ne, b)
-                    else:
-                        key = (cls, ne, b, buckets.get((il, n)) or _layer_bucket(il, n))
-                hit = decided.get(key)
-                if hit is None:
-                    t = make_tensor(prefix + rest, ne, cls, il, src)
-                    before = dict(counters)
-                    typ = _fallback(t, _tensor_type(model, t, quant, default, counters, tied, imatrix))
-                    steps = tuple((k, v - before[k]) for k, v in counters.items() if v != before[k])
-                    decided[key] = (typ, steps)
-                else:
-                    typ, steps = hit
-                    for k, d in steps:
-                        counters[k] += d
+                typ = _ruled_type(decided, counters, ctr, prefix + rest, ne, cls, il, src, rule)
             types.append(typ)
         return types
 

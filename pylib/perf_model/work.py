@@ -46,6 +46,15 @@ class Work:
 _WORK_CACHE: dict = {}
 
 
+def _add_block_row(blk: dict, blk_rows: dict, typ: str, n, nr, expert: bool) -> None:
+    """A plan row's elements (and its nr matrix rows, if any) into its block's {type: (dense, expert)} tables."""
+    d, e = blk.get(typ, (0, 0))
+    blk[typ] = (d, e + n) if expert else (d + n, e)
+    if nr:
+        d, e = blk_rows.get(typ, (0, 0))
+        blk_rows[typ] = (d, e + nr) if expert else (d + nr, e)
+
+
 def _layer_plan(m: Model, quant) -> tuple:
     """(blocks, head, row_blocks, head_rows), from one walk of the quantize plan, cached per (model, quant):
     per block {type: (dense weights, expert weights)} and the head's {type: weights}; then the same in matrix
@@ -75,12 +84,7 @@ def _layer_plan(m: Model, quant) -> tuple:
                         continue
                     typ, n, ne = r["type"], r["n_elements"], r["ne"]
                     nr = n / max(1, ne[0]) if len(ne) >= 2 else 0
-                    expert = r["cls"].endswith("_exps")
-                    d, e = blocks[il].get(typ, (0, 0))
-                    blocks[il][typ] = (d, e + n) if expert else (d + n, e)
-                    if nr:
-                        d, e = rows[il].get(typ, (0, 0))
-                        rows[il][typ] = (d, e + nr) if expert else (d + nr, e)
+                    _add_block_row(blocks[il], rows[il], typ, n, nr, r["cls"].endswith("_exps"))
                 done[kind] = (dict(blocks[il]), dict(rows[il]))
         else:
             plan = quantize_plan(m, quant)
@@ -92,21 +96,7 @@ def _layer_plan(m: Model, quant) -> tuple:
             ne = r.get("ne") or (n,)
             nr = n / max(1, ne[0]) if len(ne) >= 2 else 0  # norms and biases: added, not multiplied
             if il >= 0:
-                b = blocks[il]
-                if r["cls"].endswith("_exps"):
-                    d, e = b.get(typ, (0, 0))
-                    b[typ] = (d, e + n)
-                    if nr:
-                        b = rows[il]
-                        d, e = b.get(typ, (0, 0))
-                        b[typ] = (d, e + nr)
-                else:
-                    d, e = b.get(typ, (0, 0))
-                    b[typ] = (d + n, e)
-                    if nr:
-                        b = rows[il]
-                        d, e = b.get(typ, (0, 0))
-                        b[typ] = (d + nr, e)
+                _add_block_row(blocks[il], rows[il], typ, n, nr, r["cls"].endswith("_exps"))
             elif r["cls"] == "output" or (tied and r["cls"] == "token_embd"):
                 head[typ] = head.get(typ, 0) + n
                 if nr:
