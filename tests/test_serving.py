@@ -343,16 +343,19 @@ def test_held_out_error_on_the_a100_and_h100_runs():
     # to them: with vLLM's batch defaults by GPU, v0.11's gpu_memory_utilization, each run's engine flags, the GPU
     # samplers' token-id copy, vLLM's host time per request, SGLang's new_token_ratio admission with retraction,
     # the GEMM engines' wave utilization over llama-bench's pp512 and the ShareGPT rows at their own mean lengths,
-    # and the client's HTTP path on vLLM's TTFT (vllm#54628, 10.8 ms), median |error| is 24.2% for mean TTFT, 22.6%
-    # for mean TPOT and 16.6% for output throughput (before these six: 48.8%, 32.9%, 23.5%). All three meet the
-    # issue's 25%, TTFT narrowly. The gate keeps them there.
+    # the client's HTTP path on vLLM's TTFT (vllm#54628, 10.8 ms) and the GEMM engines' weight-only quantized
+    # matmuls at the 16-bit rate (gpt-oss's MXFP4 experts on Marlin / triton_kernels), median |error| is 22.9% for
+    # mean TTFT, 20.5% for mean TPOT and 12.9% for output throughput (before these seven: 48.8%, 32.9%, 23.5%). All
+    # 45 runs together meet the issue's 25% on all three: 23.5%, 20.5%, 12.0%. The gates keep them there.
     from enginelab.serving import validate
 
     rows = [r for r in validate.runs() if "gpustack" in r["source"]]
     s = validate.summary(validate.errors("measured", rows))
-    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.18
-    assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.24
-    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.25
+    assert s["output_throughput"][0] == 40 and s["output_throughput"][1] <= 0.15
+    assert s["mean_tpot_ms"][0] == 40 and s["mean_tpot_ms"][1] <= 0.22
+    assert s["mean_ttft_ms"][0] == 40 and s["mean_ttft_ms"][1] <= 0.24
+    every = validate.summary(validate.errors("measured"))
+    assert all(n >= 40 and err <= 0.25 for n, err in every.values())
 
 
 def test_runs_that_stop_at_eos_spread_their_replies():

@@ -375,27 +375,31 @@ _PER_FLOP: dict = {}
 _PER_FLOP_MAX = 4096  # (weights by type, device, backend, params, threads, build) kept; then it starts over
 
 
-def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, build=None) -> float:
+def _matmul_seconds(flops: float, work, device, backend: str, prm, n_threads, build=None, w16: bool = False) -> float:
     """Seconds for `flops` of matmuls over this work's weights (time adds up per ggml type class).
 
     CPU: each type at its class's rate, times pp_gemm where ggml-cpu runs it as a tiled GEMM (cpu_tiled). The prompt
     matmuls keep one K-quant class (Q4_K and the khigh types count as kquant).
+    w16: every weight multiplied at the 16-bit (f16 class) rate, whatever its type: kernels that dequantize a
+    weight tile in registers and run BF16 tensor-core math on it (perf_model.kernels.batched_seconds, GEMM engines).
     The factor applied to flops depends on the rest only, and a prompt's micro-batches ask for it with the same
     weights again and again: kept (the device and parameter objects held with it, so their ids stay theirs)."""
     f = feature_set(build)
-    key = (work.weights_by_type, id(device), backend, id(prm), n_threads, f)
+    key = (work.weights_by_type, id(device), backend, id(prm), n_threads, f, w16)
     hit = _PER_FLOP.get(key)
     if hit is None or hit[0] is not device or hit[1] is not prm:
         if len(_PER_FLOP) >= _PER_FLOP_MAX:
             _PER_FLOP.clear()
-        hit = _PER_FLOP[key] = (device, prm, _matmul_factor(work, device, backend, prm, n_threads, f))
+        hit = _PER_FLOP[key] = (device, prm, _matmul_factor(work, device, backend, prm, n_threads, f, w16))
     divide, x = hit[2]
     return flops / x if divide else flops * x
 
 
-def _matmul_factor(work, device, backend: str, prm, n_threads, f) -> tuple:
+def _matmul_factor(work, device, backend: str, prm, n_threads, f, w16: bool = False) -> tuple:
     """(divide, x): _matmul_seconds is flops / x or flops * x."""
     cr = class_rates(device, backend, prm, n_threads)
+    if w16 and backend != "cpu":
+        return False, 1.0 / soft_min(cr["f16"], prm.pp_sat_tflops * 1e12)
     if backend == "sycl" and not sycl_f16_build(f):  # an FP32 build: every matmul an SGEMM on the vector ALUs
         cr = dict.fromkeys(cr, prm.pp_eff_v * rates(device, backend)["fp32"])
     total = sum(w for _t, w in work.weights_by_type)
