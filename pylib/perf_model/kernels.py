@@ -14,8 +14,10 @@ weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) gath
 (ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup; a
 host sync on the routing before #15525): BATCH_PARAMS' cost per call (its cost per token is not fitted: 0). A pass
 past one token can also lose the graph replay batch-1 decode has (graphs_lost, by build). vLLM's and SGLang's GEMMs
-never take the mat-vec path, and multiply weight-only quantized matrices (MXFP4 experts on Marlin or triton_kernels)
-on the BF16 tensor cores: every weight at the 16-bit class rate. MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's
+never take the mat-vec path, and multiply weight-only quantized matrices on the BF16 tensor cores (W4A16: MXFP4
+experts on Marlin or triton_kernels; AWQ / GPTQ on Marlin, as enginelab.serving reads a 4-bit placement): every
+weight at the 16-bit class rate. (An 8-bit placement, read as FP8, gets that rate too: a floor on Ada and Hopper,
+whose FP8 tensor cores run twice as fast.) MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's
 tokens read, perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench
 micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
