@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 
 from enginelab.checks import check_bool, check_int
 
-from .pool import _ALLOC, _CACHED, _DECODE, _EVICT, _FREE, _PREEMPT, _PREFILL, _REUSED, _capacity, _CellMap, _Live
+from .pool import (
+    _ALLOC,
+    _CACHED,
+    _DECODE,
+    _EVICT,
+    _FREE,
+    _PREEMPT,
+    _PREFILL,
+    _REUSED,
+    _capacity,
+    _CellMap,
+    _common_prefix_len,
+    _Live,
+)
 
 # ----------------------------------------------------------------------------------------------------------------
 # 4. PagedManager: vLLM (v1)
@@ -16,7 +30,9 @@ from .pool import _ALLOC, _CACHED, _DECODE, _EVICT, _FREE, _PREEMPT, _PREFILL, _
 # tokens together with the block_hash of the block before it (hash_block_tokens), so equal block_hashes mean equal
 # whole prefixes. Here a block_hash is exact, not a hash: the number _block_ids gives the pair (parent block_hash,
 # the block's tokens) the first time it is seen. (A hash of the tokens could match another prefix: in CPython
-# hash(-1) == hash(-2).) BlockPool keeps cached_block_hash_to_block and a free_block_queue: freed blocks go to its
+# hash(-1) == hash(-2).) A prompt's blocks past its first unseen one are all unseen (their parents are new numbers),
+# so they are numbered in a row and kept as a run: the first number and the tokens it covers, not a pair per
+# block. BlockPool keeps cached_block_hash_to_block and a free_block_queue: freed blocks go to its
 # tail (a request's blocks in reverse order, so its last block is evicted first), allocation pops the head, and a
 # popped block that still has a hash is evicted from the cache then (_maybe_evict_cached_block). A cached block that
 # a new request hits is "touched": ref_cnt += 1 and, if it was free, it leaves the queue.
@@ -47,8 +63,14 @@ class PagedManager:
         self.req_to_blocks: dict = {}  # rid -> block table
         self._hashes: dict = {}  # rid -> block hashes of its full blocks so far
         self._block_ids: dict = {}  # (parent block_hash or -1, the block's tokens) -> its block_hash
+        # runs of block_hashes numbered in a row: run i's first number and the tokens of its blocks (a list, a
+        # multiple of block_size long); number runs_start[i] + j is the pair (that number - 1, block j's tokens)
+        # for j >= 1 (block 0's pair is in _block_ids)
+        self._run_starts: list = []
+        self._run_tokens: list = []
         self._next_id = 0
-        self._ids_limit = 4 * self.num_gpu_blocks  # _block_ids is pruned when it grows past this
+        self._n_ids = 0  # pairs kept: _block_ids' and the runs' blocks
+        self._ids_limit = 4 * self.num_gpu_blocks  # the pairs are pruned when they grow past this
         self._n_cached: dict = {}  # rid -> how many of its blocks are registered in the cache
         self._preempted_step = -1
         self._step = 0
@@ -79,28 +101,79 @@ class PagedManager:
             hs = self._hashes[live.rid] = []
         bs, toks = self.block_size, live.tokens
         end = len(toks) // bs * bs
-        start = len(hs) * bs
-        if start < end:
-            ids, nxt = self._block_ids, self._next_id
-            parent = hs[-1] if hs else -1
-            for i in range(start, end, bs):
-                parent = ids.setdefault((parent, tuple(toks[i : i + bs])), nxt)
-                if parent == nxt:
-                    nxt += 1
-                hs.append(parent)
-            self._next_id = nxt
-            if len(ids) > self._ids_limit:
-                self._prune_block_ids()
+        i = len(hs) * bs
+        if i >= end:
+            return hs
+        get, starts = self._block_ids.get, self._run_starts
+        parent = hs[-1] if hs else -1
+        while i < end:
+            r = bisect_right(starts, parent) - 1  # a run holding parent's next block: as many blocks as match
+            if r >= 0:
+                run = self._run_tokens[r]
+                at = (parent - starts[r] + 1) * bs
+                n = min(len(run) - at, end - i)
+                if n > 0:
+                    if run[at : at + n] != toks[i : i + n]:
+                        n = _common_prefix_len(run[at : at + n], toks[i : i + n]) // bs * bs
+                    if n:
+                        hs.extend(range(parent + 1, parent + 1 + n // bs))
+                        parent += n // bs
+                        i += n
+                        continue
+            h = get((parent, tuple(toks[i : i + bs])))
+            if h is None:
+                break
+            hs.append(h)
+            parent = h
+            i += bs
+        else:
+            return hs
+        # toks[i:end] is unseen from its first block: a new run
+        nxt = self._next_id
+        m = (end - i) // bs
+        self._block_ids[(parent, tuple(toks[i : i + bs]))] = nxt
+        if m > 1:
+            starts.append(nxt)
+            self._run_tokens.append(toks[i:end])
+        hs.extend(range(nxt, nxt + m))
+        self._next_id = nxt + m
+        self._n_ids += m
+        if self._n_ids > self._ids_limit:
+            self._prune_block_ids()
         return hs
 
     def _prune_block_ids(self) -> None:
-        """Forget the pairs that no block and no request's block hashes carry: _block_ids then holds at most the
-        pool's blocks and the requests' full blocks. A forgotten prefix seen again gets a new number; no cached
-        block can still chain from the old one (a block is freed, so evicted, no earlier than its children)."""
+        """Forget the pairs that no block and no request's block hashes carry: at most the pool's blocks and the
+        requests' full blocks are kept (a run keeps the span from its first to its last carried number, or, when
+        that span is mostly forgotten, becomes a pair per carried number). A forgotten prefix seen again gets a
+        new number; no cached block can still chain from the old one (a block is freed, so evicted, no earlier
+        than its children)."""
         keep = set(self.block_hash)
         keep.update(*self._hashes.values())
-        self._block_ids = {k: h for k, h in self._block_ids.items() if h in keep}
-        self._ids_limit = max(4 * self.num_gpu_blocks, 2 * len(self._block_ids))
+        ids = {k: h for k, h in self._block_ids.items() if h in keep}
+        keep.discard(None)
+        carried = sorted(keep)
+        bs = self.block_size
+        starts, runs = [], []
+        n_run = 0
+        for n0, run in zip(self._run_starts, self._run_tokens):
+            m = len(run) // bs
+            lo, hi = bisect_right(carried, n0), bisect_left(carried, n0 + m)  # its numbers n0 + 1 .. n0 + m - 1
+            if lo == hi:
+                continue
+            first, last = carried[lo], carried[hi - 1]
+            if last - first + 2 > 4 * (hi - lo):
+                for c in carried[lo:hi]:
+                    ids[(c - 1, tuple(run[(c - n0) * bs : (c - n0 + 1) * bs]))] = c
+                continue
+            if first - 1 > n0 or last + 1 < n0 + m:
+                run = run[(first - 1 - n0) * bs : (last + 1 - n0) * bs]
+            starts.append(first - 1)
+            runs.append(run)
+            n_run += last - first + 2
+        self._block_ids, self._run_starts, self._run_tokens = ids, starts, runs
+        self._n_ids = len(ids) + n_run
+        self._ids_limit = max(4 * self.num_gpu_blocks, 2 * self._n_ids)
 
     def _pop_free(self) -> int:
         """BlockPool.get_new_blocks: take the head of free_block_queue, evicting its cached hash if it has one."""
