@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from itertools import islice
 
 from enginelab.checks import check_bool, check_int
 
@@ -37,6 +38,8 @@ from .pool import (
 # popped block that still has a hash is evicted from the cache then (_maybe_evict_cached_block). A cached block that
 # a new request hits is "touched": ref_cnt += 1 and, if it was free, it leaves the queue.
 # ----------------------------------------------------------------------------------------------------------------
+
+_consume = deque(maxlen=0).extend  # runs an iterator to its end (map's calls at C speed)
 
 
 class PagedManager:
@@ -183,17 +186,17 @@ class PagedManager:
 
     def _pop_free_into(self, n: int, table: list) -> None:
         """_pop_free n times, appending the blocks to table."""
-        pop = self.free_block_queue.popitem
-        block_hash, ref_cnt, cached, events = (
-            self.block_hash,
-            self.ref_cnt,
-            self.cached_block_hash_to_block,
-            self.events,
-        )
-        track, bs, record = self.cells.enabled, self.block_size, self.record_events
+        queue = self.free_block_queue
+        if n == 1:
+            new = [queue.popitem(last=False)[0]]
+        else:
+            new = list(islice(queue, n))
+            for b in new:
+                del queue[b]
+        block_hash, ref_cnt, cached = self.block_hash, self.ref_cnt, self.cached_block_hash_to_block
+        noted = self.record_events or self.cells.enabled
         clean = 0
-        for _ in range(n):
-            b = pop(last=False)[0]
+        for b in new:
             h = block_hash[b]
             if h is None:
                 clean += 1
@@ -201,13 +204,19 @@ class PagedManager:
                 if cached.get(h) == b:
                     del cached[h]
                 block_hash[b] = None
-                if record:
-                    events.append({"type": "evict", "rid": self.cells.owner[b * bs] if track else -1, "cells": bs})
-                if track:
-                    self.cells.set(self._cells(b), _EVICT)
+                if noted:
+                    self._note_evict(b)
             ref_cnt[b] = 1
-            table.append(b)
+        table.extend(new)
         self._n_free_clean -= clean
+
+    def _note_evict(self, b: int) -> None:
+        """The evict event and the block's cells (for the frames)."""
+        track, bs = self.cells.enabled, self.block_size
+        if self.record_events:
+            self.events.append({"type": "evict", "rid": self.cells.owner[b * bs] if track else -1, "cells": bs})
+        if track:
+            self.cells.set(self._cells(b), _EVICT)
 
     def _cache_full_blocks(self, live: _Live) -> None:
         """cache_blocks: register every newly full block of the request under its block_hash."""
@@ -216,10 +225,16 @@ class PagedManager:
         hs = self._block_hashes(live)
         start = self._n_cached.get(live.rid, 0)
         block_hash, register = self.block_hash, self.cached_block_hash_to_block.setdefault
-        for b, h in zip(self.req_to_blocks[live.rid][start:], hs[start:]):
-            if block_hash[b] is None:
+        new, new_hs = self.req_to_blocks[live.rid][start : len(hs)], hs[start:]
+        if [block_hash[b] for b in new].count(None) == len(new):  # new blocks have none
+            for b, h in zip(new, new_hs):
                 block_hash[b] = h
-                register(h, b)
+            _consume(map(register, new_hs, new))
+        else:
+            for b, h in zip(new, new_hs):
+                if block_hash[b] is None:
+                    block_hash[b] = h
+                    register(h, b)
         self._n_cached[live.rid] = len(hs)
 
     def admit(self, live: _Live, step: int):

@@ -901,7 +901,21 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
         older: dict = {}
         emitted = 0
         ended = []
-        if not bs and not record_tokens:  # llama-server and SGLang: nobody is preempted mid-step, no block to take
+        lean = not record_tokens
+        if bs and lean:
+            # vLLM: each token that starts a block takes one (allocate_slots), in this order; with a free block
+            # for each, nobody is preempted in this step
+            starts = [r for r in emit if (r.n_prompt + r.gen) % bs == 0]
+            if len(starts) <= len(mgr.free_block_queue):
+                for r in starts:
+                    sync(r)
+                    live = r.live
+                    live.tokens.append(live.reply[r.gen])
+                    mgr.decode(live, [])
+                    live.tokens.pop()
+            else:
+                lean = False
+        if lean:  # nobody is preempted mid-step, every block taken
             for r in emit:
                 tl = r.t_last
                 if tl == prev:
