@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict, deque
-from itertools import islice
+from collections import deque
 
 from enginelab.checks import check_bool, check_int
 
@@ -42,6 +41,78 @@ from .pool import (
 _consume = deque(maxlen=0).extend  # runs an iterator to its end (map's calls at C speed)
 
 
+class FreeBlockQueue:
+    """vLLM's FreeKVCacheBlockQueue: the free blocks in order, freed ones joining at the tail, allocation taking
+    from the head, a touched block leaving from anywhere. Kept as a list read from a head index, so a batch of
+    blocks is taken with one slice and added with one extend. A block that leaves from the middle (remove) stays
+    in the list as a stale entry, counted in stale[b], and is skipped when it reaches the head: a block's stale
+    entries are always its earliest ones, because it has at most one live entry, the last one added. Reads like
+    the ordered dict of blocks it stands for: len(), iteration in queue order, `b in queue`."""
+
+    __slots__ = ("_q", "_head", "_n", "_stale", "_n_stale")
+
+    def __init__(self, n_blocks: int):
+        self._q = list(range(n_blocks))
+        self._head = 0
+        self._n = n_blocks  # live entries
+        self._stale = [0] * n_blocks
+        self._n_stale = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self):
+        stale = self._stale[:]
+        for b in self._q[self._head :]:
+            if stale[b]:
+                stale[b] -= 1
+            else:
+                yield b
+
+    def __contains__(self, b) -> bool:
+        return b in set(self)
+
+    def extend(self, blocks: list) -> None:
+        """Free blocks (none of them in the queue), in this order, at the tail."""
+        self._q.extend(blocks)
+        self._n += len(blocks)
+
+    def remove(self, b: int) -> None:
+        """Block b, in the queue, leaves it (a prefix hit touched it)."""
+        self._stale[b] += 1
+        self._n_stale += 1
+        self._n -= 1
+        if self._n_stale > max(64, self._n):  # more stale entries than live ones: drop them
+            self._q = list(self)
+            self._head = 0
+            self._stale = [0] * len(self._stale)
+            self._n_stale = 0
+
+    def pop_many(self, n: int) -> list:
+        """The first n blocks (at most len(self)), taken off the queue."""
+        q, h = self._q, self._head
+        out = q[h : h + n]
+        stale = self._stale
+        if self._n_stale and [stale[b] for b in out].count(0) < len(out):
+            out = []
+            while len(out) < n:
+                b = q[h]
+                h += 1
+                if stale[b]:
+                    stale[b] -= 1
+                    self._n_stale -= 1
+                else:
+                    out.append(b)
+        else:
+            h += n
+        self._n -= n
+        if h > 256 and 2 * h > len(q):  # the taken entries are more than half the list: drop them
+            del q[:h]
+            h = 0
+        self._head = h
+        return out
+
+
 class PagedManager:
     """vLLM paged blocks with automatic prefix caching, FCFS, preemption by recomputation."""
 
@@ -61,7 +132,7 @@ class PagedManager:
         self.enable_prefix_caching = enable_prefix_caching
         self.ref_cnt = [0] * self.num_gpu_blocks
         self.block_hash: list = [None] * self.num_gpu_blocks
-        self.free_block_queue: OrderedDict = OrderedDict((b, None) for b in range(self.num_gpu_blocks))
+        self.free_block_queue = FreeBlockQueue(self.num_gpu_blocks)
         self.cached_block_hash_to_block: dict = {}
         self.req_to_blocks: dict = {}  # rid -> block table
         self._hashes: dict = {}  # rid -> block hashes of its full blocks so far
@@ -186,13 +257,7 @@ class PagedManager:
 
     def _pop_free_into(self, n: int, table: list) -> None:
         """_pop_free n times, appending the blocks to table."""
-        queue = self.free_block_queue
-        if n == 1:
-            new = [queue.popitem(last=False)[0]]
-        else:
-            new = list(islice(queue, n))
-            for b in new:
-                del queue[b]
+        new = self.free_block_queue.pop_many(n)
         block_hash, ref_cnt, cached = self.block_hash, self.ref_cnt, self.cached_block_hash_to_block
         noted = self.record_events or self.cells.enabled
         clean = 0
@@ -260,7 +325,7 @@ class PagedManager:
         track = self.cells.enabled
         for b in computed:  # touch
             if ref_cnt[b] == 0:
-                del self.free_block_queue[b]
+                self.free_block_queue.remove(b)
             ref_cnt[b] += 1
             if track:
                 self.cells.set(self._cells(b), _REUSED, live.rid)
@@ -282,14 +347,16 @@ class PagedManager:
         """KVCacheManager.free: blocks go back in reverse order; a block with ref_cnt 0 joins the queue's tail."""
         table = self.req_to_blocks.pop(live.rid)
         self._n_cached.pop(live.rid, None)
-        ref_cnt, queue, block_hash = self.ref_cnt, self.free_block_queue, self.block_hash
+        ref_cnt, block_hash = self.ref_cnt, self.block_hash
+        freed = []
         clean = 0
         for b in reversed(table):
             ref_cnt[b] -= 1
-            if ref_cnt[b] == 0:
-                queue[b] = None
+            if not ref_cnt[b]:
+                freed.append(b)
                 if block_hash[b] is None:
                     clean += 1
+        self.free_block_queue.extend(freed)
         self._n_free_clean += clean
         return table
 
@@ -317,6 +384,22 @@ class PagedManager:
         if (n + 1) % self.block_size == 0:
             self._cache_full_blocks(live)
         return preempted
+
+    def start_blocks(self, lives: list) -> None:
+        """decode's new blocks for several requests at once, when there is a free block for each (so nobody is
+        preempted): each request whose next token starts a block takes one from the head of free_block_queue, in
+        the order given, as decode would one request after another. The tokens are not placed: a caller that
+        tracks no cells and whose blocks hold more than one token (so the token does not also fill the block)
+        need not call decode for them."""
+        if len(lives) > len(self.free_block_queue):
+            raise ValueError(f"start_blocks: {len(lives)} blocks wanted, {len(self.free_block_queue)} free")
+        new: list = []
+        self._pop_free_into(len(lives), new)
+        tables = self.req_to_blocks
+        for live, b in zip(lives, new):
+            tables[live.rid].append(b)
+            if self.cells.enabled:
+                self.cells.set(self._cells(b), _ALLOC, live.rid)
 
     def _preempt(self, live: _Live) -> None:
         self._preempted_step = self._step
@@ -347,11 +430,14 @@ class PagedManager:
         for table in self.req_to_blocks.values():
             for b in table:
                 held[b] = held.get(b, 0) + 1
+        queue = list(self.free_block_queue)
+        free = set(queue)
+        assert len(free) == len(queue) == len(self.free_block_queue), "a block is in the free queue twice"
         for b in range(self.num_gpu_blocks):
             assert self.ref_cnt[b] >= 0, f"ref_cnt of block {b} is negative"
             assert self.ref_cnt[b] == held.get(b, 0), f"ref_cnt of block {b} does not match the block tables"
-            assert (b in self.free_block_queue) == (self.ref_cnt[b] == 0), f"block {b} free-queue mismatch"
-        assert self._n_free_clean == sum(1 for b in self.free_block_queue if self.block_hash[b] is None)
+            assert (b in free) == (self.ref_cnt[b] == 0), f"block {b} free-queue mismatch"
+        assert self._n_free_clean == sum(1 for b in queue if self.block_hash[b] is None)
         for h, b in self.cached_block_hash_to_block.items():
             assert self.block_hash[b] == h, "cache map points at a block with another hash"
         for rid, table in self.req_to_blocks.items():

@@ -531,7 +531,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
         per token: only the requests in the server hold theirs). The reply's ids: one per request, repeated
         (its blocks still hash apart: they chain from its own prompt)."""
         own = r.n_prompt - len(shared)
-        prompt = shared + ([(1 << 40) + r.rid] + [0] * (own - 1) if own > 0 else [])
+        prompt = shared + [(1 << 40) + r.rid] if own > 0 else shared[:]
+        prompt += [0] * (own - 1)
         r.live = kvm._Live(kvm.Request(r.rid, 0, prompt, (-1 - r.rid,) * r.n_out))
         by_live[id(r.live)] = r
 
@@ -773,16 +774,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                         k = j  # a request arrives that the scheduler may take: that step runs in full
                         break
                     arrive(now)  # it queues behind a head that does not fit
-                for r in at.get(j, ()):  # as the full step does: the new token in live.tokens while the block is taken
-                    g = r.gen + j
-                    live = r.live
-                    have = len(live.tokens) - r.n_prompt
-                    if have < g:
-                        live.tokens.extend(live.reply[have:g])
-                    live.n_generated = g
-                    live.tokens.append(live.reply[g])
-                    mgr.decode(live, [])
-                    live.tokens.pop()
+                if j in at:  # as the full step does
+                    mgr.start_blocks([r.live for r in at[j]])
                 now += dt
                 j += 1
                 steps += 1
@@ -907,12 +900,7 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             # for each, nobody is preempted in this step
             starts = [r for r in emit if (r.n_prompt + r.gen) % bs == 0]
             if len(starts) <= len(mgr.free_block_queue):
-                for r in starts:
-                    sync(r)
-                    live = r.live
-                    live.tokens.append(live.reply[r.gen])
-                    mgr.decode(live, [])
-                    live.tokens.pop()
+                mgr.start_blocks([r.live for r in starts])
             else:
                 lean = False
         if lean:  # nobody is preempted mid-step, every block taken
