@@ -348,14 +348,20 @@ class PagedManager:
         table = self.req_to_blocks.pop(live.rid)
         self._n_cached.pop(live.rid, None)
         ref_cnt, block_hash = self.ref_cnt, self.block_hash
-        freed = []
-        clean = 0
-        for b in reversed(table):
-            ref_cnt[b] -= 1
-            if not ref_cnt[b]:
-                freed.append(b)
-                if block_hash[b] is None:
-                    clean += 1
+        if [ref_cnt[b] for b in table].count(1) == len(table):  # no other request shares a block: all are freed
+            for b in table:
+                ref_cnt[b] = 0
+            freed = table[::-1]
+            clean = [block_hash[b] for b in table].count(None)
+        else:
+            freed = []
+            clean = 0
+            for b in reversed(table):
+                ref_cnt[b] -= 1
+                if not ref_cnt[b]:
+                    freed.append(b)
+                    if block_hash[b] is None:
+                        clean += 1
         self.free_block_queue.extend(freed)
         self._n_free_clean += clean
         return table
@@ -407,7 +413,7 @@ class PagedManager:
         self._hashes.pop(live.rid, None)
         freed = [b for b in table if self.ref_cnt[b] == 0]
         self.events.append({"type": "preempt", "rid": live.rid, "cells": len(freed) * self.block_size})
-        for b in freed:
+        for b in freed if self.cells.enabled else ():
             if self.block_hash[b] is None:
                 self.cells.set(self._cells(b), _PREEMPT)
             else:
