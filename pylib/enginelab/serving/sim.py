@@ -738,6 +738,15 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             k = min(k, r.n_out - r.gen - 1)
         if is_sglang:  # every step takes a cell per request (SGLang retracts when they run out)
             k = min(k, mgr.available() // n)
+            if waiting and st_["fail_version"] == st_["version"]:
+                # the refused head is offered again in the step after the one whose ratio decay covers its
+                # shortfall (set_ratio): that step runs in full
+                ratio = mgr.new_token_ratio
+                for i in range(k):
+                    ratio = max(ratio - ratio_decay, ratio_min)
+                    if (st_["fail_ratio"] - ratio) * st_["fail_running"] >= st_["fail_short"]:
+                        k = i + 1
+                        break
         if k < 1:
             return False
         at: dict = {}  # vLLM: step -> the requests that start a block in it
@@ -793,7 +802,10 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                 r.times.extend(times)
         if is_sglang:
             mgr.decoded += j * n
-            set_ratio(max(mgr.new_token_ratio - j * ratio_decay, ratio_min))
+            ratio = mgr.new_token_ratio
+            for _ in range(j):  # step by step, as the full steps decay it (the same float)
+                ratio = max(ratio - ratio_decay, ratio_min)
+            set_ratio(ratio)
         return j > 0
 
     while pending or waiting or prefilling or decoding:
