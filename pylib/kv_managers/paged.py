@@ -217,11 +217,11 @@ class PagedManager:
         return hs
 
     def _prune_block_ids(self) -> None:
-        """Forget the pairs that no block and no request's block hashes carry: at most the pool's blocks and the
-        requests' full blocks are kept (a run keeps the span from its first to its last carried number, or, when
-        that span is mostly forgotten, becomes a pair per carried number). A forgotten prefix seen again gets a
-        new number; no cached block can still chain from the old one (a block is freed, so evicted, no earlier
-        than its children)."""
+        """Forget the pairs that no block and no request's block hashes carry. A run keeps the span from its first
+        to its last carried number, or, when fewer than a quarter of that span is carried, becomes a pair per
+        carried number: what is kept stays within 4 x the pool's blocks and the requests' full blocks. A
+        forgotten prefix seen again gets a new number; no cached block can still chain from the old one (a block
+        is freed, so evicted, no earlier than its children)."""
         keep = set(self.block_hash)
         keep.update(*self._hashes.values())
         ids = {k: h for k, h in self._block_ids.items() if h in keep}
