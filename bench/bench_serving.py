@@ -5,7 +5,8 @@
 1. Speed: a 1,000-request workload (vllm bench serve's defaults: random dataset, 1,024 input and 128 output tokens;
    here at 10 requests/s, seed 0) served by each engine with its default flags on Llama 3.1 8B (F16 for vLLM and
    SGLang, Q4_K_M for llama-server) on an RTX 4090, measured profile. CPU seconds of this process, best of 3, with
-   a cold step-time memo each run. The issue's target is well under 300 ms of CPython (Pyodide is 2-3x slower).
+   a cold step-time memo each run. The issue's target is under 300 ms of Python in Pyodide (Pyodide under node
+   takes about 1.6-1.9x the CPython time here).
    Memory: the simulation keeps per-request records (tokens only while a request is in the server), an ITL ->
    count map and at most 2 x KV_SAMPLES KV samples; tracemalloc's peak is printed. With --pyodide DIR (a
    directory holding pyodide.mjs, as build.py copies it into dist/pyodide), the same workloads also run in

@@ -531,7 +531,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
         per token: only the requests in the server hold theirs). The reply's ids: one per request, repeated
         (its blocks still hash apart: they chain from its own prompt)."""
         own = r.n_prompt - len(shared)
-        prompt = shared + ([(1 << 40) + r.rid] + [0] * (own - 1) if own > 0 else [])
+        prompt = shared + [(1 << 40) + r.rid] if own > 0 else shared[:]
+        prompt += [0] * (own - 1)
         r.live = kvm._Live(kvm.Request(r.rid, 0, prompt, (-1 - r.rid,) * r.n_out))
         by_live[id(r.live)] = r
 
@@ -737,6 +738,15 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
             k = min(k, r.n_out - r.gen - 1)
         if is_sglang:  # every step takes a cell per request (SGLang retracts when they run out)
             k = min(k, mgr.available() // n)
+            if waiting and st_["fail_version"] == st_["version"]:
+                # the refused head is offered again in the step after the one whose ratio decay covers its
+                # shortfall (set_ratio): that step runs in full
+                ratio = mgr.new_token_ratio
+                for i in range(k):
+                    ratio = max(ratio - ratio_decay, ratio_min)
+                    if (st_["fail_ratio"] - ratio) * st_["fail_running"] >= st_["fail_short"]:
+                        k = i + 1
+                        break
         if k < 1:
             return False
         at: dict = {}  # vLLM: step -> the requests that start a block in it
@@ -773,16 +783,8 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                         k = j  # a request arrives that the scheduler may take: that step runs in full
                         break
                     arrive(now)  # it queues behind a head that does not fit
-                for r in at.get(j, ()):  # as the full step does: the new token in live.tokens while the block is taken
-                    g = r.gen + j
-                    live = r.live
-                    have = len(live.tokens) - r.n_prompt
-                    if have < g:
-                        live.tokens.extend(live.reply[have:g])
-                    live.n_generated = g
-                    live.tokens.append(live.reply[g])
-                    mgr.decode(live, [])
-                    live.tokens.pop()
+                if j in at:  # as the full step does
+                    mgr.start_blocks([r.live for r in at[j]])
                 now += dt
                 j += 1
                 steps += 1
@@ -800,7 +802,10 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
                 r.times.extend(times)
         if is_sglang:
             mgr.decoded += j * n
-            set_ratio(max(mgr.new_token_ratio - j * ratio_decay, ratio_min))
+            ratio = mgr.new_token_ratio
+            for _ in range(j):  # step by step, as the full steps decay it (the same float)
+                ratio = max(ratio - ratio_decay, ratio_min)
+            set_ratio(ratio)
         return j > 0
 
     while pending or waiting or prefilling or decoding:
@@ -901,7 +906,16 @@ def _simulate(engine, placement, workload, profile, max_steps, record_tokens, fa
         older: dict = {}
         emitted = 0
         ended = []
-        if not bs and not record_tokens:  # llama-server and SGLang: nobody is preempted mid-step, no block to take
+        lean = not record_tokens
+        if bs and lean:
+            # vLLM: each token that starts a block takes one (allocate_slots), in this order; with a free block
+            # for each, nobody is preempted in this step
+            starts = [r for r in emit if (r.n_prompt + r.gen) % bs == 0]
+            if len(starts) <= len(mgr.free_block_queue):
+                mgr.start_blocks([r.live for r in starts])
+            else:
+                lean = False
+        if lean:  # nobody is preempted mid-step, every block taken
             for r in emit:
                 tl = r.t_last
                 if tl == prev:
