@@ -234,6 +234,32 @@ def test_leave_one_device_out_error(combined):
     assert s["median"] <= 0.11 and s["p90"] <= 0.29
 
 
+def test_without_graph_replay_an_moe_block_launches_more_kernels():
+    """Graph replay lost (a pass past one token before #19645): the host launches every kernel, nograph_layer_us per
+    dense block of BLOCK_KERNELS launches. An MoE block adds its router, routing, three MUL_MAT_ID (4 launches each on
+    MMQ, 2 on MMVQ) and expert adds: 16 more launches with the adds fused (#15631, 2025-08-29), 22 before."""
+    p = pm.place("qwen3-30b-a3b", "rtx4090", "Q4_0", n_ctx=8192, profile="measured")
+    w = step.step_work(p, [512] * 2)[0]["gpu"]
+    assert w.moe_layers == w.layers == 48
+    prm = measured.params_for("cuda")
+    per_launch = prm.nograph_layer_us / kernels.BLOCK_KERNELS * 1e-6
+    unfused = kernels.graph_loss_seconds(w, "cuda", prm, True, "2025-08-28")
+    fused = kernels.graph_loss_seconds(w, "cuda", prm, True, "2025-11-02")
+    on_mmvq = kernels.graph_loss_seconds(w, "cuda", prm, False, "2025-11-02")
+    assert unfused == pytest.approx(48 * (25 + 22) * per_launch)
+    assert fused == pytest.approx(48 * (25 + 16) * per_launch)
+    assert on_mmvq == pytest.approx(48 * (25 + 10) * per_launch)
+    dense = step.step_work(pm.place("qwen3-8b", "rtx4090", "Q4_0", n_ctx=8192, profile="measured"), [512] * 2)[0]
+    g = dense["gpu"]
+    assert kernels.graph_loss_seconds(g, "cuda", prm, True, "") == pytest.approx(g.layers * prm.nograph_layer_us * 1e-6)
+    # the batched step charges it only where the build loses the graph: a 2025-11 pass of 2 tokens, not a 2026-03 one
+    t_old = step.batched_step(p, [512] * 2, build="2025-11-02")["gpu_s"]
+    t_new = step.batched_step(p, [512] * 2, build="2026-03-01")["gpu_s"]
+    assert kernels.graphs_lost(w, p.machine.gpu, "cuda", 2, "2025-11-02")
+    assert not kernels.graphs_lost(w, p.machine.gpu, "cuda", 2, "2026-03-01")
+    assert t_old > t_new
+
+
 def test_a_build_selects_the_kernels_past_one_token():
     """ggml-cuda's limit for weight-streaming kernels, from the change table's rows (by hand): float weights went to
     cuBLAS from 2 tokens before #14262, then took mul_mat_vec up to 8 and, on tensor-core GPUs from #15131, mul_mat_f

@@ -13,8 +13,9 @@ moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of 
 weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) gathers each expert's tokens first
 (ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup; a
 host sync on the routing before #15525): BATCH_PARAMS' cost per call (its cost per token is not fitted: 0). A pass
-past one token can also lose the graph replay batch-1 decode has (graphs_lost, by build). vLLM's and SGLang's GEMMs
-never take the mat-vec path. MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's
+past one token can also lose the graph replay batch-1 decode has (graphs_lost, by build): the host then launches
+every kernel, and an MoE block launches more of them than a dense one (graph_loss_seconds). vLLM's and SGLang's
+GEMMs never take the mat-vec path. MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's
 tokens read, perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench
 micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
@@ -48,6 +49,21 @@ MM_BW = 0.3  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-ve
 # per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
 # block; backends without batched MoE runs take CUDA's
 BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
+# Without graph replay the host launches each kernel (graphs_lost). nograph_layer_us is what a block costs then,
+# fitted on decode runs of dense models, whose block ggml-cuda runs as BLOCK_KERNELS launches (llama, a few tokens:
+# the fused RMS norm, Q/K/V, RoPE x2, two KV-cache set_rows, flash attention and its combine, output, residual add,
+# the FFN norm, gate/up/down, GLU and residual add; each quantized matmul a quantize_q8_1 and an MMVQ launch). An MoE
+# block's FFN launches more (llm_graph_context::build_moe_ffn, ggml_cuda_mul_mat_id): the router matmul, softmax,
+# argsort (top-k), get_rows of the weights, sum_rows / clamp / div (their normalisation), three MUL_MAT_ID, the GLU,
+# the weights' MUL and the sum over the k experts, against the dense FFN's three matmuls and GLU: MOE_EXTRA_KERNELS
+# more, for MUL_MAT_ID on tiles (MMQ: ids helper, quantize, MMQ and stream-k fixup, 4 launches a call) with the
+# k - 1 = 7 adds of a top-8 router fused into one (fused_expert_adds); MMID_LAUNCHES per call on each path, and the
+# unfused adds (k - 1 = 7, Qwen3-MoE's top-8; gpt-oss's top-4 adds three but its router bias and three add_id
+# biases make up the difference) where the build does not fuse them.
+BLOCK_KERNELS = 25
+MOE_EXTRA_KERNELS = 16
+MMID_LAUNCHES = {"tiles": 4, "matvec": 2}
+UNFUSED_EXPERT_ADDS = 6  # k - 1 = 7 adds as 7 launches instead of 1
 # MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
 # tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the
 # distinct experts the pass reads are those of T ** ROUTE_EXP independent tokens (perf_model.batched.step_work).
@@ -83,14 +99,15 @@ def batched_seconds(
     if n_tok == 1:
         return t, t_mem, t_cmp, basis
     prm = _measured.params_for(backend)
-    moe_sync_us, moe_tok_us = (params or BATCH_PARAMS).get(backend, BATCH_PARAMS["cuda"])
     t_w = t_mem * w.weight_bytes / w.bytes if w.bytes else 0.0  # the weights' share of the streaming time
     extra = 0.0
-    mmid_max = MMID_MMVQ_MAX if f"mmvq_mmid:{backend}" in _measured.feature_set(build) else MMID_MV_MAX.get(backend, 1)
-    if engine == "llama.cpp" and w.moe_layers and n_tok > mmid_max:
+    fs = _measured.feature_set(build)
+    mmid_tiles = n_tok > (MMID_MMVQ_MAX if f"mmvq_mmid:{backend}" in fs else MMID_MV_MAX.get(backend, 1))
+    if engine == "llama.cpp" and w.moe_layers and mmid_tiles:
+        moe_sync_us, moe_tok_us = (params or BATCH_PARAMS).get(backend, BATCH_PARAMS["cuda"])
         extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6
     if engine == "llama.cpp" and graphs_lost(w, dev, backend, n_tok, build):
-        extra += w.layers * prm.nograph_layer_us * 1e-6
+        extra += graph_loss_seconds(w, backend, prm, mmid_tiles, build)
     if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
         col = MV_COL_GCN if gcn_table(w, dev, backend) else MV_COL
         t_col = column_seconds(w, dev, backend, prm, n_threads, build)
@@ -102,6 +119,17 @@ def batched_seconds(
         t_mem += MM_BW * t_w
     t = max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - _measured.overlap_for(dev, backend, prm)) + extra
     return t, t_mem, t_c, basis
+
+
+def graph_loss_seconds(w, backend: str, prm, mmid_tiles: bool, build=None) -> float:
+    """What the host's kernel launches cost a pass that runs without graph replay: nograph_layer_us per
+    BLOCK_KERNELS launches, a dense block's; each MoE block launches more (MOE_EXTRA_KERNELS, its MUL_MAT_ID calls on
+    tiles or on the mat-vec kernel, its expert adds one launch or k - 1)."""
+    extra = MOE_EXTRA_KERNELS + 3 * (MMID_LAUNCHES["tiles" if mmid_tiles else "matvec"] - MMID_LAUNCHES["tiles"])
+    if not _measured.fused_expert_adds(backend, build):
+        extra += UNFUSED_EXPERT_ADDS
+    kernels = w.layers * BLOCK_KERNELS + w.moe_layers * extra
+    return kernels * prm.nograph_layer_us / BLOCK_KERNELS * 1e-6
 
 
 def column_seconds(w, dev, backend: str, prm, n_threads, build=None) -> float:
