@@ -182,9 +182,39 @@ def combined():
 
 
 def test_the_shipped_parameters_are_the_fit(combined):
-    shape, params, route = fit.fit_all(combined)
+    shape, route = fit.fit_all(combined)
     assert shape == (kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN) and route == kernels.ROUTE_EXP
-    assert params["cuda"] == kernels.BATCH_PARAMS["cuda"] and params["rocm"] == kernels.BATCH_PARAMS["rocm"]
+
+
+def test_moe_experts_run_on_tiles_past_mul_mat_id_limit():
+    """A 2-token Qwen3-30B-A3B pass on an RTX 4090: its quantized weights stream on MMVQ (8 columns at most), but
+    MUL_MAT_ID moves the experts to MMQ tiles past one token in builds before #18958 (past 4 tokens since). Then the
+    experts stream (1 + MM_BW) x slower and take no mat-vec columns; and only builds before #15525 sync the host on
+    each MUL_MAT_ID call (BATCH_PARAMS)."""
+    p = pm.place("qwen3-30b-a3b", "rtx4090", "Q4_0", n_ctx=8192, profile="measured")
+    w = step.step_work(p, [512] * 2)[0]["gpu"]
+    dev = p.machine.gpu
+    assert kernels.streaming_max(w, dev, "cuda", "2025-11-02") == 8
+    prm = measured.params_for("cuda")
+    t, t_mem, _c, _b = measured.decode_seconds(w, dev, "cuda", None, 2, build="2025-11-02")
+    t_w = t_mem * w.weight_bytes / w.bytes
+    share = kernels._expert_byte_share(w)
+    assert 0.5 < share < 1.0  # two tokens' experts (of 128 per block) are most of what the pass streams
+    n_all = sum(n for _t, n in w.weights_by_type)
+    n_exp = sum(n for _t, n in w.expert_weights_by_type)
+    t_col = kernels.column_seconds(w, dev, "cuda", prm, None, "2025-11-02") * (n_all - n_exp) / n_all
+    graph = kernels.graph_loss_seconds(w, "cuda", prm, True, "2025-11-02")
+    want = t + kernels.MV_COL * t_col + kernels.MM_BW * share * t_w + graph
+    assert kernels.batched_seconds(w, dev, "cuda", 2, "llama.cpp", None, build="2025-11-02")[0] == pytest.approx(want)
+    # a build before #15525 adds the host sync of its 3 MUL_MAT_ID calls per MoE block (and its expert adds unfused)
+    old = kernels.batched_seconds(w, dev, "cuda", 2, "llama.cpp", None, build="2025-07-15")[0]
+    t7, t_mem7, _c, _b = measured.decode_seconds(w, dev, "cuda", None, 2, build="2025-07-15")
+    graph7 = kernels.graph_loss_seconds(w, "cuda", prm, True, "2025-07-15")
+    t_col7 = kernels.column_seconds(w, dev, "cuda", prm, None, "2025-07-15") * (n_all - n_exp) / n_all
+    sync = w.moe_layers * 3 * kernels.BATCH_PARAMS["cuda"][0] * 1e-6
+    t_w7 = t_mem7 * w.weight_bytes / w.bytes
+    assert old == pytest.approx(t7 + kernels.MV_COL * t_col7 + kernels.MM_BW * share * t_w7 + graph7 + sync)
+    assert sync > 0 and "mmid_sync_free:cuda" in measured.feature_set("2025-11-02")
 
 
 def test_batched_bench_sequences_route_apart(bench_samples):
@@ -220,18 +250,45 @@ def test_the_combined_set_spans_devices_per_backend(combined):
 
 def test_leave_one_device_out_error(combined):
     # The issue's gate is median 10%, p90 25%. Over the combined set (75 batched-bench rows, 93 micro-batch rows; 13
-    # devices), each device predicted from a fit on the others (MV_COL, MM_BW, MV_COL_GCN, ROUTE_EXP and the MoE
-    # pair refitted without it): median 10.2%, p90 27.2% (12.2% / 28.9% while a mat-vec column cost a share of the
-    # weights' bytes rather than their compute; 19.1% / 97.6% while the batched-bench rows were timed as one token's
-    # experts; 60.8% / 162% on the batched-bench rows alone). Not met: MMQ at 16 tokens is slower than the parameters
-    # say on GPUs without matrix units (RX 6800 at 8k depth, P40 and MI100 IQ types), MMVQ past 4 columns on GCN/CDNA
-    # differs between the MI50 and the MI100, and ROCm's MoE micro-batches. This gates the value reached, with a
+    # devices), each device predicted from a fit on the others (MV_COL, MM_BW, MV_COL_GCN and ROUTE_EXP refitted
+    # without it): median 8.4%, p90 23.2%, within the gate (10.2% / 27.2% while MUL_MAT_ID's experts streamed on the
+    # mat-vec kernels with the rest of the pass, and a fitted host sync per call stood in for their tiles; 12.2% /
+    # 28.9% while a mat-vec column cost a share of the weights' bytes rather than their compute; 19.1% / 97.6% while
+    # the batched-bench rows were timed as one token's experts; 60.8% / 162% on the batched-bench rows alone). The
+    # largest errors left: MMQ at 16 tokens on GPUs without matrix units (RX 6800 at 16k depth, P40 and MI100 IQ
+    # types), the MI50's mat-vec past 4 columns, the MI100's 16-token MoE pass. This gates the value reached, with a
     # little room.
     held = fit.loo(combined, by="device")
     assert {s.device for s, _e in held} == {s.device for s in combined}
     s = fit.summary([e for _s, e in held])
     assert s["n"] == len(combined)
-    assert s["median"] <= 0.11 and s["p90"] <= 0.29
+    assert s["median"] <= 0.09 and s["p90"] <= 0.25
+
+
+def test_without_graph_replay_an_moe_block_launches_more_kernels():
+    """Graph replay lost (a pass past one token before #19645): the host launches every kernel, nograph_layer_us per
+    dense block of BLOCK_KERNELS launches. An MoE block adds its router, routing, three MUL_MAT_ID (4 launches each on
+    MMQ, 2 on MMVQ) and expert adds: 16 more launches with the adds fused (#15631, 2025-08-29), 22 before."""
+    p = pm.place("qwen3-30b-a3b", "rtx4090", "Q4_0", n_ctx=8192, profile="measured")
+    w = step.step_work(p, [512] * 2)[0]["gpu"]
+    assert w.moe_layers == w.layers == 48
+    prm = measured.params_for("cuda")
+    per_launch = prm.nograph_layer_us / kernels.BLOCK_KERNELS * 1e-6
+    unfused = kernels.graph_loss_seconds(w, "cuda", prm, True, "2025-08-28")
+    fused = kernels.graph_loss_seconds(w, "cuda", prm, True, "2025-11-02")
+    on_mmvq = kernels.graph_loss_seconds(w, "cuda", prm, False, "2025-11-02")
+    assert unfused == pytest.approx(48 * (25 + 22) * per_launch)
+    assert fused == pytest.approx(48 * (25 + 16) * per_launch)
+    assert on_mmvq == pytest.approx(48 * (25 + 10) * per_launch)
+    dense = step.step_work(pm.place("qwen3-8b", "rtx4090", "Q4_0", n_ctx=8192, profile="measured"), [512] * 2)[0]
+    g = dense["gpu"]
+    assert kernels.graph_loss_seconds(g, "cuda", prm, True, "") == pytest.approx(g.layers * prm.nograph_layer_us * 1e-6)
+    # the batched step charges it only where the build loses the graph: a 2025-11 pass of 2 tokens, not a 2026-03 one
+    t_old = step.batched_step(p, [512] * 2, build="2025-11-02")["gpu_s"]
+    t_new = step.batched_step(p, [512] * 2, build="2026-03-01")["gpu_s"]
+    assert kernels.graphs_lost(w, p.machine.gpu, "cuda", 2, "2025-11-02")
+    assert not kernels.graphs_lost(w, p.machine.gpu, "cuda", 2, "2026-03-01")
+    assert t_old > t_new
 
 
 def test_a_build_selects_the_kernels_past_one_token():

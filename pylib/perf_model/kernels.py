@@ -11,20 +11,23 @@ the weights' type, the GPU and the build (enginelab.measured.streaming_max_token
 from 2 tokens before mul_mat_vec took several columns, mul_mat_f streams them up to 16 tokens where it runs, CDNA
 moved quantized matmuls of 4 tokens and more to MMQ): a pass takes the limit of the type that holds most of its
 weights. An MoE block past MUL_MAT_ID's mat-vec kernel (MMID_MV_MAX tokens) gathers each expert's tokens first
-(ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup; a
-host sync on the routing before #15525): BATCH_PARAMS' cost per call (its cost per token is not fitted: 0). A pass
-past one token can also lose the graph replay batch-1 decode has (graphs_lost, by build). vLLM's and SGLang's GEMMs
-never take the mat-vec path, and multiply weight-only quantized matrices on the BF16 tensor cores (W4A16: MXFP4
-experts on Marlin or triton_kernels; AWQ / GPTQ on Marlin, as enginelab.serving reads a 4-bit placement): every
-weight at the 16-bit class rate. (An 8-bit placement, read as FP8, gets that rate too: a floor on Ada and Hopper,
-whose FP8 tensor cores run twice as fast.) MV_COL, MV_COL_GCN, MM_BW, BATCH_PARAMS and ROUTE_EXP (how many experts a batch's
-tokens read, perf_model.batched.step_work) are fitted on published llama-batched-bench runs and llama-bench
-micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
+(ggml-cuda: a routing-to-expert-bounds kernel, the activations quantized per expert, the tiles' stream-k fixup) and
+runs the experts on tiles, also while the rest of the pass still streams on mat-vec kernels; in ggml-cuda builds
+before #15525 the host synced on the routing for each call (BATCH_PARAMS, from that pull request's table, not
+fitted). A pass past one token can also lose the graph replay batch-1 decode has (graphs_lost, by build): the host
+then launches every kernel, and an MoE block launches more of them than a dense one (graph_loss_seconds). vLLM's and
+SGLang's GEMMs never take the mat-vec path, and multiply weight-only quantized matrices on the BF16 tensor cores
+(W4A16: MXFP4 experts on Marlin or triton_kernels; AWQ / GPTQ on Marlin, as enginelab.serving reads a 4-bit
+placement): every weight at the 16-bit class rate. (An 8-bit placement, read as FP8, gets that rate too: a floor on
+Ada and Hopper, whose FP8 tensor cores run twice as fast.) MV_COL, MV_COL_GCN, MM_BW and ROUTE_EXP (how many
+experts a batch's tokens read, perf_model.batched.step_work) are fitted on published llama-batched-bench runs and
+llama-bench micro-batch rows (enginelab.serving.fit, data/serving/batched_bench.csv, data/calibration/pr_tables.csv).
 """
 
 from __future__ import annotations
 
 from enginelab import measured as _measured
+from enginelab.ggml import GGML_TYPES
 
 MMV_MAX_COLS = 8  # the most columns (tokens) a mat-vec kernel takes; every GPU backend agrees (quantized weights)
 # MoE: the most tokens MUL_MAT_ID still runs on mat-vec kernels (ggml-cuda.cu's ggml_cuda_mul_mat_id: ne2 == 1 in
@@ -48,13 +51,32 @@ MV_COL = 2.0
 MMVQ_GCN_ARCHS = frozenset({"polaris", "vega", "cdna", "cdna3"})
 MV_COL_GCN = 2.0
 MM_BW = 0.3  # mat-mat tiles stream the weights (1 + MM_BW) x slower than mat-vec kernels
-# per backend: (moe_sync_us, moe_tok_us), an MoE call's gathering cost and the gathered GEMMs' cost per token and
-# block; backends without batched MoE runs take CUDA's
-BATCH_PARAMS = {"cuda": (40.0, 0.0), "rocm": (0.0, 0.0)}
+# ggml-cuda (CUDA and ROCm) builds before #15525 (the change table's mmid_sync_free): per backend (moe_sync_us,
+# moe_tok_us), the host sync on each MUL_MAT_ID call past the mat-vec kernel (the MoE MMQ helper ran on the host)
+# and a cost per token and block (none). 20 µs: #15525's own table, RTX 3090 DeepSeek-V2-Lite Q4_0 at a micro-batch
+# of 2, 158.03 -> 180.94 t/s, 1.6 ms over its 26 MoE blocks' 78 calls (the pull request's tighter tile bound
+# matters little at 2 tokens). Not fitted: every MoE row of the validation ran a later build. Other backends never
+# synced there.
+BATCH_PARAMS = {"cuda": (20.0, 0.0), "rocm": (20.0, 0.0)}
+# Without graph replay the host launches each kernel (graphs_lost). nograph_layer_us is what a block costs then,
+# fitted on decode runs of dense models, whose block ggml-cuda runs as BLOCK_KERNELS launches (llama, a few tokens:
+# the fused RMS norm, Q/K/V, RoPE x2, two KV-cache set_rows, flash attention and its combine, output, residual add,
+# the FFN norm, gate/up/down, GLU and residual add; each quantized matmul a quantize_q8_1 and an MMVQ launch). An MoE
+# block's FFN launches more (llm_graph_context::build_moe_ffn, ggml_cuda_mul_mat_id): the router matmul, softmax,
+# argsort (top-k), get_rows of the weights, sum_rows / clamp / div (their normalisation), three MUL_MAT_ID, the GLU,
+# the weights' MUL and the sum over the k experts, against the dense FFN's three matmuls and GLU: MOE_EXTRA_KERNELS
+# more, for MUL_MAT_ID on tiles (MMQ: ids helper, quantize, MMQ and stream-k fixup, 4 launches a call) with the
+# k - 1 = 7 adds of a top-8 router fused into one (fused_expert_adds); MMID_LAUNCHES per call on each path, and the
+# unfused adds (k - 1 = 7, Qwen3-MoE's top-8; gpt-oss's top-4 adds three but its router bias and three add_id
+# biases make up the difference) where the build does not fuse them.
+BLOCK_KERNELS = 25
+MOE_EXTRA_KERNELS = 16
+MMID_LAUNCHES = {"tiles": 4, "matvec": 2}
+UNFUSED_EXPERT_ADDS = 6  # k - 1 = 7 adds as 7 launches instead of 1
 # MoE routing over a pass of T tokens that do not share their input (different sequences' tokens, a prompt's
 # tokens): a trained router's experts are not picked independently and uniformly, popular experts recur, so the
 # distinct experts the pass reads are those of T ** ROUTE_EXP independent tokens (perf_model.batched.step_work).
-# Fitted with MV_COL, MM_BW, MV_COL_GCN and BATCH_PARAMS (enginelab.serving.fit); 1.0: independent uniform routing.
+# Fitted with MV_COL, MM_BW and MV_COL_GCN (enginelab.serving.fit); 1.0: independent uniform routing.
 ROUTE_EXP = 0.7
 
 # vLLM's and SGLang's passes multiply each weight matrix with all the pass's tokens (M = tokens) in one cuBLAS /
@@ -86,17 +108,27 @@ def batched_seconds(
     if n_tok == 1:
         return t, t_mem, t_cmp, basis
     prm = _measured.params_for(backend)
-    moe_sync_us, moe_tok_us = (params or BATCH_PARAMS).get(backend, BATCH_PARAMS["cuda"])
     t_w = t_mem * w.weight_bytes / w.bytes if w.bytes else 0.0  # the weights' share of the streaming time
     extra = 0.0
-    mmid_max = MMID_MMVQ_MAX if f"mmvq_mmid:{backend}" in _measured.feature_set(build) else MMID_MV_MAX.get(backend, 1)
-    if engine == "llama.cpp" and w.moe_layers and n_tok > mmid_max:
+    fs = _measured.feature_set(build)
+    mmid_tiles = n_tok > (MMID_MMVQ_MAX if f"mmvq_mmid:{backend}" in fs else MMID_MV_MAX.get(backend, 1))
+    if engine == "llama.cpp" and w.moe_layers and mmid_tiles and backend in BATCH_PARAMS:
+        moe_sync_us, moe_tok_us = (params or BATCH_PARAMS).get(backend, BATCH_PARAMS[backend])
+        if f"mmid_sync_free:{backend}" in fs:
+            moe_sync_us = 0.0
         extra = w.moe_layers * (3 * moe_sync_us + n_tok * moe_tok_us) * 1e-6
     if engine == "llama.cpp" and graphs_lost(w, dev, backend, n_tok, build):
-        extra += w.layers * prm.nograph_layer_us * 1e-6
+        extra += graph_loss_seconds(w, backend, prm, mmid_tiles, build)
     if engine == "llama.cpp" and n_tok <= streaming_max(w, dev, backend, build):
         col = MV_COL_GCN if gcn_table(w, dev, backend) else MV_COL
         t_col = column_seconds(w, dev, backend, prm, n_threads, build)
+        if w.moe_layers and mmid_tiles:
+            # MUL_MAT_ID past its mat-vec limit runs the routed experts on tiles (MMQ) while the rest of the pass
+            # streams on mat-vec kernels: the experts stream (1 + MM_BW) x slower and take no mat-vec columns
+            n_all = sum(k for _t, k in w.weights_by_type)
+            n_exp = sum(k for _t, k in w.expert_weights_by_type)
+            t_col *= (n_all - n_exp) / n_all if n_all else 1.0
+            extra += MM_BW * t_w * _expert_byte_share(w)
         return t + col * (n_tok - 1) * t_col + extra, t_mem, t_cmp, basis
     # mat-mat tiles beside the streaming
     t_c = _measured._matmul_seconds(w.flops, w, dev, backend, prm, n_threads, build, w16=engine != "llama.cpp") / gain
@@ -105,6 +137,17 @@ def batched_seconds(
         t_mem += MM_BW * t_w
     t = max(t_mem, t_c) + min(t_mem, t_c) * (1.0 - _measured.overlap_for(dev, backend, prm)) + extra
     return t, t_mem, t_c, basis
+
+
+def graph_loss_seconds(w, backend: str, prm, mmid_tiles: bool, build=None) -> float:
+    """What the host's kernel launches cost a pass that runs without graph replay: nograph_layer_us per
+    BLOCK_KERNELS launches, a dense block's; each MoE block launches more (MOE_EXTRA_KERNELS, its MUL_MAT_ID calls on
+    tiles or on the mat-vec kernel, its expert adds one launch or k - 1)."""
+    extra = MOE_EXTRA_KERNELS + 3 * (MMID_LAUNCHES["tiles" if mmid_tiles else "matvec"] - MMID_LAUNCHES["tiles"])
+    if not _measured.fused_expert_adds(backend, build):
+        extra += UNFUSED_EXPERT_ADDS
+    kernels = w.layers * BLOCK_KERNELS + w.moe_layers * extra
+    return kernels * prm.nograph_layer_us / BLOCK_KERNELS * 1e-6
 
 
 def column_seconds(w, dev, backend: str, prm, n_threads, build=None) -> float:
@@ -189,3 +232,12 @@ def gcn_table(w, dev, backend: str) -> bool:
     if backend != "rocm" or _measured.gpu_arch(dev, backend)[0] not in MMVQ_GCN_ARCHS or not w.weights_by_type:
         return False
     return max(w.weights_by_type, key=lambda tw: tw[1])[0] not in _measured.FLOAT_TYPES
+
+
+def _expert_byte_share(w) -> float:
+    """The routed experts' part of a pass's weight bytes (each type at its bits per weight)."""
+    if not w.expert_weights_by_type:
+        return 0.0
+    bpw = {t: (GGML_TYPES[t].bpw if t in GGML_TYPES else 16.0) for t, _n in w.weights_by_type}
+    total = sum(n * bpw.get(t, 16.0) for t, n in w.weights_by_type)
+    return sum(n * bpw.get(t, 16.0) for t, n in w.expert_weights_by_type) / total if total else 0.0

@@ -20,6 +20,7 @@ TODAY = frozenset(
         "hip_graphs:rocm", "cuda_graphs:cuda:volta_turing", "vulkan_node_deps:vulkan",
         "cuda_graphs_batch:cuda", "cuda_graphs_batch:rocm", "cuda_graphs_mmid:cuda", "cuda_graphs_mmid:rocm",
         "mmvq_mmid:cuda", "mmvq_mmid:rocm", "mmq_mmid:cuda", "mmq_mmid:rocm",
+        "mmid_sync_free:cuda", "mmid_sync_free:rocm",
         "mmv_float_batch:cuda", "mmv_float_batch:rocm", "mmf:cuda", "mmf:cuda:volta", "mmf:rocm:rdna4", "mmf:rocm:rdna3",
         "mmq_mfma_batch4:rocm:cdna", "cublas_refactor:cuda", "cublas_refactor:rocm", "gcn_mmq_config:rocm:vega",
         "vulkan_mmvq:vulkan:Q4_1", "vulkan_mmvq:vulkan:Q5_0", "vulkan_mmvq:vulkan:Q8_0",

@@ -2,8 +2,9 @@
 
     data/serving/batched_bench.csv (S_TG against B, per device and model)  ->  Sample: the pass batched-bench
     times (B sequences at PP + TG/2 tokens, a random token in each: BENCH_SAME_TOKENS)
-    ->  fit_all(): kernels.MV_COL and MM_BW on the dense rows, then kernels.ROUTE_EXP (one value) with
-    BATCH_PARAMS' two numbers per backend on the MoE rows, grids minimising the median |log error|
+    ->  fit_all(): kernels.MV_COL, MM_BW and MV_COL_GCN on the dense rows, then kernels.ROUTE_EXP (one value) on
+    the MoE rows, grids minimising the median |log error| (kernels.BATCH_PARAMS, the host sync of builds before
+    #15525, is not fitted: no row here ran one)
     ->  loo(): for every device (or model), fit without it and predict it.
 
 The micro-batch rows of data/calibration/pr_tables.csv (llama-bench ppN at -ub 2-31: passes of u tokens of one
@@ -33,11 +34,6 @@ from perf_model import kernels
 GRID_MV_COL = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 GRID_MM_BW = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 GRID_MV_COL_GCN = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
-GRID_MOE_SYNC_US = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 150.0)
-# The gathered GEMMs' time per token is the FLOPs and bytes the step already counts: a fitted cost per token and
-# block took up the DGX Spark's per-sequence routing while its rows were timed as one token's experts, and held out
-# it only hurt since (leave-one-device-out 12.3% / 31.9% with it on 0-60 µs, 12.2% / 28.9% without)
-GRID_MOE_TOK_US = (0.0,)
 GRID_ROUTE_EXP = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # llama-batched-bench's decode tokens: random (get_token_rand, std::rand() % n_vocab, one per sequence and step) in
 # the build the batched-bench rows ran (2f68ce7cf, 2025-11); before, every sequence fed token 0. So the rows' MoE
@@ -193,8 +189,8 @@ def combined() -> list:
 
 
 def predict(s: Sample, params: dict | None = None, shape: tuple | None = None, route: float | None = None) -> float:
-    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS, shape: (MV_COL, MM_BW,
-    MV_COL_GCN), route: ROUTE_EXP (None: the shipped values)."""
+    """Tokens per second the batched step predicts for a sample; params: BATCH_PARAMS (the pre-#15525 host sync),
+    shape: (MV_COL, MM_BW, MV_COL_GCN), route: ROUTE_EXP (None: the shipped values)."""
     old = kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN, kernels.ROUTE_EXP
     if shape is not None:
         kernels.MV_COL, kernels.MM_BW, kernels.MV_COL_GCN = shape
@@ -263,51 +259,30 @@ def fit_shape(samples_: list) -> tuple:
     return a, b, best[1]
 
 
-def fit(samples_: list, backend: str, shape: tuple | None = None, route: float | None = None) -> tuple:
-    """(moe_sync_us, moe_tok_us) of `backend` on its MoE rows with a batch above 1 (a grid search), or CUDA's
-    current values when it has none."""
-    moe = [s for s in samples_ if s.backend == backend and _is_moe(s) and s.batch > 1]
+def fit_moe(samples_: list, shape: tuple) -> float:
+    """ROUTE_EXP: the routing exponent on the grid with the lowest median |log error| over all the MoE rows with a
+    batch above 1 (every device and backend together: one value for the routers). A set without MoE rows keeps
+    the shipped exponent."""
+    moe = [s for s in samples_ if _is_moe(s) and s.batch > 1]
     if not moe:
-        return kernels.BATCH_PARAMS["cuda"]
+        return kernels.ROUTE_EXP
     best = None
-    for a in GRID_MOE_SYNC_US:
-        for b in GRID_MOE_TOK_US:
-            e = _log_err(moe, {backend: (a, b)}, shape, route)
-            if best is None or e < best[0] - 1e-12:
-                best = (e, (a, b))
+    for r in GRID_ROUTE_EXP:
+        e = _log_err(moe, None, shape, r)
+        if best is None or e < best[0] - 1e-12:
+            best = (e, r)
     return best[1]
 
 
-def fit_moe(samples_: list, shape: tuple, backends) -> tuple:
-    """(ROUTE_EXP, {backend: (moe_sync_us, moe_tok_us)}): for each routing exponent on the grid every backend's MoE
-    pair is fitted, and the exponent whose fits give the lowest median |log error| over all the MoE rows (every
-    device and backend together: one value for the routers, not per backend) is kept. A set without MoE rows
-    keeps the shipped exponent."""
-    moe = [s for s in samples_ if _is_moe(s) and s.batch > 1]
-    if not moe:
-        return kernels.ROUTE_EXP, {be: fit(samples_, be, shape) for be in backends}
-    best = None
-    for r in GRID_ROUTE_EXP:
-        params = {be: fit(samples_, be, shape, r) for be in backends}
-        e = _log_err(moe, params, shape, r)
-        if best is None or e < best[0] - 1e-12:
-            best = (e, r, params)
-    return best[1], best[2]
-
-
 def fit_all(samples_: list) -> tuple:
-    """((MV_COL, MM_BW), {backend: (moe_sync_us, moe_tok_us)}, ROUTE_EXP) fitted on samples_."""
+    """((MV_COL, MM_BW, MV_COL_GCN), ROUTE_EXP) fitted on samples_."""
     shape = fit_shape(samples_)
-    route, params = fit_moe(samples_, shape, sorted({s.backend for s in samples_}))
-    if "cuda" not in params:
-        params["cuda"] = kernels.BATCH_PARAMS["cuda"]
-    return shape, params, route
+    return shape, fit_moe(samples_, shape)
 
 
-# What a fit without any run to go on uses (loo: a held-out device whose backend, or whose kind of rows, no other
-# device has): no batched-kernel effect at all
+# What a fit without any run to go on uses (loo: a held-out device whose kind of rows no other device has): no
+# batched-kernel effect at all
 PRIOR_SHAPE = (0.0, 0.0, 0.0)
-PRIOR_MOE = (0.0, 0.0)
 
 
 def _model_key(s: Sample) -> str:
@@ -316,7 +291,7 @@ def _model_key(s: Sample) -> str:
 
 def loo(samples_: list, by: str = "device") -> list:
     """[(sample, held-out |error|)]: every device's (by="model": every model's) rows predicted by a fit on the
-    other rows only (parameters with no rows to fit on take PRIOR_*, never the values fitted on all the rows)."""
+    other rows only (parameters with no rows to fit on take PRIOR_SHAPE, never the values fitted on all the rows)."""
     key = (lambda s: s.device) if by == "device" else _model_key
     out = []
     for dev in sorted({key(s) for s in samples_}):
@@ -324,12 +299,8 @@ def loo(samples_: list, by: str = "device") -> list:
         test = [s for s in samples_ if key(s) == dev]
         dense = [s for s in train if not _is_moe(s) and s.batch > 1]
         shape = fit_shape(train) if dense else PRIOR_SHAPE
-        route, fitted = fit_moe(train, shape, sorted({s.backend for s in samples_}))
-        params = {}
-        for be in {s.backend for s in test}:
-            mine = [s for s in train if s.backend == be and _is_moe(s) and s.batch > 1]
-            params[be] = fitted[be] if mine else PRIOR_MOE
-        out.extend(zip(test, errors(test, params, shape, route)))
+        route = fit_moe(train, shape)
+        out.extend(zip(test, errors(test, None, shape, route)))
     return out
 
 
