@@ -70,6 +70,7 @@ SHOTS = [
     ("users-kv-pool", "figures/users.html?input_len=4096&output_len=512", "ready"),
     # llama-server capped at 4 slots; its KV pool in time
     ("users-np4", "figures/users.html?np=4&kv_engine=llama.cpp&kv_users=16", "ready"),
+    ("users-h100", "figures/users.html?model=qwen3-8b&machine=h100", "ready"),
     ("companion", "index.html", "static"),
     ("figure-index", "figures/index.html", "static"),
     ("exercises", "exercises.html", "ready"),

@@ -84,12 +84,20 @@ def running_cap(engine: str, placement, **flags) -> int:
         )
     if flags.get("max_running_requests"):
         return flags["max_running_requests"]
-    return _sglang_cap(placement.model.key, placement.machine.key, placement.quant, placement.n_ctx)
+    m, mc = placement.model, placement.machine
+    if m.key in pm.MODELS and mc.key in pm.MACHINES:  # catalog ones: kept by key
+        return _sglang_cap(m.key, mc.key, placement.quant, placement.n_ctx)
+    return _sglang_cap_of(m, mc, placement.quant, placement.n_ctx)
 
 
 @lru_cache(maxsize=32)
 def _sglang_cap(model: str, machine: str, quant: str, n_ctx: int) -> int:
-    p = pm.place(pm.MODELS[model], pm.MACHINES[machine], quant, n_ctx=n_ctx)
+    return _sglang_cap_of(pm.MODELS[model], pm.MACHINES[machine], quant, n_ctx)
+
+
+def _sglang_cap_of(model, machine, quant: str, n_ctx: int) -> int:
+    """SGLang's max_running_requests from its start-up memory plan for this model, machine, quant and context."""
+    p = pm.place(model, machine, quant, n_ctx=n_ctx)
     plan = sp.sglang_plan(
         p.model, p.machine, sim._weight_dtype(p), context_length=min(n_ctx, p.model.max_position_embeddings)
     )

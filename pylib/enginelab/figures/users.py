@@ -8,7 +8,9 @@ default flags on the checkpoint's BF16 weights with --max-model-len / --context-
 plans, enginelab.serving_plan, size the KV pool). The "users" each engine serves is the largest C whose mean TPOT
 and mean TTFT stay within the SLO; the charts mark it (the knee). Under the charts, for each engine, why its
 throughput stops growing (advisor.load: a concurrency cap, the KV pool, or compute), and a time-lapse of one
-engine's KV pool at one concurrency: FRAMES grids of the simulation's sampled KV use.
+engine's KV pool at one concurrency: FRAMES grids of the simulation's sampled KV use. The machines are the
+catalog's and the A100 and H100 80 GB of the published serving runs (machines()), on which the simulation is
+validated.
 
 compute(state) returns UsersData: one EngineLine per engine (a point per concurrency, or why it cannot run), the
 time-lapse and the readouts by name. This module only arranges and draws them.
@@ -46,6 +48,14 @@ def _model(p):
     return pm.MODELS.get(p.get("model"), pm.MODELS["llama-3.1-8b"])
 
 
+def machines() -> dict:
+    """The catalog's machines and the published serving runs' datacenter GPUs (A100 and H100 80 GB, as
+    enginelab.serving.validate simulates those runs on them)."""
+    from ..serving import validate
+
+    return {**pm.MACHINES, **validate.server_machines()}
+
+
 def _ctx_max(p) -> int:
     return max(CTX_MIN, _model(p).max_position_embeddings)
 
@@ -54,9 +64,7 @@ SPEC = Spec(
     ID,
     [
         Choice("model", "Model", default="llama-3.1-8b", options=lambda p: [(k, m.name) for k, m in pm.MODELS.items()]),
-        Choice(
-            "machine", "Machine", default="rtx4090", options=lambda p: [(k, m.name) for k, m in pm.MACHINES.items()]
-        ),
+        Choice("machine", "Machine", default="rtx4090", options=lambda p: [(k, m.name) for k, m in machines().items()]),
         Choice("quant", "llama-server quant", default="Q4_K_M", options=lambda p: pm.quant_options()),
         Int(
             "ctx",
@@ -152,7 +160,7 @@ def _flags(state: State, engine: str, c: int) -> dict:
 
 @lru_cache(maxsize=8)
 def _placement(model: str, machine: str, quant: str, ctx: int):
-    return pm.place(pm.MODELS[model], pm.MACHINES[machine], quant, n_ctx=ctx, profile="measured")
+    return pm.place(pm.MODELS[model], machines()[machine], quant, n_ctx=ctx, profile="measured")
 
 
 def placement(state: State, engine: str):
@@ -240,7 +248,7 @@ def compute(state: State) -> UsersData:
             key = ln.engine.replace(".", "")
             readouts[f"users_{key}"] = ln.users
             readouts[f"tok_s_{key}"] = max(pt.output_throughput for pt in ln.points)
-    return UsersData(state, pm.MODELS[state.model], pm.MACHINES[state.machine], lines, timelapse_of(state), readouts)
+    return UsersData(state, pm.MODELS[state.model], machines()[state.machine], lines, timelapse_of(state), readouts)
 
 
 def describe(data: UsersData) -> str:
@@ -512,6 +520,11 @@ def _presets() -> Raw:
             ("Chat (default)", "", "512 prompt and 128 reply tokens, Llama 3.1 8B on an RTX 4090"),
             ("Long prompts: the KV pool", "?input_len=4096&output_len=512", "4,096 + 512 tokens per request"),
             ("llama-server -np 4", "?np=4&kv_engine=llama.cpp&kv_users=16", "four slots, whatever the users"),
+            (
+                "A server: Qwen3-8B on an H100",
+                "?model=qwen3-8b&machine=h100",
+                "the GPU and model of published vLLM and SGLang runs (data/serving)",
+            ),
         ],
     )
 

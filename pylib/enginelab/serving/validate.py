@@ -63,6 +63,19 @@ def runs() -> list:
     return list(csv.DictReader(io.StringIO(text.decode("utf-8"))))
 
 
+# The datacenter GPUs of these runs, as the serving figures offer them beside perf_model's catalog machines: a team
+# sizing a server for its users has one of these more often than a desktop card
+SERVER_GPUS = {"a100": "A100 SXM4 80GB", "h100": "H100 SXM5 80GB"}
+_SERVERS: dict = {}
+
+
+def server_machines() -> dict:
+    """{key: pm.Machine} of SERVER_GPUS, each the machine these runs are simulated on (_machine)."""
+    if not _SERVERS:
+        _SERVERS.update((k, _machine(gpu)) for k, gpu in SERVER_GPUS.items())
+    return dict(_SERVERS)
+
+
 def _machine(gpu: str) -> pm.Machine:
     """The catalog machine with this GPU (names compared without "GeForce "), else one built from the calibration
     device table (its memory from devices.csv's mem_gib column: calibration's Devices leave memory unbounded)."""
