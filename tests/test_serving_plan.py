@@ -337,3 +337,30 @@ def test_vllm_batch_defaults_follow_the_gpu_like_vllm_0_11():
     assert (capped["max_num_batched_tokens"], capped["max_num_seqs"]) == (512, 512)
     with pytest.raises(ValueError, match="^usage_context"):
         sp.vllm_gpu_defaults(h100, "batch")
+
+
+def test_the_figure_plans_the_serving_runs_datacenter_gpus():
+    # the serving plan offers the A100 and H100 of the published runs, planned on the machines the validation
+    # simulates them on, and carries them to "How many users?"
+    from enginelab import links
+    from enginelab.figures import serving_plan as spfig
+    from enginelab.serving import validate
+
+    options = dict(spfig.SPEC.by_key["machine"].options_for({}))
+    assert options["h100"] == "H100 SXM5 80GB" and options["a100"] == "A100 SXM4 80GB"
+    s, msgs = spfig.SPEC.from_query("?machine=h100&model=qwen3-8b")
+    assert not msgs
+    d = spfig.compute(s)
+    h100 = validate._machine("H100 SXM5 80GB")
+    # vLLM's own batch defaults on an 80 GB GPU that is not an A100: 1,024 sequences, 8,192 tokens a step
+    assert (s.max_num_seqs, s.max_num_batched_tokens) == (1024, 8192)
+    assert spfig.SPEC.from_query("?machine=a100")[0].max_num_seqs == 256  # the A100 exception
+    want = sp.vllm_plan("qwen3-8b", h100, "bf16", max_num_seqs=1024, max_num_batched_tokens=8192)
+    assert d.error is None and d.readouts.num_gpu_blocks == want["num_gpu_blocks"] > 0
+    # 80 GB against the RTX 4090's 24: the same model leaves several times the KV blocks
+    d4 = spfig.compute(spfig.SPEC.from_query("?machine=rtx4090&model=qwen3-8b")[0])
+    assert d.readouts.num_gpu_blocks > 4 * d4.readouts.num_gpu_blocks
+    assert "machine=h100" in links.users_query(s)
+    # the command line leaves out what is vLLM's default on that GPU, and says what is not
+    assert "--max-num-seqs" not in want["command"]
+    assert "--max-num-seqs 256" in sp.vllm_plan("qwen3-8b", h100, "bf16", max_num_seqs=256)["command"]

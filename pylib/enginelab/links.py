@@ -41,7 +41,8 @@ USERS_KEYS = ("model", "machine", "quant", "ctx")  # what the calculator and the
 
 def users_query(state) -> str:
     """The "How many users?" figure's query for another figure's state (a State or a dict): its model, machine,
-    quant and ctx, each only if the users figure takes it (a catalogue model and machine, a preset quant, a
+    quant and ctx, each only if the users figure takes it (a catalogue model, a catalogue machine or one of the
+    serving runs' datacenter GPUs, a preset quant, a
     context it accepts), so a reader's own model or several GPUs fall back to that figure's defaults."""
     from urllib.parse import urlencode
 
@@ -52,7 +53,9 @@ def users_query(state) -> str:
     model = get("model")
     if model in pm.MODELS:
         out["model"] = model
-    if get("machine") in pm.MACHINES and not get("gpus"):
+    from enginelab.serving_plan import SERVER_GPUS
+
+    if (get("machine") in pm.MACHINES or get("machine") in SERVER_GPUS) and not get("gpus"):
         out["machine"] = get("machine")
     if get("quant") in pm.QUANT_PRESETS:
         out["quant"] = get("quant")

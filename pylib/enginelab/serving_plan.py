@@ -576,6 +576,11 @@ def serving_machines() -> dict:
     return {k: m for k, m in pm.MACHINES.items() if m.gpu is not None and not m.unified}
 
 
+# The datacenter GPUs of the published serving runs (data/serving/serving_runs.csv), by the key the serving
+# figures give them beside the catalog's machines (enginelab.serving.validate.server_machines builds them)
+SERVER_GPUS = {"a100": "A100 SXM4 80GB", "h100": "H100 SXM5 80GB"}
+
+
 def vllm_plan(
     model,
     machine,
@@ -767,6 +772,7 @@ def vllm_plan(
         max_num_seqs,
         max_num_batched_tokens,
         tp,
+        machine=mc,
     )
     return plan
 
@@ -1117,9 +1123,16 @@ def vllm_command(
     max_num_seqs=VLLM_MAX_NUM_SEQS,
     max_num_batched_tokens=None,
     tensor_parallel_size: int = 1,
+    machine=None,
 ) -> str:
+    """The `vllm serve` line for these settings: the flags that differ from vLLM's defaults (its batch defaults on
+    `machine`'s GPU when one is given, vllm_gpu_defaults; else the small-GPU ones)."""
     model = pm.get_model(model)
     path, extra = _checkpoint(model, weight_dtype)
+    seqs_default, tokens_default = VLLM_MAX_NUM_SEQS, VLLM_MAX_NUM_BATCHED_TOKENS
+    if machine is not None:
+        d = vllm_gpu_defaults(machine)
+        seqs_default, tokens_default = d["max_num_seqs"], d["max_num_batched_tokens"]
     check_number(gpu_memory_utilization, "gpu_memory_utilization", 0.0, 1.0, lo_open=True)
     mml = model.max_position_embeddings if max_model_len is None else _int(max_model_len, "max_model_len")
     _check(
@@ -1142,9 +1155,9 @@ def vllm_command(
         parts += ["--kv-cache-dtype", kv_cache_dtype]
     if enforce_eager:
         parts.append("--enforce-eager")
-    if max_num_seqs != VLLM_MAX_NUM_SEQS:
+    if max_num_seqs != seqs_default:
         parts += ["--max-num-seqs", str(max_num_seqs)]
-    if max_num_batched_tokens not in (None, VLLM_MAX_NUM_BATCHED_TOKENS):
+    if max_num_batched_tokens not in (None, tokens_default):
         parts += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
     return " ".join(parts)
 

@@ -71,6 +71,7 @@ SHOTS = [
     # llama-server capped at 4 slots; its KV pool in time
     ("users-np4", "figures/users.html?np=4&kv_engine=llama.cpp&kv_users=16", "ready"),
     ("users-h100", "figures/users.html?model=qwen3-8b&machine=h100", "ready"),
+    ("serving-plan-h100", "figures/serving-plan.html?model=qwen3-8b&machine=h100", "ready"),
     ("companion", "index.html", "static"),
     ("figure-index", "figures/index.html", "static"),
     ("exercises", "exercises.html", "ready"),

@@ -35,6 +35,22 @@ SGLANG_READOUTS = ("max_total_num_tokens", "max_running_requests", "mem_fraction
 # ---------------------------------------------------------------------------------------------------------
 # State
 # ---------------------------------------------------------------------------------------------------------
+def machines() -> dict:
+    """The catalog's machines with a discrete GPU and the published serving runs' A100 and H100 80 GB
+    (enginelab.serving.validate.server_machines)."""
+    from ..serving import validate
+
+    return {**sp.serving_machines(), **validate.server_machines()}
+
+
+def _vllm_default(partial, key: str) -> int:
+    """vLLM's own default for the GPU picked (serving_plan.vllm_gpu_defaults: 256 sequences and 2,048 tokens a step
+    under 70 GiB or on an A100, 1,024 and 8,192 on a larger GPU)."""
+    mcs = machines()
+    mc = mcs.get(partial.get("machine"), mcs["rtx4090"])
+    return sp.vllm_gpu_defaults(mc)[key]
+
+
 def _model(partial):
     return pm.MODELS[partial["model"]]
 
@@ -59,7 +75,7 @@ SPEC = Spec(
             "machine",
             "GPU",
             default="rtx4090",
-            options=lambda p: [(k, m.gpu.name) for k, m in sp.serving_machines().items()],
+            options=lambda p: [(k, m.gpu.name) for k, m in machines().items()],
         ),
         Choice(
             "tp",
@@ -112,7 +128,7 @@ SPEC = Spec(
         Int(
             "max_num_seqs",
             "--max-num-seqs",
-            default=256,
+            default=lambda p: _vllm_default(p, "max_num_seqs"),
             min=1,
             max=1024,
             visible=_is("vllm"),
@@ -121,7 +137,7 @@ SPEC = Spec(
         Int(
             "max_num_batched_tokens",
             "--max-num-batched-tokens",
-            default=2048,
+            default=lambda p: _vllm_default(p, "max_num_batched_tokens"),
             min=16,
             max=65536,
             step=256,
@@ -266,7 +282,7 @@ def compute(state: State) -> ServingPlanData:
         if state.engine == "vllm":
             plan = sp.vllm_plan(
                 state.model,
-                state.machine,
+                machines()[state.machine],
                 state.weights,
                 gpu_memory_utilization=state.util,
                 max_model_len=state.ctx,
@@ -281,7 +297,7 @@ def compute(state: State) -> ServingPlanData:
         else:
             plan = sp.sglang_plan(
                 state.model,
-                state.machine,
+                machines()[state.machine],
                 state.weights,
                 mem_fraction_static=None if state.mfs == "auto" else float(state.mfs),
                 context_length=state.ctx,

@@ -21,6 +21,7 @@ from pkgutil import get_data
 
 import perf_model as pm
 from enginelab import calibration as cal
+from enginelab import serving_plan as sp
 
 from . import sim
 
@@ -63,16 +64,15 @@ def runs() -> list:
     return list(csv.DictReader(io.StringIO(text.decode("utf-8"))))
 
 
-# The datacenter GPUs of these runs, as the serving figures offer them beside perf_model's catalog machines: a team
-# sizing a server for its users has one of these more often than a desktop card
-SERVER_GPUS = {"a100": "A100 SXM4 80GB", "h100": "H100 SXM5 80GB"}
 _SERVERS: dict = {}
 
 
 def server_machines() -> dict:
-    """{key: pm.Machine} of SERVER_GPUS, each the machine these runs are simulated on (_machine)."""
+    """{key: pm.Machine} of serving_plan.SERVER_GPUS (the datacenter GPUs of these runs, which the serving figures
+    offer beside perf_model's catalog machines: a team sizing a server for its users has one of these more often
+    than a desktop card), each the machine these runs are simulated on (_machine)."""
     if not _SERVERS:
-        _SERVERS.update((k, _machine(gpu)) for k, gpu in SERVER_GPUS.items())
+        _SERVERS.update((k, _machine(gpu)) for k, gpu in sp.SERVER_GPUS.items())
     return dict(_SERVERS)
 
 
