@@ -201,13 +201,18 @@ def test_the_block_terms_cache_stays_bounded(monkeypatch):
     work._LAYER_TERMS_CACHE.clear()
 
 
-def test_warm_steps_fill_what_a_first_build_of_the_pair_reads(monkeypatch):
-    state = calculator.default_state().replace(model="gemma-3-12b", quant="Q5_K_S")
-    m = pm.MODELS["gemma-3-12b"]
+def _forget(m):
+    """Drop every cached table, plan and summary of model m."""
     for cache in (ggml._PLAN_CACHE, ggml._SUMMARY_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE,
                   work._WORK_CACHE, work._LAYER_TERMS_CACHE):  # fmt: skip
         for k in [k for k in cache if k[0] is m]:
             del cache[k]
+
+
+def test_warm_steps_fill_what_a_first_build_of_the_pair_reads(monkeypatch):
+    state = calculator.default_state().replace(model="gemma-3-12b", quant="Q5_K_S")
+    m = pm.MODELS["gemma-3-12b"]
+    _forget(m)
     steps = list(scenario.warm_steps([state]))
     assert len(steps) == 5  # one (model, quant) pair: five walks
     for step in steps:
@@ -263,10 +268,7 @@ def test_the_calculator_warms_what_is_one_step_away_then_every_other_model_neare
 def test_a_later_model_warmed_keeps_its_tables_not_its_plan(monkeypatch):
     state = calculator.default_state().replace(model="gemma-3-12b", quant="Q5_K_S")
     m = pm.MODELS["gemma-3-12b"]
-    for cache in (ggml._PLAN_CACHE, ggml._SUMMARY_CACHE, sizes._LAYER_CACHE, sizes._MATRIX_CACHE,
-                  work._WORK_CACHE, work._LAYER_TERMS_CACHE):  # fmt: skip
-        for k in [k for k in cache if k[0] is m]:
-            del cache[k]
+    _forget(m)
     rows = ggml._plan_cache_rows
     for step in scenario.warm_later_steps([state]):
         step()
