@@ -590,7 +590,7 @@ def interaction(browser, site, n_changes: int, problems: list, busy: bool = Fals
     page.goto(site.url("figures/calculator.html"))
     wait_ready(page)
     changes = [CHANGES[i % len(CHANGES)] for i in range(n_changes)]
-    trace = Path(tempfile.mkdtemp()) / "trace.json"
+    trace = Path(tempfile.mkdtemp()) / "trace.json" if busy else None
     with busy_core() if busy else contextlib.nullcontext():
         time.sleep(settle_s)
         if busy:  # Chromium's trace of the changes: each input event's main-thread CPU time beside its wall time
