@@ -8,7 +8,7 @@
 //   anything else goes to the network as usual.
 // - activate: the caches of other builds are deleted. A new build's worker waits, as browsers do, until no page
 //   of the old build is open, so a page never mixes files of two builds.
-// Pages register it (site/assets/live.js) a second after their figure is live, so it never slows a first start.
+// Pages register it (site/assets/live.js) once their figure is live and the reader has paused for a few seconds.
 const VERSION = "__VERSION__";
 const CACHE = `enginelab-${VERSION}`;
 const FILES = __FILES__; // path under the site root -> sha256
@@ -16,18 +16,27 @@ const BASE = new URL("./", self.location);
 
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");
 
+// Two files at a time: the install is background work, and a page may still be in use beside it.
+const PARALLEL = 2;
+
 async function precache() {
   const cache = await caches.open(CACHE);
+  const todo = Object.entries(FILES);
+  const one = async ([path, sha]) => {
+    const url = new URL(path, BASE);
+    const res = await fetch(new Request(url, { cache: "no-cache" }));
+    if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
+    const got = hex(await crypto.subtle.digest("SHA-256", await res.clone().arrayBuffer()));
+    if (got !== sha) throw new Error(`${path} is not build ${VERSION}'s`);
+    await cache.put(url, res);
+  };
+  const lane = async () => {
+    while (todo.length) await one(todo.shift());
+  };
   try {
-    await Promise.all(Object.entries(FILES).map(async ([path, sha]) => {
-      const url = new URL(path, BASE);
-      const res = await fetch(new Request(url, { cache: "no-cache" }));
-      if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
-      const got = hex(await crypto.subtle.digest("SHA-256", await res.clone().arrayBuffer()));
-      if (got !== sha) throw new Error(`${path} is not build ${VERSION}'s`);
-      await cache.put(url, res);
-    }));
+    await Promise.all(Array.from({ length: PARALLEL }, lane));
   } catch (e) {
+    todo.length = 0; // the other lane stops too
     await caches.delete(CACHE);
     throw e;
   }

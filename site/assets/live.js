@@ -247,6 +247,7 @@ const inputRequest = (target) => ({
 function onInput(event) {
   if (!live) return;
   send(inputRequest(event.target?.name || ""));
+  if (!swDone) registerServiceWorker(); // (the wait starts again)
 }
 
 // ---- "Use your own model or machine" (the calculator's panel, figures/calculator.py own_model_panel) -------
@@ -342,15 +343,23 @@ function whenInView() {
   });
 }
 
-// The service worker (sw.js at the site's root) keeps this build's files for the next visit and for offline
-// use; registered once the figure is live, so its downloads never compete with the first start.
+// The service worker (sw.js at the site's root) keeps this build's files for the next visit and for use with no
+// network. Its install reads and hashes every file of the build (about a second of CPU across the browser's
+// threads), so it waits until the figure is live and the reader has left it alone for SW_QUIET_MS: a reader
+// changing settings right after the page starts never shares the machine with it.
+const SW_QUIET_MS = 3000;
+let swTimer = 0;
+let swDone = false;
+
 function registerServiceWorker() {
-  if (!("serviceWorker" in navigator) || !/^https?:$/.test(location.protocol)) return;
-  const url = new URL("../sw.js", import.meta.url);
-  setTimeout(() => {
+  if (swDone || !("serviceWorker" in navigator) || !/^https?:$/.test(location.protocol)) return;
+  clearTimeout(swTimer);
+  swTimer = setTimeout(() => {
+    swDone = true;
+    const url = new URL("../sw.js", import.meta.url);
     navigator.serviceWorker.register(url, { scope: new URL("../", import.meta.url).pathname, updateViaCache: "none" })
       .catch(() => {}); // a host that forbids it (or a private window) just goes without
-  }, 1000);
+  }, SW_QUIET_MS);
 }
 
 async function start() {
