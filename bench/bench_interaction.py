@@ -4,7 +4,7 @@
 
 Replays tests/e2e/bench.py's CHANGES (50 changes cycling through the calculator's controls) through the browser
 glue's own entry point (site/py/main.py serve: open on the pre-rendered default, main.ready, the idle warm-up
-request, then one "input" request per change, each followed by its "deferred" request, as live.js sends them), in a
+requests, then one "input" request per change, each followed by its "deferred" request, as live.js sends them), in a
 fresh process per run so that every cache starts cold. Each change is timed in the thread's CPU time
 (time.thread_time: another process on the machine does not count), which makes this a steady measure of the
 Python share of `build.py bench`'s interaction_p95_ms on a shared machine: the browser adds the DOM write (~2 ms)
@@ -43,7 +43,8 @@ values = {k: fig.SPEC.by_key[k].encode(fig.SPEC.shown(s, k)) for k in sigs}
 ask = lambda **r: json.loads(main.serve("bench", json.dumps(r)))
 ask(op="open", figure="calculator", search="", base="", sigs=sigs, values=values, layout="wide")
 main.ready()
-ask(op="warm", layout="wide")
+while ask(op="warm", layout="wide").get("more"):  # the warm-up's steps, as live.js sends them while idle
+    pass
 out = []
 for key, value in changes:
     key = key[2:]  # "f-model" -> "model"

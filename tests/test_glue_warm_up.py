@@ -1,6 +1,7 @@
-"""site/py/main.py's warm-up (op "warm"), in CPython: once a frame is live and idle, the session runs compute and
-render for one neighbouring state and throws the answer away; the session's state and what the frame was told
-stay as they were."""
+"""site/py/main.py's warm-up (op "warm"), in CPython: once a frame is live and idle, the session rehearses the
+reader's next change through serve on a scratch session (and its deferred extras), then computes the figure's default
+state, a short step per request, and throws the answers away; the session's state and what the frame was told stay
+as they were."""
 
 from __future__ import annotations
 
@@ -37,38 +38,72 @@ def views(monkeypatch):
 
 
 def warm(client, figure, search, views):
-    ask(client, op="open", figure=figure, search=search, sigs={}, values={}, layout="wide")
+    """Open a frame as live.js does (its controls' sigs and values), then send "warm" until nothing is left."""
+    fig = REGISTRY[figure]
+    state = fig.SPEC.from_query(search)[0]
+    sigs = page.field_sigs(fig.SPEC, state)
+    values = {k: fig.SPEC.by_key[k].encode(fig.SPEC.shown(state, k)) for k in sigs}
+    ask(client, op="open", figure=figure, search=search, sigs=sigs, values=values, layout="wide")
     views.clear()  # only what the warm-up draws
     app = main.SESSIONS[client]
     before = None
     if isinstance(app, main.App):  # (a frame at its default opens on its pre-render: a session comes with "warm")
         before = (app.state, app.query, dict(app.sigs), dict(app.shown), app.message_list, app.deferred)
-    return before, ask(client, op="warm"), main.SESSIONS[client]
+    answers = [ask(client, op="warm")]
+    while answers[-1].get("more"):
+        answers.append(ask(client, op="warm"))
+        assert len(answers) < 10
+    return before, answers, main.SESSIONS[client]
 
 
-def test_a_frame_with_its_own_settings_warms_up_on_the_default_state(views):
-    before, out, app = warm("w1", "calculator", "?machine=rtx3060&ctx=16384", views)
-    assert out == {"ok": True}  # nothing for the frame to write
-    assert views == [REGISTRY["calculator"].default_state()]
+def next_model(fig, state):
+    options = [v for v, _ in fig.SPEC.by_key["model"].options_for(state.as_dict())]
+    return options[(options.index(state.model) + 1) % len(options)]
+
+
+@pytest.fixture
+def deferred(monkeypatch):
+    """The states the calculator's deferred extras are drawn for."""
+    fig = REGISTRY["calculator"]
+    seen = []
+    real = fig.deferred_html
+    monkeypatch.setattr(fig, "deferred_html", lambda state: seen.append(state) or real(state))
+    return seen
+
+
+def test_a_frame_with_its_own_settings_rehearses_a_change_then_warms_the_default(views, deferred):
+    before, answers, app = warm("w1", "calculator", "?machine=rtx3060&ctx=16384", views)
+    fig = REGISTRY["calculator"]
+    # three short steps: the change, its deferred extras, the default state; nothing for the frame to write
+    assert answers == [{"ok": True, "more": True}] * 2 + [{"ok": True, "more": False}]
+    # the rehearsed change: the model (the calculator's first setting) to its next option, this frame's other settings
+    # kept; then the default
+    assert [s.model for s in views] == [next_model(fig, app.state), fig.default_state().model]
+    assert views[0].machine == "rtx3060" and views[0].ctx == 16384 and views[1] == fig.default_state()
+    assert deferred == [views[0]]
     assert (app.state, app.query, app.sigs, app.shown, app.message_list, app.deferred) == before
     assert app.state.machine == "rtx3060" and app.state.ctx == 16384
+    assert sorted(main.SESSIONS) == sorted(k for k in main.SESSIONS if not k.startswith("scratch:"))
+    assert ask("w1", op="warm") == {"ok": True, "more": False}  # done once
 
 
-def test_a_frame_at_the_default_warms_up_on_it_and_its_first_settings_next_option(views):
-    _before, out, app = warm("w2", "calculator", "", views)
+def test_a_frame_at_the_default_rehearses_its_first_settings_next_option(views, deferred):
+    _before, answers, app = warm("w2", "calculator", "", views)
     fig = REGISTRY["calculator"]
-    assert out == {"ok": True} and app.state == fig.default_state()
-    options = [v for v, _ in fig.SPEC.by_key["model"].options_for({})]
-    want = options[(options.index(app.state.model) + 1) % len(options)]
-    # the pre-rendered default itself (nothing computed it), then the model (the calculator's first setting) changed
-    assert [s.model for s in views] == [app.state.model, want]
-    assert views[0] == fig.default_state()
+    assert answers[-1] == {"ok": True, "more": False} and app.state == fig.default_state()
+    # the model changed, then the pre-rendered default itself (nothing computed it)
+    assert [s.model for s in views] == [next_model(fig, app.state), app.state.model]
+    assert views[1] == fig.default_state() and deferred == [views[0]]
+    # the frame's session saw none of it: its next change is answered against what the frame shows
+    values = {k: fig.SPEC.by_key[k].encode(fig.SPEC.shown(app.state, k)) for k in app.sigs}
+    out = ask("w2", op="input", values=values | {"model": "qwen2.5-7b"}, target="model")
+    assert "figure" in out and app.state.model == "qwen2.5-7b"
 
 
 def test_a_step_through_figure_at_its_default_does_not_warm_up_another_computation(views):
-    _before, out, app = warm("w3", "kv-managers", "", views)
-    assert out == {"ok": True} and views == []  # its changes are frame patches on the simulation it has
-    _before, out, app = warm("w4", "kv-managers", "?step=5", views)
+    _before, answers, app = warm("w3", "kv-managers", "", views)
+    assert answers == [{"ok": True, "more": False}] and views == []  # its changes are frame patches
+    _before, answers, app = warm("w4", "kv-managers", "?step=5", views)
     assert [s.step for s in views] == [0] and app.state.step == 5  # the same simulation, at its first step
 
 

@@ -189,11 +189,12 @@ function answer(r, retry) {
     const s = $("status");
     if (s) s.hidden = true;
     // a frame that opened on its pre-rendered default state has not imported its figure yet, and no frame has
-    // run its figure's code for another state: do both (site/py/main.py App.warm_up) once the page is idle (the
-    // frames of a host page share one thread: after the others' first renders), so that the first change is as
-    // quick as the others
+    // run its figure's code for another state: do both (site/py/main.py App.warm_up: a change rehearsed, a short
+    // step per request) once the page is idle (the frames of a host page share one thread: after the others'
+    // first renders), so that the first change is as quick as the others
     const idle = window.requestIdleCallback || ((f) => setTimeout(f, 0));
-    idle(() => then(rt.request({ op: "warm" }), () => {}), { timeout: 2000 });
+    const warm = () => then(rt.request({ op: "warm" }), (w) => { if (w && w.more) idle(warm, { timeout: 2000 }); });
+    idle(warm, { timeout: 2000 });
     registerServiceWorker();
   } else if (retry && retry.op === "input") {
     idleWarm();

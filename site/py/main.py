@@ -26,7 +26,8 @@ Any request may carry layout ("wide" or "narrow"): the chart layout the frame sh
   gguf     (serve_file) a dropped GGUF file: its header, read in slices
   remote   (serve_async) {input} or {file} or {initial}: a model from Hugging Face or a link, read over HTTP;
            progress goes to the frame as notes ({"remote": ...}) while it is read
-  warm     the frame is live: get ready for its first change (import its figure's module)
+  warm     the frame is live: get ready for its first change (import its figure's module, rehearse a change),
+           one short step per request; answers {"more": true} while steps remain
   idle     the reader paused after a change: fill, for IDLE_BUDGET_S at most, the caches of what they may pick
            next (the figure's warm_steps(state)); answers {"more": true} while steps remain
   close    the frame is gone
@@ -74,6 +75,7 @@ class App:
         self.deferred = 0  # token of the last render whose extras are still to come
         self.remote_job = None  # the latest remote read (an older one's answer is dropped)
         self.idle_steps = None  # the warm-up steps left for the state shown (None: not started for it)
+        self.warm_steps = None  # the first warm-up's steps left (None: not started)
 
     # -- what the frame should write -------------------------------------------------------------------
     def sync_controls(self, state, out, force=False):
@@ -172,30 +174,56 @@ class App:
         return self.apply(state, messages, force=True)
 
     def warm_up(self):
-        """Run compute and render once for neighbouring states and throw the answers away, while the frame is idle:
-        the reader's first change then runs on warm code. In Pyodide a code path's first run, and the caches a new
-        model or machine fills, cost several times a later change (a cold first change took 25-60 ms against 5-10
-        ms). The neighbours: the figure's default state; at the default, which the frame shows as pre-rendered
-        and nothing has computed yet, the default itself (a reader who tries another model and comes back finds
-        it warm) and the first setting changed to its next option (neither for a step-through figure, whose
-        changes are frame patches on the same computation). The session's own state and what the frame shows
-        are left as they are."""
+        """One step of the frame's warm-up, run while it is idle after its first render (live.js sends "warm"
+        again while this answers True): the reader's first change then runs on warm code. In Pyodide a code
+        path's first run costs several times a later one: WebAssembly functions not called yet are compiled on the
+        spot, on the page's thread, and the caches a new model or machine fills are empty (a cold first change
+        took 25-60 ms against 5-10 ms). The steps, each a short task of its own:
+          1. the reader's next change rehearsed: the first setting changed to its next option, as a request
+             through serve on a scratch copy of this session (the same JSON in and out, validation, render and
+             controls), not on a step-through figure, whose changes are frame patches on the same computation;
+          2. the rehearsal's deferred extras (the advice that follows each change);
+          3. the figure's default state computed (a reader who tries another setting and comes back finds it
+             warm; at the default, the frame shows it pre-rendered and nothing has computed it).
+        The first step also grows the runtime's WebAssembly heap ahead of need (reserve_heap).
+        The session's own state and what the frame shows are left as they are."""
+        if self.warm_steps is None:
+            self.warm_steps = iter(self._warm_steps())
+            try:
+                reserve_heap()  # (once per runtime: the first frame's warm-up)
+            except Exception:
+                traceback.print_exc()
         try:
-            state = self.fig.default_state()
-            if state != self.state:
-                states = [state]
-            elif getattr(self.fig, "STEP_FIELD", None):
-                states = []
-            else:
-                states = [state, self._neighbour()]
-            for state in states:
-                if state is None:
-                    continue
-                with chart.layout_for(self.layout):
-                    self.page.view(self.fig, state, defer=True)
-                    self.page.field_sigs(self.spec, state)
+            next(self.warm_steps)
+            return True
+        except StopIteration:
+            return False
         except Exception:  # a warm-up is never the reader's concern
             traceback.print_exc()
+            self.warm_steps = iter(())
+            return False
+
+    def _warm_steps(self):
+        step_figure = getattr(self.fig, "STEP_FIELD", None)
+        nxt = None if step_figure or self.state is None else self._neighbour()
+        if nxt is not None:
+            scratch = App(self.fig, self.sigs, self.shown, self.patch_key)
+            scratch.state, scratch.query, scratch.layout = self.state, self.query, self.layout
+            scratch.message_list = list(self.message_list or [])
+            values = {  # the frame's controls, as its form would send them
+                key: self.spec.by_key[key].encode(self.spec.shown(nxt, key)) if key in self.spec.by_key else value
+                for key, value in self.shown.items()
+            }
+            req = {"op": "input", "values": values, "target": "", "patch_key": self.patch_key, "layout": self.layout}
+            out = json.loads(_serve_scratch(scratch, req))
+            if out.get("deferred"):
+                yield
+                _serve_scratch(scratch, {"op": "deferred", "token": out["deferred"]})
+            yield
+        default = self.fig.default_state()
+        if not step_figure or default != self.state:
+            with chart.layout_for(self.layout):
+                self.page.view(self.fig, default, defer=True)
 
     def idle_step(self):
         """Run the figure's warm_steps(state) (what the reader may pick next from the state shown) for
@@ -573,8 +601,7 @@ def handle(client, req):
     if _layout(req):  # the frame's width (live.js asks for a refresh when it crosses the breakpoint)
         app.layout = _layout(req)
     if op == "warm":  # the frame is live and idle: import its figure's module and warm it up, not on its first change
-        app.warm_up()
-        return {"ok": True}
+        return {"ok": True, "more": app.warm_up()}
     if op == "idle":  # the reader paused after a change: warm up what they may pick next, a few ms at a time
         return app.idle_step()
     if op == "input":
@@ -592,6 +619,16 @@ def handle(client, req):
     if op == "config":
         return own_config(app, str(req.get("text") or ""))
     return {"error": f"unknown request {op!r}"}
+
+
+def _serve_scratch(app, req):
+    """serve() for a session that no frame has (App.warm_up's rehearsal): registered for the one request."""
+    client = f"scratch:{id(app)}"
+    SESSIONS[client] = app
+    try:
+        return serve(client, json.dumps(req))
+    finally:
+        SESSIONS.pop(client, None)
 
 
 def serve(client, text):
@@ -650,3 +687,33 @@ def ready():
     import gc
 
     gc.freeze()
+
+
+# The WebAssembly heap Python lives in grows (and never shrinks) as a session needs more: 30 MB at start, 36 MB after
+# fifty calculator changes. Each time it grows, V8 replaces the heap's buffer and counts the new memory against
+# its JavaScript heap's limits, which starts a collection: 8-20 ms on the page's thread, inside whatever change
+# asked for the memory. One growth to HEAP_RESERVE_BYTES during the first warm-up (the page is idle) takes them
+# out of the changes. Growing reserves address space; the operating system backs a page only when it is written.
+HEAP_RESERVE_BYTES = 64 * 1024 * 1024
+_heap_reserved = False
+
+
+def reserve_heap(size=HEAP_RESERVE_BYTES):
+    """Grow the WebAssembly heap to `size` bytes now, under Pyodide (once per runtime; elsewhere nothing).
+    Returns the heap's size in bytes after it, or None where there is no such heap."""
+    global _heap_reserved
+    import sys
+
+    if sys.platform != "emscripten":
+        return None
+    import ctypes
+
+    lib = ctypes.CDLL(None)  # Pyodide's own C symbols (emscripten's, among them)
+    heap_size = lib.emscripten_get_heap_size
+    heap_size.restype, heap_size.argtypes = ctypes.c_size_t, []
+    if not _heap_reserved and heap_size() < size:
+        grow = lib.emscripten_resize_heap
+        grow.restype, grow.argtypes = ctypes.c_int, [ctypes.c_size_t]
+        grow(size)  # (a refusal leaves the heap as it was: it grows later, as it would have)
+    _heap_reserved = True
+    return heap_size()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
+import sys
 import time
 from urllib.parse import urlsplit
 
@@ -21,7 +22,7 @@ import pytest
 from enginelab import page as pg
 from enginelab.figures import REGISTRY
 
-from .harness import DIST, Guard, Site, _build_module, readouts, url_search, wait_ready
+from .harness import DIST, ROOT, Guard, Site, _build_module, readouts, url_search, wait_ready
 
 READOUT = re.compile(r'data-readout="([^"]+)"[^>]*?data-value="([^"]*)"')
 
@@ -235,3 +236,49 @@ def test_service_worker_offline_after_a_first_visit_and_a_clean_update(browser, 
     finally:
         ctx.close()
         served.close()
+
+
+def test_the_service_worker_waits_for_the_reader_to_pause(browser, site):
+    """live.js registers sw.js only after SW_QUIET_MS (3 s) without a change: its install (every file of the build
+    fetched and hashed) never runs beside a reader's changes."""
+    ctx = browser.new_context()
+    guard = Guard(ctx, site.origin)
+    registered = "navigator.serviceWorker.getRegistration().then(r => !!r)"
+    try:
+        page = ctx.new_page()
+        page.goto(site.url("figures/calculator.html"))
+        wait_ready(page)
+        t0 = time.monotonic()
+        tokens = ["2000", "3000"]
+        for i in range(10):  # a change every half second for five seconds: the wait starts again each time
+            page.fill("#f-tokens", tokens[i % 2])
+            time.sleep(0.5)
+            assert not page.evaluate(registered), f"registered {time.monotonic() - t0:.1f} s after ready, mid-changes"
+        page.wait_for_function(registered, timeout=30_000)  # then, left alone, the page registers it
+        page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=60_000)
+        assert not guard.problems(), guard.problems()
+    finally:
+        ctx.close()
+
+
+def test_the_warm_up_grows_the_python_heap_once_ahead_of_need(browser, site):
+    """site/py/main.py reserve_heap: the first warm-up grows the WebAssembly heap to HEAP_RESERVE_BYTES, so a
+    change never waits for the heap to grow (and the collection V8 starts when it does)."""
+    sys.path.insert(0, str(ROOT / "site" / "py"))
+    try:
+        import main
+    finally:
+        sys.path.pop(0)
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(site.url("figures/calculator.html"))
+        wait_ready(page)
+        heap = "window.enginelab_runtime.rt.heapBytes()"
+        page.wait_for_function(f"{heap} >= {main.HEAP_RESERVE_BYTES}", timeout=30_000)
+        size = page.evaluate(heap)
+        for model in ("llama-3.1-70b", "qwen3-30b-a3b", "qwen2.5-14b"):  # changes that allocate: no growth
+            page.select_option("#f-model", model)
+        assert page.evaluate(heap) == size == main.HEAP_RESERVE_BYTES
+    finally:
+        ctx.close()
