@@ -248,7 +248,7 @@ const inputRequest = (target) => ({
 function onInput(event) {
   if (!live) return;
   send(inputRequest(event.target?.name || ""));
-  if (!swDone) registerServiceWorker(); // (the wait starts again)
+  registerServiceWorker(); // (the wait starts again)
 }
 
 // ---- "Use your own model or machine" (the calculator's panel, figures/calculator.py own_model_panel) -------

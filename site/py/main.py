@@ -190,7 +190,7 @@ class App:
         if self.warm_steps is None:
             self.warm_steps = iter(self._warm_steps())
             try:
-                reserve_heap()  # (once per runtime: the first frame's warm-up)
+                reserve_heap()  # (the first frame's grows it; the others find it grown)
             except Exception:
                 traceback.print_exc()
         try:
@@ -695,13 +695,11 @@ def ready():
 # asked for the memory. One growth to HEAP_RESERVE_BYTES during the first warm-up (the page is idle) takes them
 # out of the changes. Growing reserves address space; the operating system backs a page only when it is written.
 HEAP_RESERVE_BYTES = 64 * 1024 * 1024
-_heap_reserved = False
 
 
 def reserve_heap(size=HEAP_RESERVE_BYTES):
-    """Grow the WebAssembly heap to `size` bytes now, under Pyodide (once per runtime; elsewhere nothing).
+    """Grow the WebAssembly heap to `size` bytes now, under Pyodide, if it is smaller (elsewhere nothing).
     Returns the heap's size in bytes after it, or None where there is no such heap."""
-    global _heap_reserved
     import sys
 
     if sys.platform != "emscripten":
@@ -711,9 +709,8 @@ def reserve_heap(size=HEAP_RESERVE_BYTES):
     lib = ctypes.CDLL(None)  # Pyodide's own C symbols (emscripten's, among them)
     heap_size = lib.emscripten_get_heap_size
     heap_size.restype, heap_size.argtypes = ctypes.c_size_t, []
-    if not _heap_reserved and heap_size() < size:
+    if heap_size() < size:
         grow = lib.emscripten_resize_heap
         grow.restype, grow.argtypes = ctypes.c_int, [ctypes.c_size_t]
         grow(size)  # (a refusal leaves the heap as it was: it grows later, as it would have)
-    _heap_reserved = True
     return heap_size()
