@@ -30,7 +30,22 @@ from .test_remote_model import query, read_from_panel, wait_remote  # noqa: E402
 
 PAGE = "figures/calculator.html?model=qwen2.5-7b"
 TIMEOUT_MS = 2000  # the glue's answer, stall and slow-body limits for these tests (remote.TIMEOUT_S etc. else)
-BUFFERS = 16 << 20  # what may sit in the sockets' and the browser's buffers when the page stops a body
+
+
+def _socket_buffers() -> int:
+    """What may sit in one connection's buffers when the page stops a body: the kernel's largest TCP receive and
+    send buffers (autotuning grows them on a slow reader: 32 MiB + 4 MiB on some Linux hosts) plus the browser's
+    own pipe (a few MiB)."""
+    most = 0
+    for name in ("tcp_rmem", "tcp_wmem"):
+        try:
+            most += int(Path(f"/proc/sys/net/ipv4/{name}").read_text().split()[2])
+        except (OSError, IndexError, ValueError):
+            most += 8 << 20
+    return max(most, 8 << 20) + (4 << 20)
+
+
+BUFFERS = _socket_buffers()
 
 
 @pytest.fixture(scope="module")
