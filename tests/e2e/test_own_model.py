@@ -2,6 +2,7 @@
 a GGUF file written by llama.cpp's gguf package (only its header is read), a pasted config.json, a
 machine described by numbers, bad input for each, and one-click advice with undo."""
 
+import base64
 import dataclasses
 import json
 import re
@@ -161,14 +162,15 @@ def test_gguf_dropped_on_the_drop_zone(page_at, tmp_path):
     m = pm.model_from_hf_config(TINY, name="unused")
     path = tmp_path / "dropped.gguf"
     _write(path, m, "Q4_K_M")
-    data = list(path.read_bytes())
+    data = base64.b64encode(path.read_bytes()).decode()  # (1.8 MB: as a list of numbers, ~15 s to send)
     page = page_at(PAGE)
     page.locator("#own-model summary").click()
     # a real drop: a DataTransfer holding a File, dispatched on the drop zone
     page.evaluate(
-        """(bytes) => {
+        """(b64) => {
+        const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
         const dt = new DataTransfer();
-        dt.items.add(new File([new Uint8Array(bytes)], "dropped.gguf", {type: "application/octet-stream"}));
+        dt.items.add(new File([bytes], "dropped.gguf", {type: "application/octet-stream"}));
         const zone = document.getElementById("gguf-drop");
         zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: dt, bubbles: true, cancelable: true}));
         zone.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
