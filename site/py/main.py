@@ -75,7 +75,7 @@ class App:
         self.deferred = 0  # token of the last render whose extras are still to come
         self.remote_job = None  # the latest remote read (an older one's answer is dropped)
         self.idle_steps = None  # the warm-up steps left for the state shown (None: not started for it)
-        self.warm_steps = None  # the first warm-up's steps left (None: not started)
+        self.first_warm = None  # the steps left of the warm-up after the first render (None: not started)
 
     # -- what the frame should write -------------------------------------------------------------------
     def sync_controls(self, state, out, force=False):
@@ -187,23 +187,23 @@ class App:
              warm; at the default, the frame shows it pre-rendered and nothing has computed it).
         The first step also grows the runtime's WebAssembly heap ahead of need (reserve_heap).
         The session's own state and what the frame shows are left as they are."""
-        if self.warm_steps is None:
-            self.warm_steps = iter(self._warm_steps())
+        if self.first_warm is None:
+            self.first_warm = self._first_warm_steps()
             try:
                 reserve_heap()  # (the first frame's grows it; the others find it grown)
             except Exception:
                 traceback.print_exc()
         try:
-            next(self.warm_steps)
+            next(self.first_warm)
             return True
         except StopIteration:
             return False
         except Exception:  # a warm-up is never the reader's concern
             traceback.print_exc()
-            self.warm_steps = iter(())
+            self.first_warm = iter(())
             return False
 
-    def _warm_steps(self):
+    def _first_warm_steps(self):
         step_figure = getattr(self.fig, "STEP_FIELD", None)
         nxt = None if step_figure or self.state is None else self._neighbour()
         if nxt is not None:
