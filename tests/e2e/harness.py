@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -90,7 +91,10 @@ class Guard:
         self.page_errors: list[str] = []
         self.failed: list[str] = []
         self.bad_status: list[str] = []
-        context.route("**/*", self._route)
+        # only what is not ours goes to _route: matched by Playwright's driver, so a same-origin request (a page's
+        # hundreds, a service worker's install) is never held up for a round trip to this process
+        ours = "|".join(re.escape(o) + r"(?:[/?#]|$)" for o in sorted(self.allowed))
+        context.route(re.compile(rf"^(?!data:|blob:|{ours})"), self._route)
         context.on("page", self.watch)
         for p in context.pages:
             self.watch(p)
