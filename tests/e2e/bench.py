@@ -21,7 +21,10 @@
   work slows them): what the page itself spends, apart from the time the OS gives the core to others.
   interaction_busy_settled_*: the busy changes again, on a fresh page left alone for SETTLE_S first (as a reader's
   first look): by then V8 has compiled the interpreter's hot WebAssembly functions with TurboFan, work that right
-  after ready runs in background threads beside the page's changes.
+  after ready runs in background threads beside the page's changes. The pages run under the tests' offline guard
+  (harness.Guard), whose route Playwright's driver matches itself: a same-origin request (the service worker's
+  install, 3 s after the last change, among them) never waits on this process, whose CPU would compete with the
+  page's on the one free core.
 - embeds_*: four figures embedded on a host page against one (time until ready, memory, interactions across the
   frames); embeds_where_mb says where the three more frames' memory goes (Chromium's memory-infra allocators
   summed over the frames' processes: compositor tiles, V8, Blink's DOM and layout heap, ...; the Python
